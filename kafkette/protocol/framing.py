@@ -1,0 +1,178 @@
+"""Size-prefixed framing of the Kafka wire protocol, without I/O.
+
+Every request and every response travels as a frame: an int32 big-endian size
+followed by that many bytes (the header and body of the message). The caller
+owns the socket; it hands received bytes to a ``FrameDecoder`` and takes whole
+frame bodies out::
+
+    decoder = FrameDecoder(max_frame_size=100 * 1024 * 1024)
+    decoder.feed(sock.recv(65536))
+    while (frame := decoder.next_frame()) is not None:
+        handle(frame)
+
+and writes ``encode_frame(body)`` (or ``frame_parts(parts)`` with a vectored
+write) for the other direction.
+
+A peer controls the size prefix, so the decoder checks it before it buffers
+any of the body: as soon as four size bytes are known, a negative size raises
+``InvalidLengthError`` and a size over the limit raises ``FrameTooLargeError``
+(an HTTP request's ``GET `` reads as 1,195,725,856 bytes, a TLS ClientHello's
+``\\x16\\x03\\x01`` as more than 369 MB). Memory grows only with the bytes
+actually received, never with a declared size.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+from kafkette.protocol.errors import EncodeError, FrameTooLargeError, InvalidLengthError
+
+__all__ = ["SIZE_PREFIX_LENGTH", "FrameDecoder", "encode_frame", "frame_parts"]
+
+Buffer = bytes | bytearray | memoryview
+
+SIZE_PREFIX_LENGTH = 4
+"""Length of the int32 size that starts every frame."""
+
+_MAX_INT32 = 2**31 - 1
+_SIZE = struct.Struct(">i")
+
+# Consumed bytes at the front of the buffer are dropped once they are at least
+# this many and at least half the buffer, so the memmove is amortised.
+_COMPACT_THRESHOLD = 64 * 1024
+
+
+class FrameDecoder:
+    """Reassembles frames from bytes received in chunks of any size.
+
+    ``feed`` takes bytes as they arrive; ``next_frame`` returns the body of the
+    next complete frame (the size prefix removed) or None. An invalid size
+    prefix raises from ``feed`` or ``next_frame``, whichever first sees it,
+    after every frame before it has been returned; the stream cannot be
+    resynchronised, so the decoder then keeps raising the same error.
+    """
+
+    __slots__ = ("_buf", "_error", "_max_frame_size", "_pos", "_size")
+
+    def __init__(self, max_frame_size: int) -> None:
+        if max_frame_size < 0:
+            raise ValueError(f"max_frame_size must be >= 0, got {max_frame_size}")
+        self._max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unconsumed byte in _buf
+        self._size: int | None = None  # body size of the frame at _pos, once known
+        self._error: FrameTooLargeError | InvalidLengthError | None = None
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame body accepted, in bytes."""
+        return self._max_frame_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as part of a frame."""
+        return len(self._buf) - self._pos
+
+    @property
+    def has_partial_frame(self) -> bool:
+        """Whether bytes are held that do not (yet) make a complete frame.
+
+        After ``next_frame`` has returned None, this tells at end of stream
+        whether the peer went away in the middle of a frame.
+        """
+        available = len(self._buf) - self._pos
+        if available == 0:
+            return False
+        if self._size is None:
+            return True  # fewer than four bytes, or a size not yet read
+        return available < SIZE_PREFIX_LENGTH + self._size
+
+    def feed(self, data: Buffer) -> None:
+        """Add received bytes; raise at once if they complete an invalid size prefix."""
+        if self._error is not None:
+            raise self._error
+        if data:
+            self._buf += data
+        self._read_size()
+
+    def next_frame(self) -> memoryview | None:
+        """Return the body of the next complete frame, or None if it has not all arrived.
+
+        The body is a memoryview of bytes that belong to the caller; the decoder
+        never writes to them again.
+        """
+        if self._error is not None:
+            raise self._error
+        self._read_size()
+        size = self._size
+        if size is None:
+            return None
+        start = self._pos + SIZE_PREFIX_LENGTH
+        end = start + size
+        buf = self._buf
+        if end > len(buf):
+            return None
+        if end == len(buf) and size * 2 >= len(buf):
+            # The frame is the tail and most of the buffer (a large frame, typically):
+            # hand the buffer over instead of copying it.
+            frame = memoryview(buf)[start:end]
+            self._buf = bytearray()
+            self._pos = 0
+        else:
+            frame = memoryview(buf[start:end])  # slicing a bytearray copies
+            self._consume(end)
+        self._size = None
+        return frame
+
+    def __iter__(self) -> Iterator[memoryview]:
+        """Yield the complete frames available now, in order."""
+        while (frame := self.next_frame()) is not None:
+            yield frame
+
+    def _read_size(self) -> None:
+        if self._size is not None or len(self._buf) - self._pos < SIZE_PREFIX_LENGTH:
+            return
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        if size < 0:
+            self._error = InvalidLengthError(f"negative frame size {size}")
+        elif size > self._max_frame_size:
+            self._error = FrameTooLargeError(size, self._max_frame_size)
+        else:
+            self._size = size
+            return
+        raise self._error
+
+    def _consume(self, end: int) -> None:
+        if end == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif end >= _COMPACT_THRESHOLD and end * 2 >= len(self._buf):
+            del self._buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+
+
+def _nbytes(part: Buffer) -> int:
+    return part.nbytes if isinstance(part, memoryview) else len(part)
+
+
+def encode_frame(body: Buffer) -> bytes:
+    """Return ``body`` prefixed with its int32 size."""
+    size = _nbytes(body)
+    if size > _MAX_INT32:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    return _SIZE.pack(size) + body
+
+
+def frame_parts(parts: Sequence[Buffer]) -> list[Buffer]:
+    """Return the size prefix of the frame made of ``parts``, followed by the parts.
+
+    For a vectored write (``socket.sendmsg``, ``writelines``): the parts are
+    not copied.
+    """
+    size = sum(_nbytes(part) for part in parts)
+    if size > _MAX_INT32:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    return [_SIZE.pack(size), *parts]

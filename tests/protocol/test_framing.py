@@ -1,0 +1,300 @@
+"""Tests for kafkette.protocol.framing: int32 size-prefixed frames."""
+
+from __future__ import annotations
+
+import array
+import struct
+import time
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError, ProtocolError
+from kafkette.protocol.framing import FrameDecoder, encode_frame, frame_parts
+
+
+def _size(n: int) -> bytes:
+    return struct.pack(">i", n)
+
+
+def _drain(decoder: FrameDecoder) -> list[bytes]:
+    return [bytes(frame) for frame in decoder]
+
+
+def _next(decoder: FrameDecoder) -> bytes | None:
+    frame = decoder.next_frame()
+    return None if frame is None else bytes(frame)
+
+
+# -- encoding ------------------------------------------------------------------
+
+
+def test_encode_frame_prefixes_the_size() -> None:
+    """encode_frame writes the big-endian int32 length, then the body."""
+    assert encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert encode_frame(b"") == b"\x00\x00\x00\x00"
+    assert encode_frame(bytearray(b"\x01\x02")) == b"\x00\x00\x00\x02\x01\x02"
+    assert encode_frame(memoryview(b"xyz")[1:]) == b"\x00\x00\x00\x02yz"
+    assert encode_frame(b"x" * 300) == b"\x00\x00\x01\x2c" + b"x" * 300
+
+
+def test_frame_parts_puts_the_size_first_without_copying() -> None:
+    """frame_parts returns [size, *parts], the parts being the very objects given."""
+    body = memoryview(b"hello")
+    tail = bytearray(b"!!")
+    parts = frame_parts([b"ab", body, tail])
+    assert parts[0] == b"\x00\x00\x00\x09"
+    assert parts[1:] == [b"ab", body, tail]
+    assert parts[2] is body
+    assert parts[3] is tail
+    assert b"".join(parts) == encode_frame(b"abhello!!")
+    assert frame_parts([]) == [b"\x00\x00\x00\x00"]
+
+
+def test_frame_parts_counts_bytes_not_items() -> None:
+    """A memoryview with multi-byte items counts its bytes, not its items."""
+    ints = memoryview(array.array("i", [1, 2, 3]))
+    assert ints.nbytes == 3 * ints.itemsize
+    assert frame_parts([ints])[0] == _size(ints.nbytes)
+    assert encode_frame(ints) == _size(ints.nbytes) + ints.tobytes()
+
+
+# -- decoding ------------------------------------------------------------------
+
+
+def test_decodes_frames_fed_whole() -> None:
+    """Several frames in one chunk come out in order, without their size prefix."""
+    decoder = FrameDecoder(max_frame_size=1024)
+    decoder.feed(encode_frame(b"first") + encode_frame(b"") + encode_frame(b"third!"))
+    assert decoder.buffered == 9 + 4 + 10
+    assert _drain(decoder) == [b"first", b"", b"third!"]
+    assert decoder.next_frame() is None
+    assert decoder.buffered == 0
+    assert not decoder.has_partial_frame
+
+
+def test_one_byte_at_a_time() -> None:
+    """Bytes fed one by one yield each frame exactly when its last byte arrives."""
+    frames = [b"hello", b"", b"x" * 70, b"\x00\x00\x00\x05"]
+    stream = b"".join(encode_frame(f) for f in frames)
+    ends = []
+    position = 0
+    for frame in frames:
+        position += 4 + len(frame)
+        ends.append(position)
+    decoder = FrameDecoder(max_frame_size=100)
+    out: list[tuple[int, bytes]] = []
+    for i in range(len(stream)):
+        decoder.feed(stream[i : i + 1])
+        out.extend((i + 1, bytes(frame)) for frame in decoder)
+        assert decoder.has_partial_frame == ((i + 1) not in ends)
+    assert out == list(zip(ends, frames, strict=True))
+    assert decoder.buffered == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    frames=st.lists(st.binary(max_size=300), max_size=12),
+    data=st.data(),
+)
+def test_arbitrary_chunking(frames: list[bytes], data: st.DataObject) -> None:
+    """Any split of the stream into chunks yields the same frames, in order."""
+    stream = b"".join(encode_frame(f) for f in frames)
+    cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=20)))
+    chunk_kind = data.draw(st.sampled_from([bytes, bytearray, memoryview]))
+    decoder = FrameDecoder(max_frame_size=300)
+    out: list[bytes] = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        decoder.feed(chunk_kind(stream[start:cut]))
+        start = cut
+        out.extend(_drain(decoder))
+    assert out == frames
+    assert decoder.buffered == 0
+    assert not decoder.has_partial_frame
+
+
+def test_frames_are_not_changed_by_later_feeds() -> None:
+    """A returned frame keeps its bytes whatever the decoder receives afterwards."""
+    decoder = FrameDecoder(max_frame_size=1 << 20)
+    decoder.feed(encode_frame(b"small") + encode_frame(b"A" * 1000)[:10])
+    small = decoder.next_frame()
+    assert small is not None
+    assert small.tobytes() == b"small"
+    decoder.feed(encode_frame(b"A" * 1000)[10:])
+    large = decoder.next_frame()  # the tail of the buffer: handed over, not copied
+    assert large is not None
+    assert large.tobytes() == b"A" * 1000
+    decoder.feed(encode_frame(b"B" * 1000) + encode_frame(b"C" * 5))
+    assert _drain(decoder) == [b"B" * 1000, b"C" * 5]
+    assert small.tobytes() == b"small"
+    assert large.tobytes() == b"A" * 1000
+
+
+def test_buffered_and_partial_frame_tracking() -> None:
+    """buffered counts held bytes; has_partial_frame is true only for an incomplete frame."""
+    decoder = FrameDecoder(max_frame_size=100)
+    assert (decoder.buffered, decoder.has_partial_frame) == (0, False)
+    decoder.feed(b"\x00\x00")
+    assert (decoder.buffered, decoder.has_partial_frame) == (2, True)
+    decoder.feed(b"\x00\x03ab")
+    assert (decoder.buffered, decoder.has_partial_frame) == (6, True)
+    assert decoder.next_frame() is None
+    decoder.feed(b"c")
+    # complete but not yet taken: nothing is missing
+    assert (decoder.buffered, decoder.has_partial_frame) == (7, False)
+    assert _next(decoder) == b"abc"
+    assert (decoder.buffered, decoder.has_partial_frame) == (0, False)
+    decoder.feed(b"")
+    assert (decoder.buffered, decoder.has_partial_frame) == (0, False)
+
+
+def test_empty_frames() -> None:
+    """A size of 0 is a valid, empty frame, even with a limit of 0."""
+    decoder = FrameDecoder(max_frame_size=0)
+    decoder.feed(_size(0) * 3)
+    frames = list(decoder)
+    assert [bytes(f) for f in frames] == [b"", b"", b""]
+    with pytest.raises(FrameTooLargeError):
+        decoder.feed(_size(1))
+
+
+# -- limits ------------------------------------------------------------------
+
+
+def test_frame_exactly_at_the_limit_is_accepted() -> None:
+    """A body of exactly max_frame_size bytes is a frame; one more byte is refused."""
+    decoder = FrameDecoder(max_frame_size=10)
+    decoder.feed(encode_frame(b"0123456789"))
+    assert _next(decoder) == b"0123456789"
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.feed(_size(11))
+    assert (info.value.size, info.value.limit) == (11, 10)
+
+
+def test_oversized_declared_size_is_refused_on_its_fourth_byte() -> None:
+    """A declared 2 GiB frame raises as soon as the four size bytes are known."""
+    decoder = FrameDecoder(max_frame_size=1 << 20)
+    header = _size(2**31 - 1)
+    for byte in header[:3]:
+        decoder.feed(bytes([byte]))
+    assert decoder.buffered == 3
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.feed(header[3:])
+    assert (info.value.size, info.value.limit) == (2**31 - 1, 1 << 20)
+    assert decoder.buffered == 4
+
+
+def test_http_request_is_refused() -> None:
+    """An HTTP request sent to a Kafka port reads as a 1,195,725,856-byte frame."""
+    decoder = FrameDecoder(max_frame_size=100 * 1024 * 1024)
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.feed(b"GET / HTTP/1.1\r\nHost: localhost:9092\r\n\r\n")
+    assert info.value.size == 1_195_725_856
+    assert str(info.value) == ("frame of 1195725856 bytes exceeds the limit of 104857600 bytes")
+
+
+def test_tls_client_hello_is_refused() -> None:
+    """A TLS ClientHello (record type 0x16, version 3.1) reads as a 369 MB frame."""
+    client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 32
+    decoder = FrameDecoder(max_frame_size=100 * 1024 * 1024)
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.feed(client_hello)
+    assert info.value.size == 0x16030102 == 369_295_618
+
+
+def test_negative_size_is_an_invalid_length() -> None:
+    """A size with the sign bit set is an InvalidLengthError, not a huge frame."""
+    decoder = FrameDecoder(max_frame_size=1 << 30)
+    with pytest.raises(InvalidLengthError, match="negative frame size -2147483648"):
+        decoder.feed(b"\x80\x00\x00\x00")
+    decoder = FrameDecoder(max_frame_size=1 << 30)
+    with pytest.raises(InvalidLengthError, match="negative frame size -1"):
+        decoder.feed(b"\xff\xff\xff\xff")
+
+
+def test_error_is_raised_after_the_frames_before_it() -> None:
+    """A bad size behind good frames raises only once those frames are taken."""
+    decoder = FrameDecoder(max_frame_size=10)
+    decoder.feed(encode_frame(b"ok") + encode_frame(b"fine") + _size(11) + b"x" * 11)
+    assert _next(decoder) == b"ok"
+    assert _next(decoder) == b"fine"
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_frame()
+
+
+def test_errors_are_sticky() -> None:
+    """Once the stream is broken, every later call raises the same error."""
+    decoder = FrameDecoder(max_frame_size=10)
+    with pytest.raises(InvalidLengthError) as first:
+        decoder.feed(b"\xff\xff\xff\xfe" + encode_frame(b"later"))
+    with pytest.raises(InvalidLengthError) as again:
+        decoder.next_frame()
+    assert again.value is first.value
+    with pytest.raises(InvalidLengthError) as fed:
+        decoder.feed(encode_frame(b"more"))
+    assert fed.value is first.value
+    assert isinstance(first.value, ProtocolError)
+
+
+def test_negative_limit_is_rejected() -> None:
+    """max_frame_size must not be negative."""
+    with pytest.raises(ValueError, match="max_frame_size"):
+        FrameDecoder(max_frame_size=-1)
+    assert FrameDecoder(max_frame_size=7).max_frame_size == 7
+
+
+def test_declared_size_is_never_allocated_up_front() -> None:
+    """Announcing a 1 GB frame and sending a few bytes allocates about those bytes."""
+    decoder = FrameDecoder(max_frame_size=2**31 - 1)
+    tracemalloc.start()
+    try:
+        decoder.feed(_size(1_000_000_000) + b"x" * 100)
+        assert decoder.next_frame() is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert decoder.buffered == 104
+    assert decoder.has_partial_frame
+    assert peak < 64 * 1024
+
+
+# -- efficiency --------------------------------------------------------------
+
+
+def test_large_frame_in_64k_chunks_is_linear() -> None:
+    """A 50 MB frame fed in 64 KiB chunks, polling after each, decodes in well under 2 s."""
+    size = 50 * 1024 * 1024
+    body = bytes(range(256)) * (size // 256)
+    stream = memoryview(encode_frame(body) + encode_frame(b"next"))
+    decoder = FrameDecoder(max_frame_size=size)
+    chunk = 64 * 1024
+    frames: list[memoryview] = []
+    started = time.perf_counter()
+    for offset in range(0, len(stream), chunk):
+        decoder.feed(stream[offset : offset + chunk])
+        frames.extend(decoder)
+    elapsed = time.perf_counter() - started
+    assert len(frames) == 2
+    assert frames[0].tobytes() == body
+    assert frames[1].tobytes() == b"next"
+    assert elapsed < 2.0, f"{elapsed:.2f} s"
+
+
+def test_many_small_frames_in_large_chunks_is_linear() -> None:
+    """200,000 frames of 100 bytes fed in 1 MiB chunks decode in well under 2 s."""
+    stream = memoryview(b"".join(encode_frame(bytes([i % 256]) * 100) for i in range(200_000)))
+    decoder = FrameDecoder(max_frame_size=100)
+    count = 0
+    started = time.perf_counter()
+    for offset in range(0, len(stream), 1 << 20):
+        decoder.feed(stream[offset : offset + (1 << 20)])
+        for frame in decoder:
+            assert frame[0] == count % 256
+            count += 1
+    elapsed = time.perf_counter() - started
+    assert count == 200_000
+    assert decoder.buffered == 0
+    assert elapsed < 2.0, f"{elapsed:.2f} s"

@@ -52,13 +52,14 @@ becomes ``CORRUPT_MESSAGE``, an unknown API version ``UNSUPPORTED_VERSION``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import attrs
 
 __all__ = [
     "ERRORS",
+    "NONE",
     "ApiError",
     "AuthenticationError",
     "AuthorizationError",
@@ -568,15 +569,23 @@ class AuthenticationError(ApiError):
 
 
 class UnknownKafkaError(ApiError):
-    """An error code missing from ``ERRORS`` (a newer broker's, say); not retriable."""
+    """An error code missing from ``ERRORS`` (a newer broker's, say); not retriable.
+
+    Unlike the other classes it needs the code, as a keyword argument.
+    """
 
     name = "UNKNOWN_ERROR_CODE"
 
-    def __init__(self, code: int, detail: str | None = None) -> None:
+    def __init__(self, detail: str | None = None, *, code: int) -> None:
         super().__init__(detail)
-        self.args = (code,) if detail is None else (code, detail)
         self.code = code
         self.description = f"Error code {code} is not known to this version of kafkette."
+
+    def __repr__(self) -> str:
+        return f"UnknownKafkaError({self.detail!r}, code={self.code})"
+
+    def __reduce__(self) -> tuple[Callable[[int, str | None], ApiError], tuple[int, str | None]]:
+        return (make_error, (self.code, self.detail))
 
 
 # -- one class per error code -------------------------------------------------
@@ -1186,7 +1195,10 @@ class SerializationError(KafkaError):
 
 def error_for_code(code: int) -> type[ApiError] | None:
     """Return the exception class for ``code``: None for ``NONE`` (0), and
-    ``UnknownKafkaError`` for a code missing from ``ERRORS``."""
+    ``UnknownKafkaError`` for a code missing from ``ERRORS``.
+
+    ``make_error`` builds the instance whatever the code.
+    """
     if code == NONE:
         return None
     return _BY_CODE.get(code, UnknownKafkaError)
@@ -1201,7 +1213,7 @@ def make_error(code: int, detail: str | None = None) -> ApiError:
         raise ValueError("error code 0 (NONE) is not an error")
     cls = _BY_CODE.get(code)
     if cls is None:
-        return UnknownKafkaError(code, detail)
+        return UnknownKafkaError(detail, code=code)
     return cls(detail)
 
 

@@ -308,6 +308,9 @@ def test_unknown_code_is_carried_not_crashed_on() -> None:
         "UNKNOWN_ERROR_CODE (4242): Error code 4242 is not known to this version of kafkette. "
         "(from a newer broker)"
     )
+    assert repr(exc) == "UnknownKafkaError('from a newer broker', code=4242)"
+    with pytest.raises(TypeError):
+        UnknownKafkaError("the code is required")  # type: ignore[call-arg]
 
 
 @settings(max_examples=50)
@@ -335,8 +338,8 @@ def test_known_codes_round_trip(code: int, detail: str | None) -> None:
     [
         NotLeaderOrFollowerError("orders-3"),
         OffsetOutOfRangeError(),
-        UnknownKafkaError(999, "new"),
-        UnknownKafkaError(998),
+        UnknownKafkaError("new", code=999),
+        UnknownKafkaError(code=998),
         ConfigError("acks", "must be one of 0, 1, -1, all"),
         KafkaTimeoutError("metadata for 'orders' after 60 s"),
     ],

@@ -156,9 +156,7 @@ def verify_crc(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader
     if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
         raise CorruptRecordError(f"record batch length {header.batch_length} is too small")
     if pos + header.size > len(buf):
-        raise TruncatedError(
-            f"record batch of {header.size} bytes runs past the end of the buffer"
-        )
+        raise TruncatedError(f"record batch of {header.size} bytes runs past the end of the buffer")
     actual = batch_crc(buf, pos, header.size)
     if actual != header.crc:
         raise CorruptRecordError(

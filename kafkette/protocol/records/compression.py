@@ -1,0 +1,220 @@
+"""Compression codecs of record batches: none, gzip, snappy, lz4 and zstd.
+
+Each codec is framed the way other Kafka clients expect (see the module
+constants). Decompression is always bounded: a codec never produces more than
+``max_size`` bytes, so a small hostile payload cannot make us allocate
+gigabytes; going over raises :class:`DecompressionLimitError`. Malformed
+compressed data raises :class:`CorruptRecordError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from types import ModuleType
+from typing import Final
+
+import lz4.frame  # type: ignore[import-untyped]
+import snappy  # type: ignore[import-untyped]
+
+from kafkette.protocol.errors import (
+    CorruptRecordError,
+    DecompressionLimitError,
+    UnsupportedCompressionError,
+)
+
+NONE: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+
+CODEC_NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+"""Kafka's name of each codec id (the ``compression.type`` values)."""
+
+DEFAULT_MAX_DECOMPRESSED: Final = 256 * 1024 * 1024
+"""Default bound on the decompressed size of one batch (256 MiB)."""
+
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+"""Header of snappy-java's stream framing, which Kafka clients write."""
+
+_XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK_SIZE: Final = 32 * 1024
+_INT32: Final = struct.Struct(">i")
+_CHUNK: Final = 256 * 1024
+
+Buffer = bytes | bytearray | memoryview
+
+
+def codec_id(name: str) -> int:
+    """Codec id of a ``compression.type`` name (``"none"``, ``"gzip"``, ...)."""
+    for key, value in CODEC_NAMES.items():
+        if value == name.lower():
+            return key
+    raise UnsupportedCompressionError(f"unknown compression type {name!r}")
+
+
+def _zstd() -> ModuleType:
+    try:
+        import zstandard
+    except ImportError:
+        raise UnsupportedCompressionError(
+            "zstd compression needs the zstandard package: pip install kafkette[zstd]"
+        ) from None
+    return zstandard
+
+
+def compress(codec: int, data: Buffer) -> bytes:
+    """Compress ``data`` with ``codec`` in the framing Kafka clients read."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == LZ4:
+        return lz4.frame.compress(data)  # type: ignore[no-any-return]
+    if codec == GZIP:
+        obj = zlib.compressobj(wbits=31)
+        return obj.compress(data) + obj.flush()
+    if codec == SNAPPY:
+        return _xerial_compress(data)
+    if codec == ZSTD:
+        return _zstd().ZstdCompressor().compress(data)  # type: ignore[no-any-return]
+    raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+    """Decompress ``data``; the result is at most ``max_size`` bytes or this raises."""
+    if codec == NONE:
+        if len(data) > max_size:
+            raise DecompressionLimitError(max_size)
+        return bytes(data)
+    if codec == LZ4:
+        return _lz4_decompress(data, max_size)
+    if codec == GZIP:
+        return _gzip_decompress(data, max_size)
+    if codec == SNAPPY:
+        return _snappy_decompress(data, max_size)
+    if codec == ZSTD:
+        return _zstd_decompress(data, max_size)
+    raise UnsupportedCompressionError(f"unknown compression codec {codec}")
+
+
+def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
+    out: list[bytes] = []
+    total = 0
+    rest: Buffer = data
+    # A stream may hold several frames back to back; read them all. Each call
+    # may return one byte over the budget, which is how going over is detected.
+    while True:
+        dec = lz4.frame.LZ4FrameDecompressor()
+        try:
+            chunk = dec.decompress(rest, max_length=max_size - total + 1)
+        except RuntimeError as exc:
+            raise CorruptRecordError(f"invalid lz4 data: {exc}") from None
+        total += len(chunk)
+        if total > max_size:
+            raise DecompressionLimitError(max_size)
+        if not dec.eof:
+            raise CorruptRecordError("lz4 frame is truncated")
+        out.append(chunk)
+        rest = dec.unused_data
+        if not rest:
+            break
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
+    out: list[bytes] = []
+    total = 0
+    rest: Buffer = data
+    # Concatenated gzip members are one stream (as Java's GZIPInputStream reads
+    # them). Each call may return one byte over the budget: that detects a bomb.
+    while True:
+        dec = zlib.decompressobj(wbits=31)
+        try:
+            chunk = dec.decompress(rest, max_size - total + 1)
+        except zlib.error as exc:
+            raise CorruptRecordError(f"invalid gzip data: {exc}") from None
+        total += len(chunk)
+        if total > max_size:
+            raise DecompressionLimitError(max_size)
+        if not dec.eof:
+            raise CorruptRecordError("gzip stream is truncated")
+        out.append(chunk)
+        rest = dec.unused_data
+        if not rest:
+            break
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
+    zstandard = _zstd()
+    out: list[bytes] = []
+    total = 0
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        while True:
+            chunk = reader.read(min(_CHUNK, max_size - total + 1))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_size:
+                raise DecompressionLimitError(max_size)
+            out.append(chunk)
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordError(f"invalid zstd data: {exc}") from None
+    return b"".join(out)
+
+
+def _xerial_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_BLOCK_SIZE):
+        block = snappy.compress(view[start : start + _XERIAL_BLOCK_SIZE])
+        parts.append(_INT32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_length(block: Buffer) -> int:
+    """Uncompressed length that a raw snappy block declares in its varint prefix."""
+    result = 0
+    shift = 0
+    for i in range(min(len(block), 5)):
+        byte = block[i]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+    raise CorruptRecordError("invalid snappy block length prefix")
+
+
+def _snappy_block(block: Buffer, budget: int, max_size: int) -> bytes:
+    if _snappy_length(block) > budget:
+        raise DecompressionLimitError(max_size)
+    try:
+        return snappy.uncompress(block)  # type: ignore[no-any-return]
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise CorruptRecordError(f"invalid snappy data: {exc}") from None
+
+
+def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
+    view = memoryview(data)
+    if bytes(view[:8]) != XERIAL_MAGIC:
+        return _snappy_block(view, max_size, max_size)
+    if len(view) < 16:
+        raise CorruptRecordError("truncated xerial snappy header")
+    out: list[bytes] = []
+    total = 0
+    pos = 16
+    end = len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CorruptRecordError("truncated xerial snappy block length")
+        (size,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if size < 0 or size > end - pos:
+            raise CorruptRecordError(f"xerial snappy block of {size} bytes runs past the data")
+        chunk = _snappy_block(view[pos : pos + size], max_size - total, max_size)
+        total += len(chunk)
+        out.append(chunk)
+        pos += size
+    return b"".join(out)

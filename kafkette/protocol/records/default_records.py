@@ -1,0 +1,349 @@
+"""Magic 2 record batches: :class:`RecordBatchBuilder` writes them, :class:`RecordBatch` reads them.
+
+A built batch is byte-for-byte what the Java client writes for the same
+records (same varint choices, same header fields), so the CRC and the bytes
+can be compared with other clients'. Reading is lazy: the header is parsed
+when the view is made, the records (decompressed once, then parsed out of
+that one buffer) on first iteration.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from crc32c import crc32c
+
+from kafkette.protocol.errors import (
+    CorruptRecordError,
+    EncodeError,
+    TruncatedError,
+    UnsupportedCompressionError,
+)
+from kafkette.protocol.records.batch_header import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    batch_crc,
+)
+from kafkette.protocol.records.compression import (
+    CODEC_NAMES,
+    DEFAULT_MAX_DECOMPRESSED,
+    NONE,
+    compress,
+    decompress,
+)
+from kafkette.protocol.records.record import Header, Record
+from kafkette.protocol.records.record_parser import parse_records
+from kafkette.protocol.records.varint import ENCODED, encode_varint
+
+Buffer = bytes | bytearray | memoryview
+
+_PREFIX: Final = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_CRC: Final = struct.Struct(">I")
+_AFTER_CRC: Final = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+_INT32_MAX: Final = 0x7FFFFFFF
+_NULL: Final = b"\x01"  # varint -1: a null key, value or header value
+_TABLE_LIMIT: Final = len(ENCODED)
+
+
+class RecordBatchBuilder:
+    """Accumulates records and writes one magic 2 batch.
+
+    Offsets are consecutive: the n-th appended record has offset delta n.
+    The batch's base timestamp is the first record's timestamp.
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_base_offset",
+        "_base_sequence",
+        "_base_timestamp",
+        "_compression",
+        "_count",
+        "_delete_horizon_ms",
+        "_max_timestamp",
+        "_partition_leader_epoch",
+        "_parts",
+        "_producer_epoch",
+        "_producer_id",
+        "_size",
+    )
+
+    def __init__(
+        self,
+        *,
+        compression: int = NONE,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        log_append_time: bool = False,
+        delete_horizon_ms: int | None = None,
+    ) -> None:
+        if compression not in CODEC_NAMES:
+            raise UnsupportedCompressionError(f"unknown compression codec {compression}")
+        attributes = compression
+        if log_append_time:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if is_transactional:
+            attributes |= TRANSACTIONAL_MASK
+        if is_control:
+            attributes |= CONTROL_MASK
+        if delete_horizon_ms is not None:
+            attributes |= DELETE_HORIZON_MASK
+        self._attributes = attributes
+        self._compression = compression
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._partition_leader_epoch = partition_leader_epoch
+        self._delete_horizon_ms = delete_horizon_ms
+        self._base_timestamp: int | None = delete_horizon_ms
+        self._max_timestamp = -1
+        self._count = 0
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def __len__(self) -> int:
+        """Number of records appended so far."""
+        return self._count
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header] = (),
+    ) -> int:
+        """Add a record; return its offset delta in the batch."""
+        delta = self._count
+        base = self._base_timestamp
+        if base is None:
+            base = self._base_timestamp = timestamp
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        z = (timestamp - base) << 1
+        ts_delta = ENCODED[z] if 0 <= z < _TABLE_LIMIT else encode_varint(timestamp - base)
+        parts = [
+            ts_delta,
+            ENCODED[delta << 1] if delta < 8192 else encode_varint(delta),
+        ]
+        if key is None:
+            parts.append(_NULL)
+        else:
+            n = len(key)
+            parts.append(ENCODED[n << 1] if n < 8192 else encode_varint(n))
+            parts.append(key)
+        if value is None:
+            parts.append(_NULL)
+        else:
+            n = len(value)
+            parts.append(ENCODED[n << 1] if n < 8192 else encode_varint(n))
+            parts.append(value)
+        if headers:
+            parts.append(_encode_headers(headers))
+        else:
+            parts.append(b"\x00")
+        body = b"\x00" + b"".join(parts)  # the record's attributes byte, then its fields
+        n = len(body)
+        length = ENCODED[n << 1] if n < 8192 else encode_varint(n)
+        self._parts.append(length)
+        self._parts.append(body)
+        self._size += len(length) + n
+        self._count = delta + 1
+        return delta
+
+    def size_in_bytes(self) -> int:
+        """Size of the batch if built now, before compression."""
+        return RECORD_BATCH_OVERHEAD + self._size
+
+    def build(self) -> bytes:
+        """The complete batch: header, (compressed) records, CRC-32C."""
+        records = b"".join(self._parts)
+        if self._compression != NONE:
+            records = compress(self._compression, records)
+        count = self._count
+        base_ts = self._base_timestamp if self._base_timestamp is not None else -1
+        after_crc = _AFTER_CRC.pack(
+            self._attributes,
+            count - 1,
+            base_ts,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            count,
+        )
+        crc = crc32c(records, crc32c(after_crc))
+        batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records)
+        if batch_length > _INT32_MAX:
+            raise EncodeError(f"record batch of {batch_length} bytes is too large")
+        prefix = _PREFIX.pack(self._base_offset, batch_length, self._partition_leader_epoch, 2)
+        return b"".join((prefix, _CRC.pack(crc), after_crc, records))
+
+
+def _encode_headers(headers: Sequence[Header]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for hkey, hvalue in headers:
+        if not isinstance(hkey, str):
+            raise EncodeError(f"header key must be a str, not {type(hkey).__name__}")
+        raw = hkey.encode()
+        parts.append(encode_varint(len(raw)))
+        parts.append(raw)
+        if hvalue is None:
+            parts.append(_NULL)
+        else:
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(bytes(hvalue))
+    return b"".join(parts)
+
+
+class RecordBatch:
+    """A lazy view over one stored magic 2 batch.
+
+    The header is read (and the CRC checked) when the view is made; records
+    are decompressed and parsed on first use and then kept.
+    """
+
+    __slots__ = ("_buf", "_max_decompressed", "_pos", "_records", "header")
+
+    header: BatchHeader
+
+    def __init__(self, buf: Buffer, pos: int, header: BatchHeader, max_decompressed: int) -> None:
+        self._buf = buf
+        self._pos = pos
+        self.header = header
+        self._max_decompressed = max_decompressed
+        self._records: list[Record] | None = None
+
+    @classmethod
+    def from_buffer(
+        cls,
+        buf: Buffer,
+        pos: int = 0,
+        *,
+        check_crc: bool = True,
+        max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    ) -> RecordBatch:
+        """View the batch at ``pos`` of ``buf`` (which must hold all of it)."""
+        header = BatchHeader.parse(buf, pos)
+        if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch length {header.batch_length} is too small")
+        if pos + header.size > len(buf):
+            raise TruncatedError(
+                f"record batch of {header.size} bytes runs past the end of the buffer "
+                f"({len(buf) - pos} bytes available)"
+            )
+        if check_crc:
+            actual = batch_crc(buf, pos, header.size)
+            if actual != header.crc:
+                raise CorruptRecordError(
+                    f"record batch at offset {header.base_offset} has CRC {actual:#010x}, "
+                    f"header says {header.crc:#010x}"
+                )
+        if header.record_count < 0:
+            raise CorruptRecordError(f"negative record count {header.record_count}")
+        return cls(buf, pos, header, max_decompressed)
+
+    @property
+    def size(self) -> int:
+        """Bytes the batch takes in the log, log overhead included."""
+        return self.header.size
+
+    @property
+    def magic(self) -> int:
+        return 2
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the batch's last one (even if compaction removed records)."""
+        return self.header.next_offset
+
+    @property
+    def compression(self) -> int:
+        return self.header.compression
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.header.is_transactional
+
+    @property
+    def is_control(self) -> bool:
+        return self.header.is_control
+
+    @property
+    def producer_id(self) -> int:
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.header.base_sequence
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon set by compaction, or None (stored as the base timestamp)."""
+        return self.header.base_timestamp if self.header.has_delete_horizon else None
+
+    def raw(self) -> bytes:
+        """The batch's bytes as stored."""
+        return bytes(self._buf[self._pos : self._pos + self.header.size])
+
+    def records(self) -> list[Record]:
+        """All records of the batch (parsed once, then kept)."""
+        records = self._records
+        if records is None:
+            records = self._records = self._parse()
+        return records
+
+    def _parse(self) -> list[Record]:
+        header = self.header
+        start = self._pos + RECORD_BATCH_OVERHEAD
+        end = self._pos + header.size
+        codec = header.attributes & COMPRESSION_MASK
+        if codec == NONE:
+            data = bytes(self._buf[start:end])
+        else:
+            data = decompress(
+                codec, memoryview(self._buf)[start:end], max_size=self._max_decompressed
+            )
+        fixed = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+        return parse_records(
+            data, header.record_count, header.base_offset, header.base_timestamp, fixed
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        """Number of records the header declares."""
+        return self.header.record_count
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (
+            f"RecordBatch(base_offset={h.base_offset}, records={h.record_count}, "
+            f"compression={CODEC_NAMES.get(h.compression, h.compression)}, size={h.size})"
+        )

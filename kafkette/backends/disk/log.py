@@ -1,0 +1,293 @@
+"""DiskLog: a partition log in its own directory of segment files (see the package docstring)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Sequence
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.disk.checkpoint import (
+    fsync_dir,
+    read_checkpoint,
+    write_atomically,
+    write_checkpoint,
+)
+from kafkette.backends.disk.segment import (
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    FileSegment,
+    segment_stem,
+)
+from kafkette.backends.memory import wall_clock
+from kafkette.backends.producer_state import ProducerStateTable, SnapshotError
+from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.segmented import Clock, EpochEntry, SegmentedLog
+from kafkette.errors import KafkaStorageError
+from kafkette.protocol.records.batch_header import BatchHeader
+
+SNAPSHOT_SUFFIX = ".snapshot"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+
+
+class DiskLog(SegmentedLog):
+    """A partition log stored in ``directory`` (conventionally ``<topic>-<partition>``)."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        clock: Clock = wall_clock,
+    ) -> None:
+        super().__init__(topic, partition, config or LogConfig(), clock)
+        self.directory = directory
+        self.recovery_point = 0
+        self.recovered_bytes_truncated = 0
+        """Bytes dropped by recovery when this log was opened (0 after a clean shutdown)."""
+        self.rebuilt_indexes = 0
+        """Segments whose indexes were rebuilt when this log was opened."""
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._open()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot open log in {directory}: {exc}") from exc
+
+    # -- opening and recovery --------------------------------------------------
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _segment(self, base_offset: int, suffix: str = "") -> FileSegment:
+        return FileSegment(
+            self.directory,
+            base_offset,
+            index_interval=self._config.index_interval_bytes,
+            max_index_bytes=self._config.segment_index_bytes,
+            suffix=suffix,
+        )
+
+    def _open(self) -> None:
+        self._complete_swaps()
+        names = os.listdir(self.directory)
+        bases = sorted(int(n[: -len(LOG_SUFFIX)]) for n in names if _is_segment_log(n))
+        clean = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
+        rows = read_checkpoint(self._path(RECOVERY_POINT_FILE))
+        recovery_point = rows[0][0] if rows and rows[0] else 0
+        rows = read_checkpoint(self._path(LOG_START_FILE))
+        log_start = rows[0][0] if rows and rows[0] else None
+        if not bases:
+            bases = [log_start or 0]
+        segments = self._load_segments([self._segment(b) for b in bases], clean, recovery_point)
+        self._segments = list(segments)
+        self._bases = [s.base_offset for s in segments]
+        self._next_offset = self._active.next_offset
+        self._log_start = min(max(log_start or 0, self._bases[0]), self._next_offset)
+        self._high_watermark = self._next_offset
+        self._load_cleaner_checkpoint()
+        self._load_epochs()
+        if not clean:
+            self._drop_snapshots(above=self._next_offset)
+        self._rebuild_producer_state()
+        self.recovery_point = min(recovery_point, self._next_offset)
+        if clean:
+            os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
+        else:
+            self.flush()
+        self._checkpoint()
+
+    def _load_segments(
+        self, segments: list[FileSegment], clean: bool, recovery_point: int
+    ) -> list[FileSegment]:
+        """Load trusted segments, recover the rest (Kafka's recovery from the recovery point).
+
+        Returns the segments kept: recovery deletes those after a truncation.
+        """
+        recover_from = len(segments)
+        if not clean:
+            recover_from = 0
+            for i, segment in enumerate(segments):
+                if segment.base_offset <= recovery_point:
+                    recover_from = i
+        for i, segment in enumerate(segments):
+            sealed = i < len(segments) - 1
+            if i < recover_from:
+                self.rebuilt_indexes += segment.load(sealed=sealed)
+                continue
+            previous_end = segments[i - 1].next_offset if i else 0
+            truncated = segment.recover(sealed=sealed, min_offset=previous_end)
+            self.rebuilt_indexes += 1
+            self.recovered_bytes_truncated += truncated
+            if truncated and sealed:
+                for later in segments[i + 1 :]:
+                    self.recovered_bytes_truncated += later.size
+                    later.close()
+                    later.delete()
+                segment.rebuild_indexes(sealed=False)
+                return segments[: i + 1]
+        return segments
+
+    def _complete_swaps(self) -> None:
+        """Finish or undo a compaction swap interrupted by a crash."""
+        for name in os.listdir(self.directory):
+            path = self._path(name)
+            if name.endswith((CLEANED_SUFFIX, ".tmp")):
+                os.unlink(path)
+        swaps = [n for n in os.listdir(self.directory) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        for name in swaps:
+            stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+            for suffix in INDEX_SUFFIXES:
+                target = self._path(stem + suffix)
+                if os.path.exists(target):
+                    os.unlink(target)
+            for suffix in INDEX_SUFFIXES:
+                swap = self._path(stem + suffix + SWAP_SUFFIX)
+                if os.path.exists(swap):
+                    os.replace(swap, self._path(stem + suffix))
+            os.replace(self._path(name), self._path(stem + LOG_SUFFIX))
+        for name in os.listdir(self.directory):
+            if name.endswith(SWAP_SUFFIX):
+                os.unlink(self._path(name))
+
+    def _load_cleaner_checkpoint(self) -> None:
+        rows = read_checkpoint(self._path(CLEANER_FILE))
+        if not rows or not rows[0]:
+            self._first_dirty_offset = self._log_start
+            return
+        self._first_dirty_offset = min(max(rows[0][0], self._log_start), self._next_offset)
+
+    def _load_epochs(self) -> None:
+        rows = read_checkpoint(self._path(LEADER_EPOCH_FILE)) or []
+        self._epochs = [
+            EpochEntry(row[0], row[1])
+            for row in rows
+            if len(row) == 2 and row[1] < self._next_offset
+        ]
+
+    # -- hooks -----------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        segment = self._segment(base_offset)
+        # A leftover file of that name (a deleted segment's, say) must not be reused.
+        if segment.size:
+            os.ftruncate(segment.file.fileno(), 0)
+            segment.size = 0
+            segment.rebuild_indexes(sealed=False)
+        return segment
+
+    def _snapshot_offsets(self) -> list[int]:
+        return sorted(
+            int(n[: -len(SNAPSHOT_SUFFIX)])
+            for n in os.listdir(self.directory)
+            if n.endswith(SNAPSHOT_SUFFIX) and n[: -len(SNAPSHOT_SUFFIX)].isdigit()
+        )
+
+    def _snapshot_path(self, offset: int) -> str:
+        return self._path(segment_stem(offset) + SNAPSHOT_SUFFIX)
+
+    def _save_snapshot(self, offset: int, table: ProducerStateTable) -> None:
+        write_atomically(self._snapshot_path(offset), table.to_bytes(), sync_dir=False)
+
+    def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:
+        for offset in reversed(self._snapshot_offsets()):
+            if offset > at_most:
+                continue
+            try:
+                with open(self._snapshot_path(offset), "rb") as f:
+                    return offset, ProducerStateTable.from_bytes(f.read())
+            except (OSError, SnapshotError):
+                os.unlink(self._snapshot_path(offset))
+        return None
+
+    def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        offsets = self._snapshot_offsets()
+        doomed = [o for o in offsets if above is not None and o > above]
+        if below is not None:
+            doomed += [o for o in offsets if o < below][:-1]
+        for offset in doomed:
+            _unlink(self._snapshot_path(offset))
+
+    def _replace_segment(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+    ) -> Segment:
+        assert isinstance(old, FileSegment)
+        new = self._segment(old.base_offset, CLEANED_SUFFIX)
+        if new.size:
+            os.ftruncate(new.file.fileno(), 0)
+            new.size = 0
+        for parts, header in batches:
+            new.append_batch(parts, header)
+        new.seal()
+        new.txn_index.reset(list(old.aborted))
+        new.flush()
+        new.rename(SWAP_SUFFIX)  # once the .log is a .swap, the swap is committed
+        old.delete()
+        new.rename("")
+        fsync_dir(self.directory)
+        return new
+
+    def _checkpoint(self) -> None:
+        write_checkpoint(self._path(LOG_START_FILE), [[self._log_start]])
+        write_checkpoint(
+            self._path(LEADER_EPOCH_FILE), [[e.epoch, e.start_offset] for e in self._epochs]
+        )
+        write_checkpoint(self._path(CLEANER_FILE), [[self._first_dirty_offset]])
+
+    def _sync(self, segments: Sequence[Segment]) -> None:
+        end = self._next_offset
+        for segment in segments:
+            if segment.next_offset > self.recovery_point or segment is self._active:
+                segment.flush()
+        fsync_dir(self.directory)
+        write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]])
+        self.recovery_point = end
+
+    def truncate_to(self, offset: int) -> None:
+        super().truncate_to(offset)
+        if self.recovery_point > self._next_offset:
+            self.recovery_point = self._next_offset
+            write_checkpoint(self._path(RECOVERY_POINT_FILE), [[self.recovery_point]])
+
+    # -- closing ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, write a producer snapshot and the clean-shutdown marker, release files."""
+        if self._closed:
+            return
+        self.flush()
+        self._save_snapshot(self._next_offset, self._producers)
+        self._checkpoint()
+        for segment in self._segments:
+            segment.close()
+        write_atomically(self._path(CLEAN_SHUTDOWN_FILE), b"")
+        self._closed = True
+
+    def abandon(self) -> None:
+        """Release the files without flushing or marking a clean shutdown (a simulated crash)."""
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        self.abandon()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _is_segment_log(name: str) -> bool:
+    stem = name[: -len(LOG_SUFFIX)]
+    return name.endswith(LOG_SUFFIX) and len(stem) == 20 and stem.isdigit()

@@ -1,0 +1,398 @@
+"""A segment on disk: ``<base>.log`` plus its offset, time and transaction indexes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from kafkette.backends.disk.index import OffsetIndex, TimeIndex, TxnIndex
+from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.types import AbortedTxn, FileRef, LogSlice
+from kafkette.errors import KafkaStorageError
+from kafkette.protocol.errors import CorruptRecordError, ProtocolError
+from kafkette.protocol.records.batch_header import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    verify_crc,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+SCAN_CHUNK = 1 << 20
+HEADER_CHUNK = 1 << 16
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """A batch header whose length is at least a header's (so scans always advance)."""
+    header = BatchHeader.parse(buf, pos)
+    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch length {header.batch_length} is too small")
+    return header
+
+
+def segment_stem(base_offset: int) -> str:
+    """The 20-digit zero-padded file name stem of a segment."""
+    return f"{base_offset:020d}"
+
+
+@attrs.define(slots=True)
+class IndexTracker:
+    """Index bookkeeping of a growing segment, shared by appends and rebuilds."""
+
+    interval: int
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    first_timestamp: int = -1
+    bytes_since_entry: int = 0
+
+    def observe(self, position: int, header: BatchHeader) -> bool:
+        """Account for the batch at ``position``; True when it gets an index entry."""
+        if position == 0:
+            self.first_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset
+        due = self.bytes_since_entry > self.interval
+        if due:
+            self.bytes_since_entry = 0
+        self.bytes_since_entry += header.size
+        return due
+
+
+class FileSegment(Segment):
+    """One segment's files. Positions are byte positions in the ``.log`` file."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval: int,
+        max_index_bytes: int,
+        suffix: str = "",
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.next_offset = base_offset
+        stem = os.path.join(directory, segment_stem(base_offset))
+        self.log_path = stem + LOG_SUFFIX + suffix
+        self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix)
+        self.txn_index = TxnIndex(stem + TXN_INDEX_SUFFIX + suffix)
+        self.aborted = self.txn_index.aborted
+        self._max_index_entries = max(max_index_bytes // 12, 1)
+        self._tracker = IndexTracker(index_interval)
+        try:
+            self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            self.size = os.fstat(self.file.fileno()).st_size
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot open {self.log_path}: {exc}") from exc
+
+    # -- tracked state ---------------------------------------------------------
+
+    @property
+    def max_timestamp(self) -> int:  # type: ignore[override]
+        return self._tracker.max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:  # type: ignore[override]
+        return self._tracker.offset_of_max_timestamp
+
+    @property
+    def first_timestamp(self) -> int:  # type: ignore[override]
+        return self._tracker.first_timestamp
+
+    @property
+    def is_full(self) -> bool:
+        return (
+            len(self.index) >= self._max_index_entries
+            or len(self.time_index) >= self._max_index_entries
+        )
+
+    # -- writes ----------------------------------------------------------------
+
+    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
+        position = self.size
+        self._write(parts, header.size)
+        self.size += header.size
+        self.next_offset = header.next_offset
+        self._index(position, header)
+
+    def _index(self, position: int, header: BatchHeader) -> None:
+        if self._tracker.observe(position, header):
+            self.index.append(header.base_offset - self.base_offset, position)
+            self.time_index.maybe_append(
+                self._tracker.max_timestamp,
+                self._tracker.offset_of_max_timestamp - self.base_offset,
+            )
+
+    def _write(self, parts: Sequence[BufferLike], total: int) -> None:
+        fd = self.file.fileno()
+        written = os.writev(fd, parts)
+        if written < total:
+            rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+
+    def seal(self) -> None:
+        self.time_index.maybe_append(
+            self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
+        )
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        self.txn_index.append(txn)
+
+    def drop_aborted_from(self, offset: int) -> None:
+        if any(t.last_offset >= offset for t in self.aborted):
+            self.txn_index.reset([t for t in self.aborted if t.last_offset < offset])
+
+    # -- reads -----------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader:
+        data = self.file.pread(RECORD_BATCH_OVERHEAD, position)
+        try:
+            return parse_header(data)
+        except ProtocolError as exc:
+            raise KafkaStorageError(
+                f"{self.log_path}: unreadable batch header at position {position}: {exc}"
+            ) from exc
+
+    def locate(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        if offset >= self.next_offset:
+            return None
+        for attempt in range(2):
+            relative, position = self.index.floor(offset - self.base_offset)
+            header = self._header_at(position) if position < self.size else None
+            if relative >= 0 and (
+                header is None or header.base_offset != self.base_offset + relative
+            ):
+                if attempt:
+                    break
+                self.rebuild_indexes(sealed=False)  # an index entry that lies: rebuild
+                continue
+            while header is not None:
+                if header.last_offset >= offset:
+                    return position, header
+                position += header.size
+                header = self._header_at(position) if position < self.size else None
+            return None
+        raise KafkaStorageError(f"{self.log_path}: index does not match the log")
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
+        found = self.locate(offset)
+        if found is None:
+            return None
+        start, header = found
+        if header.last_offset >= upper_bound:
+            return LogSlice(0)
+        cap = self.size
+        if upper_bound < self.next_offset:
+            bound = self.locate(upper_bound)
+            if bound is not None:
+                cap = bound[0]
+        limit = min(start + max_bytes, cap)
+        end = start + header.size
+        if end < limit:
+            _, indexed = self.index.floor_position(limit)
+            end = max(end, indexed)
+            while end + LOG_OVERHEAD <= limit:
+                size = LOG_OVERHEAD + int.from_bytes(
+                    self.file.pread(4, end + 8), "big", signed=True
+                )
+                if size < RECORD_BATCH_OVERHEAD or end + size > limit:
+                    break
+                end += size
+        return LogSlice(end - start, file=self.file, position=start)
+
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        position = 0
+        if start_offset is not None and start_offset > self.base_offset:
+            found = self.locate(start_offset)
+            if found is None:
+                return
+            position = found[0]
+        buf = b""
+        buf_start = position
+        while position < self.size:
+            at = position - buf_start
+            if at + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = self.file.pread(HEADER_CHUNK, position)
+                buf_start, at = position, 0
+            try:
+                header = parse_header(buf, at)
+            except ProtocolError as exc:
+                raise KafkaStorageError(f"{self.log_path}: bad batch at {position}: {exc}") from exc
+            yield position, header
+            position += header.size
+
+    def batch_bytes(self, position: int, size: int) -> BufferLike:
+        return self.file.pread(size, position)
+
+    def timestamp_scan_start(self, timestamp: int) -> int:
+        relative = self.time_index.floor(timestamp)
+        return self.base_offset + relative if relative >= 0 else self.base_offset
+
+    # -- maintenance -----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        found = self.locate(offset)
+        if found is not None:
+            os.ftruncate(self.file.fileno(), found[0])
+            self.size = found[0]
+            self.rebuild_indexes(sealed=False)
+        self.drop_aborted_from(offset)
+
+    def load(self, *, sealed: bool) -> bool:
+        """Trust the index files if they pass their checks; else rebuild. True if rebuilt."""
+        if self.index.load(self.size) and self.txn_index.load():
+            last_relative = self.index.offsets[-1] if len(self.index) else -1
+            last_position = self.index.positions[-1] if len(self.index) else 0
+            try:
+                ok = self.time_index.load(MAX_RELATIVE_OFFSET) and self._restore_tail(
+                    last_relative, last_position
+                )
+            except KafkaStorageError:
+                ok = False
+            if ok:
+                return False
+        self.rebuild_indexes(sealed=sealed)
+        return True
+
+    def _restore_tail(self, last_relative: int, last_position: int) -> bool:
+        """Tracker state from the last index entries and a scan of the batches after them."""
+        tracker = IndexTracker(self._tracker.interval)
+        tracker.bytes_since_entry = self.size - last_position
+        timestamp, relative = self.time_index.last
+        tracker.max_timestamp = timestamp
+        tracker.offset_of_max_timestamp = self.base_offset + relative if relative >= 0 else -1
+        next_offset = self.base_offset
+        if self.size:
+            tracker.first_timestamp = self._header_at(0).max_timestamp
+        position = last_position
+        first = True
+        while position < self.size:
+            header = self._header_at(position)
+            if (
+                first
+                and last_relative >= 0
+                and header.base_offset != self.base_offset + last_relative
+            ):
+                return False
+            first = False
+            if header.max_timestamp > tracker.max_timestamp:
+                tracker.max_timestamp = header.max_timestamp
+                tracker.offset_of_max_timestamp = header.base_offset
+            next_offset = header.next_offset
+            position += header.size
+        if position != self.size:
+            return False
+        if len(self.time_index) and self.base_offset + self.time_index.offsets[-1] >= next_offset:
+            return False
+        self._tracker = tracker
+        self.next_offset = next_offset
+        return True
+
+    def rebuild_indexes(self, *, sealed: bool) -> None:
+        """Rebuild the offset and time indexes from the log (the txn index is the log's)."""
+        self._rescan(sealed=sealed, validate=False)
+
+    def recover(self, *, sealed: bool, min_offset: int) -> int:
+        """Validate every batch, truncate at the first invalid byte, rebuild the indexes.
+
+        Returns the number of bytes truncated.
+        """
+        return self._rescan(sealed=sealed, validate=True, min_offset=min_offset)
+
+    def _rescan(self, *, sealed: bool, validate: bool, min_offset: int = 0) -> int:
+        tracker = IndexTracker(self._tracker.interval)
+        offsets: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        expected = max(self.base_offset, min_offset)
+        position = 0
+        next_offset = self.base_offset
+        buf = b""
+        buf_start = 0
+        while position < self.size:
+            at = position - buf_start
+            if at + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = self.file.pread(SCAN_CHUNK, position)
+                buf_start, at = position, 0
+            try:
+                header = parse_header(buf, at)
+                if validate:
+                    if at + header.size > len(buf):
+                        buf = self.file.pread(max(SCAN_CHUNK, header.size), position)
+                        buf_start, at = position, 0
+                    verify_crc(buf, at)
+                    if (
+                        header.last_offset_delta < 0
+                        or header.base_offset < expected
+                        or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+                    ):
+                        raise ProtocolError(f"batch at {position} has bad offsets")
+            except ProtocolError:
+                if not validate:
+                    raise KafkaStorageError(
+                        f"{self.log_path}: unreadable batch at {position}"
+                    ) from None
+                break
+            if tracker.observe(position, header):
+                offsets.append((header.base_offset - self.base_offset, position))
+                if tracker.max_timestamp > (times[-1][0] if times else -1):
+                    times.append(
+                        (tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset)
+                    )
+            expected = next_offset = header.next_offset
+            position += header.size
+        truncated = self.size - position
+        if truncated:
+            os.ftruncate(self.file.fileno(), position)
+            self.size = position
+        if sealed and tracker.max_timestamp > (times[-1][0] if times else -1):
+            times.append(
+                (tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset)
+            )
+        self.index.reset(offsets)
+        self.time_index.reset(times)
+        self._tracker = tracker
+        self.next_offset = next_offset
+        return truncated
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        self.index.close()
+        self.time_index.close()
+        self.txn_index.close()
+
+    def delete(self) -> None:
+        for index in (self.index, self.time_index, self.txn_index):
+            index.delete()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log_path)
+
+    def rename(self, suffix: str) -> None:
+        """Move the segment's files to ``<stem><kind><suffix>``."""
+        stem = os.path.join(self.directory, segment_stem(self.base_offset))
+        new_log = stem + LOG_SUFFIX + suffix
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.file.path = new_log
+        self.index.rename(stem + INDEX_SUFFIX + suffix)
+        self.time_index.rename(stem + TIME_INDEX_SUFFIX + suffix)
+        self.txn_index.rename(stem + TXN_INDEX_SUFFIX + suffix)

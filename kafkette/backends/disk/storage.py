@@ -1,0 +1,76 @@
+"""DiskStorage: one directory per partition under a root directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.disk.log import DiskLog
+from kafkette.backends.log import Log, Storage
+from kafkette.backends.memory import wall_clock
+from kafkette.backends.segmented import Clock
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``, Kafka's partition directory name."""
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """The topic-partition a directory name stands for, or None."""
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)
+
+
+class DiskStorage(Storage):
+    """Partition logs stored under ``root``."""
+
+    def __init__(
+        self, root: str, *, clock: Clock = wall_clock, default_config: LogConfig | None = None
+    ) -> None:
+        self.root = root
+        self._clock = clock
+        self._default = default_config or LogConfig()
+        self._logs: dict[tuple[str, int], DiskLog] = {}
+        os.makedirs(root, exist_ok=True)
+
+    def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None and not log._closed:
+            if config is not None:
+                log.update_config(config)
+            return log
+        log = DiskLog(
+            os.path.join(self.root, partition_dir_name(topic, partition)),
+            topic,
+            partition,
+            config or self._default,
+            clock=self._clock,
+        )
+        self._logs[key] = log
+        return log
+
+    def list_partitions(self) -> list[tuple[str, int]]:
+        found = []
+        for name in os.listdir(self.root):
+            parsed = parse_partition_dir(name)
+            if parsed is not None and os.path.isdir(os.path.join(self.root, name)):
+                found.append(parsed)
+        return sorted(found)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            log.abandon()
+        shutil.rmtree(
+            os.path.join(self.root, partition_dir_name(topic, partition)), ignore_errors=True
+        )
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()

@@ -1,0 +1,185 @@
+"""The Log interface (one per partition) and the Storage interface that makes logs."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.producer_state import ProducerStateTable
+from kafkette.backends.types import (
+    AbortedTxn,
+    AppendInfo,
+    BatchInfo,
+    CleanerStats,
+    LogSlice,
+    TimestampOffset,
+)
+
+
+class Log(abc.ABC):
+    """One partition's log: an append-only sequence of magic 2 record batches.
+
+    Offsets are assigned by :meth:`append`; reads return whole stored batches
+    unchanged. Below the log start offset nothing can be read; the high
+    watermark and the last stable offset bound what consumers may see and are
+    set by the broker (the log only keeps them within ``[log start, log end]``).
+    A log is used by one owner at a time (no internal locking).
+    """
+
+    topic: str
+    partition: int
+
+    @property
+    @abc.abstractmethod
+    def config(self) -> LogConfig:
+        """The log's current configuration."""
+
+    @abc.abstractmethod
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a new configuration (effective for the next append, roll, retention, clean)."""
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int:
+        """First offset that can be read."""
+
+    @property
+    @abc.abstractmethod
+    def log_end_offset(self) -> int:
+        """Offset the next appended record will get."""
+
+    @property
+    @abc.abstractmethod
+    def high_watermark(self) -> int:
+        """Offset up to which records are committed (set by the broker)."""
+
+    @abc.abstractmethod
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to ``[log start, log end]``; returns the value set."""
+
+    @property
+    @abc.abstractmethod
+    def last_stable_offset(self) -> int:
+        """First offset of an open transaction, or the high watermark when none is open."""
+
+    @property
+    @abc.abstractmethod
+    def size_in_bytes(self) -> int:
+        """Bytes of stored batches."""
+
+    @abc.abstractmethod
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = -1,
+        check_crc: bool = True,
+    ) -> AppendInfo:
+        """Append one or more whole magic 2 batches, assigning their offsets.
+
+        Each batch's baseOffset is rewritten to the log end offset (and, for a
+        ``LogAppendTime`` log, its timestamp to the clock's time, recomputing
+        the CRC). A ``leader_epoch`` >= 0 is stamped as partitionLeaderEpoch.
+        Raises ``CorruptMessageError`` for malformed batches,
+        ``RecordListTooLargeError`` for a batch over ``max.message.bytes`` and
+        ``InvalidRecordError`` for a keyless record on a compacted log.
+        """
+
+    @abc.abstractmethod
+    def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> LogSlice:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        At least one batch is returned when one lies below ``upper_bound``
+        (default: the log end offset), even if it is larger than
+        ``max_bytes``; batches at or past ``upper_bound`` are never returned.
+        Raises ``OffsetOutOfRangeError`` outside ``[log start, log end]``.
+        """
+
+    @abc.abstractmethod
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record (in offset order) with a timestamp >= ``timestamp``, if any."""
+
+    @abc.abstractmethod
+    def max_timestamp(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (the first one reaching it), if any."""
+
+    @abc.abstractmethod
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= ``offset``; the log end becomes ``offset``."""
+
+    @abc.abstractmethod
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset to ``offset`` (DeleteRecords); returns the new log start.
+
+        ``offset`` must not exceed the high watermark (``OffsetOutOfRangeError``).
+        Whole segments below the new start are deleted.
+        """
+
+    @abc.abstractmethod
+    def enforce_retention(self) -> int:
+        """Delete whole non-active segments past ``retention.ms``/``retention.bytes``
+        or below the log start offset; returns the number of segments deleted."""
+
+    @abc.abstractmethod
+    def compact(self, *, force: bool = False) -> CleanerStats | None:
+        """Run one compaction pass if the log is compacted and dirty enough
+        (``force`` ignores ``min.cleanable.dirty.ratio``); None when nothing was cleaned."""
+
+    @abc.abstractmethod
+    def roll(self) -> None:
+        """Start a new active segment now (a no-op when the active one is empty)."""
+
+    @abc.abstractmethod
+    def iter_batch_infos(self, start_offset: int | None = None) -> Iterator[BatchInfo]:
+        """Producer fields of every stored batch from ``start_offset`` (default log start)."""
+
+    @abc.abstractmethod
+    def producer_state(self) -> ProducerStateTable:
+        """Producer state as rebuilt from the log (snapshot + scan on open, kept current)."""
+
+    @abc.abstractmethod
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound)``, by first offset."""
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Make everything appended so far durable (a no-op in memory)."""
+
+    @abc.abstractmethod
+    def tick(self) -> None:
+        """Time-driven duties: flush when ``flush.ms`` has passed since the last flush."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Flush and release the log; it cannot be used afterwards."""
+
+
+class Storage(abc.ABC):
+    """Where a broker's logs live: opens, lists and deletes partition logs."""
+
+    @abc.abstractmethod
+    def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """Open the log of ``topic``/``partition``, creating it when absent."""
+
+    @abc.abstractmethod
+    def list_partitions(self) -> list[tuple[str, int]]:
+        """Topic-partitions that have a log, sorted."""
+
+    @abc.abstractmethod
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close and delete a partition's log (no error when absent)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close every log opened through this storage."""
+
+    def open_logs(
+        self, configs: Mapping[str, LogConfig] | None = None
+    ) -> dict[tuple[str, int], Log]:
+        """Open every existing partition log, with its topic's config from ``configs``."""
+        configs = configs or {}
+        return {
+            (topic, partition): self.open_log(topic, partition, configs.get(topic))
+            for topic, partition in self.list_partitions()
+        }

@@ -1,0 +1,192 @@
+"""MemoryLog: segments of immutable ``bytes`` batches held in memory.
+
+Reads return memoryviews of the stored batches (no copy). Segments, rolls,
+retention, DeleteRecords and compaction behave as on disk; nothing survives
+the process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterator, Sequence
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.log import Log, Storage
+from kafkette.backends.producer_state import ProducerStateTable
+from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.segmented import Clock, SegmentedLog
+from kafkette.backends.types import AbortedTxn, LogSlice
+from kafkette.protocol.records.batch_header import BatchHeader
+
+
+def wall_clock() -> int:
+    """The system clock in milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class MemorySegment(Segment):
+    """Batches as a list of ``bytes``; a position is the batch's index in the list."""
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.next_offset = base_offset
+        self.size = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_timestamp = -1
+        self.aborted: list[AbortedTxn] = []
+        self._data: list[memoryview] = []
+        self._headers: list[BatchHeader] = []
+        self._lasts: list[int] = []
+
+    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
+        data = bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+        self._data.append(memoryview(data))
+        self._headers.append(header)
+        self._lasts.append(header.last_offset)
+        self.size += len(data)
+        self.next_offset = header.next_offset
+        if len(self._headers) == 1:
+            self.first_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
+        index = bisect.bisect_left(self._lasts, offset)
+        if index == len(self._lasts):
+            return None
+        views: list[memoryview] = []
+        total = 0
+        for data, header in zip(self._data[index:], self._headers[index:], strict=True):
+            if header.last_offset >= upper_bound or (views and total + len(data) > max_bytes):
+                break
+            views.append(data)
+            total += len(data)
+        return LogSlice(total, tuple(views))
+
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        index = 0 if start_offset is None else bisect.bisect_left(self._lasts, start_offset)
+        for position in range(index, len(self._headers)):
+            yield position, self._headers[position]
+
+    def batch_bytes(self, position: int, size: int) -> BufferLike:
+        return self._data[position]
+
+    def timestamp_scan_start(self, timestamp: int) -> int:
+        return self.base_offset
+
+    def truncate_to(self, offset: int) -> None:
+        index = bisect.bisect_left(self._lasts, offset)
+        del self._data[index:], self._headers[index:], self._lasts[index:]
+        self._recompute()
+        self.drop_aborted_from(offset)
+
+    def _recompute(self) -> None:
+        self.size = sum(len(d) for d in self._data)
+        self.next_offset = self._headers[-1].next_offset if self._headers else self.base_offset
+        self.first_timestamp = self._headers[0].max_timestamp if self._headers else -1
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        for header in self._headers:
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        self.aborted.append(txn)
+
+    def seal(self) -> None:
+        pass
+
+    @property
+    def is_full(self) -> bool:
+        return False
+
+
+class MemoryLog(SegmentedLog):
+    """A partition log held in memory."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        clock: Clock = wall_clock,
+        start_offset: int = 0,
+    ) -> None:
+        super().__init__(topic, partition, config or LogConfig(), clock)
+        self._snapshots: dict[int, bytes] = {}
+        self._segments = [MemorySegment(start_offset)]
+        self._bases = [start_offset]
+        self._log_start = self._next_offset = self._high_watermark = start_offset
+        self._first_dirty_offset = start_offset
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        return MemorySegment(base_offset)
+
+    def _save_snapshot(self, offset: int, table: ProducerStateTable) -> None:
+        self._snapshots[offset] = table.to_bytes()
+
+    def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:
+        candidates = [o for o in self._snapshots if o <= at_most]
+        if not candidates:
+            return None
+        offset = max(candidates)
+        return offset, ProducerStateTable.from_bytes(self._snapshots[offset])
+
+    def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        offsets = sorted(self._snapshots)
+        if above is not None:
+            for offset in offsets:
+                if offset > above:
+                    del self._snapshots[offset]
+        if below is not None:
+            older = [o for o in offsets if o < below and o in self._snapshots]
+            for offset in older[:-1]:
+                del self._snapshots[offset]
+
+    def _replace_segment(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+    ) -> Segment:
+        segment = MemorySegment(old.base_offset)
+        for parts, header in batches:
+            segment.append_batch(parts, header)
+        segment.aborted = list(old.aborted)
+        return segment
+
+
+class MemoryStorage(Storage):
+    """Logs kept in memory, by topic-partition."""
+
+    def __init__(
+        self, *, clock: Clock = wall_clock, default_config: LogConfig | None = None
+    ) -> None:
+        self._clock = clock
+        self._default = default_config or LogConfig()
+        self._logs: dict[tuple[str, int], MemoryLog] = {}
+
+    def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is None:
+            log = MemoryLog(topic, partition, config or self._default, clock=self._clock)
+            self._logs[key] = log
+            return log
+        log._closed = False  # reopening keeps the data, as a disk log would
+        if config is not None:
+            log.update_config(config)
+        return log
+
+    def list_partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            log.close()
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()

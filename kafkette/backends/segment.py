@@ -1,0 +1,81 @@
+"""The segment contract shared by the memory and disk backends."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+
+from kafkette.backends.types import AbortedTxn, LogSlice
+from kafkette.protocol.records.batch_header import BatchHeader
+
+BufferLike = bytes | bytearray | memoryview
+
+
+class Segment(abc.ABC):
+    """A run of batches starting at ``base_offset``; only the last segment of a log grows.
+
+    A *position* is whatever the segment uses to find a batch again (a byte
+    position on disk, a list index in memory); the log only passes it back.
+    """
+
+    base_offset: int
+    next_offset: int
+    """Offset after the segment's last batch (``base_offset`` when empty)."""
+    size: int
+    max_timestamp: int
+    """Largest batch max timestamp in the segment, -1 when none."""
+    offset_of_max_timestamp: int
+    first_timestamp: int
+    """Max timestamp of the first batch (what ``segment.ms`` measures from), -1 when empty."""
+    aborted: list[AbortedTxn]
+    """Aborted transactions whose marker is in this segment, in offset order."""
+
+    @abc.abstractmethod
+    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
+        """Append one batch given as consecutive parts, with its final header."""
+
+    @abc.abstractmethod
+    def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
+        """Batches from the first one with last offset >= ``offset`` (None if no such batch)."""
+
+    @abc.abstractmethod
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each batch from the one holding ``start_offset``."""
+
+    @abc.abstractmethod
+    def batch_bytes(self, position: int, size: int) -> BufferLike:
+        """The stored bytes of the batch at ``position``."""
+
+    @abc.abstractmethod
+    def timestamp_scan_start(self, timestamp: int) -> int:
+        """An offset at or before the first record with a timestamp >= ``timestamp``."""
+
+    @abc.abstractmethod
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch whose last offset is >= ``offset``."""
+
+    @abc.abstractmethod
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose marker was appended here."""
+
+    def drop_aborted_from(self, offset: int) -> None:
+        """Forget aborted transactions whose marker is at or after ``offset``."""
+        self.aborted[:] = [t for t in self.aborted if t.last_offset < offset]
+
+    @abc.abstractmethod
+    def seal(self) -> None:
+        """The segment stops being the active one."""
+
+    @property
+    @abc.abstractmethod
+    def is_full(self) -> bool:
+        """Whether its indexes can take no more entries (forces a roll)."""
+
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Make the segment durable (no-op in memory)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the segment's resources."""
+
+    def delete(self) -> None:  # noqa: B027 - optional hook
+        """Remove the segment for good."""

@@ -1,0 +1,536 @@
+"""The Log logic both backends share, over a list of segments.
+
+Offsets, reads, timestamps, rolls, truncation, retention, DeleteRecords,
+producer state and the leader epoch cache live here; a backend supplies its
+segments (:class:`~kafkette.backends.segment.Segment`) and, through a few
+hooks, how snapshots and checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import abc
+import bisect
+from collections.abc import Callable, Iterator, Sequence
+
+import attrs
+
+from kafkette.backends.batches import batch_info, split_batches
+from kafkette.backends.config import LogConfig
+from kafkette.backends.log import Log
+from kafkette.backends.producer_state import ProducerStateTable
+from kafkette.backends.records import control_marker, first_record_at_or_after, require_keys
+from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.types import (
+    AbortedTxn,
+    AppendInfo,
+    BatchInfo,
+    CleanerStats,
+    LogSlice,
+    TimestampOffset,
+)
+from kafkette.errors import KafkaStorageError, OffsetOutOfRangeError
+from kafkette.protocol.records.batch_header import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+Clock = Callable[[], int]
+"""Milliseconds since the epoch."""
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+@attrs.frozen(slots=True)
+class EpochEntry:
+    """A leader epoch and the first offset written in it."""
+
+    epoch: int
+    start_offset: int
+
+
+class SegmentedLog(Log):
+    """A :class:`Log` made of segments; subclasses provide storage."""
+
+    def __init__(self, topic: str, partition: int, config: LogConfig, clock: Clock) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self._clock = clock
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._next_offset = 0
+        self._high_watermark = 0
+        self._producers = ProducerStateTable()
+        self._epochs: list[EpochEntry] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._first_dirty_offset = 0
+        self._closed = False
+
+    # -- hooks -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _new_segment(self, base_offset: int) -> Segment:
+        """Create an empty segment at ``base_offset``."""
+
+    @abc.abstractmethod
+    def _save_snapshot(self, offset: int, table: ProducerStateTable) -> None:
+        """Keep ``table`` as the producer state before ``offset``."""
+
+    @abc.abstractmethod
+    def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:
+        """The newest kept snapshot whose offset is <= ``at_most``."""
+
+    @abc.abstractmethod
+    def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        """Forget snapshots with offset < ``below`` (keeping the newest such) or > ``above``."""
+
+    @abc.abstractmethod
+    def _replace_segment(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+    ) -> Segment:
+        """A segment with ``old``'s base offset and ``batches`` that takes its place."""
+
+    def _checkpoint(self) -> None:
+        """Persist log start, leader epochs and cleaner state (no-op in memory)."""
+
+    def _sync(self, segments: Sequence[Segment]) -> None:
+        """Make ``segments`` durable and advance the recovery point (no-op in memory)."""
+
+    # -- properties ------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        self._high_watermark = min(max(offset, self._log_start), self._next_offset)
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        unstable = self._producers.first_unstable_offset()
+        if unstable is None:
+            return self._high_watermark
+        return min(unstable, self._high_watermark)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> Sequence[Segment]:
+        """The segments, oldest first (the last one is active)."""
+        return tuple(self._segments)
+
+    @property
+    def leader_epochs(self) -> Sequence[EpochEntry]:
+        """Leader epochs and their start offsets, oldest first."""
+        return tuple(self._epochs)
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """Where the next compaction pass starts reading new data (cleaner checkpoint)."""
+        return self._first_dirty_offset
+
+    @property
+    def _active(self) -> Segment:
+        return self._segments[-1]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    # -- append ----------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = -1,
+        check_crc: bool = True,
+    ) -> AppendInfo:
+        self._check_open()
+        config = self._config
+        batches = split_batches(
+            records, check_crc=check_crc, max_batch_bytes=config.max_message_bytes
+        )
+        view = memoryview(records)
+        if config.compact:
+            require_keys(view, batches)
+        append_time = self._clock() if config.log_append_time else -1
+        offset = self._next_offset
+        first = offset
+        infos: list[BatchInfo] = []
+        messages = 0
+        try:
+            for pos, header in batches:
+                size = header.size
+                parts: tuple[BufferLike, ...]
+                if append_time >= 0:
+                    whole = bytearray(view[pos : pos + size])
+                    set_base_offset(whole, 0, offset)
+                    if leader_epoch >= 0:
+                        set_partition_leader_epoch(whole, 0, leader_epoch)
+                    set_log_append_time(whole, 0, append_time)
+                    parts = (whole,)
+                    head: BufferLike = whole
+                else:
+                    head = bytearray(view[pos : pos + RECORD_BATCH_OVERHEAD])
+                    set_base_offset(head, 0, offset)
+                    if leader_epoch >= 0:
+                        set_partition_leader_epoch(head, 0, leader_epoch)
+                    parts = (head, view[pos + RECORD_BATCH_OVERHEAD : pos + size])
+                stored = BatchHeader.parse(head)
+                segment = self._segment_for(stored)
+                segment.append_batch(parts, stored)
+                control = control_marker(view, pos, header) if header.is_control else None
+                info = batch_info(stored, control)
+                self._track(segment, info)
+                if leader_epoch >= 0 and (
+                    not self._epochs or leader_epoch > self._epochs[-1].epoch
+                ):
+                    self._epochs.append(EpochEntry(leader_epoch, offset))
+                    self._checkpoint()
+                infos.append(info)
+                messages += header.record_count
+                offset = stored.next_offset
+                self._next_offset = offset
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"cannot append to {self.topic}-{self.partition}: {exc}"
+            ) from exc
+        self._unflushed_messages += messages
+        self._maybe_flush()
+        return AppendInfo(
+            base_offset=first,
+            last_offset=offset - 1,
+            log_append_time=append_time,
+            log_start_offset=self._log_start,
+            batches=tuple(infos),
+        )
+
+    def _track(self, segment: Segment, info: BatchInfo) -> None:
+        completed = self._producers.update(info)
+        if completed is not None and completed.aborted:
+            unstable = self._producers.first_unstable_offset()
+            lso = info.last_offset + 1 if unstable is None else unstable
+            segment.add_aborted(
+                AbortedTxn(
+                    completed.producer_id, completed.first_offset, completed.last_offset, lso
+                )
+            )
+
+    def _segment_for(self, header: BatchHeader) -> Segment:
+        active = self._active
+        if active.size == 0:
+            return active
+        config = self._config
+        if (
+            active.size + header.size > config.segment_bytes
+            or (
+                active.first_timestamp >= 0
+                and header.max_timestamp - active.first_timestamp
+                > config.segment_ms - config.segment_jitter_ms
+            )
+            or active.is_full
+            or header.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            self._roll_at(header.base_offset)
+        return self._active
+
+    def roll(self) -> None:
+        self._check_open()
+        if self._active.size > 0:
+            self._roll_at(self._next_offset)
+
+    def _roll_at(self, offset: int) -> None:
+        self._active.seal()
+        self._save_snapshot(offset, self._producers)
+        self._drop_snapshots(below=self._log_start)
+        segment = self._new_segment(offset)
+        self._segments.append(segment)
+        self._bases.append(offset)
+
+    def _maybe_flush(self) -> None:
+        config = self._config
+        if self._unflushed_messages >= config.flush_messages or (
+            config.flush_ms < 2**63 - 1 and self._clock() - self._last_flush_ms >= config.flush_ms
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        self._check_open()
+        self._sync(self._segments)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    def tick(self) -> None:
+        self._check_open()
+        if self._unflushed_messages:
+            self._maybe_flush()
+
+    # -- reads -----------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> LogSlice:
+        self._check_open()
+        self._check_range(offset)
+        upper = self._next_offset if upper_bound is None else min(upper_bound, self._next_offset)
+        empty = LogSlice(0)
+        if offset >= upper:
+            return empty
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for segment in self._segments[index:]:
+            if segment.base_offset >= upper:
+                break
+            result = segment.read(offset, max_bytes, upper)
+            if result is not None:
+                return result
+        return empty
+
+    def _check_range(self, offset: int) -> None:
+        if not self._log_start <= offset <= self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start}, {self._next_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+
+    def _segments_from(self, offset: int) -> list[Segment]:
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._segments[index:]
+
+    def iter_batch_infos(self, start_offset: int | None = None) -> Iterator[BatchInfo]:
+        self._check_open()
+        start = self._log_start if start_offset is None else start_offset
+        for segment in self._segments_from(start):
+            for position, header in segment.headers(start):
+                control = None
+                if header.is_control:
+                    control = control_marker(segment.batch_bytes(position, header.size), 0, header)
+                yield batch_info(header, control)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        self._check_open()
+        for index, segment in enumerate(self._segments):
+            if segment.max_timestamp < timestamp or segment.next_offset <= self._log_start:
+                continue
+            start = max(segment.timestamp_scan_start(timestamp), self._log_start)
+            for later in self._segments[index:]:
+                found = self._scan_for_timestamp(later, start, timestamp)
+                if found is not None:
+                    return found
+            return None
+        return None
+
+    def _scan_for_timestamp(
+        self, segment: Segment, start: int, timestamp: int
+    ) -> TimestampOffset | None:
+        for position, header in segment.headers(start):
+            if header.max_timestamp < timestamp or header.record_count == 0:
+                continue
+            found = first_record_at_or_after(
+                segment.batch_bytes(position, header.size), header, timestamp, self._log_start
+            )
+            if found is not None:
+                return TimestampOffset(found[0], found[1], header.partition_leader_epoch)
+        return None
+
+    def max_timestamp(self) -> TimestampOffset | None:
+        self._check_open()
+        best: Segment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return None
+        return self._scan_for_timestamp(
+            best, max(best.base_offset, self._log_start), best.max_timestamp
+        )
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        self._check_open()
+        return [
+            txn
+            for segment in self._segments
+            for txn in segment.aborted
+            if txn.last_offset >= start_offset and txn.first_offset < upper_bound
+        ]
+
+    def producer_state(self) -> ProducerStateTable:
+        return self._producers
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as OffsetForLeaderEpoch answers, ``(-1, -1)`` when unknown."""
+        if not self._epochs or epoch < self._epochs[0].epoch:
+            return -1, -1
+        for index, entry in enumerate(self._epochs):
+            if entry.epoch > epoch:
+                previous = self._epochs[index - 1]
+                return previous.epoch, entry.start_offset
+        return self._epochs[-1].epoch, self._next_offset
+
+    # -- removal ---------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        self._check_open()
+        if offset >= self._next_offset:
+            return
+        if offset <= self._log_start:
+            self._truncate_fully(offset)
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._bases.pop()
+            self._segments.pop().delete()
+        self._active.truncate_to(offset)
+        self._next_offset = offset
+        self._after_truncation()
+
+    def _truncate_fully(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [self._new_segment(offset)]
+        self._bases = [offset]
+        self._log_start = self._next_offset = offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self._next_offset
+        self._high_watermark = min(self._high_watermark, end)
+        self._first_dirty_offset = min(self._first_dirty_offset, end)
+        self._epochs = [e for e in self._epochs if e.start_offset < end]
+        self._drop_snapshots(above=end)
+        self._rebuild_producer_state()
+        self._checkpoint()
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer state from the newest snapshot at or below the log end plus a scan."""
+        snapshot = self._latest_snapshot(self._next_offset)
+        if snapshot is None:
+            table, start = ProducerStateTable(), self._log_start
+        else:
+            start, table = snapshot[0], snapshot[1].copy()
+        self._producers = table
+        for segment in self._segments_from(start):
+            segment.drop_aborted_from(start)
+            for position, header in segment.headers(start):
+                if header.base_offset < start:
+                    continue
+                control = None
+                if header.is_control:
+                    control = control_marker(segment.batch_bytes(position, header.size), 0, header)
+                self._track(segment, batch_info(header, control))
+
+    def delete_records_before(self, offset: int) -> int:
+        self._check_open()
+        if offset == -1:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: "
+                f"the high watermark is {self._high_watermark}"
+            )
+        if offset > self._log_start:
+            self._set_log_start(offset)
+            self._delete_prefix(lambda segment, following: following.base_offset <= self._log_start)
+        return self._log_start
+
+    def _set_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        self._first_dirty_offset = max(self._first_dirty_offset, offset)
+        if self._epochs:
+            kept = [e for e in self._epochs if e.start_offset > offset]
+            covering = [e for e in self._epochs if e.start_offset <= offset]
+            if covering:
+                kept.insert(0, EpochEntry(covering[-1].epoch, offset))
+            self._epochs = kept
+        self._checkpoint()
+
+    def _delete_prefix(self, predicate: Callable[[Segment, Segment], bool]) -> int:
+        """Delete leading non-active segments while ``predicate(segment, next)`` holds."""
+        deleted = 0
+        while len(self._segments) > 1:
+            segment, following = self._segments[0], self._segments[1]
+            if following.base_offset > self._high_watermark or not predicate(segment, following):
+                break
+            self._segments.pop(0)
+            self._bases.pop(0)
+            segment.delete()
+            deleted += 1
+            if following.base_offset > self._log_start:
+                self._set_log_start(following.base_offset)
+        if deleted:
+            self._drop_snapshots(below=self._log_start)
+        return deleted
+
+    def enforce_retention(self) -> int:
+        self._check_open()
+        deleted = self._delete_prefix(lambda s, f: f.base_offset <= self._log_start)
+        config = self._config
+        if not config.delete:
+            return deleted
+        if config.retention_ms >= 0:
+            now = self._clock()
+            deleted += self._delete_prefix(
+                lambda s, f: s.max_timestamp >= 0 and now - s.max_timestamp > config.retention_ms
+            )
+        if config.retention_bytes >= 0:
+            excess = self.size_in_bytes - config.retention_bytes
+
+            def over(segment: Segment, following: Segment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_prefix(over)
+        return deleted
+
+    # -- compaction ------------------------------------------------------------
+
+    def _swap_segment(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+    ) -> None:
+        """Put a compacted copy of ``old`` (same base offset) in its place."""
+        index = self._segments.index(old)
+        new = self._replace_segment(old, batches)
+        if old is self._active:
+            raise AssertionError("the active segment is never compacted")
+        self._segments[index] = new
+
+    def _set_first_dirty_offset(self, offset: int) -> None:
+        self._first_dirty_offset = offset
+        self._checkpoint()
+
+    def compact(self, *, force: bool = False) -> CleanerStats | None:
+        self._check_open()
+        from kafkette.backends.compaction import clean
+
+        return clean(self, self._clock(), force=force)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True

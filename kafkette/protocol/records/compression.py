@@ -161,7 +161,47 @@ def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
             out.append(chunk)
     except zstandard.ZstdError as exc:
         raise CorruptRecordError(f"invalid zstd data: {exc}") from None
+    # The stream reader stops quietly at a cut-off frame; walk the frames to be sure.
+    _check_zstd_frames(data)
     return b"".join(out)
+
+
+_ZSTD_MAGIC: Final = 0xFD2FB528
+_UINT32_LE: Final = struct.Struct("<I")
+
+
+def _check_zstd_frames(data: Buffer) -> None:
+    """Raise CorruptRecordError unless ``data`` is whole zstd frames, nothing cut off."""
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    while pos < end:
+        if end - pos < 8:
+            raise CorruptRecordError("zstd frame header is truncated")
+        (magic,) = _UINT32_LE.unpack_from(view, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame: magic, size, payload
+            (size,) = _UINT32_LE.unpack_from(view, pos + 4)
+            pos += 8 + size
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError("bytes after the zstd frames")
+        descriptor = view[pos + 4]
+        single_segment = descriptor & 0x20
+        fcs_flag = descriptor >> 6
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3] + fcs_size
+        while True:
+            if end - pos < 3:
+                raise CorruptRecordError("zstd block header is truncated")
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            block_type = (header >> 1) & 3
+            pos += 3 + (1 if block_type == 1 else header >> 3)
+            if header & 1:
+                break
+        if descriptor & 4:
+            pos += 4
+    if pos != end:
+        raise CorruptRecordError("zstd frame is truncated")
 
 
 def _xerial_compress(data: Buffer) -> bytes:

@@ -341,7 +341,7 @@ def _run(
         keys = repeat(None, r)
         values = map(_first, _struct(f"{value_at}x{vl}s1x").iter_unpack(view))
     else:
-        keys = values = repeat(None, r)
+        keys, values = repeat(None, r), repeat(None, r)
     fields = zip(offsets, timestamps, keys, values, repeat((), r), strict=False)
     out.extend(map(_tuple_new, repeat(Record), fields))
     return r

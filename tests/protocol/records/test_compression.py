@@ -1,0 +1,231 @@
+"""Codecs: round trips, the framings other clients use, and bounded decompression."""
+
+from __future__ import annotations
+
+import builtins
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import lz4.frame  # type: ignore[import-untyped]
+import pytest
+import snappy  # type: ignore[import-untyped]
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.protocol.errors import (
+    CorruptRecordError,
+    DecompressionLimitError,
+    UnsupportedCompressionError,
+)
+from kafkette.protocol.records import compression
+from kafkette.protocol.records.compression import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    XERIAL_MAGIC,
+    ZSTD,
+    codec_id,
+    compress,
+    decompress,
+)
+
+CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@settings(max_examples=40, deadline=None)
+@given(codec=st.sampled_from(CODECS), data=st.binary(max_size=3000))
+def test_round_trip(codec: int, data: bytes) -> None:
+    """Every codec gives back exactly what it compressed."""
+    assert decompress(codec, compress(codec, data), max_size=len(data)) == data
+
+
+def test_round_trip_large_repetitive() -> None:
+    """Several xerial blocks / gzip and lz4 chunks survive a round trip."""
+    data = bytes(range(256)) * 1000 + b"\0" * 200_000
+    for codec in CODECS:
+        assert decompress(codec, compress(codec, data)) == data
+
+
+def test_gzip_is_a_plain_gzip_stream() -> None:
+    """The gzip codec writes a gzip member any gzip reader decodes."""
+    data = b"hello kafka" * 100
+    assert zlib.decompress(compress(GZIP, data), wbits=31) == data
+
+
+def test_gzip_reads_concatenated_members() -> None:
+    """Two gzip members back to back read as one stream, as Java's GZIPInputStream does."""
+    assert decompress(GZIP, compress(GZIP, b"abc") + compress(GZIP, b"def")) == b"abcdef"
+
+
+def test_snappy_writes_xerial_framing() -> None:
+    """Header, version 1, compat 1, then int32-sized 32 KiB blocks."""
+    data = bytes(range(256)) * 300  # 76,800 bytes: three blocks
+    out = compress(SNAPPY, data)
+    assert out[:16] == XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+    pos = 16
+    blocks = []
+    while pos < len(out):
+        (size,) = struct.unpack_from(">i", out, pos)
+        blocks.append(snappy.uncompress(out[pos + 4 : pos + 4 + size]))
+        pos += 4 + size
+    assert [len(b) for b in blocks] == [32768, 32768, 11264]
+    assert b"".join(blocks) == data
+
+
+def test_snappy_reads_a_raw_block() -> None:
+    """A raw snappy block (no xerial header) is accepted too."""
+    assert decompress(SNAPPY, snappy.compress(b"raw block" * 50)) == b"raw block" * 50
+
+
+def test_lz4_is_the_standard_frame_format() -> None:
+    """lz4 output is an LZ4 frame, and any LZ4 frame (even several) reads back."""
+    data = b"lz4 data " * 500
+    assert lz4.frame.decompress(compress(LZ4, data)) == data
+    two = lz4.frame.compress(b"first") + lz4.frame.compress(b"second", content_checksum=True)
+    assert decompress(LZ4, two) == b"firstsecond"
+
+
+def test_zstd_is_a_standard_frame() -> None:
+    data = b"zstd data " * 500
+    assert zstandard.ZstdDecompressor().decompress(compress(ZSTD, data)) == data
+
+
+def test_codec_names() -> None:
+    assert [codec_id(n) for n in ("none", "gzip", "snappy", "lz4", "ZSTD")] == CODECS
+    with pytest.raises(UnsupportedCompressionError):
+        codec_id("brotli")
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7, -1])
+def test_unknown_codec(codec: int) -> None:
+    with pytest.raises(UnsupportedCompressionError):
+        compress(codec, b"x")
+    with pytest.raises(UnsupportedCompressionError):
+        decompress(codec, b"x")
+
+
+def test_zstd_absent_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without zstandard installed, zstd raises and says how to install it."""
+    real_import = builtins.__import__
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "zstandard":
+            raise ImportError("No module named 'zstandard'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    calls: list[Callable[[], bytes]] = [
+        lambda: compress(ZSTD, b"x"),
+        lambda: decompress(ZSTD, b"x"),
+    ]
+    for call in calls:
+        with pytest.raises(UnsupportedCompressionError, match=r"pip install kafkette\[zstd\]"):
+            call()
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_garbage_is_corrupt(codec: int) -> None:
+    """Bytes that are not valid compressed data raise CorruptRecordError."""
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, b"\x00\x01garbage that is not compressed" * 3)
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_truncated_stream_is_corrupt(codec: int) -> None:
+    data = compress(codec, bytes(range(256)) * 200)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, data[: len(data) - 7])
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_limit_is_exact(codec: int) -> None:
+    """Output of exactly max_size bytes passes; one byte more raises."""
+    data = b"a" * 5000
+    blob = compress(codec, data)
+    assert decompress(codec, blob, max_size=5000) == data
+    with pytest.raises(DecompressionLimitError) as info:
+        decompress(codec, blob, max_size=4999)
+    assert info.value.limit == 4999
+
+
+def _zeros_stream(compressor: Any, total: int, flush: Any) -> bytes:
+    """Compress ``total`` zero bytes chunk by chunk (never holding them all)."""
+    chunk = bytes(4 * MIB)
+    out = [compressor(chunk) for _ in range(total // len(chunk))]
+    out.append(flush())
+    return b"".join(out)
+
+
+@pytest.fixture(scope="module")
+def gzip_bomb() -> bytes:
+    obj = zlib.compressobj(1, wbits=31)
+    return _zeros_stream(obj.compress, GIB, obj.flush)
+
+
+def test_gzip_bomb_is_bounded(gzip_bomb: bytes) -> None:
+    """1 GiB of zeros, gzip-compressed to ~4 MiB, stops at the limit."""
+    assert len(gzip_bomb) < 8 * MIB
+    with pytest.raises(DecompressionLimitError):
+        decompress(GZIP, gzip_bomb, max_size=MIB)
+
+
+def test_lz4_bomb_is_bounded() -> None:
+    comp = lz4.frame.LZ4FrameCompressor()
+    blob = comp.begin() + _zeros_stream(comp.compress, 256 * MIB, comp.flush)
+    with pytest.raises(DecompressionLimitError):
+        decompress(LZ4, blob, max_size=MIB)
+
+
+def test_zstd_bomb_is_bounded() -> None:
+    obj = zstandard.ZstdCompressor().compressobj()
+    blob = _zeros_stream(obj.compress, 256 * MIB, obj.flush)
+    with pytest.raises(DecompressionLimitError):
+        decompress(ZSTD, blob, max_size=MIB)
+
+
+def test_snappy_declared_length_is_checked_first() -> None:
+    """A raw block claiming 1 GiB is refused from its length prefix alone."""
+    claim = bytearray()
+    value = GIB
+    while value >= 0x80:
+        claim.append((value & 0x7F) | 0x80)
+        value >>= 7
+    claim.append(value)
+    with pytest.raises(DecompressionLimitError):
+        decompress(SNAPPY, bytes(claim) + b"\x00" * 10, max_size=MIB)
+
+
+def test_snappy_xerial_blocks_add_up_to_the_limit() -> None:
+    blob = compress(SNAPPY, bytes(2 * MIB))
+    with pytest.raises(DecompressionLimitError):
+        decompress(SNAPPY, blob, max_size=MIB)
+
+
+def test_none_codec_is_bounded() -> None:
+    with pytest.raises(DecompressionLimitError):
+        decompress(NONE, b"x" * 11, max_size=10)
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        XERIAL_MAGIC + b"\x00\x00\x00\x01",  # header cut short
+        XERIAL_MAGIC + struct.pack(">ii", 1, 1) + b"\x00\x00",  # block length cut short
+        XERIAL_MAGIC + struct.pack(">iii", 1, 1, 100) + b"abc",  # block past the end
+        XERIAL_MAGIC + struct.pack(">iii", 1, 1, -5),  # negative block length
+        b"\xff\xff\xff\xff\xff\xff",  # raw block with an endless length prefix
+    ],
+)
+def test_malformed_xerial(blob: bytes) -> None:
+    with pytest.raises(CorruptRecordError):
+        decompress(SNAPPY, blob)
+
+
+def test_module_constants() -> None:
+    assert compression.CODEC_NAMES == {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}

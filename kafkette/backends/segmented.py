@@ -423,9 +423,10 @@ class SegmentedLog(Log):
         self._rebuild_producer_state()
         self._checkpoint()
 
-    def _rebuild_producer_state(self) -> None:
-        """Producer state from the newest snapshot at or below the log end plus a scan."""
-        snapshot = self._latest_snapshot(self._next_offset)
+    def _rebuild_producer_state(self, *, from_scratch: bool = False) -> None:
+        """Producer state from the newest snapshot at or below the log end plus a scan
+        (or from a scan of the whole log), re-deriving the aborted transactions after it."""
+        snapshot = None if from_scratch else self._latest_snapshot(self._next_offset)
         if snapshot is None:
             table, start = ProducerStateTable(), self._log_start
         else:

@@ -61,6 +61,10 @@ class _IndexFile:
             os.lseek(self._fd, 0, os.SEEK_END)
         return self._fd
 
+    def create(self) -> None:
+        """Create the file (empty) if it does not exist."""
+        self._writer()
+
     def write(self, data: bytes) -> None:
         fd = self._writer()
         view = memoryview(data)

@@ -97,7 +97,12 @@ class DiskLog(SegmentedLog):
         self._load_epochs()
         if not clean:
             self._drop_snapshots(above=self._next_offset)
-        self._rebuild_producer_state()
+        if all(s.txn_index_valid for s in segments):
+            self._rebuild_producer_state()
+        else:
+            for segment in segments:
+                segment.txn_index.reset([])
+            self._rebuild_producer_state(from_scratch=True)
         self.recovery_point = min(recovery_point, self._next_offset)
         if clean:
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))

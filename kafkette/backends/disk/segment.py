@@ -91,9 +91,18 @@ class FileSegment(Segment):
         self.aborted = self.txn_index.aborted
         self._max_index_entries = max(max_index_bytes // 12, 1)
         self._tracker = IndexTracker(index_interval)
+        self.txn_index_valid = True
+        self.sealed = False
+        """Whether the segment has stopped being the active one."""
+        """False when the ``.txnindex`` file was unreadable: the log rebuilds it."""
         try:
             self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
             self.size = os.fstat(self.file.fileno()).st_size
+            self._indexes_missing = not (
+                os.path.exists(self.index.path) and os.path.exists(self.time_index.path)
+            )
+            self.index.create()
+            self.time_index.create()
         except OSError as exc:
             raise KafkaStorageError(f"cannot open {self.log_path}: {exc}") from exc
 
@@ -144,6 +153,7 @@ class FileSegment(Segment):
                 rest = rest[os.write(fd, rest) :]
 
     def seal(self) -> None:
+        self.sealed = True
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
         )
@@ -172,13 +182,18 @@ class FileSegment(Segment):
             return None
         for attempt in range(2):
             relative, position = self.index.floor(offset - self.base_offset)
-            header = self._header_at(position) if position < self.size else None
+            try:
+                header = self._header_at(position) if position < self.size else None
+            except KafkaStorageError:
+                if relative < 0:
+                    raise
+                header = None
             if relative >= 0 and (
                 header is None or header.base_offset != self.base_offset + relative
             ):
                 if attempt:
                     break
-                self.rebuild_indexes(sealed=False)  # an index entry that lies: rebuild
+                self.rebuild_indexes(sealed=self.sealed)  # an index entry that lies: rebuild
                 continue
             while header is not None:
                 if header.last_offset >= offset:
@@ -249,18 +264,27 @@ class FileSegment(Segment):
         if found is not None:
             os.ftruncate(self.file.fileno(), found[0])
             self.size = found[0]
-            self.rebuild_indexes(sealed=False)
+        if found is not None or self.sealed:
+            self.rebuild_indexes(sealed=False)  # it is the active segment again
         self.drop_aborted_from(offset)
 
     def load(self, *, sealed: bool) -> bool:
         """Trust the index files if they pass their checks; else rebuild. True if rebuilt."""
-        if self.index.load(self.size) and self.txn_index.load():
+        self.sealed = sealed
+        self.txn_index_valid = self.txn_index.load()
+        if not self._indexes_missing and self.index.load(self.size):
             last_relative = self.index.offsets[-1] if len(self.index) else -1
             last_position = self.index.positions[-1] if len(self.index) else 0
             try:
                 ok = self.time_index.load(MAX_RELATIVE_OFFSET) and self._restore_tail(
                     last_relative, last_position
                 )
+                if ok and sealed and self._tracker.max_timestamp >= 0:
+                    # Sealing appended the segment's largest timestamp last.
+                    ok = self.time_index.last == (
+                        self._tracker.max_timestamp,
+                        self._tracker.offset_of_max_timestamp - self.base_offset,
+                    )
             except KafkaStorageError:
                 ok = False
             if ok:
@@ -288,6 +312,8 @@ class FileSegment(Segment):
                 and header.base_offset != self.base_offset + last_relative
             ):
                 return False
+            if not first and position - last_position > tracker.interval:
+                return False  # this batch would have had an index entry: the index lost some
             first = False
             if header.max_timestamp > tracker.max_timestamp:
                 tracker.max_timestamp = header.max_timestamp
@@ -311,9 +337,11 @@ class FileSegment(Segment):
 
         Returns the number of bytes truncated.
         """
+        self.txn_index_valid = self.txn_index.load()
         return self._rescan(sealed=sealed, validate=True, min_offset=min_offset)
 
     def _rescan(self, *, sealed: bool, validate: bool, min_offset: int = 0) -> int:
+        self.sealed = sealed
         tracker = IndexTracker(self._tracker.interval)
         offsets: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []

@@ -22,7 +22,7 @@ def index_snapshot(log: DiskLog) -> list[tuple[int, list[tuple[int, int]], list[
 def rebuilt_index_snapshot(
     log: DiskLog,
 ) -> list[tuple[int, list[tuple[int, int]], list[tuple[int, int]]]]:
-    """What :func:`index_snapshot` gives for indexes rebuilt from scratch from a copy of the logs."""
+    """What :func:`index_snapshot` gives for indexes rebuilt from a copy of the log files."""
     interval = log.config.index_interval_bytes
     result = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -37,11 +37,11 @@ def write_atomically(path: str, data: bytes, *, sync_dir: bool = True) -> None:
         fsync_dir(os.path.dirname(path) or ".")
 
 
-def write_checkpoint(path: str, entries: Sequence[Sequence[int]]) -> None:
+def write_checkpoint(path: str, entries: Sequence[Sequence[int]], *, sync_dir: bool = True) -> None:
     """Write ``entries`` (rows of integers) as a checkpoint file."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in row) for row in entries)
-    write_atomically(path, ("\n".join(lines) + "\n").encode())
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), sync_dir=sync_dir)
 
 
 def read_checkpoint(path: str) -> list[list[int]] | None:

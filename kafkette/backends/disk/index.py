@@ -54,6 +54,7 @@ class _IndexFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = -1
+        self._dirty = False
 
     def _writer(self) -> int:
         if self._fd < 0:
@@ -67,19 +68,22 @@ class _IndexFile:
 
     def write(self, data: bytes) -> None:
         fd = self._writer()
+        self._dirty = True
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
 
     def replace(self, data: bytes) -> None:
         fd = self._writer()
+        self._dirty = True
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         self.write(data)
 
     def flush(self) -> None:
-        if self._fd >= 0:
+        if self._fd >= 0 and self._dirty:
             os.fsync(self._fd)
+            self._dirty = False
 
     def close(self) -> None:
         if self._fd >= 0:

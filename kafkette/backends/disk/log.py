@@ -56,6 +56,7 @@ class DiskLog(SegmentedLog):
         """Bytes dropped by recovery when this log was opened (0 after a clean shutdown)."""
         self.rebuilt_indexes = 0
         """Segments whose indexes were rebuilt when this log was opened."""
+        self._directory_dirty = True
         try:
             os.makedirs(directory, exist_ok=True)
             self._open()
@@ -181,6 +182,7 @@ class DiskLog(SegmentedLog):
     # -- hooks -----------------------------------------------------------------
 
     def _new_segment(self, base_offset: int) -> Segment:
+        self._directory_dirty = True
         segment = self._segment(base_offset)
         # A leftover file of that name (a deleted segment's, say) must not be reused.
         if segment.size:
@@ -252,8 +254,11 @@ class DiskLog(SegmentedLog):
         for segment in segments:
             if segment.next_offset > self.recovery_point or segment is self._active:
                 segment.flush()
-        fsync_dir(self.directory)
-        write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]])
+        if self._directory_dirty:
+            fsync_dir(self.directory)  # new segment files must survive with their data
+            self._directory_dirty = False
+        # An older recovery point survives if this rename is lost: recovery then does more.
+        write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
         self.recovery_point = end
 
     def truncate_to(self, offset: int) -> None:

@@ -92,6 +92,7 @@ class FileSegment(Segment):
         self._max_index_entries = max(max_index_bytes // 12, 1)
         self._tracker = IndexTracker(index_interval)
         self.txn_index_valid = True
+        self._dirty = True
         self.sealed = False
         """Whether the segment has stopped being the active one."""
         """False when the ``.txnindex`` file was unreadable: the log rebuilds it."""
@@ -131,6 +132,7 @@ class FileSegment(Segment):
 
     def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
         position = self.size
+        self._dirty = True
         self._write(parts, header.size)
         self.size += header.size
         self.next_offset = header.next_offset
@@ -383,6 +385,7 @@ class FileSegment(Segment):
             expected = next_offset = header.next_offset
             position += header.size
         truncated = self.size - position
+        self._dirty = True
         if truncated:
             os.ftruncate(self.file.fileno(), position)
             self.size = position
@@ -397,7 +400,9 @@ class FileSegment(Segment):
         return truncated
 
     def flush(self) -> None:
-        os.fsync(self.file.fileno())
+        if self._dirty:
+            os.fsync(self.file.fileno())
+            self._dirty = False
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()

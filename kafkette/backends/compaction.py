@@ -22,6 +22,7 @@ One pass:
    and is removed after it. A batch left with no records keeps its header
    when it is the last data batch of its producer (its sequence numbers are
    what idempotent producers are checked against); otherwise it is dropped.
+   A segment left empty is deleted (unless it is the first one).
    Offsets never change: a rebuilt batch keeps its base offset, last offset
    delta and producer fields.
 5. The cleaner checkpoint moves to the first uncleanable offset.
@@ -169,7 +170,9 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
             ):
                 empty = empty_batch(data, 0)
                 kept.append(((empty,), BatchHeader.parse(empty)))
-        if changed:
+        if not kept and segment is not segments[0]:
+            log._drop_segment(segment)  # emptied: its offsets now fall to the segment before
+        elif changed:
             log._swap_segment(segment, kept)
         written += sum(h.size for _, h in kept)
     log._set_first_dirty_offset(end)

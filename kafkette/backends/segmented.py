@@ -520,6 +520,14 @@ class SegmentedLog(Log):
             raise AssertionError("the active segment is never compacted")
         self._segments[index] = new
 
+    def _drop_segment(self, segment: Segment) -> None:
+        """Delete a non-active, non-first segment that compaction emptied."""
+        index = self._segments.index(segment)
+        if index == 0 or segment is self._active:
+            raise AssertionError("only a middle segment can be dropped")
+        del self._segments[index], self._bases[index]
+        segment.delete()
+
     def _set_first_dirty_offset(self, offset: int) -> None:
         self._first_dirty_offset = offset
         self._checkpoint()

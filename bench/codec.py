@@ -90,7 +90,7 @@ def decode_kafkette(buf: bytes) -> int:
     n = 0
     for batch in iter_batches(buf):
         for r in batch:
-            (r.offset, r.timestamp, r.key, r.value, r.headers)
+            _ = (r.offset, r.timestamp, r.key, r.value, r.headers)
             n += 1
     return n
 
@@ -103,7 +103,7 @@ def decode_peer(memory_cls: Any) -> Callable[[bytes], int]:
             if not batch.validate_crc():
                 raise AssertionError("bad CRC")
             for r in batch:
-                (r.offset, r.timestamp, r.key, r.value, r.headers)
+                _ = (r.offset, r.timestamp, r.key, r.value, r.headers)
                 n += 1
         return n
 
@@ -145,8 +145,9 @@ def main() -> None:
             case = f"{codec_name}, {'16-byte keys' if with_keys else 'no keys'}"
             # The decode input: aiokafka-built batches with consecutive base offsets.
             batches = encoders["aiokafka"](n_batches, codec, ks, vs)
+            starts = range(0, n_records, BATCH)
             buf = b"".join(
-                i.to_bytes(8, "big") + b[8:] for i, b in zip(range(0, n_records, BATCH), batches)
+                i.to_bytes(8, "big") + b[8:] for i, b in zip(starts, batches, strict=True)
             )
             best: dict[tuple[str, str], float] = {}
             for _ in range(args.rounds):

@@ -207,7 +207,8 @@ def _check_zstd_frames(data: Buffer) -> None:
 def _xerial_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
-    for start in range(0, len(view), _XERIAL_BLOCK_SIZE):
+    # Empty input still gets one (empty) block: some readers reject a bare header.
+    for start in range(0, max(len(view), 1), _XERIAL_BLOCK_SIZE):
         block = snappy.compress(view[start : start + _XERIAL_BLOCK_SIZE])
         parts.append(_INT32.pack(len(block)))
         parts.append(block)

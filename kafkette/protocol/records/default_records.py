@@ -44,7 +44,7 @@ from kafkette.protocol.records.compression import (
     decompress,
 )
 from kafkette.protocol.records.record import Header, Record
-from kafkette.protocol.records.record_parser import parse_records
+from kafkette.protocol.records.record_parser import Segment, iter_records, parse_segments
 from kafkette.protocol.records.varint import ENCODED, encode_varint
 
 Buffer = bytes | bytearray | memoryview
@@ -220,7 +220,7 @@ class RecordBatch:
     are decompressed and parsed on first use and then kept.
     """
 
-    __slots__ = ("_buf", "_max_decompressed", "_pos", "_records", "header")
+    __slots__ = ("_buf", "_max_decompressed", "_pos", "_records", "_segments", "header")
 
     header: BatchHeader
 
@@ -229,6 +229,7 @@ class RecordBatch:
         self._pos = pos
         self.header = header
         self._max_decompressed = max_decompressed
+        self._segments: list[Segment] | None = None
         self._records: list[Record] | None = None
 
     @classmethod
@@ -312,13 +313,20 @@ class RecordBatch:
         return bytes(self._buf[self._pos : self._pos + self.header.size])
 
     def records(self) -> list[Record]:
-        """All records of the batch (parsed once, then kept)."""
+        """All records of the batch, as a list (made once, then kept).
+
+        Iterating over the batch is cheaper when the records are not kept:
+        it makes each Record only when it is reached.
+        """
         records = self._records
         if records is None:
-            records = self._records = self._parse()
+            records = self._records = list(iter_records(self._parsed()))
         return records
 
-    def _parse(self) -> list[Record]:
+    def _parsed(self) -> list[Segment]:
+        segments = self._segments
+        if segments is not None:
+            return segments
         header = self.header
         start = self._pos + RECORD_BATCH_OVERHEAD
         end = self._pos + header.size
@@ -330,12 +338,16 @@ class RecordBatch:
                 codec, memoryview(self._buf)[start:end], max_size=self._max_decompressed
             )
         fixed = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-        return parse_records(
+        segments = self._segments = parse_segments(
             data, header.record_count, header.base_offset, header.base_timestamp, fixed
         )
+        return segments
 
     def __iter__(self) -> Iterator[Record]:
-        return iter(self.records())
+        """The records in order; the whole batch is validated before the first one."""
+        if self._records is not None:
+            return iter(self._records)
+        return iter_records(self._parsed())
 
     def __len__(self) -> int:
         """Number of records the header declares."""

@@ -14,6 +14,15 @@ once every one of its bytes that is not a delta, key or value byte has been
 checked against the first record, so the result is exactly what the
 record-by-record parser returns.
 
+Laziness and the garbage collector. Parsing validates everything and keeps,
+per run, columns (an offset range, a timestamp table and the raw deltas, the
+tuple of values); :func:`iter_records` makes the Record objects only as the
+caller iterates. A consumer that looks at each record and drops it then holds
+one Record at a time, which matters: Records are GC-tracked tuples, and a
+thousand of them alive at once trigger collections that cost as much as the
+parsing. Records outside runs are kept as plain tuples (which the collector
+stops tracking) until iteration.
+
 Bounds: every length is checked against the record's declared end and the
 record's end against the data; any IndexError (a field running past the data)
 becomes a :class:`CorruptRecordError`. Nothing here allocates more than the
@@ -23,9 +32,8 @@ data it was given.
 from __future__ import annotations
 
 import struct
-from functools import partial
-from itertools import repeat
-from operator import itemgetter
+from collections.abc import Iterator
+from itertools import chain, repeat
 from typing import Any, Final
 
 from kafkette.protocol.errors import (
@@ -36,9 +44,7 @@ from kafkette.protocol.errors import (
 from kafkette.protocol.records.record import Header, Record
 from kafkette.protocol.records.varint import DECODED_1, read_varint
 
-_new_record: Final = partial(tuple.__new__, Record)
 _tuple_new: Final = tuple.__new__
-_first: Final = itemgetter(0)
 
 _MIN_RUN: Final = 4
 _RETRY_GAP: Final = 32  # records to parse one by one after a run attempt fails
@@ -54,7 +60,8 @@ _DELTA_LOW: Final = bytes(((2 * d) & 0x7F) | 0x80 for d in range(8192))
 _DELTA_HIGH: Final = bytes(((2 * d) >> 7) & 0x7F for d in range(8192))
 
 _two_byte_table: list[int] | None = None
-_struct_cache: dict[str, struct.Struct] = {}
+_STRUCT_CACHE_SIZE: Final = 32
+_struct_cache: dict[tuple[str, int], struct.Struct] = {}
 
 
 def _two_byte_values() -> list[int]:
@@ -70,13 +77,22 @@ def _two_byte_values() -> list[int]:
     return _two_byte_table
 
 
-def _struct(fmt: str) -> struct.Struct:
-    compiled = _struct_cache.get(fmt)
+def _run_struct(record_format: str, count: int) -> struct.Struct:
+    """A Struct reading the fields of ``count`` consecutive records in one call.
+
+    Producers repeat the same batch shapes, so these are cached (a few dozen).
+    """
+    key = (record_format, count)
+    compiled = _struct_cache.get(key)
     if compiled is None:
-        if len(_struct_cache) > 256:
+        if len(_struct_cache) >= _STRUCT_CACHE_SIZE:
             _struct_cache.clear()
-        compiled = _struct_cache[fmt] = struct.Struct(fmt)
+        compiled = _struct_cache[key] = struct.Struct(record_format * count)
     return compiled
+
+
+Segment = tuple[Any, ...]
+"""Records of a batch not yet turned into objects: see :func:`iter_records`."""
 
 
 def parse_records(
@@ -91,6 +107,22 @@ def parse_records(
     ``fixed_timestamp``, when given (LogAppendTime batches), replaces every
     record's own timestamp.
     """
+    return list(
+        iter_records(parse_segments(data, count, base_offset, base_timestamp, fixed_timestamp))
+    )
+
+
+def parse_segments(
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None = None,
+) -> list[Segment]:
+    """Validate the ``count`` records filling ``data``; return them as segments.
+
+    Every error is raised here; :func:`iter_records` then cannot fail.
+    """
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")
     try:
@@ -99,15 +131,39 @@ def parse_records(
         raise CorruptRecordError("a record field runs past the end of the records") from None
 
 
+def iter_records(segments: list[Segment]) -> Iterator[Record]:
+    """Iterate over the records of ``segments``, making each Record as it is reached.
+
+    May be called any number of times on the same segments.
+    """
+    return chain.from_iterable(map(_segment_records, segments))
+
+
+def _segment_records(segment: Segment) -> Iterator[Record]:
+    if len(segment) == 1:  # plain tuples of records parsed one by one
+        return map(_tuple_new, repeat(Record), segment[0])
+    r, offsets, ts_get, ts_column, keys, values = segment
+    fields = zip(
+        offsets,
+        repeat(ts_get, r) if ts_column is None else map(ts_get, ts_column),
+        repeat(None, r) if keys is None else keys,
+        repeat(None, r) if values is None else values,
+        repeat((), r),
+        strict=False,
+    )
+    return map(_tuple_new, repeat(Record), fields)
+
+
 def _parse(
     data: bytes,
     count: int,
     base_offset: int,
     base_ts: int,
     fixed_ts: int | None,
-) -> list[Record]:
-    out: list[Record] = []
-    append = out.append
+) -> list[Segment]:
+    segments: list[Segment] = []
+    plain: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
+    append = plain.append
     d1 = DECODED_1
     n = len(data)
     pos = 0
@@ -198,28 +254,33 @@ def _parse(
         if p != end:
             raise CorruptRecordError(f"record declares {length} bytes, its fields take {p - pos}")
         append(
-            _new_record(
-                (
-                    base_offset + od,
-                    base_ts + tsd if fixed_ts is None else fixed_ts,
-                    key,
-                    value,
-                    headers,
-                )
+            (
+                base_offset + od,
+                base_ts + tsd if fixed_ts is None else fixed_ts,
+                key,
+                value,
+                headers,
             )
         )
         i += 1
         pos = end
         if i >= next_try and i < count and end < n and data[end] == data[start] and not headers:
-            taken = _run(out, data, start, end, count - i, base_offset, base_ts, fixed_ts)
-            if taken:
+            run = _run(data, start, end, count - i, base_offset, base_ts, fixed_ts)
+            if run is not None:
+                segments.append((plain,))
+                segments.append(run)
+                plain = []
+                append = plain.append
+                taken = run[0]
                 i += taken
                 pos = end + taken * (end - start)
             else:
                 next_try = i + _RETRY_GAP
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes remain after the batch's {count} records")
-    return out
+    if plain:
+        segments.append((plain,))
+    return segments
 
 
 def _parse_headers(data: bytes, p: int, end: int) -> tuple[tuple[Header, ...], int]:
@@ -260,7 +321,6 @@ def _varint_end(data: bytes, p: int) -> int:
 
 
 def _run(
-    out: list[Record],
     data: bytes,
     start: int,
     pos: int,
@@ -268,16 +328,16 @@ def _run(
     base_offset: int,
     base_ts: int,
     fixed_ts: int | None,
-) -> int:
-    """Parse the run of records laid out like the one at ``start``, from ``pos``.
+) -> Segment | None:
+    """Check the run of records laid out like the one at ``start``, from ``pos``.
 
-    Appends them to ``out`` and returns how many; 0 when no run is worth it.
-    The record at ``start`` has already been parsed and is known valid.
+    Returns its segment (whose first item is the number of records), or None
+    when no run is worth it. The record at ``start`` is already known valid.
     """
     size = pos - start
     m = min(remaining, (len(data) - pos) // size)
     if m < _MIN_RUN:
-        return 0
+        return None
     # Layout of the template record, as offsets from its start.
     ts_at = _varint_end(data, start) + 1 - start
     od_at = _varint_end(data, start + ts_at) - start
@@ -285,18 +345,26 @@ def _run(
     ts_width = od_at - ts_at
     od_width = kl_at - od_at
     if ts_at > 3 or ts_width > 2 or od_width > 2:
-        return 0
+        return None
     kl, key_at = read_varint(data, start + kl_at)
     key_at -= start
     vl_at = key_at + max(kl, 0)
     vl, value_at = read_varint(data, start + vl_at)
     value_at -= start
     if value_at + max(vl, 0) != size - 1:
-        return 0  # the header count is not the single byte 0
-    constants = [*range(ts_at - 1), *range(kl_at, key_at), *range(vl_at, value_at), size - 1]
+        return None  # the header count is not the single byte 0
+    # The length bytes first, over the whole window: the run ends where they
+    # change, and the other checks then only look at the run.
     stop = pos + m * size
     r = m
-    for c in constants:
+    for c in range(ts_at - 1):
+        column = data[pos + c : stop : size]
+        r = min(r, m - len(column.lstrip(bytes((data[start + c],)))))
+    if r < _MIN_RUN:
+        return None
+    m = r
+    stop = pos + m * size
+    for c in [*range(kl_at, key_at), *range(vl_at, value_at), size - 1]:
         column = data[pos + c : stop : size]
         r = min(r, m - len(column.lstrip(bytes((data[start + c],)))))
     for at, width in ((ts_at, ts_width), (od_at, od_width)):
@@ -308,51 +376,58 @@ def _run(
             column = data[pos + at + 1 : stop : size].translate(_LAST_BYTE)
         r = min(r, m - len(column.lstrip(b"\0")))
     if r < _MIN_RUN:
-        return 0
+        return None
     stop = pos + r * size
-    timestamps: Any
+    ts_get: Any
+    ts_column: Any = None
     if fixed_ts is not None:
-        timestamps = repeat(fixed_ts, r)
+        ts_get = fixed_ts
     elif ts_width == 1:
-        # A per-run table turns each timestamp into one list lookup.
-        table = list(map(base_ts.__add__, DECODED_1))
-        timestamps = map(table.__getitem__, data[pos + ts_at : stop : size])
+        # A table over the deltas the run uses turns each timestamp into one
+        # lookup, and records with the same timestamp share one int object.
+        ts_column = data[pos + ts_at : stop : size]
+        lo = min(ts_column)
+        table = [0] * lo + list(map(base_ts.__add__, DECODED_1[lo : max(ts_column) + 1]))
+        ts_get = table.__getitem__
     else:
-        timestamps = map(base_ts.__add__, _two_byte_column(data, pos + ts_at, stop, size, r))
-    offsets: Any = _consecutive(data, pos + od_at, stop, size, r, od_width)
-    if offsets is None:
+        ts_column = _two_byte_keys(data, pos + ts_at, stop, size, r)
+        table2 = _two_byte_values()
+        ts_get = {k: base_ts + table2[k] for k in set(ts_column)}.__getitem__
+    first = _consecutive(data, pos + od_at, stop, size, r, od_width)
+    offsets: Any
+    if first is None:
         if od_width == 1:
             deltas: Any = map(DECODED_1.__getitem__, data[pos + od_at : stop : size])
         else:
             deltas = _two_byte_column(data, pos + od_at, stop, size, r)
-        offsets = map(base_offset.__add__, deltas)
+        offsets = list(map(base_offset.__add__, deltas))
     else:
-        offsets = range(base_offset + offsets, base_offset + offsets + r)
+        offsets = range(base_offset + first, base_offset + first + r)
     view = memoryview(data)[pos:stop]
-    keys: Any
-    values: Any
+    keys: tuple[bytes, ...] | None = None
+    values: tuple[bytes, ...] | None = None
     if kl >= 0 and vl >= 0:
-        fmt = f"{key_at}x{kl}s{value_at - key_at - kl}x{vl}s1x"
-        keys, values = zip(*_struct(fmt).iter_unpack(view), strict=True)
+        flat = _run_struct(f"{key_at}x{kl}s{value_at - key_at - kl}x{vl}s1x", r).unpack(view)
+        keys = flat[0::2]
+        values = flat[1::2]
     elif kl >= 0:
-        keys = map(_first, _struct(f"{key_at}x{kl}s{size - key_at - kl}x").iter_unpack(view))
-        values = repeat(None, r)
+        keys = _run_struct(f"{key_at}x{kl}s{size - key_at - kl}x", r).unpack(view)
     elif vl >= 0:
-        keys = repeat(None, r)
-        values = map(_first, _struct(f"{value_at}x{vl}s1x").iter_unpack(view))
-    else:
-        keys, values = repeat(None, r), repeat(None, r)
-    fields = zip(offsets, timestamps, keys, values, repeat((), r), strict=False)
-    out.extend(map(_tuple_new, repeat(Record), fields))
-    return r
+        values = _run_struct(f"{value_at}x{vl}s1x", r).unpack(view)
+    return (r, offsets, ts_get, ts_column, keys, values)
+
+
+def _two_byte_keys(data: bytes, at: int, stop: int, size: int, r: int) -> tuple[int, ...]:
+    """``b0 | b1 << 8`` of the two-byte varints at ``at``, ``at + size``, ..."""
+    pairs = bytearray(2 * r)
+    pairs[0::2] = data[at:stop:size]
+    pairs[1::2] = data[at + 1 : stop : size]
+    return struct.unpack(f"<{r}H", pairs)
 
 
 def _two_byte_column(data: bytes, at: int, stop: int, size: int, r: int) -> Any:
     """Signed values of the two-byte varints at ``at``, ``at + size``, ... (checked)."""
-    pairs = bytearray(2 * r)
-    pairs[0::2] = data[at:stop:size]
-    pairs[1::2] = data[at + 1 : stop : size]
-    return map(_two_byte_values().__getitem__, struct.unpack(f"<{r}H", pairs))
+    return map(_two_byte_values().__getitem__, _two_byte_keys(data, at, stop, size, r))
 
 
 def _consecutive(data: bytes, at: int, stop: int, size: int, r: int, width: int) -> int | None:

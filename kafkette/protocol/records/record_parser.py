@@ -169,6 +169,7 @@ def _parse(
     pos = 0
     i = 0
     next_try = 1
+    header_keys: dict[bytes, str] = {}  # producers repeat the same few header keys
     while i < count:
         if pos >= n:
             raise CorruptRecordError(f"batch declares {count} records but holds {i}")
@@ -179,7 +180,13 @@ def _parse(
             length = d1[b]
             pos += 1
         else:
-            length, pos = read_varint(data, pos)
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                z = (b & 0x7F) | (b2 << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
         end = pos + length
         if length < 0 or end > n:
             raise CorruptRecordError(f"record length {length} runs past the records")
@@ -216,7 +223,13 @@ def _parse(
             kl = d1[b]
             p += 1
         else:
-            kl, p = read_varint(data, p)
+            b2 = data[p + 1]
+            if b2 < 0x80:
+                z = (b & 0x7F) | (b2 << 7)
+                kl = (z >> 1) ^ -(z & 1)
+                p += 2
+            else:
+                kl, p = read_varint(data, p)
         if kl >= 0:
             key: bytes | None = data[p : p + kl]
             p += kl
@@ -250,7 +263,7 @@ def _parse(
             headers: tuple[Header, ...] = ()
             p += 1
         else:
-            headers, p = _parse_headers(data, p, end)
+            headers, p = _parse_headers(data, p, end, header_keys)
         if p != end:
             raise CorruptRecordError(f"record declares {length} bytes, its fields take {p - pos}")
         append(
@@ -283,32 +296,55 @@ def _parse(
     return segments
 
 
-def _parse_headers(data: bytes, p: int, end: int) -> tuple[tuple[Header, ...], int]:
-    hc, p = read_varint(data, p)
+def _parse_headers(
+    data: bytes, p: int, end: int, header_keys: dict[bytes, str]
+) -> tuple[tuple[Header, ...], int]:
+    d1 = DECODED_1
+    b = data[p]
+    if b < 0x80:
+        hc = d1[b]
+        p += 1
+    else:
+        hc, p = read_varint(data, p)
     if hc < 0:
         raise InvalidLengthError(f"negative header count {hc}")
     if hc > end - p:  # each header takes at least two bytes
         raise CorruptRecordError(f"header count {hc} exceeds the record's size")
     headers: list[Header] = []
+    append = headers.append
     for _ in range(hc):
-        kl, p = read_varint(data, p)
+        b = data[p]
+        if b < 0x80:
+            kl = d1[b]
+            p += 1
+        else:
+            kl, p = read_varint(data, p)
         if kl < 0:
             raise InvalidLengthError(f"negative header key length {kl}")
-        if p + kl > end:
+        q = p + kl
+        if q > end:
             raise CorruptRecordError("header key runs past the record")
-        try:
-            hkey = data[p : p + kl].decode()
-        except UnicodeDecodeError as exc:
-            raise InvalidStringError(f"header key is not UTF-8: {exc}") from None
-        p += kl
-        vl, p = read_varint(data, p)
+        raw = data[p:q]
+        hkey = header_keys.get(raw)
+        if hkey is None:
+            try:
+                hkey = header_keys[raw] = raw.decode()
+            except UnicodeDecodeError as exc:
+                raise InvalidStringError(f"header key is not UTF-8: {exc}") from None
+        b = data[q]
+        if b < 0x80:
+            vl = d1[b]
+            p = q + 1
+        else:
+            vl, p = read_varint(data, q)
         if vl >= 0:
-            if p + vl > end:
+            q = p + vl
+            if q > end:
                 raise CorruptRecordError("header value runs past the record")
-            headers.append((hkey, data[p : p + vl]))
-            p += vl
+            append((hkey, data[p:q]))
+            p = q
         elif vl == -1:
-            headers.append((hkey, None))
+            append((hkey, None))
         else:
             raise InvalidLengthError(f"negative header value length {vl}")
     return tuple(headers), p

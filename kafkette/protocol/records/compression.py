@@ -64,12 +64,18 @@ def _zstd() -> ModuleType:
     return zstandard
 
 
-def compress(codec: int, data: Buffer) -> bytes:
-    """Compress ``data`` with ``codec`` in the framing Kafka clients read."""
+def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
+    """Compress ``data`` with ``codec`` in the framing Kafka clients read.
+
+    ``magic`` matters for lz4 only: magic 0 message sets carry the frame
+    header checksum that Kafka 0.8 computed wrongly (see :func:`decompress`).
+    """
     if codec == NONE:
         return bytes(data)
     if codec == LZ4:
-        return lz4.frame.compress(data)  # type: ignore[no-any-return]
+        # Kafka's readers decompress each block on its own: blocks must not be linked.
+        out = lz4.frame.compress(data, block_linked=False)
+        return _break_lz4_header_checksum(out) if magic == 0 else out
     if codec == GZIP:
         obj = zlib.compressobj(wbits=31)
         return obj.compress(data) + obj.flush()
@@ -80,13 +86,21 @@ def compress(codec: int, data: Buffer) -> bytes:
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
-    """Decompress ``data``; the result is at most ``max_size`` bytes or this raises."""
+def decompress(
+    codec: int, data: Buffer, *, max_size: int = DEFAULT_MAX_DECOMPRESSED, magic: int = 2
+) -> bytes:
+    """Decompress ``data``; the result is at most ``max_size`` bytes or this raises.
+
+    For lz4 in a magic 0 message set the frame header checksum is ignored, as
+    Kafka does: Kafka 0.8 clients computed it over the wrong bytes (KAFKA-3160).
+    """
     if codec == NONE:
         if len(data) > max_size:
             raise DecompressionLimitError(max_size)
         return bytes(data)
     if codec == LZ4:
+        if magic == 0:
+            data = _repair_lz4_header_checksum(data)
         return _lz4_decompress(data, max_size)
     if codec == GZIP:
         return _gzip_decompress(data, max_size)
@@ -259,3 +273,77 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
         out.append(chunk)
         pos += size
     return b"".join(out)
+
+
+_LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
+_PRIME1: Final = 2654435761
+_PRIME2: Final = 2246822519
+_PRIME3: Final = 3266489917
+_PRIME4: Final = 668265263
+_PRIME5: Final = 374761393
+_MASK32: Final = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 hash (lz4 frames checksum their header with it); meant for short inputs."""
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v1 = (seed + _PRIME1 + _PRIME2) & _MASK32
+        v2 = (seed + _PRIME2) & _MASK32
+        v3 = seed & _MASK32
+        v4 = (seed - _PRIME1) & _MASK32
+        while i + 16 <= n:
+            lanes = struct.unpack_from("<4I", data, i)
+            v1 = _rotl((v1 + lanes[0] * _PRIME2) & _MASK32, 13) * _PRIME1 & _MASK32
+            v2 = _rotl((v2 + lanes[1] * _PRIME2) & _MASK32, 13) * _PRIME1 & _MASK32
+            v3 = _rotl((v3 + lanes[2] * _PRIME2) & _MASK32, 13) * _PRIME1 & _MASK32
+            v4 = _rotl((v4 + lanes[3] * _PRIME2) & _MASK32, 13) * _PRIME1 & _MASK32
+            i += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _MASK32
+    else:
+        h = (seed + _PRIME5) & _MASK32
+    h = (h + n) & _MASK32
+    while i + 4 <= n:
+        (k,) = _UINT32_LE.unpack_from(data, i)
+        h = _rotl((h + k * _PRIME3) & _MASK32, 17) * _PRIME4 & _MASK32
+        i += 4
+    while i < n:
+        h = _rotl((h + data[i] * _PRIME5) & _MASK32, 11) * _PRIME1 & _MASK32
+        i += 1
+    h ^= h >> 15
+    h = h * _PRIME2 & _MASK32
+    h ^= h >> 13
+    h = h * _PRIME3 & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_header_checksum_at(frame: Buffer) -> int:
+    """Position of an lz4 frame's header checksum byte (HC)."""
+    if len(frame) < 7 or bytes(frame[:4]) != _LZ4_MAGIC:
+        raise CorruptRecordError("not an lz4 frame")
+    flags = frame[4]
+    at = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    if at >= len(frame):
+        raise CorruptRecordError("lz4 frame header is truncated")
+    return at
+
+
+def _break_lz4_header_checksum(frame: bytes) -> bytes:
+    """Give a frame the header checksum Kafka 0.8 wrote (over the magic bytes too)."""
+    at = _lz4_header_checksum_at(frame)
+    broken = (xxh32(frame[:at]) >> 8) & 0xFF
+    return frame[:at] + bytes((broken,)) + frame[at + 1 :]
+
+
+def _repair_lz4_header_checksum(frame: Buffer) -> bytes:
+    """Set a frame's header checksum to the correct one, whatever it held."""
+    data = bytes(frame)
+    at = _lz4_header_checksum_at(data)
+    correct = (xxh32(data[4:at]) >> 8) & 0xFF
+    return data[:at] + bytes((correct,)) + data[at + 1 :]

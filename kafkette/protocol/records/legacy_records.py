@@ -234,7 +234,7 @@ class LegacyBatch:
             )
         if m.value is None:
             raise CorruptRecordError("compressed legacy message has a null value")
-        inner_set = decompress(codec, m.value, max_size=self._max_decompressed)
+        inner_set = decompress(codec, m.value, max_size=self._max_decompressed, magic=m.magic)
         inner: list[_Message] = []
         pos = 0
         end = len(inner_set)
@@ -383,5 +383,5 @@ class LegacyBatchBuilder:
             attributes,
             self._max_timestamp,
             None,
-            compress(self._compression, inner),
+            compress(self._compression, inner, magic=self._magic),
         )

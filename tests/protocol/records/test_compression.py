@@ -229,3 +229,36 @@ def test_malformed_xerial(blob: bytes) -> None:
 
 def test_module_constants() -> None:
     assert compression.CODEC_NAMES == {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def test_lz4_blocks_are_independent() -> None:
+    """Kafka's lz4 reader decompresses each block alone (KIP-57): no linked blocks."""
+    data = bytes(range(256)) * 1200  # several 64 KiB blocks
+    info = lz4.frame.get_frame_info(compress(LZ4, data))
+    assert info["block_linked"] is False
+
+
+@pytest.mark.parametrize(
+    ("data", "digest"),
+    [
+        (b"", 0x02CC5D05),
+        (b"a", 0x550D7456),
+        (b"abc", 0x32D153FF),
+        (b"Nobody inspects the spammish repetition", 0xE2293B2F),
+    ],
+)
+def test_xxh32_known_values(data: bytes, digest: int) -> None:
+    assert compression.xxh32(data) == digest
+
+
+def test_magic0_lz4_uses_kafka_08_header_checksum() -> None:
+    """Magic 0 lz4 frames checksum the magic bytes too (KAFKA-3160); readers ignore it."""
+    data = b"old kafka " * 300
+    frame = compress(LZ4, data, magic=0)
+    hc_at = 6 + (8 if frame[4] & 0x08 else 0)
+    assert frame[hc_at] == (compression.xxh32(frame[:hc_at]) >> 8) & 0xFF
+    assert frame[hc_at] != (compression.xxh32(frame[4:hc_at]) >> 8) & 0xFF
+    assert decompress(LZ4, frame, magic=0) == data
+    assert decompress(LZ4, compress(LZ4, data), magic=0) == data  # a correct checksum too
+    with pytest.raises(CorruptRecordError):
+        decompress(LZ4, frame)  # magic 1 and 2 check the header checksum

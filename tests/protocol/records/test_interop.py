@@ -211,3 +211,17 @@ def test_legacy_both_ways(peer: str, magic: int, codec: int) -> None:
     assert memory_records(memory_cls, our_buf) == want
     if codec == 0:
         assert our_buf == their_buf
+
+
+@pytest.mark.parametrize("peer", PEERS)
+@pytest.mark.parametrize("codec", CODECS)
+def test_empty_batches_read_by_peer(peer: str, codec: int) -> None:
+    """A batch without records (all codecs, snappy's framing of nothing included)."""
+    assert peer_records(PEERS[peer][1], ours_build([], codec)) == []
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_large_lz4_batch_read_by_peer(peer: str) -> None:
+    """Several lz4 blocks (Kafka needs them independent) read by the peer."""
+    specs: list[Spec] = [(1000 + i, None, bytes([i % 256]) * 500, ()) for i in range(600)]
+    assert peer_records(PEERS[peer][1], ours_build(specs, 3)) == expected(specs)

@@ -216,3 +216,13 @@ def test_mixed_magics_in_one_walk() -> None:
         Record(2, 9, b"c", b"3", ()),
     ]
     assert [b.magic for b in iter_batches(buf)] == [0, 1, 2]
+
+
+def test_magic0_lz4_round_trip() -> None:
+    builder = LegacyBatchBuilder(magic=0, compression=LZ4, base_offset=9)
+    builder.append(0, b"k", b"v" * 50)
+    builder.append(0, None, b"w")
+    assert read_all(builder.build()) == [
+        Record(9, -1, b"k", b"v" * 50, ()),
+        Record(10, -1, None, b"w", ()),
+    ]

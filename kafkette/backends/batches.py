@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.types import BatchInfo
 from kafkette.errors import CorruptMessageError, RecordListTooLargeError
 from kafkette.protocol.errors import ProtocolError
@@ -14,10 +15,7 @@ from kafkette.protocol.records.batch_header import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORDS_COUNT_OFFSET,
-    BatchHeader,
     batch_crc,
-    read_magic,
-    verify_crc,
 )
 
 _INT16 = struct.Struct(">h")
@@ -27,52 +25,49 @@ _UINT32 = struct.Struct(">I")
 
 def split_batches(
     buf: bytes | bytearray | memoryview, *, check_crc: bool, max_batch_bytes: int
-) -> list[tuple[int, BatchHeader]]:
+) -> list[tuple[int, StoredHeader]]:
     """Positions and headers of the magic 2 batches filling ``buf`` exactly.
 
     Raises :class:`CorruptMessageError` for anything that is not a sequence of
     whole, valid magic 2 batches, and :class:`RecordListTooLargeError` for a
     batch over ``max_batch_bytes``.
     """
-    result: list[tuple[int, BatchHeader]] = []
+    result: list[tuple[int, StoredHeader]] = []
     pos = 0
     end = len(buf)
     if end == 0:
         raise CorruptMessageError("no record batch to append")
     while pos < end:
         try:
-            magic = read_magic(buf, pos)
-            if magic != 2:
-                raise CorruptMessageError(f"only magic 2 batches can be stored, got magic {magic}")
-            if check_crc:
-                header = verify_crc(buf, pos)
-            else:
-                header = BatchHeader.parse(buf, pos)
-                if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-                    raise CorruptMessageError(f"batch length {header.batch_length} is too small")
-                if pos + header.size > end:
-                    raise CorruptMessageError("batch runs past the end of the buffer")
+            header = parse_header(buf, pos)
         except ProtocolError as exc:
-            raise CorruptMessageError(str(exc)) from exc
-        if header.last_offset_delta < 0:
-            raise CorruptMessageError(f"negative lastOffsetDelta {header.last_offset_delta}")
-        if header.record_count < 0:
-            raise CorruptMessageError(f"negative record count {header.record_count}")
-        if header.size > max_batch_bytes:
+            raise CorruptMessageError(f"batch at position {pos}: {exc}") from exc
+        size = LOG_OVERHEAD + header.batch_length
+        if pos + size > end:
+            raise CorruptMessageError(f"batch at position {pos} runs past the end of the buffer")
+        if check_crc and batch_crc(buf, pos, size) != header.crc:
+            raise CorruptMessageError(f"batch at position {pos} fails its CRC")
+        if header.last_offset_delta < 0 or header.record_count < 0:
+            raise CorruptMessageError(f"batch at position {pos} has negative counts")
+        if size > max_batch_bytes:
             raise RecordListTooLargeError(
-                f"batch of {header.size} bytes exceeds max.message.bytes ({max_batch_bytes})"
+                f"batch of {size} bytes exceeds max.message.bytes ({max_batch_bytes})"
             )
         result.append((pos, header))
-        pos += header.size
+        pos += size
     return result
 
 
-def batch_info(header: BatchHeader, control: tuple[int, int] | None = None) -> BatchInfo:
-    """The producer-state view of one batch (``control`` = (type, coordinator epoch))."""
+def batch_info(
+    header: StoredHeader, control: tuple[int, int] | None = None, *, base_offset: int | None = None
+) -> BatchInfo:
+    """The producer-state view of one batch (``control`` = (type, coordinator epoch)),
+    at ``base_offset`` when given (else the header's)."""
     ctype, cepoch = control if control is not None else (-1, -1)
+    base = header.base_offset if base_offset is None else base_offset
     return BatchInfo(
-        base_offset=header.base_offset,
-        last_offset=header.last_offset,
+        base_offset=base,
+        last_offset=base + header.last_offset_delta,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 
 from kafkette.backends.batches import empty_batch
 from kafkette.backends.config import LONG_MAX
+from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.records import rebuild_batch, records_of
 from kafkette.backends.segment import BufferLike
 from kafkette.backends.types import CleanerStats
-from kafkette.protocol.records.batch_header import BatchHeader
 
 if TYPE_CHECKING:
     from kafkette.backends.segmented import SegmentedLog
@@ -69,7 +69,7 @@ def _aborted_ranges(log: SegmentedLog) -> dict[int, list[tuple[int, int]]]:
     return ranges
 
 
-def _is_aborted(header: BatchHeader, ranges: dict[int, list[tuple[int, int]]]) -> bool:
+def _is_aborted(header: StoredHeader, ranges: dict[int, list[tuple[int, int]]]) -> bool:
     if not header.is_transactional or header.is_control:
         return False
     return any(
@@ -118,7 +118,7 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
     horizon_if_new = now + config.delete_retention_ms
     written = removed = 0
     for segment in segments:
-        kept: list[tuple[tuple[BufferLike, ...], BatchHeader]] = []
+        kept: list[tuple[tuple[BufferLike, ...], StoredHeader]] = []
         changed = False
         for position, header in segment.headers():
             data = segment.batch_bytes(position, header.size)
@@ -131,7 +131,7 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
                     marker = rebuild_batch(
                         header, records_of(data), delete_horizon_ms=horizon_if_new
                     )
-                    kept.append(((marker,), BatchHeader.parse(marker)))
+                    kept.append(((marker,), parse_header(marker)))
                     changed = True
                 elif now < horizon:
                     kept.append(((data,), header))
@@ -163,13 +163,13 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
             removed += len(records) - len(retained)
             if retained:
                 rebuilt = rebuild_batch(header, retained, delete_horizon_ms=new_horizon)
-                kept.append(((rebuilt,), BatchHeader.parse(rebuilt)))
+                kept.append(((rebuilt,), parse_header(rebuilt)))
             elif (
                 header.producer_id >= 0
                 and last_data_offset.get(header.producer_id) == header.last_offset
             ):
                 empty = empty_batch(data, 0)
-                kept.append(((empty,), BatchHeader.parse(empty)))
+                kept.append(((empty,), parse_header(empty)))
         if not kept and segment is not segments[0]:
             log._drop_segment(segment)  # emptied: its offsets now fall to the segment before
         elif changed:

@@ -12,12 +12,12 @@ import time
 from collections.abc import Iterator, Sequence
 
 from kafkette.backends.config import LogConfig
+from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log, Storage
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.segment import BufferLike, Segment
 from kafkette.backends.segmented import Clock, SegmentedLog
 from kafkette.backends.types import AbortedTxn, LogSlice
-from kafkette.protocol.records.batch_header import BatchHeader
 
 
 def wall_clock() -> int:
@@ -35,13 +35,22 @@ class MemorySegment(Segment):
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.first_timestamp = -1
+        self.is_full = False
         self.aborted: list[AbortedTxn] = []
         self._data: list[memoryview] = []
-        self._headers: list[BatchHeader] = []
+        self._headers: list[StoredHeader] = []
         self._lasts: list[int] = []
 
-    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
-        data = bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+    def append_batch(
+        self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
+    ) -> None:
+        data: bytes | bytearray
+        if len(parts) == 1:
+            data = parts[0] if isinstance(parts[0], bytearray) else bytes(parts[0])
+        else:
+            data = b"".join(parts)
+        if header.base_offset != base_offset:
+            header = parse_header(data)
         self._data.append(memoryview(data))
         self._headers.append(header)
         self._lasts.append(header.last_offset)
@@ -66,7 +75,7 @@ class MemorySegment(Segment):
             total += len(data)
         return LogSlice(total, tuple(views))
 
-    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         index = 0 if start_offset is None else bisect.bisect_left(self._lasts, start_offset)
         for position in range(index, len(self._headers)):
             yield position, self._headers[position]
@@ -98,10 +107,6 @@ class MemorySegment(Segment):
 
     def seal(self) -> None:
         pass
-
-    @property
-    def is_full(self) -> bool:
-        return False
 
 
 class MemoryLog(SegmentedLog):
@@ -148,11 +153,11 @@ class MemoryLog(SegmentedLog):
                 del self._snapshots[offset]
 
     def _replace_segment(
-        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Segment:
         segment = MemorySegment(old.base_offset)
         for parts, header in batches:
-            segment.append_batch(parts, header)
+            segment.append_batch(parts, header, header.base_offset)
         segment.aborted = list(old.aborted)
         return segment
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from kafkette.backends.header import StoredHeader
 from kafkette.errors import CorruptMessageError, InvalidRecordError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.records import Record, RecordBatch, compress, parse_control_record
@@ -15,7 +16,6 @@ from kafkette.protocol.records.batch_header import (
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
-    BatchHeader,
 )
 from kafkette.protocol.records.varint import encode_varint
 
@@ -40,7 +40,7 @@ def records_of(buf: Buffer, pos: int = 0) -> list[Record]:
         raise CorruptMessageError(str(exc)) from exc
 
 
-def control_marker(buf: Buffer, pos: int, header: BatchHeader) -> tuple[int, int]:
+def control_marker(buf: Buffer, pos: int, header: StoredHeader) -> tuple[int, int]:
     """``(type, coordinator epoch)`` of a control batch's marker; (-1, -1) if unreadable."""
     try:
         records = RecordBatch.from_buffer(buf, pos, check_crc=False).records()
@@ -52,7 +52,7 @@ def control_marker(buf: Buffer, pos: int, header: BatchHeader) -> tuple[int, int
     return int(marker.type), marker.coordinator_epoch
 
 
-def require_keys(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+def require_keys(buf: memoryview, batches: Sequence[tuple[int, StoredHeader]]) -> None:
     """Refuse keyless records, as a compacted log must (``InvalidRecordError``)."""
     for pos, header in batches:
         if header.is_control:
@@ -66,7 +66,7 @@ def require_keys(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]]) ->
 
 
 def first_record_at_or_after(
-    buf: Buffer, header: BatchHeader, timestamp: int, min_offset: int
+    buf: Buffer, header: StoredHeader, timestamp: int, min_offset: int
 ) -> tuple[int, int] | None:
     """``(timestamp, offset)`` of the batch's first record with a timestamp >= ``timestamp``
     and an offset >= ``min_offset``; a LogAppendTime batch gives every record its max timestamp.
@@ -104,7 +104,7 @@ def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> byt
 
 
 def rebuild_batch(
-    header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None
+    header: StoredHeader, records: Sequence[Record], *, delete_horizon_ms: int | None
 ) -> bytes:
     """A batch like ``header``'s holding only ``records``, at their original offsets.
 

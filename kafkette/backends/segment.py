@@ -5,8 +5,8 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Sequence
 
+from kafkette.backends.header import StoredHeader
 from kafkette.backends.types import AbortedTxn, LogSlice
-from kafkette.protocol.records.batch_header import BatchHeader
 
 BufferLike = bytes | bytearray | memoryview
 
@@ -27,19 +27,29 @@ class Segment(abc.ABC):
     offset_of_max_timestamp: int
     first_timestamp: int
     """Max timestamp of the first batch (what ``segment.ms`` measures from), -1 when empty."""
+    is_full: bool
+    """Whether its indexes can take no more entries (forces a roll)."""
     aborted: list[AbortedTxn]
     """Aborted transactions whose marker is in this segment, in offset order."""
 
     @abc.abstractmethod
-    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
-        """Append one batch given as consecutive parts, with its final header."""
+    def append_batch(
+        self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
+    ) -> None:
+        """Append one batch given as consecutive parts.
+
+        ``header`` is the batch's header as received (its base offset and
+        leader epoch may predate the rewrite); ``base_offset`` is the one assigned.
+        A single ``bytearray`` part belongs to the log (a fresh copy): the
+        segment may keep it without copying.
+        """
 
     @abc.abstractmethod
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
         """Batches from the first one with last offset >= ``offset`` (None if no such batch)."""
 
     @abc.abstractmethod
-    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         """``(position, header)`` of each batch from the one holding ``start_offset``."""
 
     @abc.abstractmethod
@@ -65,11 +75,6 @@ class Segment(abc.ABC):
     @abc.abstractmethod
     def seal(self) -> None:
         """The segment stops being the active one."""
-
-    @property
-    @abc.abstractmethod
-    def is_full(self) -> bool:
-        """Whether its indexes can take no more entries (forces a roll)."""
 
     def flush(self) -> None:  # noqa: B027 - optional hook
         """Make the segment durable (no-op in memory)."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import abc
 import bisect
+import struct
 from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
 from kafkette.backends.batches import batch_info, split_batches
 from kafkette.backends.config import LogConfig
+from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.records import control_marker, first_record_at_or_after, require_keys
@@ -31,8 +33,6 @@ from kafkette.backends.types import (
 from kafkette.errors import KafkaStorageError, OffsetOutOfRangeError
 from kafkette.protocol.records.batch_header import (
     RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-    set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
@@ -41,6 +41,10 @@ Clock = Callable[[], int]
 """Milliseconds since the epoch."""
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
+_BASE_OFFSET = struct.Struct(">q")
+COPY_LIMIT = 64 << 10
+"""Batches up to this size are copied whole before writing; larger ones are written
+as a rewritten header plus a view of the caller's buffer."""
 
 
 @attrs.frozen(slots=True)
@@ -58,6 +62,7 @@ class SegmentedLog(Log):
         self.topic = topic
         self.partition = partition
         self._config = config
+        self._cache_config()
         self._clock = clock
         self._segments: list[Segment] = []
         self._bases: list[int] = []
@@ -91,7 +96,7 @@ class SegmentedLog(Log):
 
     @abc.abstractmethod
     def _replace_segment(
-        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Segment:
         """A segment with ``old``'s base offset and ``batches`` that takes its place."""
 
@@ -109,6 +114,16 @@ class SegmentedLog(Log):
 
     def update_config(self, config: LogConfig) -> None:
         self._config = config
+        self._cache_config()
+
+    def _cache_config(self) -> None:
+        """Copy what every append reads out of the config."""
+        config = self._config
+        self._max_message_bytes = config.max_message_bytes
+        self._compacted = config.compact
+        self._log_append_time = config.log_append_time
+        self._segment_bytes = config.segment_bytes
+        self._roll_ms = config.segment_ms - config.segment_jitter_ms
 
     @property
     def log_start_offset(self) -> int:
@@ -169,51 +184,62 @@ class SegmentedLog(Log):
         leader_epoch: int = -1,
         check_crc: bool = True,
     ) -> AppendInfo:
-        self._check_open()
-        config = self._config
+        if self._closed:
+            self._check_open()
         batches = split_batches(
-            records, check_crc=check_crc, max_batch_bytes=config.max_message_bytes
+            records, check_crc=check_crc, max_batch_bytes=self._max_message_bytes
         )
         view = memoryview(records)
-        if config.compact:
+        if self._compacted:
             require_keys(view, batches)
-        append_time = self._clock() if config.log_append_time else -1
+        append_time = self._clock() if self._log_append_time else -1
         offset = self._next_offset
         first = offset
         infos: list[BatchInfo] = []
         messages = 0
+        if leader_epoch >= 0 and (not self._epochs or leader_epoch > self._epochs[-1].epoch):
+            self._epochs.append(EpochEntry(leader_epoch, offset))
+            self._checkpoint()
         try:
             for pos, header in batches:
                 size = header.size
                 parts: tuple[BufferLike, ...]
-                if append_time >= 0:
+                if append_time >= 0 or size <= COPY_LIMIT:
+                    # One copy and one write beat a two-part writev for small batches.
                     whole = bytearray(view[pos : pos + size])
-                    set_base_offset(whole, 0, offset)
+                    _BASE_OFFSET.pack_into(whole, 0, offset)
                     if leader_epoch >= 0:
                         set_partition_leader_epoch(whole, 0, leader_epoch)
-                    set_log_append_time(whole, 0, append_time)
+                    if append_time >= 0:
+                        set_log_append_time(whole, 0, append_time)
+                        header = parse_header(whole)
                     parts = (whole,)
-                    head: BufferLike = whole
                 else:
                     head = bytearray(view[pos : pos + RECORD_BATCH_OVERHEAD])
-                    set_base_offset(head, 0, offset)
+                    _BASE_OFFSET.pack_into(head, 0, offset)
                     if leader_epoch >= 0:
                         set_partition_leader_epoch(head, 0, leader_epoch)
                     parts = (head, view[pos + RECORD_BATCH_OVERHEAD : pos + size])
-                stored = BatchHeader.parse(head)
-                segment = self._segment_for(stored)
-                segment.append_batch(parts, stored)
-                control = control_marker(view, pos, header) if header.is_control else None
-                info = batch_info(stored, control)
-                self._track(segment, info)
-                if leader_epoch >= 0 and (
-                    not self._epochs or leader_epoch > self._epochs[-1].epoch
+                segment = self._segments[-1]
+                if segment.size and (
+                    segment.size + size > self._segment_bytes
+                    or segment.is_full
+                    or (
+                        segment.first_timestamp >= 0
+                        and header.max_timestamp - segment.first_timestamp > self._roll_ms
+                    )
+                    or offset + header.last_offset_delta - segment.base_offset > MAX_RELATIVE_OFFSET
                 ):
-                    self._epochs.append(EpochEntry(leader_epoch, offset))
-                    self._checkpoint()
-                infos.append(info)
+                    self._roll_at(offset)
+                    segment = self._segments[-1]
+                segment.append_batch(parts, header, offset)
+                if header.producer_id >= 0 or header.is_control:
+                    control = control_marker(view, pos, header) if header.is_control else None
+                    info = batch_info(header, control, base_offset=offset)
+                    self._track(segment, info)
+                    infos.append(info)
                 messages += header.record_count
-                offset = stored.next_offset
+                offset += header.last_offset_delta + 1
                 self._next_offset = offset
         except OSError as exc:
             raise KafkaStorageError(
@@ -239,24 +265,6 @@ class SegmentedLog(Log):
                     completed.producer_id, completed.first_offset, completed.last_offset, lso
                 )
             )
-
-    def _segment_for(self, header: BatchHeader) -> Segment:
-        active = self._active
-        if active.size == 0:
-            return active
-        config = self._config
-        if (
-            active.size + header.size > config.segment_bytes
-            or (
-                active.first_timestamp >= 0
-                and header.max_timestamp - active.first_timestamp
-                > config.segment_ms - config.segment_jitter_ms
-            )
-            or active.is_full
-            or header.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
-        ):
-            self._roll_at(header.base_offset)
-        return self._active
 
     def roll(self) -> None:
         self._check_open()
@@ -511,7 +519,7 @@ class SegmentedLog(Log):
     # -- compaction ------------------------------------------------------------
 
     def _swap_segment(
-        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> None:
         """Put a compacted copy of ``old`` (same base offset) in its place."""
         index = self._segments.index(old)

@@ -142,6 +142,7 @@ class AppendInfo:
     """The LogAppendTime stamped on the batches, or -1 for CreateTime logs."""
     log_start_offset: int
     batches: tuple[BatchInfo, ...]
+    """The appended batches that carry a producer id or are control batches, in order."""
 
 
 @attrs.frozen(slots=True)

@@ -52,8 +52,11 @@ def test_append_of_several_batches_in_one_buffer(make_log: LogFactory) -> None:
     log.append(simple_batch(1))
     info = log.append(simple_batch(2) + simple_batch(3))
     assert (info.base_offset, info.last_offset) == (1, 5)
-    assert [b.base_offset for b in info.batches] == [1, 3]
-    assert decode_headers(read_all(log)) == [(0, 0), (1, 2), (3, 5)]
+    assert info.batches == ()
+    producer = make_batch([(1, b"a", b"1")], producer_id=8, producer_epoch=0, base_sequence=0)
+    info = log.append(simple_batch(1) + producer)
+    assert [(b.base_offset, b.producer_id) for b in info.batches] == [(7, 8)]
+    assert decode_headers(read_all(log)) == [(0, 0), (1, 2), (3, 5), (6, 6), (7, 7)]
 
 
 def test_append_rejects_corrupt_batches_without_appending(make_log: LogFactory) -> None:

@@ -55,6 +55,7 @@ class _IndexFile:
         self.path = path
         self._fd = -1
         self._dirty = False
+        self._pending: list[bytes] = []
 
     def _writer(self) -> int:
         if self._fd < 0:
@@ -67,6 +68,19 @@ class _IndexFile:
         self._writer()
 
     def write(self, data: bytes) -> None:
+        """Queue ``data`` for the end of the file (written by :meth:`write_pending`).
+
+        Entries for unflushed data need not reach the file before a flush:
+        recovery rebuilds the indexes of everything after the recovery point.
+        """
+        self._pending.append(data)
+
+    def write_pending(self) -> None:
+        """Write the queued entries."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
         fd = self._writer()
         self._dirty = True
         view = memoryview(data)
@@ -74,23 +88,27 @@ class _IndexFile:
             view = view[os.write(fd, view) :]
 
     def replace(self, data: bytes) -> None:
+        self._pending.clear()
         fd = self._writer()
-        self._dirty = True
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        self.write(data)
+        self._pending.append(data)
+        self.write_pending()
 
     def flush(self) -> None:
+        self.write_pending()
         if self._fd >= 0 and self._dirty:
             os.fsync(self._fd)
             self._dirty = False
 
     def close(self) -> None:
+        self.write_pending()
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
     def delete(self) -> None:
+        self._pending.clear()
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

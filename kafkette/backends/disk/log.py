@@ -20,12 +20,12 @@ from kafkette.backends.disk.segment import (
     FileSegment,
     segment_stem,
 )
+from kafkette.backends.header import StoredHeader
 from kafkette.backends.memory import wall_clock
 from kafkette.backends.producer_state import ProducerStateTable, SnapshotError
 from kafkette.backends.segment import BufferLike, Segment
 from kafkette.backends.segmented import Clock, EpochEntry, SegmentedLog
 from kafkette.errors import KafkaStorageError
-from kafkette.protocol.records.batch_header import BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
@@ -224,7 +224,7 @@ class DiskLog(SegmentedLog):
             _unlink(self._snapshot_path(offset))
 
     def _replace_segment(
-        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], BatchHeader]]
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Segment:
         assert isinstance(old, FileSegment)
         new = self._segment(old.base_offset, CLEANED_SUFFIX)
@@ -232,7 +232,7 @@ class DiskLog(SegmentedLog):
             os.ftruncate(new.file.fileno(), 0)
             new.size = 0
         for parts, header in batches:
-            new.append_batch(parts, header)
+            new.append_batch(parts, header, header.base_offset)
         new.seal()
         new.txn_index.reset(list(old.aborted))
         new.flush()

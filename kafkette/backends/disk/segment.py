@@ -9,15 +9,14 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 from kafkette.backends.disk.index import OffsetIndex, TimeIndex, TxnIndex
+from kafkette.backends.header import StoredHeader, parse_header, verify_batch
 from kafkette.backends.segment import BufferLike, Segment
 from kafkette.backends.types import AbortedTxn, FileRef, LogSlice
 from kafkette.errors import KafkaStorageError
-from kafkette.protocol.errors import CorruptRecordError, ProtocolError
+from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.records.batch_header import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
-    BatchHeader,
-    verify_crc,
 )
 
 LOG_SUFFIX = ".log"
@@ -29,14 +28,6 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 SCAN_CHUNK = 1 << 20
 HEADER_CHUNK = 1 << 16
 MAX_RELATIVE_OFFSET = 2**31 - 1
-
-
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """A batch header whose length is at least a header's (so scans always advance)."""
-    header = BatchHeader.parse(buf, pos)
-    if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch length {header.batch_length} is too small")
-    return header
 
 
 def segment_stem(base_offset: int) -> str:
@@ -54,17 +45,17 @@ class IndexTracker:
     first_timestamp: int = -1
     bytes_since_entry: int = 0
 
-    def observe(self, position: int, header: BatchHeader) -> bool:
+    def observe(self, position: int, base_offset: int, max_timestamp: int, size: int) -> bool:
         """Account for the batch at ``position``; True when it gets an index entry."""
         if position == 0:
-            self.first_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.base_offset
+            self.first_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
         due = self.bytes_since_entry > self.interval
         if due:
             self.bytes_since_entry = 0
-        self.bytes_since_entry += header.size
+        self.bytes_since_entry += size
         return due
 
 
@@ -92,6 +83,8 @@ class FileSegment(Segment):
         self._max_index_entries = max(max_index_bytes // 12, 1)
         self._tracker = IndexTracker(index_interval)
         self.txn_index_valid = True
+        self.first_timestamp = -1
+        self.is_full = False
         self._dirty = True
         self.sealed = False
         """Whether the segment has stopped being the active one."""
@@ -117,48 +110,48 @@ class FileSegment(Segment):
     def offset_of_max_timestamp(self) -> int:  # type: ignore[override]
         return self._tracker.offset_of_max_timestamp
 
-    @property
-    def first_timestamp(self) -> int:  # type: ignore[override]
-        return self._tracker.first_timestamp
-
-    @property
-    def is_full(self) -> bool:
-        return (
+    def _update_full(self) -> None:
+        self.is_full = (
             len(self.index) >= self._max_index_entries
             or len(self.time_index) >= self._max_index_entries
         )
 
     # -- writes ----------------------------------------------------------------
 
-    def append_batch(self, parts: Sequence[BufferLike], header: BatchHeader) -> None:
+    def append_batch(
+        self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
+    ) -> None:
         position = self.size
+        size = LOG_OVERHEAD + header.batch_length
         self._dirty = True
-        self._write(parts, header.size)
-        self.size += header.size
-        self.next_offset = header.next_offset
-        self._index(position, header)
-
-    def _index(self, position: int, header: BatchHeader) -> None:
-        if self._tracker.observe(position, header):
-            self.index.append(header.base_offset - self.base_offset, position)
-            self.time_index.maybe_append(
-                self._tracker.max_timestamp,
-                self._tracker.offset_of_max_timestamp - self.base_offset,
-            )
-
-    def _write(self, parts: Sequence[BufferLike], total: int) -> None:
         fd = self.file.fileno()
-        written = os.writev(fd, parts)
-        if written < total:
-            rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
-            while rest:
-                rest = rest[os.write(fd, rest) :]
+        written = os.write(fd, parts[0]) if len(parts) == 1 else os.writev(fd, parts)
+        if written < size:
+            self._write_rest(parts, written)
+        self.size = position + size
+        self.next_offset = base_offset + header.last_offset_delta + 1
+        tracker = self._tracker
+        if tracker.observe(position, base_offset, header.max_timestamp, size):
+            self.index.append(base_offset - self.base_offset, position)
+            self.time_index.maybe_append(
+                tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
+            )
+            self._update_full()
+        if not position:
+            self.first_timestamp = header.max_timestamp
+
+    def _write_rest(self, parts: Sequence[BufferLike], written: int) -> None:
+        rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
+        while rest:
+            rest = rest[os.write(self.file.fileno(), rest) :]
 
     def seal(self) -> None:
         self.sealed = True
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
         )
+        self.index.write_pending()
+        self.time_index.write_pending()
 
     def add_aborted(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -169,7 +162,7 @@ class FileSegment(Segment):
 
     # -- reads -----------------------------------------------------------------
 
-    def _header_at(self, position: int) -> BatchHeader:
+    def _header_at(self, position: int) -> StoredHeader:
         data = self.file.pread(RECORD_BATCH_OVERHEAD, position)
         try:
             return parse_header(data)
@@ -178,7 +171,7 @@ class FileSegment(Segment):
                 f"{self.log_path}: unreadable batch header at position {position}: {exc}"
             ) from exc
 
-    def locate(self, offset: int) -> tuple[int, BatchHeader] | None:
+    def locate(self, offset: int) -> tuple[int, StoredHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         if offset >= self.next_offset:
             return None
@@ -231,7 +224,7 @@ class FileSegment(Segment):
                 end += size
         return LogSlice(end - start, file=self.file, position=start)
 
-    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+    def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         position = 0
         if start_offset is not None and start_offset > self.base_offset:
             found = self.locate(start_offset)
@@ -327,7 +320,9 @@ class FileSegment(Segment):
         if len(self.time_index) and self.base_offset + self.time_index.offsets[-1] >= next_offset:
             return False
         self._tracker = tracker
+        self.first_timestamp = tracker.first_timestamp
         self.next_offset = next_offset
+        self._update_full()
         return True
 
     def rebuild_indexes(self, *, sealed: bool) -> None:
@@ -363,7 +358,7 @@ class FileSegment(Segment):
                     if at + header.size > len(buf):
                         buf = self.file.pread(max(SCAN_CHUNK, header.size), position)
                         buf_start, at = position, 0
-                    verify_crc(buf, at)
+                    verify_batch(buf, at)
                     if (
                         header.last_offset_delta < 0
                         or header.base_offset < expected
@@ -376,7 +371,7 @@ class FileSegment(Segment):
                         f"{self.log_path}: unreadable batch at {position}"
                     ) from None
                 break
-            if tracker.observe(position, header):
+            if tracker.observe(position, header.base_offset, header.max_timestamp, header.size):
                 offsets.append((header.base_offset - self.base_offset, position))
                 if tracker.max_timestamp > (times[-1][0] if times else -1):
                     times.append(
@@ -396,7 +391,9 @@ class FileSegment(Segment):
         self.index.reset(offsets)
         self.time_index.reset(times)
         self._tracker = tracker
+        self.first_timestamp = tracker.first_timestamp
         self.next_offset = next_offset
+        self._update_full()
         return truncated
 
     def flush(self) -> None:

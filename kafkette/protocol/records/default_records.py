@@ -137,34 +137,36 @@ class RecordBatchBuilder:
             base = self._base_timestamp = timestamp
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        z = (timestamp - base) << 1
-        ts_delta = ENCODED[z] if 0 <= z < _TABLE_LIMIT else encode_varint(timestamp - base)
-        parts = [
-            ts_delta,
-            ENCODED[delta << 1] if delta < 8192 else encode_varint(delta),
-        ]
+        ts_delta = timestamp - base
+        ts_raw = ENCODED[ts_delta << 1] if 0 <= ts_delta < 8192 else encode_varint(ts_delta)
+        od_raw = ENCODED[delta << 1] if delta < 8192 else encode_varint(delta)
         if key is None:
-            parts.append(_NULL)
+            key_raw = _NULL
+            key = b""
         else:
             n = len(key)
-            parts.append(ENCODED[n << 1] if n < 8192 else encode_varint(n))
-            parts.append(key)
+            key_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
         if value is None:
-            parts.append(_NULL)
+            value_raw = _NULL
+            value = b""
         else:
             n = len(value)
-            parts.append(ENCODED[n << 1] if n < 8192 else encode_varint(n))
-            parts.append(value)
-        if headers:
-            parts.append(_encode_headers(headers))
-        else:
-            parts.append(b"\x00")
-        body = b"\x00" + b"".join(parts)  # the record's attributes byte, then its fields
-        n = len(body)
-        length = ENCODED[n << 1] if n < 8192 else encode_varint(n)
-        self._parts.append(length)
-        self._parts.append(body)
-        self._size += len(length) + n
+            value_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
+        tail = _encode_headers(headers) if headers else b"\x00"
+        # attributes byte + fields; the pieces are joined once, in build()
+        size = (
+            1
+            + len(ts_raw)
+            + len(od_raw)
+            + len(key_raw)
+            + len(key)
+            + len(value_raw)
+            + len(value)
+            + len(tail)
+        )
+        length_raw = ENCODED[size << 1] if size < 8192 else encode_varint(size)
+        self._parts += (length_raw, b"\x00", ts_raw, od_raw, key_raw, key, value_raw, value, tail)
+        self._size += len(length_raw) + size
         self._count = delta + 1
         return delta
 

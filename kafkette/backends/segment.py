@@ -76,6 +76,9 @@ class Segment(abc.ABC):
     def seal(self) -> None:
         """The segment stops being the active one."""
 
+    def flush_buffer(self) -> None:  # noqa: B027 - optional hook
+        """Write out appends gathered in memory, if the segment gathers any."""
+
     def flush(self) -> None:  # noqa: B027 - optional hook
         """Make the segment durable (no-op in memory)."""
 

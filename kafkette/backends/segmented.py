@@ -64,6 +64,7 @@ class SegmentedLog(Log):
         self._config = config
         self._cache_config()
         self._clock = clock
+        self._copy_limit = COPY_LIMIT
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._log_start = 0
@@ -204,7 +205,7 @@ class SegmentedLog(Log):
             for pos, header in batches:
                 size = header.size
                 parts: tuple[BufferLike, ...]
-                if append_time >= 0 or size <= COPY_LIMIT:
+                if append_time >= 0 or size <= self._copy_limit:
                     # One copy and one write beat a two-part writev for small batches.
                     whole = bytearray(view[pos : pos + size])
                     _BASE_OFFSET.pack_into(whole, 0, offset)

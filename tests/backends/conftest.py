@@ -21,7 +21,7 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "disk"])
+@pytest.fixture(params=["memory", "disk", "disk-buffered"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -37,7 +37,15 @@ def make_log(backend: str, tmp_path: Path, clock: FakeClock) -> Iterator[LogFact
         if backend == "memory":
             log = MemoryLog("t", 0, config, clock=clock)
         else:
-            log = DiskLog(str(tmp_path / f"t-{len(opened)}"), "t", 0, config, clock=clock)
+            buffer = 1000 if backend == "disk-buffered" else 0
+            log = DiskLog(
+                str(tmp_path / f"t-{len(opened)}"),
+                "t",
+                0,
+                config,
+                clock=clock,
+                write_buffer_bytes=buffer,
+            )
         opened.append(log)
         return log
 

@@ -35,9 +35,9 @@ def batch_for(base_offset: int) -> bytes:
     return builder.build()
 
 
-def run(directory: str, out: int) -> None:
+def run(directory: str, out: int, write_buffer: int = 0) -> None:
     """Append forever to the log in ``directory``, reporting progress to ``out``."""
-    log = DiskLog(directory, "crash", 0, CONFIG)
+    log = DiskLog(directory, "crash", 0, CONFIG, write_buffer_bytes=write_buffer)
     os.write(out, b"S" + struct.pack(">q", log.log_end_offset))
     appended = 0
     while True:

@@ -26,7 +26,9 @@ from tests.backends.helpers import read_all
 KILLS = 50
 
 
-def run_until_killed(directory: str, rng: random.Random) -> tuple[int, int, int]:
+def run_until_killed(
+    directory: str, rng: random.Random, write_buffer: int = 0
+) -> tuple[int, int, int]:
     """Fork a child appending to the log, let it append a random number of batches,
     SIGKILL it.
 
@@ -37,7 +39,7 @@ def run_until_killed(directory: str, rng: random.Random) -> tuple[int, int, int]
     if pid == 0:  # the child: append until killed, never return into pytest
         try:
             os.close(read_end)
-            run(directory, write_end)
+            run(directory, write_end, write_buffer)
         finally:
             os._exit(1)
     os.close(write_end)
@@ -105,12 +107,14 @@ def crash_dir(tmp_path: Path) -> Iterator[str]:
         yield str(tmp_path / "crash-0")
 
 
-def test_sigkill_at_random_points(crash_dir: str) -> None:
-    rng = random.Random(20261121)
+@pytest.mark.parametrize(("write_buffer", "kills"), [(0, KILLS), (1500, 20)])
+def test_sigkill_at_random_points(crash_dir: str, write_buffer: int, kills: int) -> None:
+    """50 kills of the default DiskLog, 20 more of one gathering appends in a buffer."""
+    rng = random.Random(20261121 + write_buffer)
     directory = crash_dir
     truncations = 0
-    for _ in range(KILLS):
-        start, appended, flushed = run_until_killed(directory, rng)
+    for _ in range(kills):
+        start, appended, flushed = run_until_killed(directory, rng, write_buffer)
         log = DiskLog(directory, "crash", 0, CONFIG)
         truncations += log.recovered_bytes_truncated > 0
         assert log.log_end_offset >= start

@@ -70,6 +70,7 @@ class FileSegment(Segment):
         index_interval: int,
         max_index_bytes: int,
         suffix: str = "",
+        write_buffer: int = 0,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -92,6 +93,10 @@ class FileSegment(Segment):
         try:
             self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
             self.size = os.fstat(self.file.fileno()).st_size
+            self._written = self.size
+            self._buffer = bytearray(write_buffer)
+            self._buffered = 0
+            self._buffer_limit = write_buffer
             self._indexes_missing = not (
                 os.path.exists(self.index.path) and os.path.exists(self.time_index.path)
             )
@@ -124,11 +129,24 @@ class FileSegment(Segment):
         position = self.size
         size = LOG_OVERHEAD + header.batch_length
         self._dirty = True
-        fd = self.file.fileno()
-        written = os.write(fd, parts[0]) if len(parts) == 1 else os.writev(fd, parts)
-        if written < size:
-            self._write_rest(parts, written)
-        self.size = position + size
+        if size <= self._buffer_limit:
+            if self._buffered + size > self._buffer_limit:
+                self._drain()
+            buffer, at = self._buffer, self._buffered
+            for part in parts:
+                end = at + len(part)
+                buffer[at:end] = part
+                at = end
+            self._buffered = at
+            self.size = position + size
+        else:
+            if self._buffered:
+                self._drain()
+            fd = self.file.fileno()
+            written = os.write(fd, parts[0]) if len(parts) == 1 else os.writev(fd, parts)
+            if written < size:
+                self._write_rest(parts, written)
+            self.size = self._written = position + size
         self.next_offset = base_offset + header.last_offset_delta + 1
         tracker = self._tracker
         if tracker.observe(position, base_offset, header.max_timestamp, size):
@@ -140,12 +158,38 @@ class FileSegment(Segment):
         if not position:
             self.first_timestamp = header.max_timestamp
 
+    def flush_buffer(self) -> None:
+        self._drain()
+
+    def drop_buffer(self) -> None:
+        """Forget buffered appends (what a crash does to them)."""
+        self.size = self._written
+        self._buffered = 0
+
+    def _drain(self) -> None:
+        """Write the buffered appends to the file."""
+        if self._buffered:
+            with memoryview(self._buffer) as whole:
+                view = whole[: self._buffered]
+                fd = self.file.fileno()
+                while view:
+                    view = view[os.write(fd, view) :]
+                view.release()
+            self._buffered = 0
+        self._written = self.size
+
+    def _pread(self, length: int, position: int) -> bytes:
+        if self._buffered and position + length > self._written:
+            self._drain()
+        return self.file.pread(length, position)
+
     def _write_rest(self, parts: Sequence[BufferLike], written: int) -> None:
         rest = memoryview(b"".join(bytes(p) for p in parts))[written:]
         while rest:
             rest = rest[os.write(self.file.fileno(), rest) :]
 
     def seal(self) -> None:
+        self._drain()
         self.sealed = True
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
@@ -163,7 +207,7 @@ class FileSegment(Segment):
     # -- reads -----------------------------------------------------------------
 
     def _header_at(self, position: int) -> StoredHeader:
-        data = self.file.pread(RECORD_BATCH_OVERHEAD, position)
+        data = self._pread(RECORD_BATCH_OVERHEAD, position)
         try:
             return parse_header(data)
         except ProtocolError as exc:
@@ -216,12 +260,12 @@ class FileSegment(Segment):
             _, indexed = self.index.floor_position(limit)
             end = max(end, indexed)
             while end + LOG_OVERHEAD <= limit:
-                size = LOG_OVERHEAD + int.from_bytes(
-                    self.file.pread(4, end + 8), "big", signed=True
-                )
+                size = LOG_OVERHEAD + int.from_bytes(self._pread(4, end + 8), "big", signed=True)
                 if size < RECORD_BATCH_OVERHEAD or end + size > limit:
                     break
                 end += size
+        if self._buffered and end > self._written:
+            self._drain()
         return LogSlice(end - start, file=self.file, position=start)
 
     def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
@@ -236,7 +280,7 @@ class FileSegment(Segment):
         while position < self.size:
             at = position - buf_start
             if at + RECORD_BATCH_OVERHEAD > len(buf):
-                buf = self.file.pread(HEADER_CHUNK, position)
+                buf = self._pread(HEADER_CHUNK, position)
                 buf_start, at = position, 0
             try:
                 header = parse_header(buf, at)
@@ -246,7 +290,7 @@ class FileSegment(Segment):
             position += header.size
 
     def batch_bytes(self, position: int, size: int) -> BufferLike:
-        return self.file.pread(size, position)
+        return self._pread(size, position)
 
     def timestamp_scan_start(self, timestamp: int) -> int:
         relative = self.time_index.floor(timestamp)
@@ -255,10 +299,11 @@ class FileSegment(Segment):
     # -- maintenance -----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
+        self._drain()
         found = self.locate(offset)
         if found is not None:
             os.ftruncate(self.file.fileno(), found[0])
-            self.size = found[0]
+            self.size = self._written = found[0]
         if found is not None or self.sealed:
             self.rebuild_indexes(sealed=False)  # it is the active segment again
         self.drop_aborted_from(offset)
@@ -338,6 +383,7 @@ class FileSegment(Segment):
         return self._rescan(sealed=sealed, validate=True, min_offset=min_offset)
 
     def _rescan(self, *, sealed: bool, validate: bool, min_offset: int = 0) -> int:
+        self._drain()
         self.sealed = sealed
         tracker = IndexTracker(self._tracker.interval)
         offsets: list[tuple[int, int]] = []
@@ -350,13 +396,13 @@ class FileSegment(Segment):
         while position < self.size:
             at = position - buf_start
             if at + RECORD_BATCH_OVERHEAD > len(buf):
-                buf = self.file.pread(SCAN_CHUNK, position)
+                buf = self._pread(SCAN_CHUNK, position)
                 buf_start, at = position, 0
             try:
                 header = parse_header(buf, at)
                 if validate:
                     if at + header.size > len(buf):
-                        buf = self.file.pread(max(SCAN_CHUNK, header.size), position)
+                        buf = self._pread(max(SCAN_CHUNK, header.size), position)
                         buf_start, at = position, 0
                     verify_batch(buf, at)
                     if (
@@ -383,7 +429,7 @@ class FileSegment(Segment):
         self._dirty = True
         if truncated:
             os.ftruncate(self.file.fileno(), position)
-            self.size = position
+            self.size = self._written = position
         if sealed and tracker.max_timestamp > (times[-1][0] if times else -1):
             times.append(
                 (tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset)
@@ -397,6 +443,7 @@ class FileSegment(Segment):
         return truncated
 
     def flush(self) -> None:
+        self._drain()
         if self._dirty:
             os.fsync(self.file.fileno())
             self._dirty = False
@@ -405,12 +452,15 @@ class FileSegment(Segment):
         self.txn_index.flush()
 
     def close(self) -> None:
+        if not self.file.closed:
+            self._drain()
         self.file.close()
         self.index.close()
         self.time_index.close()
         self.txn_index.close()
 
     def delete(self) -> None:
+        self._buffered = 0
         for index in (self.index, self.time_index, self.txn_index):
             index.delete()
         with contextlib.suppress(FileNotFoundError):
@@ -418,6 +468,7 @@ class FileSegment(Segment):
 
     def rename(self, suffix: str) -> None:
         """Move the segment's files to ``<stem><kind><suffix>``."""
+        self._drain()
         stem = os.path.join(self.directory, segment_stem(self.base_offset))
         new_log = stem + LOG_SUFFIX + suffix
         os.replace(self.log_path, new_log)

@@ -29,9 +29,16 @@ class DiskStorage(Storage):
     """Partition logs stored under ``root``."""
 
     def __init__(
-        self, root: str, *, clock: Clock = wall_clock, default_config: LogConfig | None = None
+        self,
+        root: str,
+        *,
+        clock: Clock = wall_clock,
+        default_config: LogConfig | None = None,
+        write_buffer_bytes: int = 0,
     ) -> None:
+        """Logs under ``root``; ``write_buffer_bytes`` is passed to every :class:`DiskLog`."""
         self.root = root
+        self._write_buffer = write_buffer_bytes
         self._clock = clock
         self._default = default_config or LogConfig()
         self._logs: dict[tuple[str, int], DiskLog] = {}
@@ -50,6 +57,7 @@ class DiskStorage(Storage):
             partition,
             config or self._default,
             clock=self._clock,
+            write_buffer_bytes=self._write_buffer,
         )
         self._logs[key] = log
         return log

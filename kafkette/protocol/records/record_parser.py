@@ -47,6 +47,7 @@ from kafkette.protocol.records.varint import DECODED_1, read_varint
 _tuple_new: Final = tuple.__new__
 
 _MIN_RUN: Final = 4
+_PROBE: Final = 16  # records checked before a run is looked for over the whole batch
 _RETRY_GAP: Final = 32  # records to parse one by one after a run attempt fails
 
 # translate() tables: 0 for a byte that may end a varint (< 0x80), 1 otherwise,
@@ -389,13 +390,12 @@ def _run(
     value_at -= start
     if value_at + max(vl, 0) != size - 1:
         return None  # the header count is not the single byte 0
-    # The length bytes first, over the whole window: the run ends where they
-    # change, and the other checks then only look at the run.
-    stop = pos + m * size
-    r = m
-    for c in range(ts_at - 1):
-        column = data[pos + c : stop : size]
-        r = min(r, m - len(column.lstrip(bytes((data[start + c],)))))
+    # The length bytes first: the run ends where they change, and the other
+    # checks then only look at the run. A short probe comes before the whole
+    # window so that a failed attempt costs little whatever the batch size.
+    r = _same_length_run(data, start, pos, size, ts_at - 1, min(m, _PROBE))
+    if r == _PROBE and m > _PROBE:
+        r = _same_length_run(data, start, pos, size, ts_at - 1, m)
     if r < _MIN_RUN:
         return None
     m = r
@@ -451,6 +451,16 @@ def _run(
     elif vl >= 0:
         values = _run_struct(f"{value_at}x{vl}s1x", r).unpack(view)
     return (r, offsets, ts_get, ts_column, keys, values)
+
+
+def _same_length_run(data: bytes, start: int, pos: int, size: int, width: int, m: int) -> int:
+    """How many of the ``m`` records from ``pos`` start with the length bytes at ``start``."""
+    stop = pos + m * size
+    r = m
+    for c in range(width):
+        column = data[pos + c : stop : size]
+        r = min(r, m - len(column.lstrip(bytes((data[start + c],)))))
+    return r
 
 
 def _two_byte_keys(data: bytes, at: int, stop: int, size: int, r: int) -> tuple[int, ...]:

@@ -226,3 +226,9 @@ def test_record_is_a_named_tuple() -> None:
     r = Record(offset=1, timestamp=2, key=b"k", value=None, headers=())
     assert (r.offset, r.timestamp, r.key, r.value, r.headers) == (1, 2, b"k", None, ())
     assert r._replace(offset=5).offset == 5
+
+
+def test_records_whose_lengths_share_a_first_byte() -> None:
+    """Lengths 64 apart share the first varint byte: runs are tried and refused, exactly."""
+    specs: list[Spec] = [(1000, None, b"a" * (100 if i % 3 else 164), ()) for i in range(3000)]
+    assert list(RecordBatch.from_buffer(build(specs))) == expected(specs)

@@ -176,21 +176,28 @@ class RecordBatchBuilder:
 
     def build(self) -> bytes:
         """The complete batch: header, (compressed) records, CRC-32C."""
-        records = b"".join(self._parts)
+        try:
+            records = b"".join(self._parts)
+        except TypeError:
+            raise EncodeError("record keys, values and header values must be bytes") from None
         if self._compression != NONE:
             records = compress(self._compression, records)
         count = self._count
         base_ts = self._base_timestamp if self._base_timestamp is not None else -1
-        after_crc = _AFTER_CRC.pack(
-            self._attributes,
-            count - 1,
-            base_ts,
-            self._max_timestamp,
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            count,
-        )
+        try:
+            after_crc = _AFTER_CRC.pack(
+                self._attributes,
+                count - 1,
+                base_ts,
+                self._max_timestamp,
+                self._producer_id,
+                self._producer_epoch,
+                self._base_sequence,
+                count,
+            )
+            prefix = _PREFIX.pack(self._base_offset, 0, self._partition_leader_epoch, 2)
+        except struct.error as exc:
+            raise EncodeError(f"record batch field out of range: {exc}") from None
         crc = crc32c(records, crc32c(after_crc))
         batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records)
         if batch_length > _INT32_MAX:

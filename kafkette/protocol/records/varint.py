@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from kafkette.protocol.errors import CorruptRecordError, TruncatedError
+from kafkette.protocol.errors import CorruptRecordError, EncodeError, TruncatedError
 
 _TABLE_LIMIT: Final = 1 << 14  # zig-zag values that encode in at most two bytes
 
@@ -41,7 +41,7 @@ def encode_varint(value: int) -> bytes:
     if 0 <= z < _TABLE_LIMIT:
         return ENCODED[z]
     if not -(1 << 63) <= value < 1 << 63:
-        raise ValueError(f"{value} does not fit a varlong")
+        raise EncodeError(f"{value} does not fit a varlong")
     return _encode_unsigned(z)
 
 

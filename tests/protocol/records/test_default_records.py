@@ -10,6 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette.protocol.errors import EncodeError, UnsupportedCompressionError
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
@@ -232,3 +233,23 @@ def test_records_whose_lengths_share_a_first_byte() -> None:
     """Lengths 64 apart share the first varint byte: runs are tried and refused, exactly."""
     specs: list[Spec] = [(1000, None, b"a" * (100 if i % 3 else 164), ()) for i in range(3000)]
     assert list(RecordBatch.from_buffer(build(specs))) == expected(specs)
+
+
+def test_values_that_cannot_be_encoded() -> None:
+    builder = RecordBatchBuilder()
+    builder.append(1, None, "text, not bytes")  # type: ignore[arg-type]
+    with pytest.raises(EncodeError):
+        builder.build()
+    with pytest.raises(EncodeError):
+        build([(1, None, b"v", ())], producer_id=1 << 70)
+    with pytest.raises(EncodeError):
+        build([(1 << 70, None, b"v", ())])
+    with pytest.raises(UnsupportedCompressionError):
+        RecordBatchBuilder(compression=9)
+
+
+def test_timestamp_delta_past_a_varlong() -> None:
+    builder = RecordBatchBuilder()
+    builder.append(-(1 << 62), None, b"v")
+    with pytest.raises(EncodeError):
+        builder.append(1 << 62, None, b"v")

@@ -146,7 +146,8 @@ def main() -> None:
             )
             print(
                 f"  disk append {r['disk append, buffered']:6.0f} MB/s  (check_crc=False,"
-                f" write_buffer_bytes=1 MiB)  ratio {r['disk append, buffered'] / r['raw write']:.2f}"
+                f" write_buffer_bytes=1 MiB)"
+                f"  ratio {r['disk append, buffered'] / r['raw write']:.2f}"
             )
             print(
                 f"  disk read   {r['disk read']:6.0f} MB/s  raw read  {r['raw read']:6.0f} MB/s"

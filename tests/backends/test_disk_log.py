@@ -191,17 +191,17 @@ def test_memory_storage_keeps_logs_across_reopen() -> None:
 
 
 def test_write_buffer_gathers_appends(tmp_path: Path, clock: FakeClock) -> None:
-    """Buffered appends reach the file when full, when read, on tick, flush and close;
-    a crash (abandon) loses what was still buffered."""
+    """Buffered appends reach the file when the next one would not fit, when read, on
+    tick, flush and close; a crash (abandon) loses what was still buffered."""
     path = tmp_path / "t-0"
     log = DiskLog(str(path), "t", 0, LogConfig(), clock=clock, write_buffer_bytes=3 * len(BATCH))
     segment_file = path / "00000000000000000000.log"
     log.append(BATCH)
     log.append(BATCH)
+    log.append(BATCH)
     assert segment_file.stat().st_size == 0
     log.append(BATCH)
     assert segment_file.stat().st_size == 3 * len(BATCH)
-    log.append(BATCH)
     assert decode_headers(log.read(9, 1000).to_bytes()) == [(9, 11)]
     assert segment_file.stat().st_size == 4 * len(BATCH)
     log.append(BATCH)

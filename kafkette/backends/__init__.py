@@ -1,1 +1,102 @@
-"""kafkette.backends."""
+"""Storage backends: one :class:`Log` per partition, in memory or on disk.
+
+The broker core talks to a :class:`Storage` (open, list and delete partition
+logs) and to each partition's :class:`Log`: ``append`` (assigns offsets by
+rewriting each batch's baseOffset, stamps LogAppendTime), ``read`` (whole
+stored batches, never parsed, as a :class:`LogSlice`: memoryviews in memory,
+a file region for ``os.sendfile`` on disk), offsets bookkeeping (log start,
+log end, high watermark, last stable offset), ``offset_for_timestamp``,
+``truncate_to``, ``delete_records_before``, retention, compaction, producer
+state and aborted transactions. :class:`MemoryLog` and :class:`DiskLog` share
+all of that through :class:`~kafkette.backends.segmented.SegmentedLog`; they
+differ only in their segments.
+
+On-disk layout (one directory per partition, ``<topic>-<partition>``)::
+
+    00000000000000000000.log        batches as received, offsets rewritten; a
+                                    segment is named by its base offset (20 digits)
+    00000000000000000000.index      sparse offset index: relative offset int32,
+                                    position int32; one entry for the first batch
+                                    after more than index.interval.bytes
+    00000000000000000000.timeindex  largest timestamp so far int64, relative offset
+                                    int32; added with offset entries and at roll
+    00000000000000000000.txnindex   aborted transactions whose marker is in the
+                                    segment (34-byte entries, as Kafka's)
+    00000000000000004096.snapshot   producer state before that offset (format in
+                                    producer_state.py); written at roll and close
+    leader-epoch-checkpoint         "0", count, then "epoch start_offset" lines
+    recovery-point-offset-checkpoint   offset up to which everything was fsynced
+    log-start-offset-checkpoint     the log start offset (DeleteRecords, retention)
+    cleaner-offset-checkpoint       first offset compaction has not cleaned yet
+    clean-shutdown                  present only while the log is closed cleanly
+
+Checkpoints are replaced atomically (temporary file, fsync, rename). A
+segment rolls at ``segment.bytes``, when a batch's timestamp is more than
+``segment.ms`` past the segment's first, when an index is full
+(``segment.index.bytes``) or when relative offsets would overflow. A lookup
+bisects the segment base offsets, then the offset index, then reads batch
+headers forward. Index entries reach their files at flush, roll and close:
+entries after the recovery point are rebuilt on recovery anyway.
+
+Flushing follows ``flush.messages`` / ``flush.ms`` (by default never: the OS
+writes back, as in Kafka); a flush fsyncs the segments past the recovery
+point with their indexes, then moves the recovery point to the log end.
+``DiskLog(write_buffer_bytes=N)`` may gather appends in memory before writing
+them (off by default: an append is in the page cache when it returns).
+
+Opening a log:
+
+- ``.cleaned`` and ``.tmp`` leftovers are deleted; a compaction swap
+  (``.swap`` files) found complete is finished (the new segment replaces the
+  old one; its indexes are rebuilt if they did not make it).
+- After a clean shutdown every segment is trusted; an index that fails its
+  checks (size, ordering, bounds, last entry pointing at the right batch,
+  tail length, final time entry of a sealed segment) is rebuilt from the log.
+- Otherwise (a crash) segments below the one holding the recovery point are
+  trusted the same way, and from that segment on every batch is re-read: its
+  length, magic, CRC and offsets (above the previous batch's) are checked;
+  the segment is truncated at the first invalid byte, every later segment is
+  deleted, and the offset and time indexes of the re-read segments are
+  rebuilt. Nothing below the recovery point is lost; a damaged batch in an
+  older, flushed segment is not looked at (as in Kafka): it is served as
+  stored and the reader's CRC check rejects it.
+- Producer state comes from the newest snapshot at or below the log end plus
+  a scan of the batches after it, which also rebuilds the ``.txnindex``
+  entries from there (from the log start if any ``.txnindex`` was unreadable).
+  Producer id, epoch and sequences of every batch stay in the log, so
+  :meth:`Log.iter_batch_infos` can always rebuild it.
+- Every re-read segment is then fsynced and the recovery point moved to the
+  log end.
+"""
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.disk import DiskLog, DiskStorage
+from kafkette.backends.log import Log, Storage
+from kafkette.backends.memory import MemoryLog, MemoryStorage
+from kafkette.backends.producer_state import ProducerEntry, ProducerStateTable
+from kafkette.backends.types import (
+    AbortedTxn,
+    AppendInfo,
+    BatchInfo,
+    CleanerStats,
+    LogSlice,
+    TimestampOffset,
+)
+
+__all__ = [
+    "AbortedTxn",
+    "AppendInfo",
+    "BatchInfo",
+    "CleanerStats",
+    "DiskLog",
+    "DiskStorage",
+    "Log",
+    "LogConfig",
+    "LogSlice",
+    "MemoryLog",
+    "MemoryStorage",
+    "ProducerEntry",
+    "ProducerStateTable",
+    "Storage",
+    "TimestampOffset",
+]

@@ -134,17 +134,8 @@ class ProducerStateTable:
         starts = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
         return min(starts) if starts else None
 
-    def truncate_after(self, end_offset: int) -> bool:
-        """Whether the table is still valid for a log ending at ``end_offset``.
-
-        The table cannot be rewound; a caller that truncates the log below
-        batches it has folded in rebuilds it from a snapshot and a scan.
-        """
-        return all(
-            not e.batches or e.batches[-1].last_offset < end_offset for e in self.producers.values()
-        ) and all(e.txn_first_offset < end_offset for e in self.producers.values())
-
     def copy(self) -> ProducerStateTable:
+        """An independent copy."""
         return ProducerStateTable(
             {
                 pid: ProducerEntry(

@@ -99,7 +99,7 @@ def decode_with_peer(data: bytes) -> list[Decoded]:
     """As :func:`decode`, by kafka-python (an independent reader)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib use
-        from kafka.record.memory_records import MemoryRecords
+        from kafka.record.memory_records import MemoryRecords  # type: ignore[import-untyped]
 
     out: list[Decoded] = []
     records = MemoryRecords(data)

@@ -214,3 +214,28 @@ def test_write_buffer_gathers_appends(tmp_path: Path, clock: FakeClock) -> None:
     reopened.append(BATCH)
     reopened.close()
     assert segment_file.stat().st_size == 6 * len(BATCH)
+
+
+def test_truncation_survives_reopening(tmp_path: Path, clock: FakeClock) -> None:
+    """After truncate_to, clean and crashed reopenings agree with the truncated log."""
+    path = tmp_path / "t-0"
+    settings = {"segment_bytes": 2 * len(BATCH), "index_interval_bytes": 0}
+    log = open_log(path, clock, **settings)
+    for _ in range(7):
+        log.append(BATCH)
+    log.flush()
+    log.truncate_to(9)
+    assert log.recovery_point == 9
+    assert [s.base_offset for s in log.segments] == [0, 6]
+    assert index_snapshot(log) == rebuilt_index_snapshot(log)
+    before = read_all(log)
+    log.abandon()
+    crashed = open_log(path, clock, **settings)
+    assert read_all(crashed) == before
+    assert crashed.append(BATCH).base_offset == 9
+    crashed.truncate_to(3)
+    crashed.close()
+    clean = open_log(path, clock, **settings)
+    assert decode_headers(read_all(clean)) == [(0, 2)]
+    assert index_snapshot(clean) == rebuilt_index_snapshot(clean)
+    clean.close()

@@ -75,6 +75,9 @@ class _IndexFile:
         """
         self._pending.append(data)
 
+    def _discard_pending(self) -> None:
+        self._pending.clear()
+
     def write_pending(self) -> None:
         """Write the queued entries."""
         if not self._pending:
@@ -108,7 +111,7 @@ class _IndexFile:
             os.close(fd)
 
     def delete(self) -> None:
-        self._pending.clear()
+        self._discard_pending()
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
@@ -127,6 +130,7 @@ class OffsetIndex(_IndexFile):
         super().__init__(path)
         self.offsets: array[int] = array("i")
         self.positions: array[int] = array("i")
+        self._unwritten = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -135,6 +139,7 @@ class OffsetIndex(_IndexFile):
         """Read the file; False (and empty) when missing or failing its checks."""
         data = _read(self.path)
         self.offsets, self.positions = array("i"), array("i")
+        self._unwritten = 0
         if data is None or len(data) % _OFFSET_ENTRY.size:
             return False
         values = array("i", data)
@@ -155,7 +160,23 @@ class OffsetIndex(_IndexFile):
     def append(self, relative_offset: int, position: int) -> None:
         self.offsets.append(relative_offset)
         self.positions.append(position)
-        self.write(_OFFSET_ENTRY.pack(relative_offset, position))
+        self._unwritten += 1
+
+    def _discard_pending(self) -> None:
+        self._unwritten = 0
+        super()._discard_pending()
+
+    def write_pending(self) -> None:
+        unwritten, self._unwritten = self._unwritten, 0
+        if unwritten:
+            start = len(self.offsets) - unwritten
+            self.write(
+                b"".join(
+                    _OFFSET_ENTRY.pack(o, p)
+                    for o, p in zip(self.offsets[start:], self.positions[start:], strict=True)
+                )
+            )
+        super().write_pending()
 
     def floor(self, relative_offset: int) -> tuple[int, int]:
         """The last entry with an offset <= ``relative_offset`` ((-1, 0) when none)."""
@@ -172,6 +193,7 @@ class OffsetIndex(_IndexFile):
         return self.offsets[i], self.positions[i]
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
+        self._unwritten = 0
         self.offsets = array("i", (o for o, _ in entries))
         self.positions = array("i", (p for _, p in entries))
         self.replace(b"".join(_OFFSET_ENTRY.pack(o, p) for o, p in entries))

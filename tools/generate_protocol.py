@@ -366,28 +366,53 @@ def definitions(shared: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def registry_source(specs: list[dict[str, Any]]) -> str:
+    """The package ``__init__``: lazy access to every generated class."""
+    names = sorted(s["name"] for s in specs)
+    requests = sorted((s["apiKey"], s["name"]) for s in specs if s["type"] == "request")
+    responses = sorted((s["apiKey"], s["name"]) for s in specs if s["type"] == "response")
     lines = [HEADER.format(source="message definitions")]
     lines += [
-        '"""Every generated message, and the request/response classes by API key."""',
+        '"""Every generated message, and the request/response classes by API key.',
+        "",
+        "Modules are imported on first use (``from kafkette.protocol.messages import",
+        "MetadataRequest``, or ``REQUESTS[3]``): importing all of them up front would",
+        'cost about half a second."""',
         "",
         "from __future__ import annotations",
         "",
+        "import importlib",
+        "from typing import TYPE_CHECKING, Any",
+        "",
         "from kafkette.protocol import schema as _s",
+        "",
+        "if TYPE_CHECKING:",
     ]
-    names = sorted(s["name"] for s in specs)
     for name in names:
-        lines.append(f"from kafkette.protocol.messages.{module_name(name)} import {name}")
-    requests = sorted((s["apiKey"], s["name"]) for s in specs if s["type"] == "request")
-    responses = sorted((s["apiKey"], s["name"]) for s in specs if s["type"] == "response")
-    lines += ["", "REQUESTS: dict[int, type[_s.Request]] = {"]
-    lines += [f"    {key}: {name}," for key, name in requests]
-    lines += ["}", '"""Request classes by API key."""', ""]
-    lines += ["RESPONSES: dict[int, type[_s.Response]] = {"]
-    lines += [f"    {key}: {name}," for key, name in responses]
-    lines += ["}", '"""Response classes by API key."""', ""]
+        lines.append(f"    from kafkette.protocol.messages.{module_name(name)} import {name}")
+    lines += ["", "_MODULES: dict[str, str] = {"]
+    lines += [f"    {name!r}: {module_name(name)!r}," for name in names]
+    lines += ["}", ""]
+    lines += ["REQUESTS: _s.LazyClassMap[_s.Request] = _s.LazyClassMap(__name__, {"]
+    lines += [f"    {key}: ({module_name(name)!r}, {name!r})," for key, name in requests]
+    lines += ["})", '"""Request classes by API key."""', ""]
+    lines += ["RESPONSES: _s.LazyClassMap[_s.Response] = _s.LazyClassMap(__name__, {"]
+    lines += [f"    {key}: ({module_name(name)!r}, {name!r})," for key, name in responses]
+    lines += ["})", '"""Response classes by API key."""', ""]
     lines += ["API_NAMES: dict[int, str] = {"]
     lines += [f"    {key}: {name[: -len('Request')]!r}," for key, name in requests]
     lines += ["}", '"""API names (as Kafka spells them) by API key."""', ""]
+    lines += [
+        "",
+        "def __getattr__(name: str) -> Any:",
+        "    module = _MODULES.get(name)",
+        "    if module is None:",
+        '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")',
+        '    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)',
+        "    globals()[name] = value",
+        "    return value",
+        "",
+        "",
+    ]
     lines += ["__all__ = [", '    "API_NAMES",', '    "REQUESTS",', '    "RESPONSES",']
     lines += [f"    {name!r}," for name in names]
     lines += ["]", ""]

@@ -380,7 +380,7 @@ class _Compiler:
             src.add(2, "pos = end")
         cls_name = self.const(self.cls, "cls")
         src.add(1, f"return {cls_name}({', '.join(targets)}), pos")
-        return self._build(src, fname)  # type: ignore[return-value]
+        return self._build(src, fname)
 
     # ---- encoding
 
@@ -524,7 +524,7 @@ class _Compiler:
                     src.add(2, f"tagged.append(({field.tag}, t))")
                 src.add(1, "p.write_tagged_fields(out, tagged)")
         src.add(1, "return None")
-        return self._build(src, fname)  # type: ignore[return-value]
+        return self._build(src, fname)
 
     def _build(self, src: _Source, fname: str) -> Callable[..., Any]:
         code = "\n".join(src.lines) + "\n"

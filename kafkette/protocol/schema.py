@@ -13,8 +13,10 @@ empty range ("none").
 
 from __future__ import annotations
 
+import importlib
 import uuid
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -192,3 +194,37 @@ class Data(Message):
     """A versioned data structure outside requests (consumer protocol, coordinator records)."""
 
     __slots__ = ()
+
+
+C = TypeVar("C", bound=Message)
+
+
+class LazyClassMap(Mapping[int, type[C]], Generic[C]):
+    """API key -> message class, importing each generated module on first access.
+
+    Importing all ~190 generated modules costs about half a second, so the
+    registry holds module names and imports only the APIs a program uses.
+    """
+
+    def __init__(self, package: str, entries: Mapping[int, tuple[str, str]]) -> None:
+        self._package = package
+        self._entries = dict(entries)
+        self._loaded: dict[int, type[C]] = {}
+
+    def __getitem__(self, key: int) -> type[C]:
+        cls = self._loaded.get(key)
+        if cls is None:
+            module_name, class_name = self._entries[key]
+            module = importlib.import_module(f"{self._package}.{module_name}")
+            cls = getattr(module, class_name)
+            self._loaded[key] = cls
+        return cls
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries

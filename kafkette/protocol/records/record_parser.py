@@ -278,16 +278,19 @@ def _parse(
         )
         i += 1
         pos = end
-        if i >= next_try and i < count and end < n and data[end] == data[start] and not headers:
-            run = _run(data, start, end, count - i, base_offset, base_ts, fixed_ts)
-            if run is not None:
+        if i >= next_try and i < count and not headers:
+            found = None
+            if end < n and data[end] == data[start]:
+                found = _run(data, start, end, count - i, base_offset, base_ts, fixed_ts)
+            if found is None:
+                found = _varied_run(data, start, end, count - i, base_offset, base_ts, fixed_ts)
+            if found is not None:
+                run, pos = found
                 segments.append((plain,))
                 segments.append(run)
                 plain = []
                 append = plain.append
-                taken = run[0]
-                i += taken
-                pos = end + taken * (end - start)
+                i += run[0]
             else:
                 next_try = i + _RETRY_GAP
     if pos != n:
@@ -357,25 +360,12 @@ def _varint_end(data: bytes, p: int) -> int:
     return p + 1
 
 
-def _run(
-    data: bytes,
-    start: int,
-    pos: int,
-    remaining: int,
-    base_offset: int,
-    base_ts: int,
-    fixed_ts: int | None,
-) -> Segment | None:
-    """Check the run of records laid out like the one at ``start``, from ``pos``.
+def _template(data: bytes, start: int, size: int) -> tuple[int, ...] | None:
+    """Field positions of the (valid, header-less) record at ``start``, from its start.
 
-    Returns its segment (whose first item is the number of records), or None
-    when no run is worth it. The record at ``start`` is already known valid.
+    Returns ``(ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl,
+    value_at)``, or None for a layout the columnar paths do not handle.
     """
-    size = pos - start
-    m = min(remaining, (len(data) - pos) // size)
-    if m < _MIN_RUN:
-        return None
-    # Layout of the template record, as offsets from its start.
     ts_at = _varint_end(data, start) + 1 - start
     od_at = _varint_end(data, start + ts_at) - start
     kl_at = _varint_end(data, start + od_at) - start
@@ -390,6 +380,106 @@ def _run(
     value_at -= start
     if value_at + max(vl, 0) != size - 1:
         return None  # the header count is not the single byte 0
+    return (ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at)
+
+
+def _check_columns(
+    buf: bytes,
+    pos: int,
+    stride: int,
+    m: int,
+    template: int,
+    constants: list[int],
+    varints: tuple[tuple[int, int], ...],
+) -> int:
+    """How many of the ``m`` rows of ``stride`` bytes from ``pos`` pass the checks.
+
+    Row ``j`` passes if its bytes at ``constants`` equal those of the row at
+    ``template`` and each ``(at, width)`` of ``varints`` holds a varint of
+    exactly that width; the count stops at the first row that fails.
+    """
+    stop = pos + m * stride
+    r = m
+    for c in constants:
+        column = buf[pos + c : stop : stride]
+        r = min(r, m - len(column.lstrip(bytes((buf[template + c],)))))
+    for at, width in varints:
+        if width == 1:
+            column = buf[pos + at : stop : stride].translate(_LAST_BYTE)
+        else:
+            column = buf[pos + at : stop : stride].translate(_CONT_BYTE)
+            r = min(r, m - len(column.lstrip(b"\0")))
+            column = buf[pos + at + 1 : stop : stride].translate(_LAST_BYTE)
+        r = min(r, m - len(column.lstrip(b"\0")))
+    return r
+
+
+def _delta_columns(
+    buf: bytes,
+    pos: int,
+    stride: int,
+    r: int,
+    ts: tuple[int, int],
+    od: tuple[int, int],
+    base_offset: int,
+    base_ts: int,
+    fixed_ts: int | None,
+) -> tuple[Any, Any, Any]:
+    """Offsets and timestamps of ``r`` checked rows: ``(offsets, ts_get, ts_column)``."""
+    stop = pos + r * stride
+    ts_at, ts_width = ts
+    od_at, od_width = od
+    ts_get: Any
+    ts_column: Any = None
+    if fixed_ts is not None:
+        ts_get = fixed_ts
+    elif ts_width == 1:
+        # A table over the deltas the run uses turns each timestamp into one
+        # lookup, and records with the same timestamp share one int object.
+        ts_column = buf[pos + ts_at : stop : stride]
+        lo = min(ts_column)
+        table = [0] * lo + list(map(base_ts.__add__, DECODED_1[lo : max(ts_column) + 1]))
+        ts_get = table.__getitem__
+    else:
+        ts_column = _two_byte_keys(buf, pos + ts_at, stop, stride, r)
+        table2 = _two_byte_values()
+        ts_get = {k: base_ts + table2[k] for k in set(ts_column)}.__getitem__
+    first = _consecutive(buf, pos + od_at, stop, stride, r, od_width)
+    offsets: Any
+    if first is None:
+        if od_width == 1:
+            deltas: Any = map(DECODED_1.__getitem__, buf[pos + od_at : stop : stride])
+        else:
+            deltas = _two_byte_column(buf, pos + od_at, stop, stride, r)
+        offsets = list(map(base_offset.__add__, deltas))
+    else:
+        offsets = range(base_offset + first, base_offset + first + r)
+    return offsets, ts_get, ts_column
+
+
+def _run(
+    data: bytes,
+    start: int,
+    pos: int,
+    remaining: int,
+    base_offset: int,
+    base_ts: int,
+    fixed_ts: int | None,
+) -> tuple[Segment, int] | None:
+    """Check the run of records laid out like the one at ``start``, from ``pos``.
+
+    Returns its segment (whose first item is the number of records) and the
+    position after it, or None when no run is worth it. The record at
+    ``start`` is already known valid.
+    """
+    size = pos - start
+    m = min(remaining, (len(data) - pos) // size)
+    if m < _MIN_RUN:
+        return None
+    layout = _template(data, start, size)
+    if layout is None:
+        return None
+    ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at = layout
     # The length bytes first: the run ends where they change, and the other
     # checks then only look at the run. A short probe comes before the whole
     # window so that a failed attempt costs little whatever the batch size.
@@ -398,48 +488,15 @@ def _run(
         r = _same_length_run(data, start, pos, size, ts_at - 1, m)
     if r < _MIN_RUN:
         return None
-    m = r
-    stop = pos + m * size
-    for c in [*range(kl_at, key_at), *range(vl_at, value_at), size - 1]:
-        column = data[pos + c : stop : size]
-        r = min(r, m - len(column.lstrip(bytes((data[start + c],)))))
-    for at, width in ((ts_at, ts_width), (od_at, od_width)):
-        if width == 1:
-            column = data[pos + at : stop : size].translate(_LAST_BYTE)
-        else:
-            column = data[pos + at : stop : size].translate(_CONT_BYTE)
-            r = min(r, m - len(column.lstrip(b"\0")))
-            column = data[pos + at + 1 : stop : size].translate(_LAST_BYTE)
-        r = min(r, m - len(column.lstrip(b"\0")))
+    constants = [*range(kl_at, key_at), *range(vl_at, value_at), size - 1]
+    varints = ((ts_at, ts_width), (od_at, od_width))
+    r = _check_columns(data, pos, size, r, start, constants, varints)
     if r < _MIN_RUN:
         return None
-    stop = pos + r * size
-    ts_get: Any
-    ts_column: Any = None
-    if fixed_ts is not None:
-        ts_get = fixed_ts
-    elif ts_width == 1:
-        # A table over the deltas the run uses turns each timestamp into one
-        # lookup, and records with the same timestamp share one int object.
-        ts_column = data[pos + ts_at : stop : size]
-        lo = min(ts_column)
-        table = [0] * lo + list(map(base_ts.__add__, DECODED_1[lo : max(ts_column) + 1]))
-        ts_get = table.__getitem__
-    else:
-        ts_column = _two_byte_keys(data, pos + ts_at, stop, size, r)
-        table2 = _two_byte_values()
-        ts_get = {k: base_ts + table2[k] for k in set(ts_column)}.__getitem__
-    first = _consecutive(data, pos + od_at, stop, size, r, od_width)
-    offsets: Any
-    if first is None:
-        if od_width == 1:
-            deltas: Any = map(DECODED_1.__getitem__, data[pos + od_at : stop : size])
-        else:
-            deltas = _two_byte_column(data, pos + od_at, stop, size, r)
-        offsets = list(map(base_offset.__add__, deltas))
-    else:
-        offsets = range(base_offset + first, base_offset + first + r)
-    view = memoryview(data)[pos:stop]
+    offsets, ts_get, ts_column = _delta_columns(
+        data, pos, size, r, varints[0], varints[1], base_offset, base_ts, fixed_ts
+    )
+    view = memoryview(data)[pos : pos + r * size]
     keys: tuple[bytes, ...] | None = None
     values: tuple[bytes, ...] | None = None
     if kl >= 0 and vl >= 0:
@@ -450,7 +507,107 @@ def _run(
         keys = _run_struct(f"{key_at}x{kl}s{size - key_at - kl}x", r).unpack(view)
     elif vl >= 0:
         values = _run_struct(f"{value_at}x{vl}s1x", r).unpack(view)
-    return (r, offsets, ts_get, ts_column, keys, values)
+    return (r, offsets, ts_get, ts_column, keys, values), pos + r * size
+
+
+def _varied_run(
+    data: bytes,
+    start: int,
+    pos: int,
+    remaining: int,
+    base_offset: int,
+    base_ts: int,
+    fixed_ts: int | None,
+) -> tuple[Segment, int] | None:
+    """Like :func:`_run` for records that differ from the template in value length only.
+
+    A short Python loop walks the record lengths and checks each value length
+    and header count; the fixed-size *prefix* of every record (attributes,
+    deltas, key) is then joined into one buffer of same-sized rows and
+    checked and decoded column-wise like a run.
+    """
+    layout = _template(data, start, pos - start)
+    if layout is None:
+        return None
+    ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, _ = layout
+    if vl < 0:
+        return None  # a null value has a fixed size: that is a plain run
+    lw = ts_at - 1
+    prefix = vl_at - lw  # bytes from the attributes to the end of the key
+    data_end = len(data)
+    prefix_rows: list[bytes] = []
+    values: list[bytes] = []
+    add_row = prefix_rows.append
+    add_value = values.append
+    p = pos
+    # One short loop per record for what differs in size: the record length,
+    # the value length (which must fill the record exactly) and the value;
+    # the fixed-size prefixes are checked and decoded column-wise below.
+    for _ in range(remaining):
+        if p + 1 >= data_end:
+            break
+        b = data[p]
+        if b < 0x80:
+            if b & 1:
+                break
+            e = p + 1 + (b >> 1)
+            q = p + 1
+        else:
+            b2 = data[p + 1]
+            if b2 >= 0x80:
+                break
+            z = (b & 0x7F) | (b2 << 7)
+            if z & 1:
+                break
+            q = p + 2
+            e = q + (z >> 1)
+        v = q + prefix  # the value length varint
+        if e > data_end or v + 2 > e:
+            break
+        b = data[v]
+        if b < 0x80:
+            if b & 1 or v + 2 + (b >> 1) != e:
+                break
+            v += 1
+        else:
+            b2 = data[v + 1]
+            if b2 >= 0x80:
+                break
+            z = (b & 0x7F) | (b2 << 7)
+            if z & 1 or v + 3 + (z >> 1) != e:
+                break
+            v += 2
+        if data[e - 1]:  # the header count
+            break
+        add_row(data[q : q + prefix])
+        add_value(data[v : e - 1])
+        p = e
+    r = len(values)
+    if r < _MIN_RUN:
+        return None
+    rows = b"".join(prefix_rows)
+    kl_row = kl_at - lw
+    key_row = key_at - lw
+    if rows[kl_row:key_row] != data[start + kl_at : start + key_at]:
+        return None  # the first record's key length differs from the template's
+    varints = ((ts_at - lw, ts_width), (od_at - lw, od_width))
+    r = _check_columns(rows, 0, prefix, r, 0, list(range(kl_row, key_row)), varints)
+    if r < _MIN_RUN:
+        return None
+    offsets, ts_get, ts_column = _delta_columns(
+        rows, 0, prefix, r, varints[0], varints[1], base_offset, base_ts, fixed_ts
+    )
+    keys: tuple[bytes, ...] | None = None
+    if kl >= 0:
+        view = memoryview(rows)[: r * prefix]
+        keys = _run_struct(f"{key_row}x{kl}s", r).unpack(view)
+    if r < len(values):  # a record failed the column checks: the run ends before it
+        del values[r:]
+        p = pos
+        for _ in range(r):
+            b = data[p]
+            p += 1 + (b >> 1) if b < 0x80 else 2 + (((b & 0x7F) | (data[p + 1] << 7)) >> 1)
+    return (r, offsets, ts_get, ts_column, keys, values), p
 
 
 def _same_length_run(data: bytes, start: int, pos: int, size: int, width: int, m: int) -> int:

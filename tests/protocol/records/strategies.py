@@ -30,21 +30,28 @@ def record_specs(draw: st.DrawFn, max_size: int = 60) -> list[Spec]:
 
 @st.composite
 def uniform_specs(draw: st.DrawFn) -> list[Spec]:
-    """Many records of one shape, the layout the parser's columnar path reads.
+    """Many records of one shape, the layouts the parser's columnar paths read.
 
-    A few records may break the shape (longer value, a header, a jump in
-    timestamp) so that runs start and stop at arbitrary places.
+    Records share everything but timestamps, offsets and key and value bytes,
+    or (``"varied"``) differ in value length too. A few records may break the
+    shape (longer value, a header, a jump in timestamp) so that runs start and
+    stop at arbitrary places.
     """
     n = draw(st.integers(min_value=1, max_value=400))
     base = draw(timestamps)
     key_len = draw(st.sampled_from([None, 0, 3, 16, 70]))
-    value_len = draw(st.sampled_from([None, 0, 1, 100, 200]))
+    value_len: int | str | None = draw(st.sampled_from([None, 0, 1, 100, 200, "varied"]))
+    spread = draw(st.sampled_from([3, 70, 300]))
     ts_step = draw(st.sampled_from([0, 1, 3, 50]))
     odd = set(draw(st.lists(st.integers(min_value=0, max_value=n - 1), max_size=4)))
     specs: list[Spec] = []
     for i in range(n):
         key = None if key_len is None else bytes([i % 251]) * key_len
-        value = None if value_len is None else bytes([i % 253]) * value_len
+        value: bytes | None = None
+        if isinstance(value_len, str):  # "varied"
+            value = bytes([i % 253]) * ((i * 37) % spread)
+        elif value_len is not None:
+            value = bytes([i % 253]) * value_len
         hdrs: tuple[tuple[str, bytes | None], ...] = ()
         ts = base + (i * ts_step) // 4
         if i in odd:

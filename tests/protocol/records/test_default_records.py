@@ -85,9 +85,9 @@ def test_columnar_path_is_taken() -> None:
     real = record_parser._run
 
     def spy(*args: Any) -> Any:
-        segment = real(*args)
-        calls.append(0 if segment is None else segment[0])
-        return segment
+        found = real(*args)
+        calls.append(0 if found is None else found[0][0])
+        return found
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(record_parser, "_run", spy)
@@ -253,3 +253,24 @@ def test_timestamp_delta_past_a_varlong() -> None:
     builder.append(-(1 << 62), None, b"v")
     with pytest.raises(EncodeError):
         builder.append(1 << 62, None, b"v")
+
+
+def test_varied_run_path_is_taken() -> None:
+    """Records differing only in value length are read by the varied-run path, exactly."""
+    specs: list[Spec] = [
+        (1000 + i // 10, b"k%03d" % (i % 1000), b"v" * (20 + (i * 37) % 130), ())
+        for i in range(1000)
+    ]
+    calls: list[int] = []
+    real = record_parser._varied_run
+
+    def spy(*args: Any) -> Any:
+        found = real(*args)
+        calls.append(0 if found is None else found[0][0])
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(record_parser, "_varied_run", spy)
+        batch = RecordBatch.from_buffer(build(specs, base_offset=3))
+        assert list(batch) == expected(specs, 3)
+    assert sum(calls) >= 990

@@ -12,7 +12,11 @@ of the whole run and extracts all keys, values and deltas, and Python code
 runs once per run instead of once per field. A record is only taken in a run
 once every one of its bytes that is not a delta, key or value byte has been
 checked against the first record, so the result is exactly what the
-record-by-record parser returns.
+record-by-record parser returns. Records that differ in value length only
+(the usual shape of real traffic) take a *varied run*: a short loop reads
+each record's length, value length and value, and the fixed-size prefixes
+(attributes, deltas, key) are joined into one buffer of same-sized rows that
+is checked and decoded column-wise as above.
 
 Laziness and the garbage collector. Parsing validates everything and keeps,
 per run, columns (an offset range, a timestamp table and the raw deltas, the

@@ -1,0 +1,175 @@
+"""The broker core: a request object in, a response object out.
+
+:class:`Broker` knows nothing of sockets: the TCP listener
+(:mod:`kafkette.server.listener`) and the in-process transport both hand it
+a parsed request with its header and send back what :meth:`Broker.handle`
+returns. Each API is served by a handler registered with :func:`handler`
+(one module per API or group of APIs in :mod:`kafkette.server.handlers`),
+together with the versions this broker supports for it; ApiVersions answers
+from that table.
+
+Time comes from an injected clock (milliseconds), so that tests control
+session timeouts, retention and long polls without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import attrs
+
+from kafkette.backends import DiskStorage, MemoryStorage, Storage
+from kafkette.protocol.messages.request_header import RequestHeader
+from kafkette.protocol.schema import Request, Response
+from kafkette.server.cluster import Cluster
+from kafkette.server.config import BrokerConfig
+
+logger = logging.getLogger("kafkette.server")
+
+Clock = Callable[[], float]
+"""Milliseconds since the epoch."""
+
+
+def wall_clock() -> float:
+    return time.time() * 1000.0
+
+
+@attrs.define(eq=False)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: RequestHeader
+    client_host: str = "127.0.0.1"
+    listener: str = "PLAINTEXT"
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+Handler = Callable[["Broker", RequestContext, Any], Awaitable[Response | None]]
+R = TypeVar("R", bound=Request)
+
+
+@attrs.frozen
+class HandlerEntry:
+    request: type[Request]
+    min_version: int
+    max_version: int
+    func: Handler
+
+
+HANDLERS: dict[int, HandlerEntry] = {}
+"""Registered handlers by API key."""
+
+
+def handler(
+    request: type[R], *, min_version: int | None = None, max_version: int | None = None
+) -> Callable[[Callable[[Broker, RequestContext, R], Awaitable[Response | None]]], Handler]:
+    """Register the decorated coroutine as the handler of ``request``.
+
+    The supported versions default to every version the codec knows; a
+    handler narrows them where older versions carry semantics we do not
+    serve (e.g. Produce v0-2, whose magic 0/1 batches Kafka 4 no longer accepts).
+    """
+
+    def register(
+        func: Callable[[Broker, RequestContext, R], Awaitable[Response | None]],
+    ) -> Handler:
+        low, high = request.VALID_VERSIONS
+        HANDLERS[request.API_KEY] = HandlerEntry(
+            request,
+            low if min_version is None else min_version,
+            high if max_version is None else max_version,
+            func,
+        )
+        return func
+
+    return register
+
+
+class Broker:
+    """One Kafka broker: this node leads every partition and coordinates every group."""
+
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        *,
+        storage: Storage | None = None,
+        clock: Clock = wall_clock,
+    ) -> None:
+        from kafkette.server import handlers  # noqa: F401  (registers every handler)
+
+        self.config = config or BrokerConfig()
+        self.clock = clock
+        if storage is None:
+            if self.config.data_dir is not None:
+                storage = DiskStorage(
+                    self.config.data_dir + "/logs",
+                    clock=lambda: int(self.clock()),
+                    default_config=self.config.log,
+                )
+            else:
+                storage = MemoryStorage(
+                    clock=lambda: int(self.clock()), default_config=self.config.log
+                )
+        self.cluster = Cluster(storage, self.config.log, self.config.data_dir)
+        self.data_changed = _Notifier()
+        """Woken on every append, for long-polling fetches."""
+        self.closed = False
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.cluster.cluster_id
+
+    def now_ms(self) -> int:
+        return int(self.clock())
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        """API key -> (min, max) version this broker serves."""
+        return {key: (e.min_version, e.max_version) for key, e in sorted(HANDLERS.items())}
+
+    def supports(self, api_key: int, api_version: int) -> bool:
+        entry = HANDLERS.get(api_key)
+        return entry is not None and entry.min_version <= api_version <= entry.max_version
+
+    async def handle(self, ctx: RequestContext, request: Request) -> Response | None:
+        """Serve one request; ``None`` means no response is sent (Produce with acks=0)."""
+        entry = HANDLERS[request.API_KEY]
+        return await entry.func(self, ctx, request)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.cluster.close()
+
+
+class _Notifier:
+    """A broadcast wake-up: waiters sleep until the next :meth:`notify` (or a timeout)."""
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None  # made on first wait: it needs an event loop
+
+    def notify(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self, timeout_s: float) -> None:
+        if self._event is None:
+            self._event = anyio.Event()
+        event = self._event
+        with anyio.move_on_after(timeout_s):
+            await event.wait()

@@ -1,0 +1,32 @@
+"""Request handlers, one module per API or group of APIs.
+
+Importing this package registers every handler with the broker core.
+"""
+
+from kafkette.server.handlers import (
+    api_versions,
+    cluster_info,
+    configs,
+    delete_records,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+    topics,
+)
+
+__all__ = [
+    "api_versions",
+    "cluster_info",
+    "configs",
+    "delete_records",
+    "fetch",
+    "init_producer_id",
+    "list_offsets",
+    "metadata",
+    "offset_for_leader_epoch",
+    "produce",
+    "topics",
+]

@@ -1,0 +1,28 @@
+"""ApiVersions (key 18): the APIs and versions this broker serves."""
+
+from __future__ import annotations
+
+from kafkette.errors import UnsupportedVersionError
+from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafkette.protocol.messages.api_versions_response import ApiVersion
+from kafkette.server.broker import Broker, RequestContext, handler
+
+
+def api_keys(broker: Broker) -> list[ApiVersion]:
+    return [ApiVersion(key, low, high) for key, (low, high) in broker.supported_versions().items()]
+
+
+@handler(ApiVersionsRequest)
+async def handle_api_versions(
+    broker: Broker, ctx: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
+    return ApiVersionsResponse(error_code=0, api_keys=api_keys(broker))
+
+
+def unsupported_version_response(broker: Broker) -> ApiVersionsResponse:
+    """The answer to an ApiVersions request of a version we do not know (sent at v0).
+
+    As KIP-511 specifies, it carries UNSUPPORTED_VERSION and our ranges, so the
+    client can retry with a version both sides know.
+    """
+    return ApiVersionsResponse(error_code=UnsupportedVersionError.code, api_keys=api_keys(broker))

@@ -1,0 +1,3 @@
+"""DescribeCluster (60) and DescribeLogDirs (35)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""InitProducerId (key 22) for idempotent producers."""
+
+from __future__ import annotations

@@ -1,0 +1,113 @@
+"""Metadata (key 3): brokers, topics and partition leaders; topic auto-creation."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from kafkette.errors import (
+    ApiError,
+    InvalidTopicError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from kafkette.protocol.messages import MetadataRequest, MetadataResponse
+from kafkette.protocol.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kafkette.protocol.schema import ZERO_UUID
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.cluster import Topic, validate_topic_name
+
+logger = logging.getLogger("kafkette.server.metadata")
+
+# ACL operations (AclOperation codes) that apply to topics and to the cluster,
+# as bit positions: every one is allowed on this broker, which has no ACLs.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+NOT_REQUESTED = -(2**31)
+
+
+def describe_topic(broker: Broker, topic: Topic, include_operations: bool) -> MetadataResponseTopic:
+    node = broker.node_id
+    return MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            MetadataResponsePartition(
+                error_code=0,
+                partition_index=p.index,
+                leader_id=node,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                offline_replicas=[],
+            )
+            for p in topic.partitions
+        ],
+        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else NOT_REQUESTED,
+    )
+
+
+def _error_topic(
+    name: str | None, error: ApiError, topic_id: object = ZERO_UUID
+) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=error.code, name=name, topic_id=topic_id)  # type: ignore[arg-type]
+
+
+@handler(MetadataRequest)
+async def handle_metadata(
+    broker: Broker, ctx: RequestContext, request: MetadataRequest
+) -> MetadataResponse:
+    version = ctx.api_version
+    include_ops = request.include_topic_authorized_operations
+    cluster = broker.cluster
+    all_topics = request.topics is None or (version == 0 and not request.topics)
+    topics: list[MetadataResponseTopic] = []
+    if all_topics:
+        topics = [describe_topic(broker, t, include_ops) for t in cluster.topics.values()]
+    else:
+        auto_create = broker.config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation
+        )
+        for wanted in request.topics or []:
+            topics.append(_lookup(broker, wanted.name, wanted.topic_id, auto_create, include_ops))
+    host, port = broker.config.advertised
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponseBroker(broker.node_id, host, port, None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+        ),
+    )
+
+
+def _lookup(
+    broker: Broker, name: str | None, topic_id: uuid.UUID, auto_create: bool, include_ops: bool
+) -> MetadataResponseTopic:
+    cluster = broker.cluster
+    if name is None:
+        topic = cluster.topics_by_id.get(topic_id)
+        if topic is None:
+            return _error_topic(None, UnknownTopicIdError(), topic_id)
+        return describe_topic(broker, topic, include_ops)
+    topic = cluster.topics.get(name)
+    if topic is not None:
+        return describe_topic(broker, topic, include_ops)
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return _error_topic(name, exc)
+    if not auto_create:
+        return _error_topic(name, UnknownTopicOrPartitionError())
+    created = cluster.create_topic(name, broker.config.num_partitions)
+    assert created is not None
+    logger.info("auto-created topic %s with %d partitions", name, len(created.partitions))
+    return describe_topic(broker, created, include_ops)

@@ -1,0 +1,3 @@
+"""OffsetForLeaderEpoch (key 23)."""
+
+from __future__ import annotations

@@ -1,0 +1,139 @@
+"""``kafkette serve``: run one broker until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import anyio
+
+from kafkette.errors import ConfigError
+from kafkette.server.broker import Broker
+from kafkette.server.config import DEFAULT_PORT, BrokerConfig
+from kafkette.server.listener import serve_tcp
+
+logger = logging.getLogger("kafkette.server")
+
+
+def parse_host_port(text: str, option: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(option, f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file as Kafka's server.properties uses it: ``key=value`` lines."""
+    properties: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                key, sep, value = line.partition(":")
+            if not sep:
+                raise ConfigError(f"{path}:{number}", f"expected key=value, got {line!r}")
+            properties[key.strip()] = value.strip()
+    return properties
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    storage = parser.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", help="store topics on disk in this directory")
+    storage.add_argument("--memory", action="store_true", help="store topics in memory (default)")
+    parser.add_argument(
+        "--listen",
+        default=f"127.0.0.1:{DEFAULT_PORT}",
+        metavar="HOST:PORT",
+        help="address to listen on (port 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--advertised-listener",
+        metavar="HOST:PORT",
+        help="address clients are told to connect to (default: --listen)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="a server.properties file")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker property (repeatable), e.g. --set num.partitions=3",
+    )
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    properties: dict[str, str] = {}
+    if args.config:
+        properties.update(read_properties(args.config))
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}")
+        properties[key.strip()] = value.strip()
+    config = BrokerConfig.from_properties(properties)
+    host, port = parse_host_port(args.listen, "--listen")
+    config.host, config.port = host, port
+    if args.advertised_listener:
+        config.advertised_host, config.advertised_port = parse_host_port(
+            args.advertised_listener, "--advertised-listener"
+        )
+    config.data_dir = args.data_dir
+    return config
+
+
+async def run(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    try:
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(serve_tcp, broker, config.host, config.port)
+            if config.port == 0:
+                config.port = port
+            where = f"in {config.data_dir}" if config.data_dir else "in memory"
+            host, advertised_port = config.advertised
+            logger.info(
+                "kafkette serve: listening on %s:%d (advertised %s:%d), storing topics %s, "
+                "cluster id %s, node id %d",
+                config.host,
+                port,
+                host,
+                advertised_port,
+                where,
+                broker.cluster_id,
+                broker.node_id,
+            )
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    logger.info(
+                        "kafkette serve: %s received, shutting down", signal.Signals(signum).name
+                    )
+                    tg.cancel_scope.cancel()
+                    break
+    finally:
+        broker.close()
+        logger.info("kafkette serve: stopped")
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = build_config(args)
+    except (ConfigError, OSError) as exc:
+        print(f"kafkette serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(run, config)
+    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+        return 130
+    except OSError as exc:
+        print(f"kafkette serve: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,29 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.brokers import BrokerProcess, kafkette_broker
+
+
+@pytest.fixture
+def memory_broker() -> Iterator[BrokerProcess]:
+    """``kafkette serve --memory`` on a free port."""
+    yield from kafkette_broker(None)
+
+
+@pytest.fixture
+def disk_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """``kafkette serve --data-dir`` on a free port, in a fresh directory."""
+    yield from kafkette_broker(tmp_path / "data")
+
+
+@pytest.fixture(params=["memory", "disk"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerProcess]:
+    """The broker on each storage backend in turn."""
+    data_dir = tmp_path / "data" if request.param == "disk" else None
+    yield from kafkette_broker(data_dir)

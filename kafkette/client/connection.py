@@ -1,0 +1,269 @@
+"""One client connection to one broker, on anyio (asyncio or trio).
+
+Requests are pipelined: any number of tasks may call :meth:`request` at once;
+frames are written whole, one after another, and responses are matched by
+correlation id. There is no background reader task (so a connection needs no
+task group of its own): the first waiting task reads from the socket and
+hands every response it finds to its owner; when it has its own, the next
+waiting task takes over reading.
+
+On open, the connection negotiates API versions: it sends ApiVersions at our
+newest version and, if the broker does not know it, reads the version-0
+answer (KIP-511) and retries with the newest version both sides know.
+:meth:`version_for` then picks, per API, the highest version both support.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import anyio
+import anyio.abc
+
+from kafkette import __version__
+from kafkette.client.wire import ClientWire
+from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+from kafkette.protocol.errors import DecodeError, ProtocolError
+from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafkette.protocol.schema import Request, Response
+
+logger = logging.getLogger("kafkette.client.connection")
+
+RECEIVE_SIZE = 256 * 1024
+API_VERSIONS_KEY = 18
+
+
+class BrokerConnection:
+    """A negotiated connection to one broker; create it with :meth:`connect`."""
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        *,
+        client_id: str | None,
+        request_timeout_s: float,
+        address: str,
+    ) -> None:
+        self.address = address
+        self._stream = stream
+        self._wire = ClientWire(client_id)
+        self._request_timeout_s = request_timeout_s
+        self._send_lock = anyio.Lock()
+        self._responses: dict[int, Response | None] = {}
+        self._reader_active = False
+        self._changed = anyio.Event()
+        self._failure: BaseException | None = None
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "kafkette",
+        connect_timeout_s: float = 10.0,
+        request_timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> BrokerConnection:
+        """Open a TCP (or TLS) connection and negotiate API versions."""
+        address = f"{host}:{port}"
+        try:
+            with anyio.fail_after(connect_timeout_s):
+                stream: anyio.abc.ByteStream
+                if ssl_context is None:
+                    stream = await anyio.connect_tcp(host, port)
+                else:
+                    stream = await anyio.connect_tcp(
+                        host, port, ssl_context=ssl_context, tls_standard_compatible=False
+                    )
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"connecting to {address} took over {connect_timeout_s}s"
+            ) from None
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {address}: {exc}") from exc
+        connection = cls(
+            stream, client_id=client_id, request_timeout_s=request_timeout_s, address=address
+        )
+        try:
+            await connection._negotiate()
+        except BaseException:
+            await connection.aclose()
+            raise
+        return connection
+
+    @classmethod
+    async def over_stream(
+        cls,
+        stream: anyio.abc.ByteStream,
+        *,
+        address: str,
+        client_id: str | None = "kafkette",
+        request_timeout_s: float = 30.0,
+    ) -> BrokerConnection:
+        """A connection over an already open byte stream (e.g. in-process), negotiated."""
+        connection = cls(
+            stream, client_id=client_id, request_timeout_s=request_timeout_s, address=address
+        )
+        await connection._negotiate()
+        return connection
+
+    # ---- versions
+
+    async def _negotiate(self) -> None:
+        ours = ApiVersionsRequest.VALID_VERSIONS[1]
+        request = ApiVersionsRequest(
+            client_software_name="kafkette", client_software_version=__version__
+        )
+        response = await self._api_versions(request, ours)
+        if response.error_code == UnsupportedVersionError.code:
+            theirs = {k.api_key: k.max_version for k in response.api_keys}.get(API_VERSIONS_KEY, 0)
+            response = await self._api_versions(request, min(ours, theirs))
+        if response.error_code != 0:
+            raise UnsupportedVersionError(
+                f"ApiVersions failed with error code {response.error_code}"
+            )
+        self.broker_versions = {
+            k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+        }
+
+    async def _api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
+        response = await self.request(request, version=version)
+        if not isinstance(response, ApiVersionsResponse):
+            raise KafkaConnectionError(f"{self.address} answered ApiVersions with {response!r}")
+        return response
+
+    def version_for(self, request: type[Request] | Request, maximum: int | None = None) -> int:
+        """The highest version of ``request``'s API both sides support (up to ``maximum``)."""
+        api_key = request.API_KEY
+        low, high = request.VALID_VERSIONS
+        if maximum is not None:
+            high = min(high, maximum)
+        broker = self.broker_versions.get(api_key)
+        if broker is None:
+            raise UnsupportedVersionError(f"{self.address} does not support {request.NAME[:-7]}")
+        version = min(high, broker[1])
+        if version < max(low, broker[0]):
+            raise UnsupportedVersionError(
+                f"{self.address} supports {request.NAME[:-7]} versions {broker[0]}-{broker[1]}, "
+                f"kafkette {low}-{high}"
+            )
+        return version
+
+    def supports(self, request: type[Request]) -> bool:
+        try:
+            self.version_for(request)
+        except UnsupportedVersionError:
+            return False
+        return True
+
+    # ---- requests
+
+    @property
+    def closed(self) -> bool:
+        return self._failure is not None
+
+    @property
+    def in_flight(self) -> int:
+        return self._wire.in_flight
+
+    async def request(
+        self, request: Request, *, version: int | None = None, expect_response: bool = True
+    ) -> Response | None:
+        """Send ``request`` and return its response (``None`` when none is expected).
+
+        Raises :class:`KafkaConnectionError` when the connection breaks and
+        :class:`KafkaTimeoutError` after ``request.timeout.ms``; both close
+        the connection, as a late response could no longer be matched safely.
+        """
+        if self._failure is not None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed") from self._failure
+        if version is None:
+            version = self.version_for(request)
+        async with self._send_lock:
+            correlation_id, parts = self._wire.send(
+                request, version, expect_response=expect_response
+            )
+            try:
+                await self._stream.send(b"".join(parts) if len(parts) > 1 else bytes(parts[0]))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                await self._fail(KafkaConnectionError(f"connection to {self.address} broke: {exc}"))
+                raise KafkaConnectionError(f"connection to {self.address} broke: {exc}") from exc
+        if not expect_response:
+            return None
+        try:
+            with anyio.fail_after(self._request_timeout_s):
+                return await self._wait_for(correlation_id)
+        except TimeoutError:
+            error = KafkaTimeoutError(
+                f"no response from {self.address} within {self._request_timeout_s}s"
+            )
+            await self._fail(error)
+            raise error from None
+        except anyio.get_cancelled_exc_class():
+            self._wire.forget(correlation_id)
+            raise
+
+    async def _wait_for(self, correlation_id: int) -> Response | None:
+        while correlation_id not in self._responses:
+            if self._failure is not None:
+                raise KafkaConnectionError(
+                    f"connection to {self.address} is closed"
+                ) from self._failure
+            if self._reader_active:
+                await self._changed.wait()
+                continue
+            self._reader_active = True
+            try:
+                while correlation_id not in self._responses:
+                    await self._read_once()
+            finally:
+                self._reader_active = False
+                self._notify()
+        return self._responses.pop(correlation_id)
+
+    async def _read_once(self) -> None:
+        try:
+            data = await self._stream.receive(RECEIVE_SIZE)
+        except (
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ) as exc:
+            error = KafkaConnectionError(f"connection to {self.address} closed by the broker")
+            await self._fail(error)
+            raise error from exc
+        try:
+            for correlation_id, response in self._wire.receive_data(data):
+                if response is not None:
+                    self._responses[correlation_id] = response
+        except (DecodeError, ProtocolError) as exc:
+            error = KafkaConnectionError(f"malformed response from {self.address}: {exc}")
+            await self._fail(error)
+            raise error from exc
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+            logger.info("closing connection to %s: %s", self.address, error)
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+        self._notify()
+
+    async def aclose(self) -> None:
+        """Close the connection; requests still waiting fail with KafkaConnectionError."""
+        await self._fail(KafkaConnectionError(f"connection to {self.address} was closed"))
+
+    async def __aenter__(self) -> BrokerConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

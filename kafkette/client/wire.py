@@ -1,0 +1,92 @@
+"""The client side of one Kafka connection, without I/O.
+
+:class:`ClientWire` numbers requests, remembers which API and version each
+correlation id was sent with, and turns received bytes into
+``(correlation_id, response)`` pairs. The connection around it
+(:mod:`kafkette.client.connection`) owns the socket; this class can be
+driven byte by byte in tests.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from kafkette.protocol.errors import DecodeError
+from kafkette.protocol.framing import FrameDecoder, frame_parts
+from kafkette.protocol.headers import decode_response, encode_request, peek_correlation_id
+from kafkette.protocol.schema import Request, Response
+
+DEFAULT_MAX_RESPONSE_SIZE = 2**31 - 1
+API_VERSIONS_KEY = 18
+
+
+class UnexpectedResponseError(DecodeError):
+    """A response whose correlation id matches no request in flight."""
+
+
+@attrs.frozen
+class InFlight:
+    api_key: int
+    api_version: int
+
+
+class ClientWire:
+    """Correlation ids and response parsing for one connection."""
+
+    def __init__(
+        self, client_id: str | None, max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE
+    ) -> None:
+        self.client_id = client_id
+        self._next_id = 0
+        self._in_flight: dict[int, InFlight] = {}
+        self._decoder = FrameDecoder(max_response_size)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose response has not been read yet."""
+        return len(self._in_flight)
+
+    def send(
+        self, request: Request, version: int, *, expect_response: bool = True
+    ) -> tuple[int, list[bytes | bytearray | memoryview]]:
+        """Encode ``request``: returns its correlation id and the frame's parts."""
+        correlation_id = self._next_id
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        body = encode_request(request, version, correlation_id, self.client_id)
+        if expect_response:
+            self._in_flight[correlation_id] = InFlight(request.API_KEY, version)
+        return correlation_id, frame_parts([body])
+
+    def forget(self, correlation_id: int) -> None:
+        """Stop expecting a response (the caller gave up on it); it is dropped on arrival."""
+        if correlation_id in self._in_flight:
+            self._in_flight[correlation_id] = InFlight(-1, -1)
+
+    def receive_data(
+        self, data: bytes | bytearray | memoryview
+    ) -> list[tuple[int, Response | None]]:
+        """Feed received bytes; returns the complete responses, in arrival order.
+
+        A response to a forgotten request is returned as ``(id, None)``.
+        """
+        self._decoder.feed(data)
+        results: list[tuple[int, Response | None]] = []
+        while (frame := self._decoder.next_frame()) is not None:
+            correlation_id = peek_correlation_id(frame)
+            sent = self._in_flight.pop(correlation_id, None)
+            if sent is None:
+                raise UnexpectedResponseError(
+                    f"response with unknown correlation id {correlation_id}"
+                )
+            if sent.api_key < 0:
+                results.append((correlation_id, None))
+                continue
+            try:
+                _, response = decode_response(frame, sent.api_key, sent.api_version)
+            except DecodeError:
+                # A broker that does not know our ApiVersions version answers at v0 (KIP-511).
+                if sent.api_key != API_VERSIONS_KEY or sent.api_version == 0:
+                    raise
+                _, response = decode_response(frame, API_VERSIONS_KEY, 0)
+            results.append((correlation_id, response))
+        return results

@@ -27,6 +27,7 @@ from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
+from kafkette.server.producer_ids import ProducerIdManager
 
 logger = logging.getLogger("kafkette.server")
 
@@ -125,6 +126,17 @@ class Broker:
         self.data_changed = _Notifier()
         """Woken on every append, for long-polling fetches."""
         self.closed = False
+        self._producer_ids: ProducerIdManager | None = None
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        """Allocator of idempotent producer ids (made on first use, past every id in the logs)."""
+        if self._producer_ids is None:
+            logs = [p.log for p in self.cluster.partitions()]
+            ids = [pid for log in logs for pid in log.producer_state().producers]
+            highest = max(ids, default=-1)
+            self._producer_ids = ProducerIdManager(self.config.data_dir, at_least=highest + 1)
+        return self._producer_ids
 
     @property
     def node_id(self) -> int:

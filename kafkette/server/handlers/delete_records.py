@@ -1,3 +1,49 @@
-"""DeleteRecords (key 21): move a partition's log start offset."""
+"""DeleteRecords (key 21): move a partition's log start offset.
+
+Offset -1 means the high watermark. An offset past the high watermark (or
+otherwise negative) is ``OFFSET_OUT_OF_RANGE``; the answer's low watermark is
+the new log start offset (-1 on error).
+"""
 
 from __future__ import annotations
+
+import logging
+
+from kafkette.errors import ApiError, UnknownServerError, UnknownTopicOrPartitionError
+from kafkette.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
+from kafkette.protocol.messages.delete_records_response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsTopicResult,
+)
+from kafkette.server.broker import Broker, RequestContext, handler
+
+logger = logging.getLogger("kafkette.server.delete_records")
+
+
+@handler(DeleteRecordsRequest)
+async def handle_delete_records(
+    broker: Broker, ctx: RequestContext, request: DeleteRecordsRequest
+) -> DeleteRecordsResponse:
+    topics: list[DeleteRecordsTopicResult] = []
+    for wanted in request.topics:
+        topic = broker.cluster.topics.get(wanted.name)
+        results: list[DeleteRecordsPartitionResult] = []
+        for asked in wanted.partitions:
+            index = asked.partition_index
+            error: ApiError
+            if topic is None or not 0 <= index < len(topic.partitions):
+                error = UnknownTopicOrPartitionError()
+            else:
+                try:
+                    low = topic.partitions[index].log.delete_records_before(asked.offset)
+                except ApiError as exc:
+                    error = exc
+                except Exception:
+                    logger.exception("DeleteRecords on %s-%d failed", wanted.name, index)
+                    error = UnknownServerError()
+                else:
+                    results.append(DeleteRecordsPartitionResult(index, low, 0))
+                    continue
+            results.append(DeleteRecordsPartitionResult(index, -1, error.code))
+        topics.append(DeleteRecordsTopicResult(wanted.name, results))
+    return DeleteRecordsResponse(topics=topics)

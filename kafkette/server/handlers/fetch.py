@@ -1,3 +1,204 @@
-"""Fetch (key 1): long polls, byte limits, offsets and stored batches."""
+"""Fetch (key 1): long polls, byte limits, offsets and stored batches.
+
+Versions 4+ are served (Kafka 4's minimum). Stored batches are returned as
+they are, never parsed. Limits follow Kafka: each partition gets at most its
+``partition_max_bytes`` and the response at most ``max_bytes`` (capped by the
+broker's ``fetch.max.bytes``), except that the first partition with data
+always gets at least one whole batch, so a batch larger than the limits
+still makes progress. A later partition whose first batch does not fit
+returns no records.
+
+Consumers see up to the high watermark, or with ``read_committed`` up to the
+last stable offset, and then also get the aborted transactions overlapping
+what they read. An offset outside ``[log start, log end]`` is
+``OFFSET_OUT_OF_RANGE``.
+
+Long poll: when fewer than ``min_bytes`` are available (and nothing is in
+error), the request waits for appends (:attr:`Broker.data_changed`) until
+``max_wait_ms`` has passed on the broker's clock.
+
+Fetch sessions (KIP-227): this broker never creates one. A request with
+``session_id`` 0 is a full fetch; one asking for a new session (epoch 0)
+gets ``session_id`` 0 back, which tells the client that no session was made,
+so it keeps sending full fetches (librdkafka, the Java client, kafka-python
+and aiokafka all accept this). A request naming a session id, which we
+never handed out, gets ``FETCH_SESSION_ID_NOT_FOUND``.
+"""
 
 from __future__ import annotations
+
+import uuid
+
+from kafkette.backends import Log
+from kafkette.errors import (
+    ApiError,
+    FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from kafkette.protocol.messages import FetchRequest, FetchResponse
+from kafkette.protocol.messages.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.cluster import Partition, Topic
+
+READ_COMMITTED = 1
+TOPIC_IDS_VERSION = 13
+EMPTY = b""
+
+
+@handler(FetchRequest, min_version=4)
+async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if request.session_id != 0:
+        return FetchResponse(
+            error_code=FetchSessionIdNotFoundError.code, session_id=request.session_id
+        )
+    max_wait = max(request.max_wait_ms, 0)
+    deadline = broker.now_ms() + max_wait
+    while True:
+        response, size, failed = read_partitions(broker, ctx.api_version, request)
+        if max_wait == 0 or size >= request.min_bytes or failed or not request.topics:
+            return response
+        remaining = deadline - broker.now_ms()
+        if remaining <= 0:
+            return response
+        await broker.data_changed.wait(remaining / 1000.0)
+
+
+def read_partitions(
+    broker: Broker, version: int, request: FetchRequest
+) -> tuple[FetchResponse, int, bool]:
+    """One pass over the requested partitions: the response, its record bytes, any error."""
+    cluster = broker.cluster
+    read_committed = request.isolation_level == READ_COMMITTED
+    budget = min(request.max_bytes, broker.config.fetch_max_bytes)
+    if budget <= 0:
+        budget = 1  # still at least one batch, as Kafka
+    total = 0
+    failed = False
+    by_id = version >= TOPIC_IDS_VERSION
+    responses: list[FetchableTopicResponse] = []
+    for wanted in request.topics:
+        topic: Topic | None
+        if by_id:
+            topic = cluster.topics_by_id.get(wanted.topic_id)
+            missing: ApiError = UnknownTopicIdError()
+        else:
+            topic = cluster.topics.get(wanted.topic)
+            missing = UnknownTopicOrPartitionError()
+        partitions: list[PartitionData] = []
+        for fetch in wanted.partitions:
+            index = fetch.partition
+            if topic is None or not 0 <= index < len(topic.partitions):
+                partitions.append(_error(index, missing))
+                failed = True
+                continue
+            partition = topic.partitions[index]
+            limit = min(fetch.partition_max_bytes, budget - total)
+            data = read_partition(
+                partition,
+                fetch.fetch_offset,
+                fetch.current_leader_epoch,
+                max(limit, 0),
+                first=total == 0,
+                read_committed=read_committed,
+            )
+            if data.error_code:
+                failed = True
+            elif data.records:
+                total += len(data.records)
+            partitions.append(data)
+        responses.append(
+            FetchableTopicResponse(
+                topic=wanted.topic if not by_id else "",
+                topic_id=wanted.topic_id if by_id else uuid.UUID(int=0),
+                partitions=partitions,
+            )
+        )
+    return FetchResponse(error_code=0, session_id=0, responses=responses), total, failed
+
+
+def read_partition(
+    partition: Partition,
+    offset: int,
+    current_leader_epoch: int,
+    limit: int,
+    *,
+    first: bool,
+    read_committed: bool,
+) -> PartitionData:
+    """One partition's answer: at most ``limit`` bytes of whole batches from ``offset``
+    (at least one batch when ``first``)."""
+    index = partition.index
+    if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+        if current_leader_epoch < partition.leader_epoch:
+            return _error(index, FencedLeaderEpochError())
+        return _error(index, UnknownLeaderEpochError())
+    log = partition.log
+    high_watermark = log.high_watermark
+    stable = log.last_stable_offset
+    start = log.log_start_offset
+    upper = stable if read_committed else high_watermark
+    records: bytes | bytearray | memoryview = EMPTY
+    aborted: list[AbortedTransaction] | None = [] if read_committed else None
+    try:
+        if offset < start or offset > log.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{start}, {log.log_end_offset}]"
+            )
+        if offset < upper and (limit > 0 or first):
+            found = log.read(offset, limit, upper)
+            if found.size and (found.size <= limit or first):
+                records = _bytes_of(found.buffers) if not found.is_file_region else found.to_bytes()
+                if read_committed:
+                    aborted = _aborted(log, offset, upper)
+    except ApiError as exc:
+        return PartitionData(
+            partition_index=index,
+            error_code=exc.code,
+            high_watermark=high_watermark,
+            last_stable_offset=stable,
+            log_start_offset=start,
+            aborted_transactions=None,
+            records=EMPTY,
+        )
+    return PartitionData(
+        partition_index=index,
+        error_code=0,
+        high_watermark=high_watermark,
+        last_stable_offset=stable,
+        log_start_offset=start,
+        aborted_transactions=aborted,
+        records=records,
+    )
+
+
+def _bytes_of(buffers: tuple[memoryview, ...]) -> bytes | memoryview:
+    if len(buffers) == 1:
+        return buffers[0]
+    return b"".join(buffers)
+
+
+def _aborted(log: Log, offset: int, upper: int) -> list[AbortedTransaction]:
+    return [
+        AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+        for txn in log.aborted_transactions(offset, upper)
+    ]
+
+
+def _error(index: int, error: ApiError) -> PartitionData:
+    return PartitionData(
+        partition_index=index,
+        error_code=error.code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        records=EMPTY,
+    )

@@ -1,3 +1,256 @@
-"""Produce (key 0): validation, idempotence, acks 0/1/-1."""
+"""Produce (key 0): validation, idempotence, acks 0/1/-1.
+
+Versions 3+ are served: Kafka 4 dropped v0-2, which carry magic 0/1 message
+sets. Each partition's data must be exactly one magic 2 batch (as Kafka
+requires from v3 on). Checks, in Kafka's order, each failure answered with
+that partition's error code and nothing appended:
+
+- the batch's framing and CRC (``CORRUPT_MESSAGE``), magic 2, no control
+  batch from a client, a record count matching the offset delta, a sequence
+  when there is a producer id (``INVALID_RECORD``); zstd only from v7
+  (``UNSUPPORTED_COMPRESSION_TYPE``);
+- its size against the topic's ``max.message.bytes`` (``MESSAGE_TOO_LARGE``);
+- record timestamps against ``message.timestamp.before.max.ms`` /
+  ``after.max.ms`` for CreateTime topics (``INVALID_TIMESTAMP``), and keys on
+  compacted topics (``INVALID_RECORD``), each with the offending records'
+  indexes in ``record_errors``;
+- idempotence (:mod:`kafkette.server.sequences`): a duplicate of one of the
+  producer's last five batches is acknowledged with its original offsets.
+
+Produce never creates topics (as in Kafka: clients ask Metadata first, which
+does). With a single replica, ``acks=-1`` is the same as ``acks=1`` once the
+batch is appended; ``acks=0`` gets no response at all.
+"""
 
 from __future__ import annotations
+
+import logging
+
+from kafkette.backends import Log
+from kafkette.backends.header import StoredHeader, parse_header
+from kafkette.errors import (
+    ApiError,
+    CorruptMessageError,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    RecordListTooLargeError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
+)
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.messages import ProduceRequest, ProduceResponse
+from kafkette.protocol.messages.produce_request import PartitionProduceData
+from kafkette.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
+from kafkette.protocol.records import RecordBatch
+from kafkette.protocol.records.batch_header import LOG_OVERHEAD, batch_crc
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.cluster import Partition
+from kafkette.server.sequences import Duplicate, check_sequence
+
+logger = logging.getLogger("kafkette.server.produce")
+
+ZSTD = 4
+MIN_ZSTD_VERSION = 7
+LONG_MAX = 2**63 - 1
+MAX_DECOMPRESSED = 1 << 30
+
+
+class RecordErrors(Exception):
+    """An error code with per-record errors (Kafka's RecordValidationException)."""
+
+    def __init__(self, error: ApiError, message: str, errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.errors = errors
+
+
+@handler(ProduceRequest, min_version=3)
+async def handle_produce(
+    broker: Broker, ctx: RequestContext, request: ProduceRequest
+) -> ProduceResponse | None:
+    version = ctx.api_version
+    acks = request.acks
+    now = broker.now_ms()
+    appended = False
+    responses: list[TopicProduceResponse] = []
+    topics = broker.cluster.topics
+    for topic_data in request.topic_data:
+        topic = topics.get(topic_data.name)
+        results: list[PartitionProduceResponse] = []
+        for data in topic_data.partition_data:
+            if acks not in (0, 1, -1):
+                results.append(_error(data.index, InvalidRequiredAcksError()))
+                continue
+            if topic is None or not 0 <= data.index < len(topic.partitions):
+                results.append(_error(data.index, UnknownTopicOrPartitionError()))
+                continue
+            result = produce_to(topic.partitions[data.index], data, version, now)
+            if result.error_code == 0:
+                appended = True
+            results.append(result)
+        responses.append(TopicProduceResponse(topic_data.name, results))
+    if appended:
+        broker.data_changed.notify()
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses)
+
+
+def produce_to(
+    partition: Partition, data: PartitionProduceData, version: int, now: int
+) -> PartitionProduceResponse:
+    """Validate and append one partition's batch; the partition's response."""
+    index = data.index
+    log = partition.log
+    try:
+        records = data.records
+        if records is None or len(records) == 0:
+            raise InvalidRecordError("a produce request must carry one record batch per partition")
+        header = validate_batch(records, log, version, now)
+        if header.producer_id >= 0:
+            found = check_sequence(log.producer_state(), header)
+            if isinstance(found, Duplicate):
+                return PartitionProduceResponse(
+                    index=index,
+                    base_offset=found.base_offset,
+                    log_append_time_ms=found.max_timestamp if log.config.log_append_time else -1,
+                    log_start_offset=log.log_start_offset,
+                )
+        info = log.append(records, leader_epoch=partition.leader_epoch, check_crc=False)
+        log.update_high_watermark(log.log_end_offset)
+    except RecordErrors as exc:
+        return PartitionProduceResponse(
+            index=index,
+            error_code=exc.error.code,
+            base_offset=-1,
+            record_errors=[BatchIndexAndErrorMessage(i, m) for i, m in exc.errors],
+            error_message=exc.message,
+        )
+    except RecordListTooLargeError as exc:
+        return _error(index, MessageTooLargeError(str(exc)))
+    except ApiError as exc:
+        return _error(index, exc)
+    except ProtocolError as exc:
+        return _error(index, CorruptMessageError(str(exc)))
+    except Exception:
+        logger.exception("append to %s-%d failed", partition.topic, index)
+        return _error(index, UnknownServerError())
+    return PartitionProduceResponse(
+        index=index,
+        base_offset=info.base_offset,
+        log_append_time_ms=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+    )
+
+
+def _error(index: int, error: ApiError) -> PartitionProduceResponse:
+    message = str(error) or None
+    return PartitionProduceResponse(
+        index=index, error_code=error.code, base_offset=-1, error_message=message
+    )
+
+
+def validate_batch(
+    records: bytes | bytearray | memoryview, log: Log, version: int, now: int
+) -> StoredHeader:
+    """The header of the single batch in ``records`` once it passes every check."""
+    if len(records) > 16 and records[16] != 2:
+        raise InvalidRecordError(
+            f"produce v{version} accepts only magic 2 record batches, got magic {records[16]}"
+        )
+    try:
+        header = parse_header(records)
+    except ProtocolError as exc:
+        raise CorruptMessageError(str(exc)) from None
+    size = LOG_OVERHEAD + header.batch_length
+    if size != len(records):
+        if size < len(records):
+            raise InvalidRecordError(
+                "a produce request must carry exactly one record batch per partition"
+            )
+        raise CorruptMessageError(f"record batch of {size} bytes runs past the request")
+    if batch_crc(records, 0, size) != header.crc:
+        raise CorruptMessageError("record batch fails its CRC")
+    if header.is_control:
+        raise InvalidRecordError("clients may not write control batches")
+    if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record count {header.record_count} does not match last offset delta "
+            f"{header.last_offset_delta}"
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
+    if header.compression == ZSTD and version < MIN_ZSTD_VERSION:
+        raise UnsupportedCompressionTypeError(
+            f"zstd batches need produce v{MIN_ZSTD_VERSION}+, got v{version}"
+        )
+    config = log.config
+    if size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"batch of {size} bytes exceeds max.message.bytes ({config.max_message_bytes})"
+        )
+    check_timestamps = not config.log_append_time and (
+        config.message_timestamp_before_max_ms != LONG_MAX
+        or config.message_timestamp_after_max_ms != LONG_MAX
+    )
+    if check_timestamps or config.compact:
+        _validate_records(records, header, config.compact, check_timestamps, log, now)
+    return header
+
+
+def _validate_records(
+    records: bytes | bytearray | memoryview,
+    header: StoredHeader,
+    need_keys: bool,
+    check_timestamps: bool,
+    log: Log,
+    now: int,
+) -> None:
+    """Record-level checks, which need the records decoded (only when a topic asks)."""
+    try:
+        batch = RecordBatch.from_buffer(
+            records, 0, check_crc=False, max_decompressed=MAX_DECOMPRESSED
+        )
+        decoded = batch.records()
+    except ProtocolError as exc:
+        raise CorruptMessageError(str(exc)) from None
+    config = log.config
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    bad_time: list[tuple[int, str]] = []
+    no_key: list[tuple[int, str]] = []
+    for i, record in enumerate(decoded):
+        if check_timestamps:
+            ts = record.timestamp
+            if now - ts > before or ts - now > after:
+                bad_time.append(
+                    (
+                        i,
+                        f"timestamp {ts} of record {i} is out of range "
+                        f"(broker time {now}, message.timestamp.before.max.ms {before}, "
+                        f"message.timestamp.after.max.ms {after})",
+                    )
+                )
+        if need_keys and record.key is None:
+            no_key.append((i, f"compacted topic cannot accept a record without a key (record {i})"))
+    if bad_time:
+        raise RecordErrors(
+            InvalidTimestampError(),
+            "one or more records have been rejected due to invalid timestamp",
+            bad_time,
+        )
+    if no_key:
+        raise RecordErrors(
+            InvalidRecordError(),
+            "one or more records have been rejected: compacted topic cannot accept "
+            "a record without a key",
+            no_key,
+        )

@@ -4,7 +4,11 @@ This node is the controller and the leader of every partition. Topic names,
 ids, partition counts and configuration overrides live in memory and, when
 the broker has a data directory, in ``<data_dir>/kafkette-topics.json``
 (replaced atomically); the cluster id is generated once and kept in
-``<data_dir>/meta.properties`` as Kafka does.
+``<data_dir>/meta.properties`` as Kafka does. Dynamic broker configurations
+(set with AlterConfigs on the broker resource: for this node, or the
+cluster-wide default) are kept in ``<data_dir>/kafkette-broker-configs.json``;
+they override the static topic defaults of every topic without its own
+override.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import attrs
 
 from kafkette.backends import Log, LogConfig, Storage
 from kafkette.errors import (
+    InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
@@ -27,8 +32,14 @@ from kafkette.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from kafkette.server.configs_catalog import (
+    BROKER_CONFIGS,
+    SYNONYM_OF,
+    validate_topic_configs,
+)
 
 TOPICS_FILE = "kafkette-topics.json"
+BROKER_CONFIGS_FILE = "kafkette-broker-configs.json"
 META_FILE = "meta.properties"
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -81,11 +92,19 @@ class Cluster:
 
     def __init__(self, storage: Storage, defaults: LogConfig, data_dir: str | None) -> None:
         self.storage = storage
+        self.static_defaults = defaults
+        """Topic defaults from the static broker configuration."""
         self.defaults = defaults
+        """Topic defaults in force: the static ones under the dynamic broker configs."""
         self.data_dir = data_dir
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.dynamic_broker_configs: dict[str, str] = {}
+        """Dynamic configs of this broker (resource name: its node id)."""
+        self.dynamic_default_configs: dict[str, str] = {}
+        """Dynamic configs of every broker (resource name: empty)."""
         self.cluster_id = self._load_cluster_id()
+        self._load_broker_configs()
         self._load_topics()
 
     # ---- identity
@@ -108,8 +127,16 @@ class Cluster:
     # ---- topics
 
     def log_config(self, configs: dict[str, str]) -> LogConfig:
-        """The log settings of a topic with these overrides."""
-        return LogConfig.from_kafka(configs, base=self.defaults)
+        """The log settings of a topic with these overrides (raises InvalidConfigError)."""
+        return validate_topic_configs(configs, base=self.defaults)[0]
+
+    def _check_collision(self, name: str) -> None:
+        # Kafka refuses names that differ only in '.' versus '_' (their metric names collide)
+        if "." in name or "_" in name:
+            key = name.replace(".", "_")
+            for other in self.topics:
+                if other != name and other.replace(".", "_") == key:
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
 
     def create_topic(
         self,
@@ -124,17 +151,23 @@ class Cluster:
         """Create a topic; with ``validate_only`` only check that it could be created."""
         validate_topic_name(name)
         if name in self.topics:
-            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        self._check_collision(name)
         if num_partitions < 1:
             raise InvalidPartitionsError(
-                f"number of partitions must be at least 1, got {num_partitions}"
+                "Number of partitions was set to an invalid non-positive value."
             )
-        if replication_factor not in (1, -1):
+        if replication_factor == 0 or replication_factor < -1:
             raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is larger than the 1 available broker"
+                "Replication factor must be larger than 0, or -1 to use the default value."
             )
-        configs = dict(configs or {})
-        log_config = self.log_config(configs)
+        if replication_factor > 1:
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {replication_factor} time(s): the target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                "1 broker(s) are registered."
+            )
+        log_config, configs = validate_topic_configs(configs or {}, base=self.defaults)
         if validate_only:
             return None
         topic = Topic(name, topic_id or uuid.uuid4(), [], configs)
@@ -158,10 +191,12 @@ class Cluster:
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
         topic = self.get_topic(name)
         current = len(topic.partitions)
-        if total <= current:
+        if total == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+        if total < current:
             raise InvalidPartitionsError(
-                f"topic {name!r} has {current} partitions; "
-                f"the new count must be larger, got {total}"
+                f"The topic {name} currently has {current} partition(s); "
+                f"{total} would not be an increase."
             )
         if validate_only:
             return
@@ -175,22 +210,109 @@ class Cluster:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's overrides (validated) and apply them to its logs."""
         topic = self.get_topic(name)
-        log_config = self.log_config(configs)
-        topic.configs = dict(configs)
+        log_config, normalised = validate_topic_configs(configs, base=self.defaults)
+        topic.configs = normalised
         for partition in topic.partitions:
             partition.log.update_config(log_config)
         self._save_topics()
 
+    # ---- dynamic broker configs
+
+    def validate_dynamic_broker_configs(
+        self, per_broker: dict[str, str] | None = None, default: dict[str, str] | None = None
+    ) -> tuple[dict[str, str], dict[str, str], LogConfig, dict[str, LogConfig]]:
+        """Check replacement dynamic configs (None: unchanged); raises InvalidConfigError.
+
+        Returns the new per-broker and default sets, the topic defaults they make
+        and the log settings of every topic under them.
+        """
+        new_broker = dict(self.dynamic_broker_configs if per_broker is None else per_broker)
+        new_default = dict(self.dynamic_default_configs if default is None else default)
+        defaults = self._dynamic_defaults(new_default, new_broker)
+        logs = {name: self._topic_log_config(t, defaults) for name, t in self.topics.items()}
+        return new_broker, new_default, defaults, logs
+
+    def set_dynamic_broker_configs(
+        self, per_broker: dict[str, str] | None = None, default: dict[str, str] | None = None
+    ) -> None:
+        """Replace this broker's and/or the cluster-wide dynamic configs, then apply them.
+
+        Only dynamically updatable properties are accepted; a value is checked
+        as the topic setting it is the default of. Raises InvalidConfigError.
+        """
+        new_broker, new_default, defaults, logs = self.validate_dynamic_broker_configs(
+            per_broker, default
+        )
+        self.dynamic_broker_configs, self.dynamic_default_configs = new_broker, new_default
+        self.defaults = defaults
+        for name, topic in self.topics.items():
+            for partition in topic.partitions:
+                partition.log.update_config(logs[name])
+        self._save_broker_configs()
+
+    def _dynamic_defaults(self, default: dict[str, str], per_broker: dict[str, str]) -> LogConfig:
+        result = self.static_defaults
+        for level in (default, per_broker):
+            topic_values: dict[str, str] = {}
+            for name, value in level.items():
+                definition = BROKER_CONFIGS.get(name)
+                if definition is None:
+                    raise InvalidConfigError(f"Unknown broker config name: {name}")
+                if not definition.dynamic:
+                    raise InvalidConfigError(f"Cannot update these configs dynamically: {name}")
+                topic_name, _ = SYNONYM_OF[name]
+                try:
+                    validate_topic_configs({topic_name: value})
+                except InvalidConfigError as exc:
+                    raise InvalidConfigError(
+                        f"Invalid value {value!r} for {name}: {exc.detail}"
+                    ) from None
+                topic_values[topic_name] = value
+            result = validate_topic_configs(topic_values, base=result)[0]
+        return result
+
+    @staticmethod
+    def _topic_log_config(topic: Topic, defaults: LogConfig) -> LogConfig:
+        return validate_topic_configs(topic.configs, base=defaults)[0]
+
+    def _load_broker_configs(self) -> None:
+        if self.data_dir is None:
+            return
+        path = os.path.join(self.data_dir, BROKER_CONFIGS_FILE)
+        if not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        broker = {str(k): str(v) for k, v in saved.get("broker", {}).items()}
+        default = {str(k): str(v) for k, v in saved.get("default", {}).items()}
+        self.defaults = self._dynamic_defaults(default, broker)
+        self.dynamic_broker_configs, self.dynamic_default_configs = broker, default
+
+    def _save_broker_configs(self) -> None:
+        if self.data_dir is None:
+            return
+        saved = {
+            "version": 1,
+            "broker": self.dynamic_broker_configs,
+            "default": self.dynamic_default_configs,
+        }
+        self._write_atomically(
+            os.path.join(self.data_dir, BROKER_CONFIGS_FILE),
+            json.dumps(saved, indent=1, sort_keys=True),
+        )
+
+    # ---- lookups
+
     def get_topic(self, name: str) -> Topic:
         topic = self.topics.get(name)
         if topic is None:
-            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic: {name}")
         return topic
 
     def get_topic_by_id(self, topic_id: uuid.UUID) -> Topic:
         topic = self.topics_by_id.get(topic_id)
         if topic is None:
-            raise UnknownTopicIdError(f"no topic has id {topic_id}")
+            raise UnknownTopicIdError(f"This server does not host a topic with id {topic_id}")
         return topic
 
     def get_partition(self, name: str, index: int) -> Partition:

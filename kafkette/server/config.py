@@ -4,7 +4,13 @@
 defaults (``log.segment.bytes``, ``log.retention.ms``, ``message.max.bytes``
 ...) are kept as a :class:`~kafkette.backends.LogConfig`, the base every
 topic's own overrides apply to. :meth:`BrokerConfig.from_properties` accepts
-Kafka's names (``num.partitions``) and rejects unknown ones, naming them.
+Kafka's names (``num.partitions``; the catalogue is
+:data:`~kafkette.server.configs_catalog.BROKER_CONFIGS`) and rejects unknown
+ones and invalid values, naming them. Where Kafka has several spellings of one
+setting, the finer one wins whatever the order (``log.retention.ms`` over
+``log.retention.minutes`` over ``log.retention.hours``); ``broker.id`` is
+``node.id`` and ``log.dirs``/``log.dir`` (the first directory) the data
+directory.
 """
 
 from __future__ import annotations
@@ -15,43 +21,15 @@ from typing import Any
 import attrs
 
 from kafkette.backends import LogConfig
-from kafkette.errors import ConfigError
+from kafkette.errors import ConfigError, InvalidConfigError
+from kafkette.server.configs_catalog import (
+    BROKER_CONFIGS,
+    SYNONYM_OF,
+    TOPIC_CONFIGS,
+    validate_topic_configs,
+)
 
 DEFAULT_PORT = 9092
-
-# broker property -> topic property it sets the default of
-TOPIC_DEFAULT_SYNONYMS: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "message.max.bytes": "max.message.bytes",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.preallocate": "preallocate",
-    "compression.type": "compression.type",
-    "min.insync.replicas": "min.insync.replicas",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-}
-"""Broker properties that are the defaults of topic properties (Kafka's synonyms)."""
-
-_HOURS_AND_MINUTES = {
-    "log.retention.hours": ("log.retention.ms", 3_600_000),
-    "log.retention.minutes": ("log.retention.ms", 60_000),
-    "log.roll.hours": ("log.roll.ms", 3_600_000),
-}
 
 
 def _bool(value: str) -> bool:
@@ -63,7 +41,10 @@ def _bool(value: str) -> bool:
 
 def _int(low: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
-        number = int(value.strip())
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ValueError(f"must be an integer, got {value!r}") from None
         if number < low:
             raise ValueError(f"must be at least {low}, got {number}")
         return number
@@ -131,11 +112,8 @@ class BrokerConfig:
 
     @classmethod
     def property_names(cls) -> frozenset[str]:
-        return (
-            frozenset(_BROKER_PARSERS)
-            | frozenset(TOPIC_DEFAULT_SYNONYMS)
-            | frozenset(_HOURS_AND_MINUTES)
-        )
+        """Every broker property name :meth:`from_properties` accepts."""
+        return frozenset(BROKER_CONFIGS) | frozenset(_ALIASES) | frozenset(_DATA_DIRS)
 
     @classmethod
     def from_properties(
@@ -143,30 +121,56 @@ class BrokerConfig:
     ) -> BrokerConfig:
         """A config from Kafka broker properties over ``base``; unknown names are errors."""
         config = base if base is not None else cls()
+        given = {_ALIASES.get(k, k): str(v) for k, v in properties.items()}
+        for name in given:
+            if name not in BROKER_CONFIGS and name not in _DATA_DIRS:
+                raise ConfigError(name, "unknown broker configuration")
         changes: dict[str, Any] = {}
-        topic_defaults: dict[str, str] = {}
-        for name, raw in properties.items():
-            value = str(raw)
-            if name in _HOURS_AND_MINUTES:
-                target, factor = _HOURS_AND_MINUTES[name]
+        for name, value in given.items():
+            parser = _BROKER_PARSERS.get(name)
+            if parser is not None:
                 try:
-                    value = str(int(value) * factor)
-                except ValueError:
-                    raise ConfigError(name, f"must be an integer, got {value!r}") from None
-                topic_defaults[TOPIC_DEFAULT_SYNONYMS[target]] = value
-            elif name in TOPIC_DEFAULT_SYNONYMS:
-                topic_defaults[TOPIC_DEFAULT_SYNONYMS[name]] = value
-            elif name in _BROKER_PARSERS:
-                try:
-                    changes[name.replace(".", "_")] = _BROKER_PARSERS[name](value)
+                    changes[name.replace(".", "_")] = parser(value)
                 except ValueError as exc:
                     raise ConfigError(name, str(exc)) from None
-            else:
-                raise ConfigError(name, "unknown broker configuration")
-        if topic_defaults:
-            try:
-                changes["log"] = LogConfig.from_kafka(topic_defaults, base=config.log)
-            except Exception as exc:
-                raise ConfigError(", ".join(sorted(topic_defaults)), str(exc)) from None
-        overrides = {**config.overrides, **{k: str(v) for k, v in properties.items()}}
+        for name in _DATA_DIRS:
+            if name in given:
+                first = given[name].split(",")[0].strip()
+                if not first:
+                    raise ConfigError(name, "expected a directory")
+                changes["data_dir"] = first
+                break
+        overrides = {**config.overrides, **given}
+        changes["log"] = static_log_config(overrides)
         return attrs.evolve(config, overrides=overrides, **changes)
+
+
+_ALIASES = {"broker.id": "node.id"}
+_DATA_DIRS = ("log.dirs", "log.dir")
+
+
+def static_log_config(properties: Mapping[str, str]) -> LogConfig:
+    """Topic defaults from broker properties (raises :class:`ConfigError` naming one)."""
+    backend: dict[str, str] = {}
+    for topic in TOPIC_CONFIGS.values():
+        for synonym in topic.synonyms:
+            raw = properties.get(synonym.name)
+            if raw is None:
+                continue
+            value = str(raw)
+            if synonym.factor != 1:
+                try:
+                    value = str(int(value.strip()) * synonym.factor)
+                except ValueError:
+                    raise ConfigError(synonym.name, f"must be an integer, got {raw!r}") from None
+            try:
+                validate_topic_configs({topic.name: value})
+            except InvalidConfigError as exc:
+                raise ConfigError(synonym.name, exc.detail or str(exc)) from None
+            if not topic.inert:
+                backend[topic.name] = value
+            break
+    return LogConfig.from_kafka(backend)
+
+
+assert set(BROKER_CONFIGS) == set(SYNONYM_OF) | set(_BROKER_PARSERS)

@@ -1,3 +1,278 @@
-"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44)."""
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Resources are topics (type 2) and this broker (type 4: its node id, or the
+empty name for the cluster-wide default). Every resource succeeds or fails on
+its own: an unknown configuration or an invalid value is INVALID_CONFIG, a
+malformed request (null value, duplicate key, APPEND to a non-list
+configuration, unknown operation) INVALID_REQUEST, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION. AlterConfigs replaces the resource's whole set of
+overrides; IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT).
+"""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from kafkette.errors import ApiError, InvalidRequestError
+from kafkette.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafkette.protocol.messages import alter_configs_response as legacy
+from kafkette.protocol.messages import incremental_alter_configs_request as incremental_request
+from kafkette.protocol.messages import incremental_alter_configs_response as incremental
+from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
+from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResult
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.cluster import validate_topic_name
+from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
+from kafkette.server.configs_catalog import BROKER_CONFIGS, TOPIC_CONFIGS, ResourceType, is_list
+
+logger = logging.getLogger("kafkette.server.configs")
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _check_broker_name(broker: Broker, name: str) -> bool:
+    """True for the cluster-wide default resource (empty name), False for this broker."""
+    if name == "":
+        return True
+    try:
+        node = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+        )
+    return False
+
+
+def _unsupported_type(resource_type: int) -> InvalidRequestError:
+    return InvalidRequestError(f"Unsupported resource type {resource_type}")
+
+
+# ---- DescribeConfigs
+
+
+def _describe(
+    broker: Broker, resource: DescribeConfigsResource, request: DescribeConfigsRequest, version: int
+) -> DescribeConfigsResult:
+    result = DescribeConfigsResult(
+        error_code=0,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+    synonyms = request.include_synonyms and version >= 1
+    documentation = request.include_documentation and version >= 3
+    try:
+        if resource.resource_type == ResourceType.TOPIC:
+            validate_topic_name(resource.resource_name)
+            topic = broker.cluster.get_topic(resource.resource_name)
+            result.configs = describe_topic_configs(
+                broker,
+                topic.configs,
+                keys=resource.configuration_keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+            )
+        elif resource.resource_type == ResourceType.BROKER:
+            result.configs = describe_broker_configs(
+                broker,
+                default_resource=_check_broker_name(broker, resource.resource_name),
+                keys=resource.configuration_keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+            )
+        else:
+            raise _unsupported_type(resource.resource_type)
+    except ApiError as exc:
+        result.error_code, result.error_message, result.configs = exc.code, exc.detail, []
+    return result
+
+
+@handler(DescribeConfigsRequest)
+async def handle_describe_configs(
+    broker: Broker, ctx: RequestContext, request: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(
+        throttle_time_ms=0,
+        results=[_describe(broker, r, request, ctx.api_version) for r in request.resources],
+    )
+
+
+# ---- AlterConfigs and IncrementalAlterConfigs
+
+
+class _Alterable(Protocol):
+    name: str
+    value: str | None
+
+
+def _as_dict(configs: Sequence[_Alterable]) -> dict[str, str | None]:
+    result: dict[str, str | None] = {}
+    for entry in configs:
+        if entry.name in result:
+            raise InvalidRequestError(f"Error due to duplicate config keys: {entry.name}")
+        result[entry.name] = entry.value
+    return result
+
+
+def _apply(
+    broker: Broker,
+    resource_type: int,
+    resource_name: str,
+    new_configs: dict[str, str],
+    validate_only: bool,
+) -> None:
+    """Replace the overrides of a resource (validated; applied unless ``validate_only``)."""
+    cluster = broker.cluster
+    if resource_type == ResourceType.TOPIC:
+        cluster.log_config(new_configs)  # raises InvalidConfigError
+        if not validate_only:
+            cluster.set_topic_configs(resource_name, new_configs)
+            logger.info("topic %s configuration overrides now %s", resource_name, new_configs)
+    else:
+        default = _check_broker_name(broker, resource_name)
+        if validate_only:
+            cluster.validate_dynamic_broker_configs(
+                None if default else new_configs, new_configs if default else None
+            )
+        elif default:
+            cluster.set_dynamic_broker_configs(default=new_configs)
+        else:
+            cluster.set_dynamic_broker_configs(per_broker=new_configs)
+        if not validate_only:
+            which = "default" if default else f"broker {broker.node_id}"
+            logger.info("dynamic %s configuration now %s", which, new_configs)
+
+
+def _current(broker: Broker, resource_type: int, resource_name: str) -> dict[str, str]:
+    cluster = broker.cluster
+    if resource_type == ResourceType.TOPIC:
+        validate_topic_name(resource_name)
+        return dict(cluster.get_topic(resource_name).configs)
+    if resource_type == ResourceType.BROKER:
+        if _check_broker_name(broker, resource_name):
+            return dict(cluster.dynamic_default_configs)
+        return dict(cluster.dynamic_broker_configs)
+    raise _unsupported_type(resource_type)
+
+
+def _alter_legacy(
+    broker: Broker,
+    resource_type: int,
+    resource_name: str,
+    configs: Sequence[_Alterable],
+    validate_only: bool,
+) -> None:
+    _current(broker, resource_type, resource_name)  # the resource must exist
+    new: dict[str, str] = {}
+    for name, value in _as_dict(configs).items():
+        if value is None:
+            raise InvalidRequestError(f"Null value not supported for : {name}")
+        new[name] = value
+    _apply(broker, resource_type, resource_name, new, validate_only)
+
+
+@handler(AlterConfigsRequest)
+async def handle_alter_configs(
+    broker: Broker, ctx: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    responses = []
+    for resource in request.resources:
+        response = legacy.AlterConfigsResourceResponse(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        try:
+            _alter_legacy(
+                broker,
+                resource.resource_type,
+                resource.resource_name,
+                resource.configs,
+                request.validate_only,
+            )
+        except ApiError as exc:
+            response.error_code, response.error_message = exc.code, exc.detail
+        responses.append(response)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _default_list(resource_type: int, name: str) -> list[str]:
+    definition = TOPIC_CONFIGS.get(name) if resource_type == ResourceType.TOPIC else None
+    if definition is None or not definition.default:
+        return []
+    return definition.default.split(",")
+
+
+def _alter_incremental(
+    broker: Broker, resource: incremental_request.AlterConfigsResource, validate_only: bool
+) -> None:
+    current = _current(broker, resource.resource_type, resource.resource_name)
+    known = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
+    seen: set[str] = set()
+    for op in resource.configs:
+        name, value = op.name, op.value
+        if name in seen:
+            raise InvalidRequestError(f"Error due to duplicate config keys: {name}")
+        seen.add(name)
+        if op.config_operation == DELETE:
+            current.pop(name, None)
+            continue
+        if op.config_operation not in (SET, APPEND, SUBTRACT):
+            raise InvalidRequestError(f"Unknown config operation {op.config_operation} for {name}")
+        if value is None:
+            raise InvalidRequestError(f"Null value not supported for : {name}")
+        if op.config_operation == SET:
+            current[name] = value
+            continue
+        if name in known and not is_list(name):
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            raise InvalidRequestError(f"Config value {verb} is not allowed for config key: {name}")
+        if name not in known:
+            # unknown names are INVALID_CONFIG, reported by validation below
+            current[name] = value
+            continue
+        items = [v for v in value.split(",") if v]
+        if op.config_operation == APPEND:
+            old = (
+                current[name].split(",")
+                if name in current
+                else _default_list(resource.resource_type, name)
+            )
+            old = [v for v in old if v]
+            current[name] = ",".join(old + [v for v in items if v not in old])
+        else:
+            old = [v for v in current.get(name, "").split(",") if v]
+            current[name] = ",".join(v for v in old if v not in items)
+    _apply(broker, resource.resource_type, resource.resource_name, current, validate_only)
+
+
+@handler(IncrementalAlterConfigsRequest)
+async def handle_incremental_alter_configs(
+    broker: Broker, ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    responses = []
+    for resource in request.resources:
+        response = incremental.AlterConfigsResourceResponse(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        try:
+            _alter_incremental(broker, resource, request.validate_only)
+        except ApiError as exc:
+            response.error_code, response.error_message = exc.code, exc.detail
+        responses.append(response)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

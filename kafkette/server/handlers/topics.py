@@ -1,3 +1,288 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+Each topic of a request succeeds or fails on its own, with Kafka's error
+code and message. On this single node a replication factor must be 1 (or -1,
+the default), and a manual replica assignment can only name this node.
+
+The internal topics ``__consumer_offsets`` and ``__transaction_state``
+belong to the group and transaction coordinators: clients cannot create or
+delete them (POLICY_VIOLATION). Kafka lets a client create them, which
+leaves a coordinator with a topic it did not shape; refusing is the safer
+choice for a development broker.
+"""
 
 from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+
+from kafkette.errors import (
+    ApiError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    PolicyViolationError,
+    TopicDeletionDisabledError,
+)
+from kafkette.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafkette.protocol.messages.create_partitions_request import CreatePartitionsTopic
+from kafkette.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
+from kafkette.protocol.messages.create_topics_request import CreatableTopic
+from kafkette.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+)
+from kafkette.protocol.messages.delete_topics_response import DeletableTopicResult
+from kafkette.protocol.schema import ZERO_UUID
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.cluster import INTERNAL_TOPICS, Topic
+from kafkette.server.config_entries import describe_topic_configs
+from kafkette.server.configs_catalog import validate_topic_configs
+
+logger = logging.getLogger("kafkette.server.topics")
+
+
+def _internal(name: str, action: str) -> PolicyViolationError:
+    return PolicyViolationError(
+        f"Topic '{name}' is internal to this broker's coordinators and cannot be {action} "
+        "by a client."
+    )
+
+
+# ---- CreateTopics
+
+
+def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
+    """The partition count of a manual assignment (which must name only this node)."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise InvalidRequestError(
+            "Both numPartitions or replicationFactor and replicasAssignments were set. "
+            "Both cannot be used at the same time."
+        )
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise InvalidReplicaAssignmentError(
+            "Partitions should be a consecutive 0-based integer sequence."
+        )
+    for assignment in topic.assignments:
+        ids = assignment.broker_ids
+        if not ids:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes an empty replica list "
+                f"(partition {assignment.partition_index})."
+            )
+        if len(set(ids)) != len(ids):
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes duplicate replicas "
+                f"(partition {assignment.partition_index}): {ids}."
+            )
+        if ids != [broker.node_id]:
+            unknown = sorted(set(ids) - {broker.node_id})
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes broker(s) {unknown}, but only "
+                f"broker {broker.node_id} is registered."
+            )
+    return len(indexes)
+
+
+def _create_one(
+    broker: Broker, topic: CreatableTopic, validate_only: bool, version: int
+) -> CreatableTopicResult:
+    name = topic.name
+    cluster = broker.cluster
+    if name in INTERNAL_TOPICS:
+        raise _internal(name, "created")
+    if topic.assignments:
+        partitions = _check_assignments(broker, topic)
+        replication = 1
+    else:
+        partitions = topic.num_partitions
+        if partitions == -1:
+            partitions = broker.config.num_partitions
+        elif partitions <= 0:
+            raise InvalidPartitionsError(
+                "Number of partitions was set to an invalid non-positive value."
+            )
+        replication = topic.replication_factor
+        if replication == -1:
+            replication = broker.config.default_replication_factor
+        elif replication <= 0:
+            raise InvalidReplicationFactorError(
+                "Replication factor must be larger than 0, or -1 to use the default value."
+            )
+    configs: dict[str, str] = {}
+    for entry in topic.configs:
+        if entry.value is None:
+            raise InvalidRequestError(f"Null value not supported for topic config {entry.name}")
+        if entry.name in configs:
+            raise InvalidRequestError(f"Duplicate config name {entry.name}")
+        configs[entry.name] = entry.value
+    created = cluster.create_topic(
+        name,
+        partitions,
+        configs,
+        replication_factor=replication,
+        validate_only=validate_only,
+    )
+    if created is not None:
+        logger.info("created topic %s with %d partition(s)", name, partitions)
+    result = CreatableTopicResult(
+        name=name,
+        topic_id=created.topic_id if created is not None else ZERO_UUID,
+        error_code=0,
+        error_message=None,
+    )
+    if version >= 5:
+        result.num_partitions = partitions
+        result.replication_factor = replication
+        overrides = created.configs if created is not None else validate_topic_configs(configs)[1]
+        result.configs = [
+            CreatableTopicConfigs(
+                name=entry.name,
+                value=entry.value,
+                read_only=entry.read_only,
+                config_source=entry.config_source,
+                is_sensitive=entry.is_sensitive,
+            )
+            for entry in describe_topic_configs(broker, overrides)
+        ]
+    return result
+
+
+@handler(CreateTopicsRequest)
+async def handle_create_topics(
+    broker: Broker, ctx: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in request.topics)
+    results: list[CreatableTopicResult] = []
+    for topic in request.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise InvalidRequestError(
+                    f"Create topics request contains multiple entries for the topic {topic.name}."
+                )
+            result = _create_one(broker, topic, request.validate_only, ctx.api_version)
+        except ApiError as exc:
+            result = CreatableTopicResult(
+                name=topic.name, error_code=exc.code, error_message=exc.detail
+            )
+            if ctx.api_version >= 5:
+                result.configs = None
+        results.append(result)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+# ---- DeleteTopics
+
+
+def _delete_one(
+    broker: Broker, name: str | None, topic_id: uuid.UUID, version: int
+) -> DeletableTopicResult:
+    cluster = broker.cluster
+    try:
+        if name is not None and topic_id != ZERO_UUID:
+            raise InvalidRequestError("Topic name and topic id cannot both be set.")
+        topic: Topic
+        if name is None:
+            if topic_id == ZERO_UUID:
+                raise InvalidRequestError("Either the topic name or the topic id must be set.")
+            topic = cluster.get_topic_by_id(topic_id)
+        else:
+            topic = cluster.get_topic(name)
+        if not broker.config.delete_topic_enable:
+            if version < 3:
+                raise InvalidRequestError("Topic deletion is disabled.")
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        if topic.is_internal:
+            raise _internal(topic.name, "deleted")
+        cluster.delete_topic(topic.name)
+        broker.data_changed.notify()
+        logger.info("deleted topic %s", topic.name)
+        return DeletableTopicResult(
+            name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None
+        )
+    except ApiError as exc:
+        return DeletableTopicResult(
+            name=name, topic_id=topic_id, error_code=exc.code, error_message=exc.detail
+        )
+
+
+@handler(DeleteTopicsRequest)
+async def handle_delete_topics(
+    broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    version = ctx.api_version
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    counts = Counter(wanted)
+    results: list[DeletableTopicResult] = []
+    for name, topic_id in wanted:
+        if counts[(name, topic_id)] > 1:
+            error = InvalidRequestError("Duplicate topic in request.")
+            results.append(
+                DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=error.code, error_message=error.detail
+                )
+            )
+            continue
+        results.append(_delete_one(broker, name, topic_id, version))
+    if version < 6:
+        for result in results:
+            result.topic_id = ZERO_UUID
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+# ---- CreatePartitions
+
+
+def _add_partitions(
+    broker: Broker, topic: CreatePartitionsTopic, validate_only: bool, duplicate: bool
+) -> CreatePartitionsTopicResult:
+    try:
+        if duplicate:
+            raise InvalidRequestError("Duplicate topic in request.")
+        existing = broker.cluster.get_topic(topic.name)
+        if existing.is_internal:
+            raise _internal(topic.name, "changed")
+        current = len(existing.partitions)
+        if topic.assignments is not None and topic.count > current:
+            if len(topic.assignments) != topic.count - current:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {topic.count - current} but "
+                    f"{len(topic.assignments)} assignments provided."
+                )
+            for assignment in topic.assignments:
+                if assignment.broker_ids != [broker.node_id]:
+                    raise InvalidReplicaAssignmentError(
+                        f"The manual partition assignment {assignment.broker_ids} names "
+                        f"brokers other than the only registered one, {broker.node_id}."
+                    )
+        broker.cluster.add_partitions(topic.name, topic.count, validate_only=validate_only)
+    except ApiError as exc:
+        return CreatePartitionsTopicResult(topic.name, exc.code, exc.detail)
+    if not validate_only:
+        logger.info("topic %s now has %d partition(s)", topic.name, topic.count)
+    return CreatePartitionsTopicResult(topic.name, 0, None)
+
+
+@handler(CreatePartitionsRequest)
+async def handle_create_partitions(
+    broker: Broker, ctx: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    counts = Counter(t.name for t in request.topics)
+    results = [
+        _add_partitions(broker, topic, request.validate_only, counts[topic.name] > 1)
+        for topic in request.topics
+    ]
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,657 @@
+"""Kafka's topic and broker configuration definitions, as DescribeConfigs reports them.
+
+Every topic configuration Kafka (3.9) reports for a topic is listed in
+:data:`TOPIC_CONFIGS` with its type, default and broker synonyms. Those the
+storage backends act on are :class:`~kafkette.backends.LogConfig` fields
+(their defaults come from there); the others are *inert* on a single node
+without tiered storage or replication (throttled replicas, local retention,
+compression levels, ``remote.*``): they are validated, stored, described and
+otherwise ignored, so tools that set them keep working. ``remote.storage.enable``
+can only be ``false`` (this broker has no tiered storage, as Kafka with
+``remote.log.storage.system.enable=false`` refuses it too).
+``message.format.version`` (deprecated in Kafka 3, removed in 4) is not
+accepted.
+
+:data:`BROKER_CONFIGS` lists the broker properties this broker understands,
+with Kafka's defaults. The ones that are defaults of topic configurations
+(``log.retention.ms`` for ``retention.ms``...) can be changed at run time by
+AlterConfigs/IncrementalAlterConfigs on the broker resource, as in Kafka
+(dynamic broker configs); the others are read-only.
+
+Sources (``ConfigSource`` in the protocol): ``DYNAMIC_TOPIC_CONFIG`` (1) for a
+topic override, ``DYNAMIC_BROKER_CONFIG`` (2) set on this broker by id,
+``DYNAMIC_DEFAULT_BROKER_CONFIG`` (3) set for every broker (empty resource
+name), ``STATIC_BROKER_CONFIG`` (4) from ``server.properties``/``--set``,
+``DEFAULT_CONFIG`` (5) Kafka's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from enum import IntEnum
+
+import attrs
+
+from kafkette.backends import LogConfig
+from kafkette.backends.config import LONG_MAX
+from kafkette.errors import InvalidConfigError
+
+
+class ConfigSource(IntEnum):
+    """Where a configuration value comes from (DescribeConfigs ``ConfigSource``)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """A configuration's data type (DescribeConfigs v3+ ``ConfigType``)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ResourceType(IntEnum):
+    """Config resource types (``ConfigResource.Type``)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+_INT_MAX = 2**31 - 1
+
+
+@attrs.frozen(slots=True)
+class Synonym:
+    """A broker property that sets the default of a topic configuration."""
+
+    name: str
+    factor: int = 1
+    """What one unit of the broker property is in the topic's unit (hours -> ms)."""
+
+
+@attrs.frozen(slots=True)
+class TopicConfigDef:
+    """One topic configuration."""
+
+    name: str
+    type: ConfigType
+    default: str
+    doc: str
+    synonyms: tuple[Synonym, ...] = ()
+    """Broker properties whose value is the default, in priority order (first is primary)."""
+    validate: Callable[[str], str] | None = None
+    """For inert configurations: returns the normalised value or raises ValueError."""
+
+    @property
+    def inert(self) -> bool:
+        """Accepted and described, but not acted upon by this broker."""
+        return self.validate is not None
+
+
+@attrs.frozen(slots=True)
+class BrokerConfigDef:
+    """One broker property."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    doc: str
+    dynamic: bool = False
+    """Whether AlterConfigs may change it at run time."""
+
+
+# ---- validators of the inert topic configurations
+
+
+def _long_at_least(low: int) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        number = int(value.strip())
+        if not low <= number <= LONG_MAX:
+            raise ValueError(f"must be at least {low}, got {number}")
+        return str(number)
+
+    return parse
+
+
+def _int_between(low: int, high: int) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        number = int(value.strip())
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low} and {high}, got {number}")
+        return str(number)
+
+    return parse
+
+
+def _gzip_level(value: str) -> str:
+    number = int(value.strip())
+    if number != -1 and not 1 <= number <= 9:
+        raise ValueError(f"must be -1 or between 1 and 9, got {number}")
+    return str(number)
+
+
+def _false_only(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered == "false":
+        return "false"
+    if lowered == "true":
+        raise ValueError("tiered storage is not available on this broker")
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def _bool(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return lowered
+
+
+def _throttled_replicas(value: str) -> str:
+    """``*`` or a list of ``partition:broker`` pairs (Kafka's ThrottledReplicaListValidator)."""
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if items == ["*"]:
+        return "*"
+    for item in items:
+        partition, sep, broker = item.partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            raise ValueError(f"must be '*' or a list of partitionId:brokerId pairs, got {value!r}")
+    return ",".join(items)
+
+
+_log_defaults = LogConfig().to_kafka()
+
+
+def _topic(
+    name: str,
+    type_: ConfigType,
+    doc: str,
+    *synonyms: str | tuple[str, int],
+    default: str | None = None,
+    validate: Callable[[str], str] | None = None,
+) -> TopicConfigDef:
+    syns = tuple(Synonym(s) if isinstance(s, str) else Synonym(*s) for s in synonyms)
+    value = default if default is not None else _log_defaults[name]
+    return TopicConfigDef(name, type_, value, doc, syns, validate)
+
+
+_HOUR = 3_600_000
+_MINUTE = 60_000
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in sorted(
+        [
+            _topic(
+                "cleanup.policy",
+                ConfigType.LIST,
+                "'delete' (drop old segments), 'compact' (keep the latest value per key) or both.",
+                "log.cleanup.policy",
+            ),
+            _topic(
+                "compression.gzip.level",
+                ConfigType.INT,
+                "The gzip level when compression.type is gzip (accepted, not used).",
+                "compression.gzip.level",
+                default="-1",
+                validate=_gzip_level,
+            ),
+            _topic(
+                "compression.lz4.level",
+                ConfigType.INT,
+                "The lz4 level when compression.type is lz4 (accepted, not used).",
+                "compression.lz4.level",
+                default="9",
+                validate=_int_between(1, 17),
+            ),
+            _topic(
+                "compression.type",
+                ConfigType.STRING,
+                "The compression of stored batches: 'producer' keeps the producer's.",
+                "compression.type",
+            ),
+            _topic(
+                "compression.zstd.level",
+                ConfigType.INT,
+                "The zstd level when compression.type is zstd (accepted, not used).",
+                "compression.zstd.level",
+                default="3",
+                validate=_int_between(-131072, 22),
+            ),
+            _topic(
+                "delete.retention.ms",
+                ConfigType.LONG,
+                "How long tombstones are kept in a compacted topic.",
+                "log.cleaner.delete.retention.ms",
+            ),
+            _topic(
+                "file.delete.delay.ms",
+                ConfigType.LONG,
+                "How long to wait before deleting a file from the filesystem.",
+                "log.segment.delete.delay.ms",
+            ),
+            _topic(
+                "flush.messages",
+                ConfigType.LONG,
+                "Force an fsync after this many messages.",
+                "log.flush.interval.messages",
+            ),
+            _topic(
+                "flush.ms",
+                ConfigType.LONG,
+                "Force an fsync after this much time.",
+                "log.flush.interval.ms",
+                "log.flush.scheduler.interval.ms",
+            ),
+            _topic(
+                "follower.replication.throttled.replicas",
+                ConfigType.LIST,
+                "Replicas throttled on the follower side (accepted, not used: one node).",
+                default="",
+                validate=_throttled_replicas,
+            ),
+            _topic(
+                "index.interval.bytes",
+                ConfigType.INT,
+                "Bytes of log between two offset index entries.",
+                "log.index.interval.bytes",
+            ),
+            _topic(
+                "leader.replication.throttled.replicas",
+                ConfigType.LIST,
+                "Replicas throttled on the leader side (accepted, not used: one node).",
+                default="",
+                validate=_throttled_replicas,
+            ),
+            _topic(
+                "local.retention.bytes",
+                ConfigType.LONG,
+                "Local retention with tiered storage (accepted, not used).",
+                "log.local.retention.bytes",
+                default="-2",
+                validate=_long_at_least(-2),
+            ),
+            _topic(
+                "local.retention.ms",
+                ConfigType.LONG,
+                "Local retention with tiered storage (accepted, not used).",
+                "log.local.retention.ms",
+                default="-2",
+                validate=_long_at_least(-2),
+            ),
+            _topic(
+                "max.compaction.lag.ms",
+                ConfigType.LONG,
+                "The longest a record stays uncompacted.",
+                "log.cleaner.max.compaction.lag.ms",
+            ),
+            _topic(
+                "max.message.bytes",
+                ConfigType.INT,
+                "The largest record batch accepted.",
+                "message.max.bytes",
+            ),
+            _topic(
+                "message.downconversion.enable",
+                ConfigType.BOOLEAN,
+                "Whether old fetch versions may be down-converted.",
+                "log.message.downconversion.enable",
+            ),
+            _topic(
+                "message.timestamp.after.max.ms",
+                ConfigType.LONG,
+                "How far in the future a CreateTime timestamp may be.",
+                "log.message.timestamp.after.max.ms",
+            ),
+            _topic(
+                "message.timestamp.before.max.ms",
+                ConfigType.LONG,
+                "How far in the past a CreateTime timestamp may be.",
+                "log.message.timestamp.before.max.ms",
+            ),
+            _topic(
+                "message.timestamp.difference.max.ms",
+                ConfigType.LONG,
+                "Deprecated: the largest difference between a timestamp and the broker's clock.",
+                "log.message.timestamp.difference.max.ms",
+            ),
+            _topic(
+                "message.timestamp.type",
+                ConfigType.STRING,
+                "CreateTime (the producer's) or LogAppendTime (the broker's).",
+                "log.message.timestamp.type",
+            ),
+            _topic(
+                "min.cleanable.dirty.ratio",
+                ConfigType.DOUBLE,
+                "The dirty share of a log above which it is compacted.",
+                "log.cleaner.min.cleanable.ratio",
+            ),
+            _topic(
+                "min.compaction.lag.ms",
+                ConfigType.LONG,
+                "The least time a record stays uncompacted.",
+                "log.cleaner.min.compaction.lag.ms",
+            ),
+            _topic(
+                "min.insync.replicas",
+                ConfigType.INT,
+                "Replicas that must acknowledge an acks=all write.",
+                "min.insync.replicas",
+            ),
+            _topic(
+                "preallocate", ConfigType.BOOLEAN, "Preallocate segment files.", "log.preallocate"
+            ),
+            _topic(
+                "remote.log.copy.disable",
+                ConfigType.BOOLEAN,
+                "Stop copying to tiered storage (accepted, not used).",
+                default="false",
+                validate=_bool,
+            ),
+            _topic(
+                "remote.log.delete.on.disable",
+                ConfigType.BOOLEAN,
+                "Delete remote data when tiered storage is disabled (accepted, not used).",
+                default="false",
+                validate=_bool,
+            ),
+            _topic(
+                "remote.storage.enable",
+                ConfigType.BOOLEAN,
+                "Tiered storage for the topic (only false: this broker has none).",
+                default="false",
+                validate=_false_only,
+            ),
+            _topic(
+                "retention.bytes",
+                ConfigType.LONG,
+                "The size a partition may grow to before old segments are deleted.",
+                "log.retention.bytes",
+            ),
+            _topic(
+                "retention.ms",
+                ConfigType.LONG,
+                "How long records are kept before their segment is deleted (-1: forever).",
+                "log.retention.ms",
+                ("log.retention.minutes", _MINUTE),
+                ("log.retention.hours", _HOUR),
+            ),
+            _topic(
+                "segment.bytes",
+                ConfigType.INT,
+                "The size of a log segment file.",
+                "log.segment.bytes",
+            ),
+            _topic(
+                "segment.index.bytes",
+                ConfigType.INT,
+                "The size of a segment's offset index.",
+                "log.index.size.max.bytes",
+            ),
+            _topic(
+                "segment.jitter.ms",
+                ConfigType.LONG,
+                "The largest random jitter subtracted from segment.ms.",
+                "log.roll.jitter.ms",
+                ("log.roll.jitter.hours", _HOUR),
+            ),
+            _topic(
+                "segment.ms",
+                ConfigType.LONG,
+                "The time after which a segment is rolled even if not full.",
+                "log.roll.ms",
+                ("log.roll.hours", _HOUR),
+            ),
+            _topic(
+                "unclean.leader.election.enable",
+                ConfigType.BOOLEAN,
+                "Whether an out-of-sync replica may become leader.",
+                "unclean.leader.election.enable",
+            ),
+        ],
+        key=lambda d: d.name,
+    )
+}
+"""Every topic configuration, by name (sorted, as Kafka lists them)."""
+
+_missing = LogConfig.names() - set(TOPIC_CONFIGS)
+assert not _missing, f"LogConfig settings without a definition: {sorted(_missing)}"
+
+
+def _broker(
+    name: str,
+    type_: ConfigType,
+    default: str | None,
+    doc: str,
+    *,
+    dynamic: bool = False,
+) -> BrokerConfigDef:
+    return BrokerConfigDef(name, type_, default, doc, dynamic)
+
+
+# Kafka's defaults of the broker properties that set topic defaults: the
+# ``*.hours`` form carries the default where the ``*.ms`` form has none.
+_BROKER_SYNONYM_DEFAULTS: dict[str, str | None] = {
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": "168",
+    "log.roll.ms": None,
+    "log.roll.hours": "168",
+    "log.roll.jitter.ms": None,
+    "log.roll.jitter.hours": "0",
+    "log.flush.interval.ms": None,
+    "log.flush.scheduler.interval.ms": str(LONG_MAX),
+}
+
+
+def _topic_default_brokers() -> list[BrokerConfigDef]:
+    result = []
+    for topic in TOPIC_CONFIGS.values():
+        for index, synonym in enumerate(topic.synonyms):
+            default = _BROKER_SYNONYM_DEFAULTS.get(synonym.name, topic.default)
+            type_ = ConfigType.INT if synonym.name.endswith((".hours", ".minutes")) else topic.type
+            result.append(
+                _broker(
+                    synonym.name,
+                    type_,
+                    default,
+                    f"The default of the topic configuration {topic.name}.",
+                    # Kafka reconfigures the primary synonym only (not *.hours, *.minutes)
+                    dynamic=index == 0 and not topic.inert,
+                )
+            )
+    return result
+
+
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
+    d.name: d
+    for d in sorted(
+        [
+            *_topic_default_brokers(),
+            _broker("node.id", ConfigType.INT, "1", "The id of this node."),
+            _broker(
+                "num.partitions",
+                ConfigType.INT,
+                "1",
+                "Partitions of a topic created without a count.",
+            ),
+            _broker(
+                "default.replication.factor",
+                ConfigType.INT,
+                "1",
+                "Replication factor of a topic created without one.",
+            ),
+            _broker(
+                "auto.create.topics.enable",
+                ConfigType.BOOLEAN,
+                "true",
+                "Create a topic when a client asks for its metadata.",
+            ),
+            _broker(
+                "delete.topic.enable",
+                ConfigType.BOOLEAN,
+                "true",
+                "Whether DeleteTopics may delete topics.",
+            ),
+            _broker(
+                "socket.request.max.bytes",
+                ConfigType.INT,
+                "104857600",
+                "The largest request accepted.",
+            ),
+            _broker(
+                "group.initial.rebalance.delay.ms",
+                ConfigType.INT,
+                "0",
+                "How long a new group waits for more members before its first "
+                "rebalance (0 here, as in Kafka's sample server.properties).",
+            ),
+            _broker(
+                "group.min.session.timeout.ms",
+                ConfigType.INT,
+                "6000",
+                "The shortest session timeout a consumer may ask for.",
+            ),
+            _broker(
+                "group.max.session.timeout.ms",
+                ConfigType.INT,
+                "1800000",
+                "The longest session timeout a consumer may ask for.",
+            ),
+            _broker(
+                "offsets.retention.minutes",
+                ConfigType.INT,
+                "10080",
+                "How long committed offsets of an empty group are kept.",
+            ),
+            _broker(
+                "transaction.max.timeout.ms",
+                ConfigType.INT,
+                "900000",
+                "The longest transaction timeout a producer may ask for.",
+            ),
+            _broker(
+                "transactional.id.expiration.ms",
+                ConfigType.INT,
+                "604800000",
+                "How long an idle transactional id is kept.",
+            ),
+            _broker(
+                "producer.id.expiration.ms",
+                ConfigType.INT,
+                "86400000",
+                "How long an idle producer id's state is kept.",
+            ),
+            _broker(
+                "connections.max.idle.ms",
+                ConfigType.LONG,
+                "600000",
+                "Idle connections are closed after this long (-1: never).",
+            ),
+            _broker(
+                "replica.fetch.max.bytes",
+                ConfigType.INT,
+                "1048576",
+                "Bytes fetched per partition by followers.",
+            ),
+            _broker(
+                "fetch.max.bytes",
+                ConfigType.INT,
+                "57671680",
+                "The most bytes a fetch response carries.",
+            ),
+            _broker(
+                "log.retention.check.interval.ms",
+                ConfigType.LONG,
+                "300000",
+                "How often retention is enforced.",
+            ),
+        ],
+        key=lambda d: d.name,
+    )
+}
+"""Every broker property this broker understands, by name (sorted)."""
+
+SYNONYM_OF: dict[str, tuple[str, int]] = {
+    synonym.name: (topic.name, synonym.factor)
+    for topic in TOPIC_CONFIGS.values()
+    for synonym in topic.synonyms
+}
+"""Broker property -> (topic configuration it is the default of, unit factor)."""
+
+
+def is_list(name: str) -> bool:
+    """Whether a topic or broker configuration is list-typed (APPEND/SUBTRACT apply)."""
+    definition = TOPIC_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+    return definition is not None and definition.type == ConfigType.LIST
+
+
+def validate_topic_configs(
+    configs: Mapping[str, str], *, base: LogConfig | None = None
+) -> tuple[LogConfig, dict[str, str]]:
+    """Check topic overrides; returns the log settings and the normalised overrides.
+
+    Raises :class:`InvalidConfigError` naming an unknown configuration or an
+    invalid value.
+    """
+    backend: dict[str, str] = {}
+    normalised: dict[str, str] = {}
+    for name, value in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfigError(f"Null value not supported for topic config {name}")
+        if definition.validate is not None:
+            try:
+                normalised[name] = definition.validate(value)
+            except ValueError as exc:
+                raise InvalidConfigError(f"Invalid value {value!r} for {name}: {exc}") from None
+        else:
+            backend[name] = value
+    log_config = LogConfig.from_kafka(backend, base=base)
+    parsed = log_config.to_kafka()
+    for name in backend:
+        normalised[name] = parsed[name]
+    return log_config, normalised
+
+
+def topic_defaults_from(properties: Mapping[str, str]) -> dict[str, str]:
+    """Topic defaults set by broker properties, honouring synonym priority and units.
+
+    ``log.retention.ms`` wins over ``log.retention.minutes``, which wins over
+    ``log.retention.hours``, whatever their order. Values are not validated here.
+    """
+    result: dict[str, str] = {}
+    for topic in TOPIC_CONFIGS.values():
+        for synonym in topic.synonyms:
+            raw = properties.get(synonym.name)
+            if raw is None:
+                continue
+            if synonym.factor != 1:
+                try:
+                    number = int(str(raw).strip())
+                except ValueError:
+                    raise InvalidConfigError(
+                        f"Invalid value {raw!r} for {synonym.name}: must be an integer"
+                    ) from None
+                result[topic.name] = str(number * synonym.factor)
+            else:
+                result[topic.name] = str(raw)
+            break
+    return result

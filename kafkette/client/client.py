@@ -1,0 +1,210 @@
+"""The client core shared by producer, consumer and admin client.
+
+:class:`KafkaClient` bootstraps from ``bootstrap.servers``, keeps one
+:class:`~kafkette.client.connection.BrokerConnection` per broker (reopened
+with exponential backoff after a failure), keeps the cluster metadata fresh
+(:class:`~kafkette.client.metadata.MetadataCache`) and routes requests to a
+partition's leader or to any broker. It runs on anyio, so under asyncio or
+trio; the sync clients run it in a background thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+import anyio
+
+from kafkette.client.backoff import backoff_ms
+from kafkette.client.config import ClientConfig
+from kafkette.client.connection import BrokerConnection
+from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
+from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, LeaderNotAvailableError
+from kafkette.protocol.messages import MetadataRequest, MetadataResponse
+from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
+from kafkette.protocol.schema import Request, Response
+
+logger = logging.getLogger("kafkette.client")
+
+Clock = Callable[[], float]
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def parse_server(server: str) -> tuple[str, int]:
+    host, sep, port = server.strip().rpartition(":")
+    if not sep or not port.isdigit():
+        raise KafkaConnectionError(f"bootstrap server {server!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class KafkaClient:
+    """Connections, metadata and routing for one client instance."""
+
+    def __init__(self, config: ClientConfig, *, clock: Clock = monotonic_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.metadata = MetadataCache(config.metadata_max_age_ms)
+        self._connections: dict[int, BrokerConnection] = {}
+        self._connect_locks: dict[int, anyio.Lock] = {}
+        self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures, retry not before)
+        self._metadata_lock = anyio.Lock()
+        self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
+        self.closed = False
+
+    # ---- connections
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        if node_id < 0:
+            return self._bootstrap[-node_id - 1]
+        broker = self.metadata.snapshot.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        return broker.host, broker.port
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The open connection to ``node_id`` (negative ids are bootstrap servers)."""
+        existing = self._connections.get(node_id)
+        if existing is not None and not existing.closed:
+            return existing
+        lock = self._connect_locks.setdefault(node_id, anyio.Lock())
+        async with lock:
+            existing = self._connections.get(node_id)
+            if existing is not None and not existing.closed:
+                return existing
+            failures, not_before = self._failures.get(node_id, (0, 0.0))
+            wait_ms = not_before - self.clock()
+            if wait_ms > 0:
+                await anyio.sleep(wait_ms / 1000)
+            host, port = self._address(node_id)
+            try:
+                connection = await BrokerConnection.connect(
+                    host,
+                    port,
+                    client_id=self.config.client_id,
+                    connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
+                    request_timeout_s=self.config.request_timeout_ms / 1000,
+                )
+            except (KafkaConnectionError, KafkaTimeoutError):
+                delay = backoff_ms(
+                    failures, self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms
+                )
+                self._failures[node_id] = (failures + 1, self.clock() + delay)
+                raise
+            self._failures.pop(node_id, None)
+            self._connections[node_id] = connection
+            return connection
+
+    async def send(
+        self, node_id: int, request: Request, *, expect_response: bool = True
+    ) -> Response | None:
+        """Send ``request`` to ``node_id``; a broken connection marks metadata stale."""
+        connection = await self.connection(node_id)
+        try:
+            return await connection.request(request, expect_response=expect_response)
+        except KafkaConnectionError:
+            self.metadata.request_update()
+            raise
+
+    async def any_node(self) -> int:
+        """A broker to send cluster-wide requests to: connected ones first, then any known."""
+        for node_id, connection in self._connections.items():
+            if node_id >= 0 and not connection.closed:
+                return node_id
+        candidates = list(self.metadata.snapshot.brokers) or [
+            -(i + 1) for i in range(len(self._bootstrap))
+        ]
+        last_error: Exception | None = None
+        for node_id in candidates:
+            try:
+                await self.connection(node_id)
+                return node_id
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                last_error = exc
+        raise KafkaConnectionError(
+            f"no broker reachable among {', '.join(self.config.bootstrap_servers)}"
+        ) from last_error
+
+    # ---- metadata
+
+    async def bootstrap(self, timeout_ms: float | None = None) -> ClusterMetadata:
+        """Fetch the cluster's brokers (no topics) from the first reachable bootstrap server."""
+        return await self.refresh_metadata([], timeout_ms=timeout_ms)
+
+    async def refresh_metadata(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        allow_auto_topic_creation: bool = False,
+        timeout_ms: float | None = None,
+    ) -> ClusterMetadata:
+        """Fetch metadata for ``topics`` (None: every topic; []: brokers only).
+
+        Retries with backoff until ``timeout_ms`` (default ``request.timeout.ms``)
+        when no broker answers.
+        """
+        wanted = None if topics is None else sorted(set(topics))
+        deadline = self.clock() + (
+            timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
+        )
+        attempt = 0
+        async with self._metadata_lock:
+            while True:
+                try:
+                    node_id = await self.any_node()
+                    connection = await self.connection(node_id)
+                    request = MetadataRequest(
+                        topics=None
+                        if wanted is None
+                        else [MetadataRequestTopic(name=t) for t in wanted],
+                        allow_auto_topic_creation=allow_auto_topic_creation,
+                    )
+                    response = await connection.request(request)
+                    assert isinstance(response, MetadataResponse)
+                    snapshot = ClusterMetadata.from_response(response)
+                    self.metadata.update(snapshot, self.clock(), merge=wanted is not None)
+                    return self.metadata.snapshot
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    wait = backoff_ms(
+                        attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+                    )
+                    if self.clock() + wait >= deadline:
+                        servers = ", ".join(self.config.bootstrap_servers)
+                        raise KafkaTimeoutError(
+                            f"could not fetch metadata from {servers} in time: {exc}"
+                        ) from exc
+                    attempt += 1
+                    await anyio.sleep(wait / 1000)
+
+    async def leader(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
+        """The node id leading ``topic``/``partition``, refreshing metadata if needed."""
+        leader = self.metadata.snapshot.leader_for(topic, partition)
+        if leader is not None and not self.metadata.needs_update(self.clock()):
+            return leader
+        self.metadata.wanted_topics.add(topic)
+        snapshot = await self.refresh_metadata(self.metadata.wanted_topics, timeout_ms=timeout_ms)
+        leader = snapshot.leader_for(topic, partition)
+        if leader is None:
+            raise LeaderNotAvailableError(f"no leader known for {topic}-{partition}")
+        return leader
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self.metadata.snapshot.brokers.get(node_id)
+
+    # ---- lifecycle
+
+    async def close(self) -> None:
+        self.closed = True
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for connection in connections:
+            await connection.aclose()
+
+    async def __aenter__(self) -> KafkaClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

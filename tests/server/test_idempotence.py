@@ -1,0 +1,152 @@
+"""Idempotent producers, in process: producer ids, duplicates, sequence and epoch errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkette.protocol.messages import InitProducerIdRequest
+from kafkette.server import Broker
+from kafkette.server.producer_ids import BLOCK_SIZE
+from tests.server.dataplane import FakeClock, batch, call, make_broker, produce
+
+pytestmark = pytest.mark.anyio
+
+
+def pbatch(pid: int, epoch: int, seq: int, count: int = 1) -> bytes:
+    return batch(
+        [(b"k%d" % i, b"v%d" % (seq + i)) for i in range(count)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
+
+
+async def init_pid(broker: Broker) -> tuple[int, int]:
+    response = await call(broker, InitProducerIdRequest(transactional_id=None), 4)
+    assert response.error_code == 0
+    return response.producer_id, response.producer_epoch
+
+
+async def test_init_producer_id_hands_out_new_ids_at_epoch_zero() -> None:
+    broker = make_broker(FakeClock())
+    first, second = await init_pid(broker), await init_pid(broker)
+    assert first == (0, 0) and second == (1, 0)
+
+
+async def test_transactional_id_without_coordinator() -> None:
+    broker = make_broker(FakeClock())
+    response = await call(broker, InitProducerIdRequest(transactional_id="tx"), 4)
+    assert response.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+
+
+async def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "data")
+    broker = make_broker(FakeClock(), data_dir)
+    ids = [(await init_pid(broker))[0] for _ in range(3)]
+    broker.close()  # a crash would leave the same file: the block is reserved before use
+    again = make_broker(FakeClock(), data_dir)
+    later = [(await init_pid(again))[0] for _ in range(2)]
+    again.close()
+    assert ids == [0, 1, 2]
+    assert later == [BLOCK_SIZE, BLOCK_SIZE + 1]
+
+
+async def test_ids_start_past_those_in_the_logs_when_the_file_is_lost(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    broker = make_broker(FakeClock(), str(data_dir))
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, pbatch(5000, 0, 0))).error_code == 0
+    broker.close()
+    (data_dir / "kafkette-producer-ids").unlink(missing_ok=True)
+    again = make_broker(FakeClock(), str(data_dir))
+    assert (await init_pid(again))[0] == 5001
+    again.close()
+
+
+async def test_duplicate_batch_gets_its_original_offsets_and_is_not_appended() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    log = broker.cluster.get_partition("t", 0).log
+    offsets = [
+        (await produce(broker, "t", 0, pbatch(7, 0, seq * 3, 3))).base_offset for seq in range(5)
+    ]
+    assert offsets == [0, 3, 6, 9, 12]
+    for seq, expected in ((0, 0), (6, 6), (12, 12)):
+        retry = await produce(broker, "t", 0, pbatch(7, 0, seq, 3))
+        assert (retry.error_code, retry.base_offset) == (0, expected)
+    assert log.log_end_offset == 15
+    nxt = await produce(broker, "t", 0, pbatch(7, 0, 15, 1))
+    assert (nxt.error_code, nxt.base_offset) == (0, 15)
+
+
+async def test_duplicate_older_than_the_five_batch_window_is_out_of_order() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    for seq in range(6):
+        assert (await produce(broker, "t", 0, pbatch(7, 0, seq))).error_code == 0
+    old = await produce(broker, "t", 0, pbatch(7, 0, 0))
+    assert old.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert broker.cluster.get_partition("t", 0).log.log_end_offset == 6
+
+
+async def test_sequence_gap_is_out_of_order() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, pbatch(7, 0, 0, 2))).error_code == 0
+    gap = await produce(broker, "t", 0, pbatch(7, 0, 3))
+    assert (gap.error_code, gap.base_offset) == (45, -1)
+    overlap = await produce(broker, "t", 0, pbatch(7, 0, 1))  # not an exact duplicate
+    assert overlap.error_code == 45
+    assert broker.cluster.get_partition("t", 0).log.log_end_offset == 2
+
+
+async def test_stale_epoch_is_invalid_producer_epoch() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, pbatch(7, 2, 0))).error_code == 0
+    stale = await produce(broker, "t", 0, pbatch(7, 1, 1))
+    assert (stale.error_code, stale.base_offset) == (47, -1)  # INVALID_PRODUCER_EPOCH
+
+
+async def test_new_epoch_must_restart_at_sequence_zero() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, pbatch(7, 0, 0))).error_code == 0
+    assert (await produce(broker, "t", 0, pbatch(7, 1, 5))).error_code == 45
+    bumped = await produce(broker, "t", 0, pbatch(7, 1, 0))
+    assert (bumped.error_code, bumped.base_offset) == (0, 1)
+
+
+async def test_unknown_producer_id_is_accepted_at_any_sequence() -> None:
+    """Kafka 2.5+ (KIP-360): no state for the producer id, any sequence is taken."""
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    result = await produce(broker, "t", 0, pbatch(99, 0, 42))
+    assert (result.error_code, result.base_offset) == (0, 0)
+    assert (await produce(broker, "t", 0, pbatch(99, 0, 43))).error_code == 0
+
+
+async def test_sequences_wrap_after_int32_max() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, pbatch(7, 0, 2**31 - 2, 1))).error_code == 0
+    assert (await produce(broker, "t", 0, pbatch(7, 0, 2**31 - 1, 1))).error_code == 0
+    assert (await produce(broker, "t", 0, pbatch(7, 0, 0, 1))).error_code == 0
+
+
+async def test_producer_state_survives_restart(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "data")
+    broker = make_broker(FakeClock(), data_dir)
+    broker.cluster.create_topic("t", 1)
+    for seq in range(3):
+        assert (await produce(broker, "t", 0, pbatch(7, 0, seq * 2, 2))).error_code == 0
+    broker.close()
+    again = make_broker(FakeClock(), data_dir)
+    retry = await produce(again, "t", 0, pbatch(7, 0, 2, 2))
+    assert (retry.error_code, retry.base_offset) == (0, 2)
+    assert (await produce(again, "t", 0, pbatch(7, 0, 7, 1))).error_code == 45
+    nxt = await produce(again, "t", 0, pbatch(7, 0, 6, 1))
+    assert (nxt.error_code, nxt.base_offset) == (0, 6)
+    again.close()

@@ -1,0 +1,89 @@
+"""Running the async client core behind a synchronous API.
+
+Each sync client (``Producer``, ``Consumer``, ``AdminClient``) owns one
+:class:`BackgroundLoop`: an anyio event loop in a daemon thread, reached
+through a blocking portal. Calls that need the network cross into it with
+:meth:`BackgroundLoop.call`; hot paths do not (``Producer.send`` appends to a
+thread-safe accumulator, ``Consumer.poll`` drains fetched batches), so only
+whole batches and control operations cross threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from kafkette.errors import KafkaTimeoutError
+
+T = TypeVar("T")
+
+
+class BackgroundLoop:
+    """One event loop in a daemon thread, for one sync client."""
+
+    def __init__(self, name: str, backend: str = "asyncio") -> None:
+        self.name = name
+        self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal(backend)
+        self.portal = self._cm.__enter__()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def call(
+        self, func: Callable[..., Awaitable[T]], *args: Any, timeout_s: float | None = None
+    ) -> T:
+        """Run ``func(*args)`` in the loop and wait for its result.
+
+        With ``timeout_s`` the call is cancelled in the loop after that long
+        and :class:`KafkaTimeoutError` is raised here.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.name} is closed")
+        if timeout_s is None:
+            return self.portal.call(func, *args)
+
+        async def bounded() -> T:
+            with anyio.fail_after(timeout_s):
+                return await func(*args)
+
+        try:
+            return self.portal.call(bounded)
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"{self.name}: operation did not finish within {timeout_s}s"
+            ) from None
+
+    def call_soon(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Start ``func(*args)`` in the loop without waiting for it."""
+        if not self._closed:
+            self.portal.start_task_soon(func, *args)
+
+    def wake(self, func: Callable[[], None]) -> None:
+        """Run a plain function in the loop thread (e.g. set an event); returns at once."""
+        if not self._closed:
+            self.portal.start_task_soon(_run_sync, func)
+
+    @property
+    def in_loop_thread(self) -> bool:
+        """Whether the caller is the loop's own thread (where blocking calls would deadlock)."""
+        try:
+            anyio.get_current_task()
+        except RuntimeError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Stop the loop and join its thread; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._cm.__exit__(None, None, None)
+
+
+async def _run_sync(func: Callable[[], None]) -> None:
+    func()

@@ -1,0 +1,66 @@
+"""The background loop behind sync clients."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.errors import KafkaTimeoutError
+
+
+def test_call_runs_in_another_thread_and_returns() -> None:
+    loop = BackgroundLoop("test")
+    try:
+
+        async def where() -> int:
+            await anyio.sleep(0)
+            return threading.get_ident()
+
+        assert loop.call(where) != threading.get_ident()
+    finally:
+        loop.close()
+
+
+def test_call_timeout_cancels_in_the_loop() -> None:
+    loop = BackgroundLoop("test")
+    cancelled = threading.Event()
+    try:
+
+        async def forever() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.set()
+
+        with pytest.raises(KafkaTimeoutError, match="test"):
+            loop.call(forever, timeout_s=0.05)
+        assert cancelled.is_set()
+    finally:
+        loop.close()
+
+
+def test_exceptions_cross_back() -> None:
+    loop = BackgroundLoop("test")
+    try:
+
+        async def boom() -> None:
+            raise ValueError("from the loop")
+
+        with pytest.raises(ValueError, match="from the loop"):
+            loop.call(boom)
+    finally:
+        loop.close()
+
+
+def test_wake_and_close_are_idempotent() -> None:
+    loop = BackgroundLoop("test")
+    seen = threading.Event()
+    loop.wake(seen.set)
+    assert seen.wait(5)
+    loop.close()
+    loop.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call(anyio.sleep, 0)

@@ -78,13 +78,14 @@ def _entry(
     doc: str,
     include_synonyms: bool,
     include_documentation: bool,
+    legacy: bool,
 ) -> DescribeConfigsResourceResult:
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
     return DescribeConfigsResourceResult(
         name=name,
         value=value,
         read_only=read_only,
-        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        is_default=legacy and source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(source),
         is_sensitive=False,
         synonyms=synonyms if include_synonyms else [],
@@ -100,8 +101,12 @@ def describe_topic_configs(
     keys: Iterable[str] | None = None,
     include_synonyms: bool = False,
     include_documentation: bool = False,
+    legacy: bool = False,
 ) -> list[DescribeConfigsResourceResult]:
-    """Every configuration of a topic with these (valid) overrides, or those in ``keys``."""
+    """Every configuration of a topic with these (valid) overrides, or those in ``keys``.
+
+    ``legacy`` (DescribeConfigs v0) fills ``is_default``.
+    """
     wanted = set(keys) if keys else None
     effective = validate_topic_configs(overrides, base=broker.cluster.defaults)[0].to_kafka()
     entries = []
@@ -132,6 +137,7 @@ def describe_topic_configs(
                 doc=definition.doc,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
+                legacy=legacy,
             )
         )
     return entries
@@ -153,8 +159,13 @@ def describe_broker_configs(
     keys: Iterable[str] | None = None,
     include_synonyms: bool = False,
     include_documentation: bool = False,
+    legacy: bool = False,
 ) -> list[DescribeConfigsResourceResult]:
-    """This broker's configuration, or (``default_resource``) the cluster-wide dynamic one."""
+    """This broker's configuration, or (``default_resource``) the cluster-wide dynamic one.
+
+    ``legacy`` (DescribeConfigs v0) fills ``is_default``, which later versions replace
+    with the source.
+    """
     wanted = set(keys) if keys else None
     names = sorted(broker.cluster.dynamic_default_configs) if default_resource else BROKER_CONFIGS
     entries = []
@@ -174,6 +185,7 @@ def describe_broker_configs(
                 doc=definition.doc,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
+                legacy=legacy,
             )
         )
     return entries

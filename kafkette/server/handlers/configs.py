@@ -82,6 +82,7 @@ def _describe(
                 keys=resource.configuration_keys,
                 include_synonyms=synonyms,
                 include_documentation=documentation,
+                legacy=version == 0,
             )
         elif resource.resource_type == ResourceType.BROKER:
             result.configs = describe_broker_configs(
@@ -90,6 +91,7 @@ def _describe(
                 keys=resource.configuration_keys,
                 include_synonyms=synonyms,
                 include_documentation=documentation,
+                legacy=version == 0,
             )
         else:
             raise _unsupported_type(resource.resource_type)

@@ -20,7 +20,12 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.config import ClientConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
-from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, LeaderNotAvailableError
+from kafkette.errors import (
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+)
 from kafkette.protocol.messages import MetadataRequest, MetadataResponse
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.schema import Request, Response
@@ -41,6 +46,19 @@ def parse_server(server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _in_process_url(servers: tuple[str, ...]) -> str | None:
+    """The ``memory://``/``file://`` URL when the bootstrap names an in-process cluster."""
+    in_process = [s for s in servers if s.startswith(("memory://", "file://"))]
+    if not in_process:
+        return None
+    if len(servers) != 1:
+        raise ConfigError(
+            "bootstrap.servers",
+            "an in-process cluster (memory://, file://) must be the only server",
+        )
+    return in_process[0]
+
+
 class KafkaClient:
     """Connections, metadata and routing for one client instance."""
 
@@ -52,7 +70,11 @@ class KafkaClient:
         self._connect_locks: dict[int, anyio.Lock] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures, retry not before)
         self._metadata_lock = anyio.Lock()
-        self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
+        self._in_process_url = _in_process_url(config.bootstrap_servers)
+        if self._in_process_url is not None:
+            self._bootstrap = [(self._in_process_url, 0)]
+        else:
+            self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
         self.closed = False
 
     # ---- connections
@@ -79,15 +101,8 @@ class KafkaClient:
             wait_ms = not_before - self.clock()
             if wait_ms > 0:
                 await anyio.sleep(wait_ms / 1000)
-            host, port = self._address(node_id)
             try:
-                connection = await BrokerConnection.connect(
-                    host,
-                    port,
-                    client_id=self.config.client_id,
-                    connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
-                    request_timeout_s=self.config.request_timeout_ms / 1000,
-                )
+                connection = await self._open(node_id)
             except (KafkaConnectionError, KafkaTimeoutError):
                 delay = backoff_ms(
                     failures, self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms
@@ -97,6 +112,27 @@ class KafkaClient:
             self._failures.pop(node_id, None)
             self._connections[node_id] = connection
             return connection
+
+    async def _open(self, node_id: int) -> BrokerConnection:
+        if self._in_process_url is not None:
+            # Every node of an in-process cluster is the broker core in this process.
+            from kafkette.client.inprocess import get_cluster
+
+            cluster = get_cluster(self._in_process_url)
+            return await BrokerConnection.over_stream(
+                cluster.open_stream(),
+                address=self._in_process_url,
+                client_id=self.config.client_id,
+                request_timeout_s=self.config.request_timeout_ms / 1000,
+            )
+        host, port = self._address(node_id)
+        return await BrokerConnection.connect(
+            host,
+            port,
+            client_id=self.config.client_id,
+            connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
+            request_timeout_s=self.config.request_timeout_ms / 1000,
+        )
 
     async def send(
         self, node_id: int, request: Request, *, expect_response: bool = True

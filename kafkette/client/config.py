@@ -77,6 +77,9 @@ def _str(value: Any) -> str:
 
 
 def _servers(value: Any) -> tuple[str, ...]:
+    """``host:port`` entries, or one in-process cluster (``memory://NAME``, ``file:///path``)."""
+    if isinstance(value, str) and value.strip().startswith(("memory://", "file://")):
+        return (value.strip(),)
     items = value.split(",") if isinstance(value, str) else list(value)
     servers = tuple(str(item).strip() for item in items if str(item).strip())
     if not servers:

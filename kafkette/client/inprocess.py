@@ -1,0 +1,155 @@
+"""In-process clusters: ``memory://NAME`` and ``file:///path``.
+
+The one place where the client package meets the broker core. A cluster
+named in ``bootstrap_servers`` is a :class:`~kafkette.server.Broker` living
+in this process: ``memory://NAME`` over the memory backend, shared by every
+client of that name; ``file:///path`` over the disk backend, with the data
+directory locked against other processes.
+
+The broker core runs in one event loop of its own (a daemon thread), so
+clients in any loop or thread (an async client in a test's event loop, a
+sync client's background thread) reach the same broker state. A client's
+connection to it is an :class:`InProcessStream`: the same Kafka frames as
+over TCP, encoded and decoded by the same code, handed across without a
+socket. ``send()`` serves each complete request before it returns; the
+responses wait in the stream for ``receive()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.framing import FrameDecoder
+from kafkette.server import Broker, BrokerConfig
+from kafkette.server.data_dir_lock import DataDirLock
+from kafkette.server.listener import CloseConnection, process_frame
+
+MEMORY_SCHEME = "memory://"
+FILE_SCHEME = "file://"
+
+
+def is_in_process(server: str) -> bool:
+    return server.startswith((MEMORY_SCHEME, FILE_SCHEME))
+
+
+class InProcessCluster:
+    """A broker core running in this process, in its own event loop thread."""
+
+    def __init__(
+        self, url: str, broker_factory: Callable[[], Broker], lock: DataDirLock | None
+    ) -> None:
+        self.url = url
+        self._lock = lock
+        self._loop = BackgroundLoop(url)
+        self.broker = broker_factory()
+        self._max_frame = self.broker.config.socket_request_max_bytes
+
+    async def serve_frame(self, frame: memoryview) -> list[bytes]:
+        """Serve one request frame in the broker's loop; returns the response frame's parts."""
+        data = bytes(frame)  # the caller's buffer may be reused once we return
+
+        def call() -> list[bytes]:
+            parts = self._loop.call(process_frame, self.broker, memoryview(data), self.url)
+            return [bytes(p) for p in parts]
+
+        return await anyio.to_thread.run_sync(call)
+
+    def open_stream(self) -> InProcessStream:
+        return InProcessStream(self)
+
+    def close(self) -> None:
+        self._loop.close()
+        self.broker.close()
+        if self._lock is not None:
+            self._lock.release()
+
+
+class InProcessStream(anyio.abc.ByteStream):
+    """A client's byte stream to an in-process broker."""
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self._cluster = cluster
+        self._decoder = FrameDecoder(cluster._max_frame)
+        self._pending = bytearray()
+        self._ready = anyio.Event()
+        self._closed = False
+
+    async def send(self, item: bytes) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            self._decoder.feed(item)
+            while (frame := self._decoder.next_frame()) is not None:
+                for part in await self._cluster.serve_frame(frame):
+                    self._pending += part
+                self._ready.set()
+        except (CloseConnection, ProtocolError):
+            # The broker closes a connection that sent bad bytes, as over TCP.
+            self._closed = True
+            self._ready.set()
+            raise anyio.BrokenResourceError from None
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while not self._pending:
+            if self._closed:
+                raise anyio.EndOfStream
+            self._ready = anyio.Event()
+            await self._ready.wait()
+        chunk = bytes(self._pending[:max_bytes])
+        del self._pending[:max_bytes]
+        return chunk
+
+    async def send_eof(self) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._ready.set()
+
+
+_clusters: dict[str, InProcessCluster] = {}
+_clusters_lock = threading.Lock()
+
+
+def get_cluster(url: str, config: BrokerConfig | None = None) -> InProcessCluster:
+    """The in-process cluster for ``memory://NAME`` or ``file:///path``, created on first use."""
+    with _clusters_lock:
+        cluster = _clusters.get(url)
+        if cluster is None:
+            cluster = _create(url, config or BrokerConfig())
+            _clusters[url] = cluster
+        return cluster
+
+
+def _create(url: str, config: BrokerConfig) -> InProcessCluster:
+    if url.startswith(MEMORY_SCHEME):
+        name = url[len(MEMORY_SCHEME) :]
+        config.advertised_host, config.advertised_port = f"memory-{name}", 0
+        config.data_dir = None
+        return InProcessCluster(url, lambda: Broker(config), None)
+    path = url[len(FILE_SCHEME) :]
+    if not path.startswith("/"):
+        raise ValueError(f"{url!r}: a file:// cluster needs an absolute path (file:///path)")
+    lock = DataDirLock(path, f"kafkette in-process broker {url}")
+    config.advertised_host, config.advertised_port = "file", 0
+    config.data_dir = path
+    try:
+        return InProcessCluster(url, lambda: Broker(config), lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def close_cluster(url: str) -> None:
+    """Stop an in-process cluster and forget it (its memory topics are gone)."""
+    with _clusters_lock:
+        cluster = _clusters.pop(url, None)
+    if cluster is not None:
+        cluster.close()

@@ -1,0 +1,149 @@
+"""In-process clusters: memory://NAME and file:///path."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import AdminConfig
+from kafkette.client.inprocess import close_cluster, get_cluster
+from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.errors import ConfigError
+from kafkette.protocol.messages import MetadataRequest
+from kafkette.server.data_dir_lock import DataDirLockedError
+
+
+@pytest.fixture
+def memory_url() -> Iterator[str]:
+    url = f"memory://test-{uuid.uuid4().hex[:8]}"
+    yield url
+    close_cluster(url)
+
+
+def _config(url: str) -> AdminConfig:
+    return AdminConfig.from_user(bootstrap_servers=url)
+
+
+@pytest.mark.anyio
+async def test_memory_cluster_serves_metadata_without_sockets(
+    memory_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No network socket is used: connect and bind raise for the whole test.
+
+    (The event loop's own self-pipe socketpair is not a network socket.)
+    """
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("memory:// must not connect or listen")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
+    monkeypatch.setattr(socket.socket, "bind", no_network)
+    async with KafkaClient(_config(memory_url)) as client:
+        snapshot = await client.refresh_metadata(["orders"], allow_auto_topic_creation=True)
+        assert snapshot.partition_count("orders") == 1
+        assert await client.leader("orders", 0) == 1
+        assert snapshot.brokers[1].host.startswith("memory-")
+
+
+@pytest.mark.anyio
+async def test_clients_in_different_loops_share_the_cluster(memory_url: str) -> None:
+    """A topic auto-created from a background (sync-style) loop is seen from this loop."""
+    loop = BackgroundLoop("other")
+    try:
+
+        async def create_in_other_loop() -> int:
+            async with KafkaClient(_config(memory_url)) as client:
+                snapshot = await client.refresh_metadata(["shared"], allow_auto_topic_creation=True)
+                return snapshot.partition_count("shared") or 0
+
+        assert await anyio.to_thread.run_sync(loop.call, create_in_other_loop) == 1
+    finally:
+        loop.close()
+    async with KafkaClient(_config(memory_url)) as client:
+        assert "shared" in (await client.refresh_metadata(None)).topics
+
+
+@pytest.mark.anyio
+async def test_names_are_separate_clusters(memory_url: str) -> None:
+    other = memory_url + "-b"
+    try:
+        async with KafkaClient(_config(memory_url)) as a:
+            await a.refresh_metadata(["only-in-a"], allow_auto_topic_creation=True)
+        async with KafkaClient(_config(other)) as b:
+            assert "only-in-a" not in (await b.refresh_metadata(None)).topics
+    finally:
+        close_cluster(other)
+
+
+@pytest.mark.anyio
+async def test_bad_bytes_close_only_that_stream(memory_url: str) -> None:
+    cluster = get_cluster(memory_url)
+    stream = cluster.open_stream()
+    with pytest.raises(anyio.BrokenResourceError):
+        await stream.send(b"GET / HTTP/1.1\r\n\r\n")
+    with pytest.raises(anyio.EndOfStream):
+        await stream.receive()
+    async with KafkaClient(_config(memory_url)) as client:
+        connection = await client.connection(await client.any_node())
+        assert await connection.request(MetadataRequest(topics=None)) is not None
+
+
+def test_in_process_cluster_must_be_the_only_server() -> None:
+    with pytest.raises(ConfigError) as info:
+        KafkaClient(AdminConfig.from_user(bootstrap_servers=["memory://x", "localhost:9092"]))
+    assert info.value.setting == "bootstrap.servers"
+
+
+@pytest.mark.anyio
+async def test_file_cluster_keeps_topics_across_reopen(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'data'}"
+    try:
+        async with KafkaClient(_config(url)) as client:
+            snapshot = await client.refresh_metadata(["kept"], allow_auto_topic_creation=True)
+            topic_id = snapshot.topics["kept"].topic_id
+    finally:
+        close_cluster(url)
+    try:
+        async with KafkaClient(_config(url)) as client:
+            snapshot = await client.refresh_metadata(None)
+            assert snapshot.topics["kept"].topic_id == topic_id
+    finally:
+        close_cluster(url)
+
+
+def test_file_cluster_is_locked_against_a_second_process(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    url = f"file://{data}"
+    get_cluster(url)
+    try:
+        code = f"from kafkette.client.inprocess import get_cluster\nget_cluster({url!r})\n"
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode != 0
+        assert DataDirLockedError.__name__ in result.stderr
+        assert f"in use by another process (pid {__import__('os').getpid()}" in result.stderr
+    finally:
+        close_cluster(url)
+    # released: a new process may open it now
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from kafkette.client.inprocess import get_cluster, close_cluster\n"
+            f"get_cluster({url!r}); close_cluster({url!r}); print('ok')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "ok", result.stderr

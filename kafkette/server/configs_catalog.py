@@ -626,8 +626,13 @@ def validate_topic_configs(
             backend[name] = value
     log_config = LogConfig.from_kafka(backend, base=base)
     parsed = log_config.to_kafka()
-    for name in backend:
-        normalised[name] = parsed[name]
+    for name, value in backend.items():
+        if TOPIC_CONFIGS[name].type == ConfigType.LIST:
+            # Kafka keeps a list in the order given
+            items = [item.strip() for item in value.split(",") if item.strip()]
+            normalised[name] = ",".join(dict.fromkeys(items))
+        else:
+            normalised[name] = parsed[name]
     return log_config, normalised
 
 

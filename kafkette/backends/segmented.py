@@ -412,8 +412,22 @@ class SegmentedLog(Log):
             self._bases.pop()
             self._segments.pop().delete()
         self._active.truncate_to(offset)
+        if not any(s.size for s in self._segments):
+            self._truncate_fully(offset)  # nothing left: start afresh at ``offset``
+            return
         self._next_offset = offset
         self._after_truncation()
+        active = self._active
+        if active.next_offset < offset:
+            # The data now ends before the new log end (a batch straddling ``offset`` went,
+            # or compaction had left a gap): an empty segment named by it keeps it on disk.
+            if active.size:
+                self._roll_at(offset)
+            elif len(self._segments) > 1:
+                self._segments.pop().delete()
+                self._bases.pop()
+                self._segments.append(self._new_segment(offset))
+                self._bases.append(offset)
 
     def _truncate_fully(self, offset: int) -> None:
         for segment in self._segments:
@@ -437,14 +451,14 @@ class SegmentedLog(Log):
         (or from a scan of the whole log), re-deriving the aborted transactions after it."""
         snapshot = None if from_scratch else self._latest_snapshot(self._next_offset)
         if snapshot is None:
-            table, start = ProducerStateTable(), self._log_start
+            table, start = ProducerStateTable(), self._segments[0].base_offset
         else:
             start, table = snapshot[0], snapshot[1].copy()
         self._producers = table
         for segment in self._segments_from(start):
             segment.drop_aborted_from(start)
             for position, header in segment.headers(start):
-                if header.base_offset < start:
+                if header.last_offset < start:
                     continue
                 control = None
                 if header.is_control:
@@ -474,6 +488,8 @@ class SegmentedLog(Log):
             if covering:
                 kept.insert(0, EpochEntry(covering[-1].epoch, offset))
             self._epochs = kept
+        # The batches below the new start can no longer rebuild producer state: keep it.
+        self._save_snapshot(self._next_offset, self._producers)
         self._checkpoint()
 
     def _delete_prefix(self, predicate: Callable[[Segment, Segment], bool]) -> int:

@@ -9,7 +9,10 @@ in order, as Kafka does; other connections are independent tasks, so a slow
 or misbehaving client never stalls the rest.
 
 Bytes that are not the Kafka protocol (an HTTP request, a TLS ClientHello, a
-truncated or forged frame) close that connection with one log line. So does
+truncated or forged frame, a declared size over the limit) close that
+connection with one log line, as Kafka does. A connection that sends nothing
+for ``connections.max.idle.ms`` (10 minutes by default; -1 never) is closed
+too. So does
 a request for an API or version this broker does not serve, except
 ApiVersions, which is answered at version 0 with UNSUPPORTED_VERSION and our
 ranges (KIP-511) so the client can retry.
@@ -18,6 +21,7 @@ ranges (KIP-511) so the client can retry.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
 import anyio
@@ -80,10 +84,16 @@ async def serve_connection(broker: Broker, stream: anyio.abc.SocketStream) -> No
     except anyio.TypedAttributeLookupError:
         peer = "unknown"
     decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+    idle_ms = broker.config.connections_max_idle_ms
+    idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
     try:
         async with stream:
             while True:
-                data = await stream.receive(RECEIVE_SIZE)
+                with anyio.move_on_after(idle_s) as idle:
+                    data = await stream.receive(RECEIVE_SIZE)
+                if idle.cancelled_caught:
+                    logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
+                    return
                 decoder.feed(data)
                 while (frame := decoder.next_frame()) is not None:
                     parts = await process_frame(broker, frame, peer)

@@ -1,4 +1,13 @@
-"""``kafkette serve``: run one broker until SIGINT or SIGTERM."""
+"""``kafkette serve``: run one broker until SIGINT or SIGTERM.
+
+Settings come from a ``server.properties`` file (``--config``) and ``--set
+KEY=VALUE`` options (which win), with Kafka's property names; an unknown
+property or an invalid value stops it at once with exit status 2, naming the
+property. Topics are kept in memory unless ``--data-dir`` (or ``log.dirs`` in
+the properties) names a directory, in which case a restart reopens topics,
+their configs and data. At start the soft limit of open files is raised to
+the hard limit, so that many clients can connect.
+"""
 
 from __future__ import annotations
 
@@ -82,8 +91,28 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         config.advertised_host, config.advertised_port = parse_host_port(
             args.advertised_listener, "--advertised-listener"
         )
-    config.data_dir = args.data_dir
+    if args.data_dir:
+        config.data_dir = args.data_dir
+    elif args.memory:
+        config.data_dir = None
     return config
+
+
+def raise_open_files_limit() -> int | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or (target != resource.RLIM_INFINITY and soft >= target):
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
 
 
 async def run(config: BrokerConfig) -> None:
@@ -129,6 +158,9 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
+    open_files = raise_open_files_limit()
+    if open_files is not None:
+        logger.info("kafkette serve: up to %d open files", open_files)
     try:
         anyio.run(run, config)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down

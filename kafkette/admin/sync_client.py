@@ -1,0 +1,152 @@
+"""The synchronous admin client: :class:`AsyncAdminClient` run in a background loop."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafkette.admin.client import AsyncAdminClient
+from kafkette.admin.types import (
+    AlterConfigOp,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    CreatedTopic,
+    ListOffsetsResultInfo,
+    NewPartitions,
+    NewTopic,
+    Results,
+    TopicDescription,
+)
+from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.structs import TopicPartition
+
+
+class AdminClient:
+    """Blocking admin client; the same operations as :class:`AsyncAdminClient`."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        self._loop = BackgroundLoop("AdminClient")
+        try:
+            self._async = self._loop.call(_make, config, settings)
+        except BaseException:
+            self._loop.close()
+            raise
+        self.config = self._async.config
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self._loop.call(self._async.close)
+        finally:
+            self._loop.close()
+
+    def create_topics(
+        self,
+        new_topics: Iterable[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Results[str, CreatedTopic]:
+        topics = list(new_topics)
+        return self._loop.call(
+            lambda: self._async.create_topics(
+                topics, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_topics(
+        self, topics: Iterable[str | uuid.UUID], *, timeout_ms: int | None = None
+    ) -> Results[str | uuid.UUID, None]:
+        names = list(topics)
+        return self._loop.call(lambda: self._async.delete_topics(names, timeout_ms=timeout_ms))
+
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str, NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Results[str, None]:
+        return self._loop.call(
+            lambda: self._async.create_partitions(
+                new_partitions, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def list_topics(
+        self, *, include_internal: bool = False, timeout_ms: int | None = None
+    ) -> list[str]:
+        return self._loop.call(
+            lambda: self._async.list_topics(
+                include_internal=include_internal, timeout_ms=timeout_ms
+            )
+        )
+
+    def describe_topics(
+        self, names: Iterable[str], *, timeout_ms: int | None = None
+    ) -> Results[str, TopicDescription]:
+        wanted = list(names)
+        return self._loop.call(lambda: self._async.describe_topics(wanted, timeout_ms=timeout_ms))
+
+    def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        return self._loop.call(lambda: self._async.describe_cluster(timeout_ms=timeout_ms))
+
+    def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Results[ConfigResource, dict[str, ConfigEntry]]:
+        wanted = list(resources)
+        return self._loop.call(
+            lambda: self._async.describe_configs(
+                wanted,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Results[ConfigResource, None]:
+        return self._loop.call(
+            lambda: self._async.incremental_alter_configs(
+                changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> Results[TopicPartition, int]:
+        return self._loop.call(lambda: self._async.delete_records(before, timeout_ms=timeout_ms))
+
+    def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, int],
+        *,
+        isolation_level: str = "read_uncommitted",
+        timeout_ms: int | None = None,
+    ) -> Results[TopicPartition, ListOffsetsResultInfo]:
+        return self._loop.call(
+            lambda: self._async.list_offsets(
+                specs, isolation_level=isolation_level, timeout_ms=timeout_ms
+            )
+        )
+
+
+async def _make(config: Mapping[str, Any] | None, settings: dict[str, Any]) -> AsyncAdminClient:
+    return AsyncAdminClient(config, **settings)

@@ -1,0 +1,209 @@
+"""What the admin client takes and returns.
+
+Operations on many items (topics, partitions, config resources) return a
+:class:`Results` mapping, item -> :class:`Outcome`, as the Java Admin API
+returns a future per item: one topic failing to be created does not hide the
+others' success. ``Results.all()`` gives every value or raises the first error.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
+
+import attrs
+
+from kafkette.errors import KafkaError
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@attrs.frozen
+class Outcome(Generic[V]):
+    """The result of one item: a value, or the error that item got."""
+
+    value: V | None = None
+    error: KafkaError | None = None
+
+    def result(self) -> V:
+        """The value, or raise the item's error."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Results(Mapping[K, Outcome[V]]):
+    """Per-item outcomes of one admin operation."""
+
+    def __init__(self, outcomes: dict[K, Outcome[V]]) -> None:
+        self._outcomes = outcomes
+
+    def __getitem__(self, key: K) -> Outcome[V]:
+        return self._outcomes[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._outcomes)
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
+
+    def all(self) -> dict[K, V]:
+        """Every item's value; raises the first error (in item order)."""
+        return {key: outcome.result() for key, outcome in self._outcomes.items()}
+
+    def errors(self) -> dict[K, KafkaError]:
+        return {k: o.error for k, o in self._outcomes.items() if o.error is not None}
+
+    def __repr__(self) -> str:
+        return f"Results({self._outcomes!r})"
+
+
+@attrs.frozen
+class NewTopic:
+    """A topic to create; -1 means the broker's default (``num.partitions``, replication)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = attrs.Factory(dict)
+    replica_assignments: Mapping[int, list[int]] = attrs.Factory(dict)
+
+
+@attrs.frozen
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str | None]
+
+
+@attrs.frozen
+class NewPartitions:
+    """The new total partition count of a topic."""
+
+    total_count: int
+    assignments: list[list[int]] | None = None
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+@attrs.frozen
+class ConfigResource:
+    type: ResourceType
+    name: str
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@attrs.frozen
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@attrs.frozen
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    is_default: bool = False
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    type: int = 0
+    documentation: str | None = None
+
+
+class AlterOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@attrs.frozen
+class AlterConfigOp:
+    """One change of an incremental config update."""
+
+    name: str
+    value: str | None = None
+    op: AlterOp = AlterOp.SET
+
+
+class OffsetSpec:
+    """Which offset ListOffsets looks up: earliest, latest, max timestamp or a timestamp."""
+
+    EARLIEST = -2
+    LATEST = -1
+    MAX_TIMESTAMP = -3
+
+    @staticmethod
+    def for_timestamp(timestamp_ms: int) -> int:
+        if timestamp_ms < 0:
+            raise ValueError("a timestamp must be >= 0")
+        return timestamp_ms
+
+
+@attrs.frozen
+class ListOffsetsResultInfo:
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@attrs.frozen
+class Node:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class ClusterDescription:
+    cluster_id: str | None
+    controller: Node | None
+    nodes: tuple[Node, ...]
+
+
+@attrs.frozen
+class PartitionDescription:
+    partition: int
+    leader: Node | None
+    replicas: tuple[Node, ...]
+    isr: tuple[Node, ...]
+    leader_epoch: int = -1
+
+
+@attrs.frozen
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: tuple[PartitionDescription, ...]

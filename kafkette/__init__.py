@@ -4,6 +4,16 @@ Producers, consumers and an admin client speaking the Kafka wire protocol, a
 bundled broker (``kafkette serve``) and an in-memory fake (``memory://``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # before the imports below: kafkette.client reads it
 
-__all__ = ["__version__"]
+from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
+from kafkette.structs import TopicPartition
+
+__all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "NewPartitions",
+    "NewTopic",
+    "TopicPartition",
+    "__version__",
+]

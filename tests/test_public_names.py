@@ -8,6 +8,7 @@ import pytest
 
 MODULES = [
     "kafkette",
+    "kafkette.admin",
     "kafkette.errors",
     "kafkette.protocol.headers",
     "kafkette.protocol.messages",

@@ -92,11 +92,13 @@ def test_lz4_is_the_standard_frame_format() -> None:
 
 
 def test_zstd_is_a_standard_frame() -> None:
+    """zstd output is one standard frame any zstd reader decodes."""
     data = b"zstd data " * 500
     assert zstandard.ZstdDecompressor().decompress(compress(ZSTD, data)) == data
 
 
 def test_codec_names() -> None:
+    """compression.type names map to codec ids; unknown names raise."""
     assert [codec_id(n) for n in ("none", "gzip", "snappy", "lz4", "ZSTD")] == CODECS
     with pytest.raises(UnsupportedCompressionError):
         codec_id("brotli")
@@ -104,6 +106,7 @@ def test_codec_names() -> None:
 
 @pytest.mark.parametrize("codec", [5, 6, 7, -1])
 def test_unknown_codec(codec: int) -> None:
+    """Codec ids outside 0-4 raise UnsupportedCompressionError both ways."""
     with pytest.raises(UnsupportedCompressionError):
         compress(codec, b"x")
     with pytest.raises(UnsupportedCompressionError):
@@ -138,6 +141,7 @@ def test_garbage_is_corrupt(codec: int) -> None:
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
 def test_truncated_stream_is_corrupt(codec: int) -> None:
+    """A compressed stream cut short raises CorruptRecordError, never partial data."""
     data = compress(codec, bytes(range(256)) * 200)
     with pytest.raises(CorruptRecordError):
         decompress(codec, data[: len(data) - 7])
@@ -176,6 +180,7 @@ def test_gzip_bomb_is_bounded(gzip_bomb: bytes) -> None:
 
 
 def test_lz4_bomb_is_bounded() -> None:
+    """256 MiB of zeros as lz4 stops at the limit."""
     comp = lz4.frame.LZ4FrameCompressor()
     blob = comp.begin() + _zeros_stream(comp.compress, 256 * MIB, comp.flush)
     with pytest.raises(DecompressionLimitError):
@@ -183,6 +188,7 @@ def test_lz4_bomb_is_bounded() -> None:
 
 
 def test_zstd_bomb_is_bounded() -> None:
+    """256 MiB of zeros as zstd stops at the limit."""
     obj = zstandard.ZstdCompressor().compressobj()
     blob = _zeros_stream(obj.compress, 256 * MIB, obj.flush)
     with pytest.raises(DecompressionLimitError):
@@ -202,12 +208,14 @@ def test_snappy_declared_length_is_checked_first() -> None:
 
 
 def test_snappy_xerial_blocks_add_up_to_the_limit() -> None:
+    """xerial blocks each under the limit still add up against it."""
     blob = compress(SNAPPY, bytes(2 * MIB))
     with pytest.raises(DecompressionLimitError):
         decompress(SNAPPY, blob, max_size=MIB)
 
 
 def test_none_codec_is_bounded() -> None:
+    """Uncompressed data over the limit raises too."""
     with pytest.raises(DecompressionLimitError):
         decompress(NONE, b"x" * 11, max_size=10)
 
@@ -223,11 +231,13 @@ def test_none_codec_is_bounded() -> None:
     ],
 )
 def test_malformed_xerial(blob: bytes) -> None:
+    """Broken xerial framing raises CorruptRecordError."""
     with pytest.raises(CorruptRecordError):
         decompress(SNAPPY, blob)
 
 
 def test_module_constants() -> None:
+    """Codec ids and names are Kafka's."""
     assert compression.CODEC_NAMES == {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
@@ -248,6 +258,7 @@ def test_lz4_blocks_are_independent() -> None:
     ],
 )
 def test_xxh32_known_values(data: bytes, digest: int) -> None:
+    """xxh32 matches the reference implementation's published values."""
     assert compression.xxh32(data) == digest
 
 

@@ -18,6 +18,7 @@ from kafkette.protocol.records import (
 
 @pytest.mark.parametrize("kind", list(ControlRecordType))
 def test_control_batch_round_trip(kind: ControlRecordType) -> None:
+    """A control batch carries the marker, producer fields and control/transactional bits."""
     buf = build_control_batch(
         kind,
         producer_id=77,
@@ -44,10 +45,12 @@ def test_control_batch_round_trip(kind: ControlRecordType) -> None:
 
 
 def test_enum_values() -> None:
+    """ABORT is 0 and COMMIT is 1, as on the wire."""
     assert (ControlRecordType.ABORT, ControlRecordType.COMMIT) == (0, 1)
 
 
 def test_extra_bytes_of_later_versions_are_ignored() -> None:
+    """Bytes past the known fields (later versions) are ignored."""
     marker = parse_control_record(struct.pack(">hh", 1, 1) + b"xx", struct.pack(">hi", 1, 5) + b"y")
     assert marker == ControlRecord(ControlRecordType.COMMIT, 5, 1)
 
@@ -64,5 +67,6 @@ def test_extra_bytes_of_later_versions_are_ignored() -> None:
     ],
 )
 def test_malformed_markers(key: bytes | None, value: bytes | None) -> None:
+    """Missing, short or unknown control keys and values raise CorruptRecordError."""
     with pytest.raises(CorruptRecordError):
         parse_control_record(key, value)

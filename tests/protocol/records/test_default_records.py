@@ -98,6 +98,7 @@ def test_columnar_path_is_taken() -> None:
 
 
 def test_many_records() -> None:
+    """Ten thousand records in one batch, uncompressed and lz4."""
     specs: list[Spec] = [(1_700_000_000_000 + i // 7, None, b"v%d" % i, ()) for i in range(10_000)]
     for codec in (NONE, LZ4):
         assert list(RecordBatch.from_buffer(build(specs, compression=codec))) == expected(specs)
@@ -121,6 +122,7 @@ def test_exact_bytes_of_a_small_batch() -> None:
 
 
 def test_header_fields_and_attributes() -> None:
+    """Every header field and attribute bit is written and read back."""
     buf = build(
         [(50, b"a", b"b", ())],
         compression=GZIP,
@@ -145,6 +147,7 @@ def test_header_fields_and_attributes() -> None:
 
 
 def test_default_producer_fields_are_minus_one() -> None:
+    """Without a producer, id, epoch, sequence and leader epoch are -1."""
     h = RecordBatch.from_buffer(build([(1, None, None, ())])).header
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (
         -1,
@@ -163,6 +166,7 @@ def test_timestamps_base_and_max() -> None:
 
 
 def test_log_append_time_reports_max_timestamp_for_every_record() -> None:
+    """A LogAppendTime batch reports maxTimestamp for each record."""
     specs: list[Spec] = [(500, None, b"a", ()), (400, None, b"b", ()), (900, None, b"c", ())]
     batch = RecordBatch.from_buffer(build(specs, log_append_time=True))
     assert batch.header.is_log_append_time
@@ -179,6 +183,7 @@ def test_broker_set_log_append_time_applies_to_all_records() -> None:
 
 
 def test_control_and_delete_horizon_bits() -> None:
+    """Control and delete-horizon bits; the horizon is the base timestamp."""
     buf = build([(10, b"k", b"v", ())], is_control=True, delete_horizon_ms=5000)
     batch = RecordBatch.from_buffer(buf)
     assert batch.header.attributes == 0x20 | 0x40
@@ -189,6 +194,7 @@ def test_control_and_delete_horizon_bits() -> None:
 
 
 def test_empty_batch() -> None:
+    """A batch without records has lastOffsetDelta -1 and reads as empty."""
     batch = RecordBatch.from_buffer(build([]))
     assert list(batch) == []
     assert batch.header.last_offset_delta == -1
@@ -196,6 +202,7 @@ def test_empty_batch() -> None:
 
 
 def test_append_returns_offset_delta_and_size_grows() -> None:
+    """append returns consecutive offset deltas; size_in_bytes is the built size."""
     builder = RecordBatchBuilder()
     assert builder.size_in_bytes() == 61
     assert [builder.append(1, None, b"x" * 10) for _ in range(3)] == [0, 1, 2]
@@ -204,6 +211,7 @@ def test_append_returns_offset_delta_and_size_grows() -> None:
 
 
 def test_headers_round_trip_unicode_and_null_values() -> None:
+    """Non-ASCII and empty header keys, null and empty header values."""
     hdrs = (("ключ", b"\x00\xff"), ("", None), ("emoji-🙂", b""))
     batch = RecordBatch.from_buffer(build([(1, None, None, hdrs)]))
     assert next(iter(batch)).headers == hdrs
@@ -219,11 +227,13 @@ def test_large_fields_use_long_varints() -> None:
 
 
 def test_records_are_parsed_once() -> None:
+    """records() parses once and then returns the same list."""
     batch = RecordBatch.from_buffer(build([(1, None, b"v", ())]))
     assert batch.records() is batch.records()
 
 
 def test_record_is_a_named_tuple() -> None:
+    """Record builds by keyword and reads by attribute, like a named tuple."""
     r = Record(offset=1, timestamp=2, key=b"k", value=None, headers=())
     assert (r.offset, r.timestamp, r.key, r.value, r.headers) == (1, 2, b"k", None, ())
     assert r._replace(offset=5).offset == 5
@@ -236,6 +246,7 @@ def test_records_whose_lengths_share_a_first_byte() -> None:
 
 
 def test_values_that_cannot_be_encoded() -> None:
+    """Non-bytes values, out-of-range fields and unknown codecs raise protocol errors."""
     builder = RecordBatchBuilder()
     builder.append(1, None, "text, not bytes")  # type: ignore[arg-type]
     with pytest.raises(EncodeError):
@@ -249,6 +260,7 @@ def test_values_that_cannot_be_encoded() -> None:
 
 
 def test_timestamp_delta_past_a_varlong() -> None:
+    """A timestamp delta beyond 64 bits raises EncodeError."""
     builder = RecordBatchBuilder()
     builder.append(-(1 << 62), None, b"v")
     with pytest.raises(EncodeError):

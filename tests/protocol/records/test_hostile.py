@@ -64,17 +64,20 @@ def parse(buf: bytes) -> list[Record]:
 
 
 def test_sane_hand_made_batch() -> None:
+    """The hand-made batch helper itself produces a valid batch."""
     assert [tuple(r) for r in parse(batch_with_records(GOOD, 1))] == [(0, 0, b"k", b"v", ())]
 
 
 @pytest.mark.parametrize("cut", [0, 10, 60, 70])
 def test_truncated_batch(cut: int) -> None:
+    """A batch cut anywhere raises TruncatedError."""
     buf = batch_with_records(GOOD * 3, 3)
     with pytest.raises(TruncatedError):
         RecordBatch.from_buffer(buf[:cut])
 
 
 def test_truncated_batch_in_a_fetch_is_dropped_or_raises() -> None:
+    """A partial trailing batch is dropped by default, raises on request."""
     one = RecordBatchBuilder().build()
     builder = RecordBatchBuilder(base_offset=1)
     builder.append(1, b"k", b"v")
@@ -86,6 +89,7 @@ def test_truncated_batch_in_a_fetch_is_dropped_or_raises() -> None:
 
 
 def test_wrong_crc() -> None:
+    """A flipped byte fails the CRC check; with the check off it is read."""
     buf = bytearray(batch_with_records(GOOD, 1))
     buf[-2] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
@@ -95,6 +99,7 @@ def test_wrong_crc() -> None:
 
 
 def test_batch_length_too_small() -> None:
+    """A batch length below the header size is corrupt."""
     buf = bytearray(batch_with_records(b"", 0))
     struct.pack_into(">i", buf, 8, 20)
     with pytest.raises(CorruptRecordError):
@@ -102,6 +107,7 @@ def test_batch_length_too_small() -> None:
 
 
 def test_negative_batch_length_in_a_walk() -> None:
+    """A negative batch length is corrupt."""
     buf = bytearray(batch_with_records(GOOD, 1))
     struct.pack_into(">i", buf, 8, -5)
     with pytest.raises(CorruptRecordError):
@@ -109,6 +115,7 @@ def test_negative_batch_length_in_a_walk() -> None:
 
 
 def test_unknown_magic_in_a_walk() -> None:
+    """An entry of unknown magic is corrupt."""
     buf = bytearray(batch_with_records(GOOD, 1))
     buf[16] = 7
     with pytest.raises(CorruptRecordError, match="magic 7"):
@@ -124,11 +131,13 @@ def test_unknown_magic_in_a_walk() -> None:
     ],
 )
 def test_record_count_mismatch(records: bytes, count: int) -> None:
+    """A record count that disagrees with the records is corrupt."""
     with pytest.raises(CorruptRecordError):
         parse(batch_with_records(records, count))
 
 
 def test_negative_record_count() -> None:
+    """A negative record count is corrupt."""
     with pytest.raises(CorruptRecordError):
         parse(batch_with_records(GOOD, -1))
 
@@ -148,6 +157,7 @@ def test_negative_record_count() -> None:
     ],
 )
 def test_lengths_past_the_data(body: bytes) -> None:
+    """Lengths that run past their record or the data are corrupt."""
     with pytest.raises(CorruptRecordError):
         parse(batch_with_records(body, 1))
 
@@ -163,17 +173,20 @@ def test_lengths_past_the_data(body: bytes) -> None:
     ],
 )
 def test_negative_lengths(body: bytes) -> None:
+    """Lengths below -1, and a header count or header key length of -1, are invalid."""
     with pytest.raises(InvalidLengthError):
         parse(batch_with_records(body, 1))
 
 
 def test_invalid_utf8_header_key() -> None:
+    """A header key that is not UTF-8 raises InvalidStringError."""
     body = record(v(0), v(0), v(-1), v(-1), v(1), v(2), b"\xff\xfe", v(-1))
     with pytest.raises(InvalidStringError):
         parse(batch_with_records(body, 1))
 
 
 def test_null_header_value_and_null_fields() -> None:
+    """Null key, value and header value read as None."""
     body = record(v(0), v(0), v(-1), v(-1), v(1), v(1), b"h", v(-1))
     assert [tuple(r) for r in parse(batch_with_records(body, 1))] == [
         (0, 0, None, None, (("h", None),))
@@ -181,11 +194,13 @@ def test_null_header_value_and_null_fields() -> None:
 
 
 def test_unknown_codec() -> None:
+    """A batch whose attributes name codec 6 raises UnsupportedCompressionError."""
     with pytest.raises(UnsupportedCompressionError):
         parse(batch_with_records(GOOD, 1, attributes=6))
 
 
 def test_corrupt_compressed_records() -> None:
+    """Records that are not valid lz4 are corrupt."""
     with pytest.raises(CorruptRecordError):
         parse(batch_with_records(b"definitely not lz4", 1, attributes=LZ4))
 
@@ -220,6 +235,7 @@ def test_garbage_records_raise_protocol_errors_only(data: bytes, count: int) -> 
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_mutated_valid_batches_raise_protocol_errors_only(data: st.DataObject) -> None:
+    """Damaged records never escape as a non-protocol exception."""
     builder = RecordBatchBuilder()
     for i in range(30):
         builder.append(1000 + i, b"key", b"x" * 100, (("h", b"v"),) if i == 7 else ())
@@ -234,6 +250,7 @@ def test_mutated_valid_batches_raise_protocol_errors_only(data: st.DataObject) -
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=300))
 def test_garbage_walk_raises_protocol_errors_only(data: bytes) -> None:
+    """Random bytes walked as batches raise only protocol errors."""
     try:
         for batch in iter_batches(data, allow_partial=False):
             list(batch)

@@ -106,6 +106,7 @@ def test_peer_batches_read_exactly(peer: str, codec: int) -> None:
 @pytest.mark.parametrize("peer", PEERS)
 @pytest.mark.parametrize("codec", CODECS)
 def test_our_batches_read_exactly_by_peer(peer: str, codec: int) -> None:
+    """Our batch, every codec, reads in the peer to exactly the records given."""
     specs = sample_specs()
     buf = ours_build(specs, codec, base_offset=1000)
     assert peer_records(PEERS[peer][1], buf) == expected(specs, 1000)
@@ -134,6 +135,7 @@ def test_same_bytes_as_aiokafka() -> None:
 @settings(max_examples=20, deadline=None)
 @given(specs=record_specs(max_size=30), codec=st.sampled_from(CODECS))
 def test_random_records_both_ways_with_aiokafka(specs: list[Spec], codec: int) -> None:
+    """Random records survive ours -> aiokafka and aiokafka -> ours."""
     builder_cls, reader = PEERS["aiokafka"]
     assert RecordBatch.from_buffer(peer_build(builder_cls, specs, codec)).records() == (
         expected(specs)
@@ -192,6 +194,7 @@ def legacy_cases() -> list[tuple[str, int, int]]:
 
 @pytest.mark.parametrize(("peer", "magic", "codec"), legacy_cases())
 def test_legacy_both_ways(peer: str, magic: int, codec: int) -> None:
+    """Legacy message sets, plain and compressed, read the same both ways."""
     builder_cls, memory_cls = LEGACY_PEERS[peer]
     specs = legacy_specs()
     want = [

@@ -57,6 +57,7 @@ def read_all(buf: bytes) -> list[Record]:
 def test_round_trip(
     magic: int, codec: int, base: int, specs: list[tuple[int, bytes | None, bytes | None]]
 ) -> None:
+    """Whatever goes in comes back out, for both magics and every legacy codec."""
     builder = LegacyBatchBuilder(magic=magic, compression=codec, base_offset=base)
     for ts, key, value in specs:
         builder.append(ts, key, value)
@@ -68,6 +69,7 @@ def test_round_trip(
 
 
 def test_exact_bytes_plain_messages() -> None:
+    """Plain messages are written field by field as the format says."""
     builder = LegacyBatchBuilder(magic=1, base_offset=5)
     builder.append(1000, b"k", None)
     builder.append(2000, None, b"v")
@@ -95,6 +97,7 @@ def wrapper(offset: int, magic: int, attributes: int, ts: int, inner: bytes) -> 
 
 
 def test_magic1_relative_offsets_from_the_wrapper() -> None:
+    """Magic 1 inner offsets are made absolute from the wrapper's offset."""
     inner = b"".join(message(i, 1, 0, 5, None, b"%d" % i) for i in range(3))
     records = read_all(wrapper(52, 1, GZIP, 9, inner))
     assert [r.offset for r in records] == [50, 51, 52]
@@ -107,17 +110,20 @@ def test_magic1_wrapper_offset_zero_means_base_zero() -> None:
 
 
 def test_magic1_wrapper_offset_below_last_inner_is_corrupt() -> None:
+    """A wrapper offset below its last inner offset is corrupt."""
     inner = b"".join(message(i, 1, 0, 5, None, b"x") for i in range(5))
     with pytest.raises(CorruptRecordError):
         read_all(wrapper(2, 1, GZIP, 9, inner))
 
 
 def test_magic0_inner_offsets_are_absolute() -> None:
+    """Magic 0 inner offsets are used as they are."""
     inner = b"".join(message(70 + i, 0, 0, -1, None, b"x") for i in range(3))
     assert [r.offset for r in read_all(wrapper(72, 0, SNAPPY, -1, inner))] == [70, 71, 72]
 
 
 def test_magic1_log_append_time_wrapper_stamps_inner_records() -> None:
+    """A LogAppendTime wrapper gives its timestamp to every inner record."""
     inner = b"".join(message(i, 1, 0, 5 + i, None, b"x") for i in range(3))
     records = read_all(wrapper(2, 1, GZIP | 0x08, 777, inner))
     assert [r.timestamp for r in records] == [777, 777, 777]
@@ -126,6 +132,7 @@ def test_magic1_log_append_time_wrapper_stamps_inner_records() -> None:
 
 
 def test_log_append_time_builder() -> None:
+    """The builder's LogAppendTime wrapper carries the max timestamp to all records."""
     builder = LegacyBatchBuilder(magic=1, compression=LZ4, log_append_time=True)
     builder.append(40, None, b"a")
     builder.append(50, None, b"b")
@@ -133,10 +140,12 @@ def test_log_append_time_builder() -> None:
 
 
 def test_magic0_has_no_timestamp() -> None:
+    """Magic 0 records have timestamp -1."""
     assert read_all(message(3, 0, 0, -1, b"k", b"v")) == [Record(3, -1, b"k", b"v", ())]
 
 
 def test_wrong_crc() -> None:
+    """A flipped byte fails the CRC check; with the check off it is read."""
     buf = bytearray(message(0, 1, 0, 5, b"k", b"v"))
     buf[-1] ^= 1
     with pytest.raises(CorruptRecordError, match="CRC"):
@@ -145,6 +154,7 @@ def test_wrong_crc() -> None:
 
 
 def test_inner_crc_is_checked() -> None:
+    """Inner messages of a wrapper have their CRCs checked too."""
     inner = bytearray(message(0, 1, 0, 5, None, b"x"))
     inner[-1] ^= 1
     with pytest.raises(CorruptRecordError, match="CRC"):
@@ -161,16 +171,19 @@ def test_inner_crc_is_checked() -> None:
     ],
 )
 def test_bad_inner_message_sets(inner: bytes) -> None:
+    """Empty, nested, mixed-magic or cut inner message sets are refused."""
     with pytest.raises((CorruptRecordError, TruncatedError)):
         read_all(wrapper(0, 1, GZIP, 5, inner))
 
 
 def test_null_wrapper_value() -> None:
+    """A compressed wrapper without a value is corrupt."""
     with pytest.raises(CorruptRecordError):
         read_all(message(0, 1, GZIP, 5, None, None))
 
 
 def test_zstd_wrapper_is_unsupported() -> None:
+    """zstd is not a legacy codec, for reading or writing."""
     with pytest.raises(UnsupportedCompressionError):
         read_all(message(0, 1, ZSTD, 5, None, b"x"))
     with pytest.raises(UnsupportedCompressionError):
@@ -178,6 +191,7 @@ def test_zstd_wrapper_is_unsupported() -> None:
 
 
 def test_builder_argument_checks() -> None:
+    """Magic 2 and LogAppendTime with magic 0 are refused."""
     with pytest.raises(EncodeError):
         LegacyBatchBuilder(magic=2)
     with pytest.raises(EncodeError):
@@ -193,11 +207,13 @@ def test_builder_argument_checks() -> None:
     ],
 )
 def test_truncated_or_tiny_entries(buf: bytes) -> None:
+    """Entries cut short or below the minimum size raise."""
     with pytest.raises((TruncatedError, CorruptRecordError)):
         LegacyBatch.from_buffer(buf)
 
 
 def test_key_length_past_message() -> None:
+    """A key length past the message is corrupt."""
     body = struct.pack(">bbqi", 1, 0, 5, 1000) + b"k" + struct.pack(">i", -1)
     buf = struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body
     with pytest.raises(CorruptRecordError):
@@ -205,6 +221,7 @@ def test_key_length_past_message() -> None:
 
 
 def test_mixed_magics_in_one_walk() -> None:
+    """One buffer with magic 0, 1 and 2 entries reads in order."""
     from kafkette.protocol.records import RecordBatchBuilder
 
     v2 = RecordBatchBuilder(base_offset=2)
@@ -219,6 +236,7 @@ def test_mixed_magics_in_one_walk() -> None:
 
 
 def test_magic0_lz4_round_trip() -> None:
+    """Magic 0 lz4 wrappers round-trip with Kafka 0.8's header checksum."""
     builder = LegacyBatchBuilder(magic=0, compression=LZ4, base_offset=9)
     builder.append(0, b"k", b"v" * 50)
     builder.append(0, None, b"w")

@@ -130,8 +130,11 @@ class Cluster:
         """The log settings of a topic with these overrides (raises InvalidConfigError)."""
         return validate_topic_configs(configs, base=self.defaults)[0]
 
-    def _check_collision(self, name: str) -> None:
-        # Kafka refuses names that differ only in '.' versus '_' (their metric names collide)
+    def check_collision(self, name: str) -> None:
+        """Raise InvalidTopicError if ``name`` differs from an existing topic only in '.'/'_'.
+
+        Kafka refuses such names in CreateTopics (their metric names collide).
+        """
         if "." in name or "_" in name:
             key = name.replace(".", "_")
             for other in self.topics:
@@ -152,7 +155,6 @@ class Cluster:
         validate_topic_name(name)
         if name in self.topics:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        self._check_collision(name)
         if num_partitions < 1:
             raise InvalidPartitionsError(
                 "Number of partitions was set to an invalid non-positive value."

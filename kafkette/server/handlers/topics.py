@@ -101,6 +101,8 @@ def _create_one(
     cluster = broker.cluster
     if name in INTERNAL_TOPICS:
         raise _internal(name, "created")
+    if name not in cluster.topics:
+        cluster.check_collision(name)
     if topic.assignments:
         partitions = _check_assignments(broker, topic)
         replication = 1

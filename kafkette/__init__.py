@@ -7,11 +7,15 @@ bundled broker (``kafkette serve``) and an in-memory fake (``memory://``).
 __version__ = "0.1.0"  # before the imports below: kafkette.client reads it
 
 from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
+from kafkette.consumer import AsyncConsumer, Consumer, ConsumerRecord
 from kafkette.structs import TopicPartition
 
 __all__ = [
     "AdminClient",
     "AsyncAdminClient",
+    "AsyncConsumer",
+    "Consumer",
+    "ConsumerRecord",
     "NewPartitions",
     "NewTopic",
     "TopicPartition",

@@ -1,0 +1,413 @@
+"""Fetched data waiting for ``poll``: :class:`CompletedFetch` and :class:`FetchBuffer`.
+
+The fetcher (in the event loop) adds one :class:`CompletedFetch` per
+partition per fetch response: the raw record bytes as the broker sent them,
+not parsed. ``poll`` (in the application's thread for the sync consumer)
+drains them: batches are parsed lazily as they are reached, records below the
+position are skipped, aborted transactions and control batches are dropped,
+and the partition's position advances batch by batch. Nothing crosses
+threads per record: the buffer's lock is taken once per completed fetch.
+
+At most two completed fetches per partition wait here, and the fetcher chains
+the next fetch's offset on the last one's end (:meth:`FetchBuffer.next_offset`),
+so a fetch is in flight while the application works on the previous records.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
+from operator import add
+from typing import Any
+
+import anyio
+
+from kafkette.consumer.record import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, ConsumerRecord
+from kafkette.consumer.subscription import PartitionState
+from kafkette.errors import CorruptMessageError, KafkaError
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.records import (
+    ControlRecordType,
+    LegacyBatch,
+    RecordBatch,
+    iter_batches,
+    parse_control_record,
+)
+from kafkette.protocol.records.batch_header import (
+    LAST_OFFSET_DELTA_OFFSET,
+    MAGIC_OFFSET,
+    NO_PARTITION_LEADER_EPOCH,
+    iter_entries,
+)
+from kafkette.structs import TopicPartition
+
+MAX_BUFFERED_PER_PARTITION = 2
+
+_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_new = tuple.__new__
+
+Deserializer = Callable[[Any], Any]
+
+
+def end_offset(records: Any) -> int | None:
+    """The offset after the last complete batch in ``records``, or None if there is none.
+
+    Reads only the batch headers; a partial trailing batch is not counted.
+    """
+    end = None
+    try:
+        for pos, size in iter_entries(records, allow_partial=True):
+            (base,) = _OFFSET.unpack_from(records, pos)
+            if size > MAGIC_OFFSET and records[pos + MAGIC_OFFSET] == 2:
+                if size < LAST_OFFSET_DELTA_OFFSET + 4:
+                    return end
+                (delta,) = _INT32.unpack_from(records, pos + LAST_OFFSET_DELTA_OFFSET)
+                end = base + delta + 1
+            else:
+                end = base + 1  # a legacy entry's offset is its (last inner) record's
+    except ProtocolError:
+        # A damaged length: the batches before it are still usable; the drain reports the rest.
+        return end if end is not None else None
+    return end
+
+
+class CompletedFetch:
+    """One partition's records from one fetch response, drained by ``poll``."""
+
+    __slots__ = (
+        "_aborted",
+        "_aborted_pids",
+        "_batches",
+        "_pending",
+        "_pending_at",
+        "_pending_end",
+        "check_crcs",
+        "end_offset",
+        "error",
+        "fetch_offset",
+        "position",
+        "read_committed",
+        "records",
+        "size",
+        "state",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        state: PartitionState,
+        fetch_offset: int,
+        records: Any,
+        end: int,
+        *,
+        aborted: Sequence[tuple[int, int]] = (),
+        read_committed: bool = False,
+        check_crcs: bool = True,
+        error: KafkaError | None = None,
+    ) -> None:
+        self.tp = tp
+        self.state = state
+        self.fetch_offset = fetch_offset
+        self.position = fetch_offset
+        self.records = records
+        self.size = len(records) if records is not None else 0
+        self.end_offset = end
+        self.read_committed = read_committed
+        self.check_crcs = check_crcs
+        self.error = error
+        # (first_offset, producer_id) of aborted transactions, smallest first
+        self._aborted = sorted(aborted) if read_committed else []
+        self._aborted_pids: set[int] = set()
+        self._batches: Iterator[RecordBatch | LegacyBatch] | None = None
+        self._pending: list[ConsumerRecord] | None = None
+        self._pending_at = 0
+        self._pending_end = 0
+
+    @classmethod
+    def failed(cls, tp: TopicPartition, state: PartitionState, error: KafkaError) -> CompletedFetch:
+        """An entry that raises ``error`` from ``poll`` instead of giving records."""
+        return cls(tp, state, state.position or 0, None, state.position or 0, error=error)
+
+    def take(
+        self,
+        limit: int,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> tuple[list[ConsumerRecord], bool]:
+        """Up to ``limit`` records from the position on; and whether this fetch is used up.
+
+        Advances ``position`` and the partition's position together.
+        Raises CorruptMessageError for a damaged batch.
+        """
+        out: list[ConsumerRecord] = []
+        state = self.state
+        while limit > 0:
+            pending = self._pending
+            if pending is not None:
+                at = self._pending_at
+                chunk = pending[at : at + limit]
+                out += chunk
+                limit -= len(chunk)
+                at += len(chunk)
+                if at >= len(pending):
+                    self._pending = None
+                    self.position = state.position = self._pending_end
+                else:
+                    self._pending_at = at
+                    self.position = state.position = chunk[-1][2] + 1
+                continue
+            batch = self._next_batch()
+            if batch is None:
+                return out, True
+            records = self._records_of(batch, key_deserializer, value_deserializer)
+            if not records:
+                continue
+            if len(records) <= limit:
+                out += records
+                limit -= len(records)
+                self.position = state.position = batch.next_offset
+            else:
+                out += records[:limit]
+                self._pending = records
+                self._pending_at = limit
+                self._pending_end = batch.next_offset
+                self.position = state.position = records[limit - 1][2] + 1
+                limit = 0
+        return out, self._pending is None and self.position >= self.end_offset
+
+    def _next_batch(self) -> RecordBatch | LegacyBatch | None:
+        batches = self._batches
+        if batches is None:
+            batches = self._batches = iter_batches(
+                self.records, allow_partial=True, check_crc=self.check_crcs
+            )
+        try:
+            return next(batches, None)
+        except ProtocolError as exc:
+            raise CorruptMessageError(
+                f"{self.tp} at offset {self.position}: {exc}; seek past it to go on"
+            ) from exc
+
+    def _records_of(
+        self,
+        batch: RecordBatch | LegacyBatch,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+    ) -> list[ConsumerRecord]:
+        """The batch's records the application gets (possibly none); skips and filters."""
+        state = self.state
+        position = self.position
+        next_offset = batch.next_offset
+        if next_offset <= position:
+            return []
+        if isinstance(batch, RecordBatch):
+            header = batch.header
+            if header.is_transactional and self.read_committed and self._is_aborted(batch):
+                self.position = state.position = next_offset
+                return []
+            if header.is_control:
+                self.position = state.position = next_offset
+                return []
+            epoch = header.partition_leader_epoch
+            suffix = (
+                LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME,
+                None if epoch == NO_PARTITION_LEADER_EPOCH else epoch,
+            )
+            first_offset = header.base_offset
+        else:
+            suffix = (
+                (LOG_APPEND_TIME if batch.is_log_append_time else CREATE_TIME)
+                if batch.magic == 1
+                else NO_TIMESTAMP_TYPE,
+                None,
+            )
+            first_offset = -1  # unknown before decompressing: always filter
+        try:
+            if first_offset >= position:
+                raw: Any = batch
+            else:
+                raw = [r for r in batch if r[0] >= position]
+            prefix = (self.tp.topic, self.tp.partition)
+            records: list[ConsumerRecord] = list(
+                map(
+                    _new,
+                    repeat(ConsumerRecord),
+                    map(add, map(add, repeat(prefix), raw), repeat(suffix)),
+                )
+            )
+        except ProtocolError as exc:
+            raise CorruptMessageError(
+                f"{self.tp} batch at offset {first_offset}: {exc}; seek past it to go on"
+            ) from exc
+        if key_deserializer is not None or value_deserializer is not None:
+            records = _deserialize(records, key_deserializer, value_deserializer)
+        if not records:
+            self.position = state.position = next_offset
+        return records
+
+    def _is_aborted(self, batch: RecordBatch) -> bool:
+        """Kafka's read_committed filter: is this transactional batch part of an aborted txn?
+
+        Producers whose aborted transaction starts at or before the batch's
+        last offset become aborted; an ABORT marker ends that.
+        """
+        header = batch.header
+        aborted = self._aborted
+        while aborted and aborted[0][0] <= header.last_offset:
+            self._aborted_pids.add(heapq.heappop(aborted)[1])
+        if header.is_control:
+            for record in batch:
+                try:
+                    marker = parse_control_record(record[2], record[3])
+                except ProtocolError:
+                    continue
+                if marker.type == ControlRecordType.ABORT:
+                    self._aborted_pids.discard(header.producer_id)
+            return False
+        return header.producer_id in self._aborted_pids
+
+
+def _deserialize(
+    records: list[ConsumerRecord],
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
+) -> list[ConsumerRecord]:
+    kd = key_deserializer
+    vd = value_deserializer
+    return [
+        _new(
+            ConsumerRecord,
+            (
+                t,
+                p,
+                o,
+                ts,
+                k if kd is None or k is None else kd(k),
+                v if vd is None or v is None else vd(v),
+                h,
+                tt,
+                e,
+            ),
+        )
+        for t, p, o, ts, k, v, h, tt, e in records
+    ]
+
+
+class FetchBuffer:
+    """Completed fetches in arrival order, shared by the fetcher and ``poll``.
+
+    ``add`` runs in the event loop; ``poll`` may run in another thread (the
+    sync consumer): a lock guards the queue, a condition wakes sync waiters and
+    an anyio event async ones.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queue: deque[CompletedFetch] = deque()
+        self._per_partition: dict[TopicPartition, list[CompletedFetch]] = {}
+        self._arrived = anyio.Event()
+        self.generation = 0  # bumped on every add: sync waiters watch it
+
+    # ---- fetcher side (event loop)
+
+    def next_offset(self, tp: TopicPartition, state: PartitionState) -> int | None:
+        """Where the next fetch for ``tp`` starts, or None if enough is buffered already."""
+        with self._lock:
+            entries = self._per_partition.get(tp)
+            if not entries:
+                return state.position
+            last = entries[-1]
+            if len(entries) >= MAX_BUFFERED_PER_PARTITION or last.error is not None:
+                return None
+            if last.state is not state:
+                return None
+            return last.end_offset
+
+    def add(self, entry: CompletedFetch) -> None:
+        with self._lock:
+            self._queue.append(entry)
+            self._per_partition.setdefault(entry.tp, []).append(entry)
+            self.generation += 1
+            self._cond.notify_all()
+        self._arrived.set()
+
+    def drop(self, tp: TopicPartition) -> None:
+        """Forget what is buffered for ``tp`` (after a seek or an unassignment)."""
+        with self._lock:
+            entries = self._per_partition.pop(tp, None)
+            if entries:
+                self._queue = deque(e for e in self._queue if e.tp != tp)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._per_partition.clear()
+
+    def buffered(self, tp: TopicPartition) -> int:
+        with self._lock:
+            return len(self._per_partition.get(tp, ()))
+
+    # ---- poll side (any thread)
+
+    def first_ready(self, skip: Callable[[CompletedFetch], bool]) -> CompletedFetch | None:
+        """The oldest entry that ``skip`` does not reject (paused partitions are skipped)."""
+        with self._lock:
+            for entry in self._queue:
+                if not skip(entry):
+                    return entry
+            return None
+
+    def remove(self, entry: CompletedFetch) -> None:
+        with self._lock:
+            try:
+                self._queue.remove(entry)
+            except ValueError:
+                return
+            entries = self._per_partition.get(entry.tp)
+            if entries is not None:
+                if entry in entries:
+                    entries.remove(entry)
+                if not entries:
+                    del self._per_partition[entry.tp]
+
+    def replace(self, old: CompletedFetch, new: CompletedFetch) -> None:
+        """Put ``new`` where ``old`` was (a fetch that turned out corrupt becomes its error)."""
+        with self._lock:
+            try:
+                index = self._queue.index(old)
+            except ValueError:
+                return
+            self._queue[index] = new
+            entries = self._per_partition.get(old.tp)
+            if entries is not None and old in entries:
+                entries[entries.index(old)] = new
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def wait_sync(self, seen_generation: int, timeout_s: float) -> None:
+        """Block until something arrives after ``seen_generation``, or ``timeout_s`` passes."""
+        with self._cond:
+            if self.generation == seen_generation:
+                self._cond.wait(timeout_s)
+
+    async def wait_async(self, timeout_s: float) -> None:
+        """Wait in the event loop until something arrives or ``timeout_s`` passes."""
+        if self._arrived.is_set():
+            self._arrived = anyio.Event()
+        with anyio.move_on_after(timeout_s):
+            await self._arrived.wait()
+
+    def wake_waiters(self) -> None:
+        """Wake every waiter (on close); event-loop thread only."""
+        with self._lock:
+            self.generation += 1
+            self._cond.notify_all()
+        self._arrived.set()

@@ -1,0 +1,380 @@
+"""The fetcher: FetchRequests to partition leaders, results into the :class:`FetchBuffer`.
+
+It runs as one task in the consumer's event loop. Each round it resolves
+positions that need a reset (ListOffsets), refreshes metadata when a leader
+is unknown or moved, groups the fetchable partitions by leader, and sends one
+FetchRequest to each leader that has none outstanding (so at most one fetch
+per broker is in flight). Requests are session-less (session id 0, epoch -1).
+
+Partitions are fetched ahead: a partition whose previous records are still
+buffered is fetched again from the end of those records (up to two completed
+fetches per partition), so while the application works on one batch of
+records, the next is already on its way or waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import anyio
+
+from kafkette.client.backoff import backoff_ms
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import ConsumerConfig
+from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offset
+from kafkette.consumer.metrics import MetricsRecorder
+from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
+from kafkette.consumer.subscription import EARLIEST, NONE, PartitionState, SubscriptionState
+from kafkette.errors import (
+    CorruptMessageError,
+    InvalidMetadataError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+    RetriableError,
+    make_error,
+)
+from kafkette.protocol.messages import FetchRequest, FetchResponse
+from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from kafkette.structs import TopicPartition
+
+logger = logging.getLogger("kafkette.consumer")
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+FIRST_VERSION_WITH_TOPIC_IDS = 13
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class Fetcher:
+    """Fetches for the assigned partitions; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        config: ConsumerConfig,
+        subscriptions: SubscriptionState,
+        buffer: FetchBuffer,
+        metrics: MetricsRecorder,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.subscriptions = subscriptions
+        self.buffer = buffer
+        self.metrics = metrics
+        self.read_committed = config.isolation_level == "read_committed"
+        self.isolation_level = READ_COMMITTED if self.read_committed else READ_UNCOMMITTED
+        self._busy_nodes: set[int] = set()
+        self._node_retry_at: dict[int, tuple[int, float]] = {}  # node -> (failures, not before)
+        self._reset_retry_at = 0.0
+        self._reset_failures = 0
+        self._metadata_retry_at = 0.0
+        self._wakeup = anyio.Event()
+        self._closed = False
+
+    # ---- control (event loop thread)
+
+    def wake(self) -> None:
+        """Plan another round now (after a seek, a resume, a drained fetch...)."""
+        self._wakeup.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """Fetch until :meth:`close`; errors for the application go to the buffer."""
+        async with anyio.create_task_group() as tg:
+            while not self._closed:
+                self._wakeup = anyio.Event()
+                delay_ms = await self._round(tg)
+                if self._closed:
+                    break
+                with anyio.move_on_after(delay_ms / 1000):
+                    await self._wakeup.wait()
+            tg.cancel_scope.cancel()
+
+    async def _round(self, tg: anyio.abc.TaskGroup) -> float:
+        """Start what can be started; return how long to wait at most before the next round."""
+        now = self.client.clock()
+        wait_ms = float(self.config.fetch_max_wait_ms + self.config.request_timeout_ms)
+        if self.subscriptions.awaiting_reset():
+            if now >= self._reset_retry_at:
+                tg.start_soon(self._reset_positions)
+                self._reset_retry_at = now + self.config.default_api_timeout_ms
+            else:
+                wait_ms = min(wait_ms, self._reset_retry_at - now)
+        plan = self._plan()
+        if plan is None:
+            if now >= self._metadata_retry_at:
+                await self._refresh_metadata()
+                plan = self._plan() or {}
+            else:
+                return min(wait_ms, self._metadata_retry_at - now)
+        for node, partitions in plan.items():
+            if node in self._busy_nodes:
+                continue
+            _, not_before = self._node_retry_at.get(node, (0, 0.0))
+            if not_before > now:
+                wait_ms = min(wait_ms, not_before - now)
+                continue
+            self._busy_nodes.add(node)
+            tg.start_soon(self._fetch, node, partitions)
+        return max(wait_ms, 1.0)
+
+    def _plan(self) -> dict[int, dict[TopicPartition, tuple[PartitionState, int]]] | None:
+        """Partitions to fetch by leader, with their fetch offsets; None when metadata is needed."""
+        metadata = self.client.metadata
+        if metadata.needs_update(self.client.clock()) and self.subscriptions.assigned():
+            return None
+        snapshot = metadata.snapshot
+        plan: dict[int, dict[TopicPartition, tuple[PartitionState, int]]] = {}
+        for tp, state in self.subscriptions.fetchable():
+            offset = self.buffer.next_offset(tp, state)
+            if offset is None:
+                continue
+            leader = snapshot.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                metadata.request_update()
+                return None
+            plan.setdefault(leader, {})[tp] = (state, offset)
+        return plan
+
+    async def _refresh_metadata(self) -> None:
+        topics = self.subscriptions.topics()
+        self.client.metadata.wanted_topics.update(topics)
+        try:
+            await self.client.refresh_metadata(self.client.metadata.wanted_topics)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            logger.info("consumer metadata refresh failed: %s", exc)
+            self._metadata_retry_at = self.client.clock() + self.config.retry_backoff_ms
+            return
+        self._metadata_retry_at = self.client.clock() + self.config.retry_backoff_ms
+
+    # ---- offsets
+
+    async def _reset_positions(self) -> None:
+        """Resolve positions awaiting a reset (earliest / latest) with ListOffsets."""
+        wanted = self.subscriptions.awaiting_reset()
+        specs = {
+            tp: EARLIEST_TIMESTAMP if strategy == EARLIEST else LATEST_TIMESTAMP
+            for tp, strategy in wanted.items()
+        }
+        try:
+            found = await list_offsets(
+                self.client,
+                specs,
+                isolation_level=self.isolation_level,
+                timeout_ms=self.config.default_api_timeout_ms,
+            )
+        except RetriableError as exc:
+            logger.info("resetting positions failed, will retry: %s", exc)
+            self._reset_failures += 1
+            self._reset_retry_at = self.client.clock() + backoff_ms(
+                self._reset_failures,
+                self.config.retry_backoff_ms,
+                self.config.retry_backoff_max_ms,
+            )
+            return
+        except KafkaError as exc:
+            for tp in specs:
+                state = self.subscriptions.get(tp)
+                if state is not None:
+                    self.buffer.add(CompletedFetch.failed(tp, state, exc))
+            self._reset_retry_at = self.client.clock() + self.config.retry_backoff_ms
+            return
+        self._reset_failures = 0
+        self._reset_retry_at = 0.0
+        for tp, answer in found.items():
+            apply_reset(self.subscriptions, tp, wanted[tp], answer.offset if answer else None)
+        self.wake()
+
+    # ---- fetch
+
+    async def _fetch(
+        self, node: int, partitions: dict[TopicPartition, tuple[PartitionState, int]]
+    ) -> None:
+        try:
+            await self._fetch_from(node, partitions)
+            self._node_retry_at.pop(node, None)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            logger.info("fetch from node %d failed: %s", node, exc)
+            self.client.metadata.request_update()
+            self._node_backoff(node)
+        finally:
+            self._busy_nodes.discard(node)
+            self.wake()
+
+    def _node_backoff(self, node: int) -> None:
+        failures, _ = self._node_retry_at.get(node, (0, 0.0))
+        delay = backoff_ms(failures, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms)
+        self._node_retry_at[node] = (failures + 1, self.client.clock() + delay)
+
+    async def _fetch_from(
+        self, node: int, partitions: dict[TopicPartition, tuple[PartitionState, int]]
+    ) -> None:
+        connection = await self.client.connection(node)
+        snapshot = self.client.metadata.snapshot
+        topic_ids: dict[str, uuid.UUID] = {}
+        for tp in partitions:
+            info = snapshot.topics.get(tp.topic)
+            topic_ids[tp.topic] = info.topic_id if info is not None else ZERO_UUID
+        version = connection.version_for(FetchRequest)
+        if version >= FIRST_VERSION_WITH_TOPIC_IDS and ZERO_UUID in topic_ids.values():
+            version = FIRST_VERSION_WITH_TOPIC_IDS - 1
+        config = self.config
+        topics: dict[str, list[FetchPartition]] = {}
+        for tp, (_, offset) in partitions.items():
+            info = snapshot.topics.get(tp.topic)
+            epoch = -1
+            if info is not None and tp.partition < len(info.partitions):
+                epoch = info.partitions[tp.partition].leader_epoch
+            topics.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=epoch,
+                    fetch_offset=offset,
+                    partition_max_bytes=config.max_partition_fetch_bytes,
+                )
+            )
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=config.fetch_max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_max_bytes,
+            isolation_level=self.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchTopic(topic=name, topic_id=topic_ids[name], partitions=parts)
+                for name, parts in topics.items()
+            ],
+            rack_id=config.client_rack,
+        )
+        started = self.client.clock()
+        response = await connection.request(request, version=version)
+        assert isinstance(response, FetchResponse)
+        if response.error_code != 0:
+            error = make_error(response.error_code, f"fetch from node {node}")
+            logger.info("fetch from node %d failed: %s", node, error)
+            self._node_backoff(node)
+            return
+        size = self._handle(node, partitions, response, version, topic_ids)
+        self.metrics.fetch_done(self.client.clock() - started, size)
+
+    def _handle(
+        self,
+        node: int,
+        partitions: dict[TopicPartition, tuple[PartitionState, int]],
+        response: FetchResponse,
+        version: int,
+        topic_ids: dict[str, uuid.UUID],
+    ) -> int:
+        names = {topic_id: name for name, topic_id in topic_ids.items()}
+        total = 0
+        refresh = False
+        for topic in response.responses:
+            if version >= FIRST_VERSION_WITH_TOPIC_IDS:
+                name: str | None = names.get(topic.topic_id)
+            else:
+                name = topic.topic
+            if name is None:
+                continue
+            for p in topic.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                sent = partitions.get(tp)
+                if sent is None:
+                    continue
+                state, fetch_offset = sent
+                if self.subscriptions.get(tp) is not state:
+                    continue  # unassigned (or reassigned) meanwhile
+                if self.buffer.next_offset(tp, state) != fetch_offset:
+                    continue  # a seek or a reset made this answer stale
+                if p.error_code == 0:
+                    state.high_watermark = p.high_watermark
+                    if p.last_stable_offset >= 0:
+                        state.last_stable_offset = p.last_stable_offset
+                    if p.log_start_offset >= 0:
+                        state.log_start_offset = p.log_start_offset
+                    records = p.records
+                    if not records:
+                        continue
+                    end = end_offset(records)
+                    total += len(records)
+                    if end is None or end <= fetch_offset:
+                        if end is None and len(records) >= config_limit(self.config):
+                            logger.warning(
+                                "%s: a record batch at offset %d is larger than the fetch "
+                                "size; the broker returned only part of it",
+                                tp,
+                                fetch_offset,
+                            )
+                        continue
+                    aborted = (
+                        [(a.first_offset, a.producer_id) for a in p.aborted_transactions]
+                        if self.read_committed and p.aborted_transactions
+                        else []
+                    )
+                    self.buffer.add(
+                        CompletedFetch(
+                            tp,
+                            state,
+                            fetch_offset,
+                            records,
+                            end,
+                            aborted=aborted,
+                            read_committed=self.read_committed,
+                            check_crcs=self.config.check_crcs,
+                        )
+                    )
+                    continue
+                refresh |= self._partition_error(tp, state, fetch_offset, p.error_code)
+        if refresh:
+            self.client.metadata.request_update()
+            self._node_backoff(node)
+        return total
+
+    def _partition_error(
+        self, tp: TopicPartition, state: PartitionState, fetch_offset: int, code: int
+    ) -> bool:
+        """Handle one partition's error; True when metadata must be refreshed."""
+        error = make_error(code, f"fetching {tp} at offset {fetch_offset}")
+        if isinstance(error, OffsetOutOfRangeError):
+            if state.position != fetch_offset:
+                return True  # fetched ahead of the position: retry from the position later
+            strategy = self.subscriptions.default_reset
+            if strategy != NONE:
+                logger.info(
+                    "%s: offset %d out of range, resetting to %s", tp, fetch_offset, strategy
+                )
+                self.subscriptions.request_reset(tp, strategy)
+                self.wake()
+            else:
+                self.buffer.add(CompletedFetch.failed(tp, state, error))
+            return False
+        if isinstance(error, InvalidMetadataError):
+            logger.info("%s: %s; refreshing metadata", tp, error.name)
+            return True
+        if isinstance(error, RetriableError) and not isinstance(error, CorruptMessageError):
+            logger.info("%s: %s; will retry", tp, error.name)
+            return True
+        self.buffer.add(CompletedFetch.failed(tp, state, error))
+        return False
+
+
+def config_limit(config: ConsumerConfig) -> int:
+    return min(config.max_partition_fetch_bytes, config.fetch_max_bytes)
+
+
+def apply_reset(
+    subscriptions: SubscriptionState, tp: TopicPartition, strategy: str, offset: int | None
+) -> None:
+    """Set a position found by ListOffsets, unless the partition moved on meanwhile."""
+    state = subscriptions.get(tp)
+    if state is None or state.position is not None or state.reset != strategy:
+        return
+    if offset is None:
+        return
+    state.position = offset

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,14 +69,18 @@ def observe(log: SegmentedLog) -> dict[str, object]:
     }
 
 
+@pytest.mark.parametrize("write_buffer", [0, 700])
 @settings(max_examples=int(os.environ.get("KK_EXAMPLES", "60")), deadline=None)
-@given(st.lists(operation, max_size=30))
-def test_memory_and_disk_logs_agree(operations: list[tuple[object, ...]]) -> None:
+@given(operations=st.lists(operation, max_size=30))
+def test_memory_and_disk_logs_agree(
+    operations: list[tuple[object, ...]], write_buffer: int
+) -> None:
+    """With a write buffer, a crash is simulated after the buffer was written out."""
     clock = FakeClock()
     with tempfile.TemporaryDirectory() as directory:
         path = directory + "/t-0"
         memory = MemoryLog("t", 0, CONFIG, clock=clock)
-        disk = DiskLog(path, "t", 0, CONFIG, clock=clock)
+        disk = DiskLog(path, "t", 0, CONFIG, clock=clock, write_buffer_bytes=write_buffer)
         sequence = 0
         txn_open = False
         for op in operations:
@@ -132,8 +137,9 @@ def test_memory_and_disk_logs_agree(operations: list[tuple[object, ...]]) -> Non
                 if op[1]:
                     disk.close()
                 else:
+                    disk.tick()
                     disk.abandon()
-                disk = DiskLog(path, "t", 0, CONFIG, clock=clock)
+                disk = DiskLog(path, "t", 0, CONFIG, clock=clock, write_buffer_bytes=write_buffer)
             for log in (memory, disk):
                 log.update_high_watermark(log.log_end_offset)
             assert observe(disk) == observe(memory), f"after {op}"

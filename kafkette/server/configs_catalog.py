@@ -623,6 +623,7 @@ def validate_topic_configs(
             except ValueError as exc:
                 raise InvalidConfigError(f"Invalid value {value!r} for {name}: {exc}") from None
         else:
+            _check_type(definition, value)
             backend[name] = value
     log_config = LogConfig.from_kafka(backend, base=base)
     parsed = log_config.to_kafka()
@@ -634,6 +635,31 @@ def validate_topic_configs(
         else:
             normalised[name] = parsed[name]
     return log_config, normalised
+
+
+_INT_RANGES = {ConfigType.INT: 2**31, ConfigType.LONG: 2**63}
+
+
+def _check_type(definition: TopicConfigDef, value: str) -> None:
+    """Kafka's type check and message (ConfigDef.parseType) before the range checks."""
+    text = value.strip()
+    bound = _INT_RANGES.get(definition.type)
+    try:
+        if bound is not None:
+            if not -bound <= int(text) < bound:
+                raise ValueError(text)
+        elif definition.type == ConfigType.DOUBLE:
+            float(text)
+        elif definition.type == ConfigType.BOOLEAN and text.lower() not in ("true", "false"):
+            raise ValueError(text)
+    except ValueError:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {definition.name}: "
+            f"Not a number of type {definition.type.name}"
+            if definition.type != ConfigType.BOOLEAN
+            else f"Invalid value {value} for configuration {definition.name}: "
+            "Expected value to be either true or false"
+        ) from None
 
 
 def topic_defaults_from(properties: Mapping[str, str]) -> dict[str, str]:

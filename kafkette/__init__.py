@@ -8,16 +8,20 @@ __version__ = "0.1.0"  # before the imports below: kafkette.client reads it
 
 from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
 from kafkette.consumer import AsyncConsumer, Consumer, ConsumerRecord
+from kafkette.producer import AsyncProducer, Producer, RecordMetadata
 from kafkette.structs import TopicPartition
 
 __all__ = [
     "AdminClient",
     "AsyncAdminClient",
     "AsyncConsumer",
+    "AsyncProducer",
     "Consumer",
     "ConsumerRecord",
     "NewPartitions",
     "NewTopic",
+    "Producer",
+    "RecordMetadata",
     "TopicPartition",
     "__version__",
 ]

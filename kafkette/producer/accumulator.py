@@ -1,0 +1,417 @@
+"""The record accumulator: records waiting to be sent, grouped in batches per partition.
+
+Theory of operation. ``send`` (any thread) appends a record to the open batch
+of its partition, under one lock; the sender (the event loop thread) asks
+which partitions are :meth:`ready`, :meth:`drains` their oldest batches,
+builds them (compression happens there, outside the lock) and completes or
+fails them when the broker answers. Nothing crosses threads per record: the
+accumulator calls ``wakeup`` only when the sender has something new to look
+at, i.e. a batch was opened (its linger starts), a batch filled up, or a
+flush began, and not again until the sender has looked (:meth:`ready` clears
+the pending flag).
+
+A partition's batch is ready when it is full (``batch.size``), or older than
+``linger.ms``, or a flush or close is in progress, and it is not waiting out a
+retry backoff. ``buffer.memory`` bounds the bytes of records accepted but not
+yet acknowledged: an append that does not fit blocks up to ``max.block.ms``
+(or, with ``block=False``, raises :class:`BufferFull` so an async caller can
+wait its own way), then fails with :class:`BufferExhaustedError`. Batches that
+stay unsent for ``delivery.timeout.ms`` after their creation are expired by
+:meth:`expire`.
+
+Time is passed in (``clock`` returns milliseconds), and blocking waits go
+through ``wait(condition, seconds)``, so tests drive it without sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Container, Iterable, Sequence
+
+from kafkette.errors import BufferExhaustedError, KafkaTimeoutError, MessageTooLargeError
+from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
+from kafkette.protocol.records import NONE, RecordBatchBuilder
+
+TopicPartition = tuple[str, int]
+Clock = Callable[[], float]
+Waiter = Callable[[threading.Condition, float], object]
+
+RECORD_OVERHEAD = 21
+"""Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
+BATCH_OVERHEAD = 61
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    """Upper bound of the bytes one record takes in a batch, before compression."""
+    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hkey, hvalue in headers:
+        size += 10 + len(hkey) * 3 + (len(hvalue) if hvalue else 0)
+    return size
+
+
+class BufferFull(Exception):
+    """``append(block=False)`` found no room in ``buffer.memory``; ``size`` is what it needed."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+class ProducerBatch:
+    """Records for one partition, sent and acknowledged together."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "builder",
+        "created_ms",
+        "data",
+        "full",
+        "partition",
+        "producer_epoch",
+        "producer_id",
+        "reserved",
+        "result",
+        "retry_at_ms",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int, compression: int, now_ms: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=compression)
+        self.result = BatchResult(topic, partition)
+        self.created_ms = now_ms
+        self.reserved = 0
+        self.full = False
+        self.data: bytearray | None = None
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.base_sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.builder) if self.builder is not None else self._built_count
+
+    @property
+    def _built_count(self) -> int:
+        assert self.data is not None
+        return int.from_bytes(self.data[57:61], "big")
+
+    def build(self) -> bytearray:
+        """The batch's bytes (compressed); built once, on first call."""
+        if self.data is None:
+            assert self.builder is not None
+            self.data = bytearray(self.builder.build())
+            self.builder = None
+        return self.data
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
+            f"seq={self.base_sequence} attempts={self.attempts}>"
+        )
+
+
+class RecordAccumulator:
+    """Thread-safe queues of batches per partition, with buffer-memory accounting."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16_384,
+        linger_ms: float = 5,
+        buffer_memory: int = 33_554_432,
+        max_block_ms: float = 60_000,
+        compression: int = NONE,
+        delivery_timeout_ms: float = 120_000,
+        clock: Clock = monotonic_ms,
+        wakeup: Callable[[], object] | None = None,
+        wait: Waiter | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.buffer_memory = buffer_memory
+        self.max_block_ms = max_block_ms
+        self.compression = compression
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.clock = clock
+        self.wakeup = wakeup
+        self.on_space: Callable[[], object] | None = None
+        self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._used = 0
+        self._flushes = 0
+        self._closed = False
+        self._wake_pending = False
+
+    # ---- the user's side
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        on_delivery: DeliveryCallback | None = None,
+        *,
+        block: bool = True,
+    ) -> RecordFuture:
+        """Add a record to its partition's open batch (opening one if needed)."""
+        size = record_size(key, value, headers)
+        if size + BATCH_OVERHEAD > self.buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of {size} bytes is larger than buffer.memory ({self.buffer_memory})"
+            )
+        wake = False
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the producer is closed")
+            if self._used + size > self.buffer_memory:
+                if not block:
+                    raise BufferFull(size)
+                self._wait_for_space(size)
+            tp = (topic, partition)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            batch = queue[-1] if queue else None
+            if (
+                batch is None
+                or batch.full
+                or (
+                    batch.builder is not None
+                    and batch.builder.size_in_bytes() + size > self.batch_size
+                    and len(batch.builder) > 0
+                )
+            ):
+                if batch is not None and not batch.full:
+                    batch.full = True
+                batch = ProducerBatch(topic, partition, self.compression, self.clock())
+                queue.append(batch)
+                self._incomplete.add(batch)
+                wake = True
+            builder = batch.builder
+            assert builder is not None
+            index = builder.append(timestamp, key, value, headers)
+            batch.reserved += size
+            self._used += size
+            future = RecordFuture(batch.result, index, timestamp)
+            if on_delivery is not None:
+                batch.result.add_callback(future, on_delivery, True)
+            if builder.size_in_bytes() >= self.batch_size:
+                batch.full = True
+                wake = True
+            if wake:
+                wake = not self._wake_pending
+                self._wake_pending = True
+        if wake and self.wakeup is not None:
+            self.wakeup()
+        return future
+
+    def _wait_for_space(self, size: int) -> None:
+        deadline = self.clock() + self.max_block_ms
+        while self._used + size > self.buffer_memory and self._used > 0:
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise BufferExhaustedError(
+                    f"{self._used} of buffer.memory={self.buffer_memory} bytes stayed in use "
+                    f"for max.block.ms={self.max_block_ms:g}; {size} more were needed"
+                )
+            self._wait(self._space, remaining / 1000)
+            if self._closed:
+                raise RuntimeError("the producer is closed")
+
+    def has_space(self, size: int) -> bool:
+        with self._lock:
+            return self._used + size <= self.buffer_memory or self._used == 0
+
+    # ---- the sender's side
+
+    def ready(
+        self, now_ms: float, muted: Container[TopicPartition] = ()
+    ) -> tuple[list[TopicPartition], float | None]:
+        """Partitions whose first batch can be sent now, and ms until the next may be."""
+        ready: list[TopicPartition] = []
+        next_ms: float | None = None
+        with self._lock:
+            self._wake_pending = False
+            hurry = self._flushes > 0 or self._closed
+            for tp, queue in self._queues.items():
+                if not queue or tp in muted:
+                    continue
+                batch = queue[0]
+                if batch.retry_at_ms > now_ms:
+                    wait = batch.retry_at_ms - now_ms
+                elif hurry or batch.full or len(queue) > 1 or batch.attempts > 0:
+                    ready.append(tp)
+                    continue
+                else:
+                    wait = batch.created_ms + self.linger_ms - now_ms
+                    if wait <= 0:
+                        ready.append(tp)
+                        continue
+                if next_ms is None or wait < next_ms:
+                    next_ms = wait
+        return ready, next_ms
+
+    def drain(self, partitions: Iterable[TopicPartition], max_size: int) -> list[ProducerBatch]:
+        """Take the first batch of each partition, while their sizes fit in ``max_size``.
+
+        The first batch is always taken, whatever its size. Batches are built
+        (and compressed) after leaving the lock.
+        """
+        taken: list[ProducerBatch] = []
+        total = 0
+        with self._lock:
+            for tp in partitions:
+                queue = self._queues.get(tp)
+                if not queue:
+                    continue
+                batch = queue[0]
+                size = (
+                    len(batch.data)
+                    if batch.data is not None
+                    else (batch.builder.size_in_bytes() if batch.builder is not None else 0)
+                )
+                if taken and total + size > max_size:
+                    continue
+                queue.popleft()
+                batch.full = True
+                taken.append(batch)
+                total += size
+        for batch in taken:
+            batch.build()
+        return taken
+
+    def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:
+        """Put a batch back for a retry, ahead of newer ones and in sequence order."""
+        batch.retry_at_ms = retry_at_ms
+        with self._lock:
+            queue = self._queues.setdefault(batch.tp, deque())
+            position = 0
+            if batch.base_sequence >= 0:
+                for queued in queue:
+                    if queued.base_sequence < 0 or queued.base_sequence > batch.base_sequence:
+                        break
+                    position += 1
+            queue.insert(position, batch)
+
+    def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
+        """The broker stored the batch."""
+        self._release(batch)
+        batch.result.complete(base_offset, log_append_time)
+
+    def fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        """The batch will not be stored."""
+        self._release(batch)
+        batch.result.fail(error)
+
+    def _release(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            if batch not in self._incomplete:
+                return
+            self._incomplete.discard(batch)
+            self._used -= batch.reserved
+            self._space.notify_all()
+        if self.on_space is not None:
+            self.on_space()
+
+    def expire(self, now_ms: float) -> list[ProducerBatch]:
+        """Remove and fail the queued batches older than ``delivery.timeout.ms``."""
+        expired: list[ProducerBatch] = []
+        limit = now_ms - self.delivery_timeout_ms
+        with self._lock:
+            for queue in self._queues.values():
+                while queue and queue[0].created_ms <= limit:
+                    expired.append(queue.popleft())
+        for batch in expired:
+            self.fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired: "
+                    f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms:g}"
+                ),
+            )
+        return expired
+
+    def next_expiry_ms(self, now_ms: float) -> float | None:
+        """Ms until the oldest queued batch expires (None when nothing is queued)."""
+        with self._lock:
+            oldest = min((q[0].created_ms for q in self._queues.values() if q), default=None)
+        if oldest is None:
+            return None
+        return max(0.0, oldest + self.delivery_timeout_ms - now_ms)
+
+    # ---- flush and close
+
+    def begin_flush(self) -> list[BatchResult]:
+        """Make every batch ready at once; returns the results to wait for."""
+        with self._lock:
+            self._flushes += 1
+            results = [b.result for b in self._incomplete]
+            wake = not self._wake_pending
+            self._wake_pending = True
+        if wake and self.wakeup is not None:
+            self.wakeup()
+        return results
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes -= 1
+
+    def close(self) -> None:
+        """Refuse new records; queued ones become ready at once."""
+        with self._lock:
+            self._closed = True
+            self._space.notify_all()
+        if self.wakeup is not None:
+            self.wakeup()
+
+    def abort(self, error: BaseException) -> list[ProducerBatch]:
+        """Fail every batch still queued (not those in flight)."""
+        with self._lock:
+            queued = [b for q in self._queues.values() for b in q]
+            for queue in self._queues.values():
+                queue.clear()
+        for batch in queued:
+            self.fail(batch, error)
+        return queued
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def buffer_used(self) -> int:
+        """Bytes of records accepted and not yet acknowledged or failed."""
+        return self._used
+
+    @property
+    def incomplete(self) -> int:
+        """Batches not yet acknowledged or failed (queued or in flight)."""
+        return len(self._incomplete)
+
+    def queued(self) -> int:
+        """Batches waiting in the queues (not in flight)."""
+        with self._lock:
+            return sum(len(q) for q in self._queues.values())

@@ -1,0 +1,254 @@
+"""What the async and the sync producer share: serialization, partitioning, topic metadata.
+
+Keys, values and header values are bytes. Without a serializer a key or
+value must be ``bytes``, ``bytearray``, ``memoryview`` or ``None``: a ``str``
+raises :class:`SerializationError` rather than being silently encoded, since
+Kafka clients leave the encoding to the application (pass
+``value_serializer=str.encode`` to send text). A serializer is a callable
+``serializer(obj) -> bytes``; it is not called for ``None``. Header values
+may also be ``str`` (encoded as UTF-8); headers are given as a sequence of
+``(key, value)`` pairs or a mapping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from kafkette.client.backoff import backoff_ms
+from kafkette.client.client import KafkaClient, monotonic_ms
+from kafkette.client.config import ProducerConfig
+from kafkette.client.metadata import ClusterMetadata
+from kafkette.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    SerializationError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from kafkette.producer.accumulator import RecordAccumulator, record_size
+from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
+from kafkette.producer.sender import Sender
+from kafkette.protocol.records import codec_id
+
+HeadersArg = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
+Prepared = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+
+_BYTES_LIKE = (bytearray, memoryview)
+
+
+def _to_bytes(obj: Any, serializer: Callable[[Any], Any] | None, what: str) -> bytes | None:
+    if obj is None:
+        return None
+    if serializer is not None:
+        try:
+            obj = serializer(obj)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(f"the {what} serializer failed: {exc!r}") from exc
+        if obj is None:
+            return None
+    if type(obj) is bytes:
+        return obj
+    if isinstance(obj, (bytes, *_BYTES_LIKE)):
+        return bytes(obj)
+    hint = f" (pass bytes, or set {what}_serializer, e.g. str.encode)" if serializer is None else ""
+    raise SerializationError(f"the {what} must be bytes or None, not {type(obj).__name__}{hint}")
+
+
+def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    result: list[tuple[str, bytes | None]] = []
+    for item in items:
+        try:
+            hkey, hvalue = item
+        except (TypeError, ValueError):
+            raise SerializationError(
+                f"a header must be a (key, value) pair, not {item!r}"
+            ) from None
+        if not isinstance(hkey, str):
+            raise SerializationError(f"a header key must be a str, not {type(hkey).__name__}")
+        if hvalue is None or type(hvalue) is bytes:
+            result.append((hkey, hvalue))
+        elif isinstance(hvalue, str):
+            result.append((hkey, hvalue.encode()))
+        elif isinstance(hvalue, (bytes, *_BYTES_LIKE)):
+            result.append((hkey, bytes(hvalue)))
+        else:
+            raise SerializationError(
+                f"header {hkey!r}: value must be bytes, str or None, not {type(hvalue).__name__}"
+            )
+    return result
+
+
+class ProducerCore:
+    """Client, accumulator, sender and the per-record logic of one producer."""
+
+    def __init__(
+        self, config: ProducerConfig, *, clock: Callable[[], float] = monotonic_ms
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.client = KafkaClient(config, clock=clock)
+        self.accumulator = RecordAccumulator(
+            batch_size=config.batch_size,
+            linger_ms=config.linger_ms,
+            buffer_memory=config.buffer_memory,
+            max_block_ms=config.max_block_ms,
+            compression=codec_id(config.compression_type),
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            clock=clock,
+        )
+        self.sender = Sender(self.client, self.accumulator, config, clock=clock)
+        self.sticky = StickyPartitioner(config.batch_size)
+        self.key_serializer: Callable[[Any], Any] | None = config.key_serializer
+        self.value_serializer: Callable[[Any], Any] | None = config.value_serializer
+        self.partitioner: Callable[[bytes | None, int], int] | None = config.partitioner
+        self.ignore_keys = config.partitioner_ignore_keys
+        self._snapshot: ClusterMetadata | None = None
+        self._counts: dict[str, int] = {}
+
+    # ---- per record
+
+    def prepare(self, key: Any, value: Any, headers: HeadersArg, timestamp: int | None) -> Prepared:
+        """Serialize key, value and headers; fill in the timestamp."""
+        key_bytes = _to_bytes(key, self.key_serializer, "key")
+        value_bytes = _to_bytes(value, self.value_serializer, "value")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif type(timestamp) is not int or timestamp < 0:
+            raise ValueError(f"timestamp must be milliseconds since the epoch, got {timestamp!r}")
+        return key_bytes, value_bytes, _headers(headers), timestamp
+
+    def partition_count(self, topic: str) -> int | None:
+        """Partitions of ``topic`` per the current metadata (None when unknown)."""
+        snapshot = self.client.metadata.snapshot
+        if snapshot is not self._snapshot:
+            self._snapshot = snapshot
+            self._counts = {}
+        count = self._counts.get(topic)
+        if count is None:
+            count = snapshot.partition_count(topic)
+            if count:
+                self._counts[topic] = count
+            else:
+                count = None
+        return count
+
+    def choose_partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+        count: int,
+    ) -> int:
+        """The partition for a record: explicit, user partitioner, murmur2 or sticky."""
+        if partition is not None:
+            if partition >= count:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic!r}: the topic has {count} partition(s)"
+                )
+            return partition
+        if self.partitioner is not None:
+            chosen = self.partitioner(key, count)
+            if not isinstance(chosen, int) or not 0 <= chosen < count:
+                raise ValueError(
+                    f"the partitioner returned {chosen!r} for topic {topic!r} of {count} partitions"
+                )
+            return chosen
+        if key is not None and not self.ignore_keys:
+            return keyed_partition(key, count)
+        return self.sticky.partition(topic, count, record_size(key, value, headers))
+
+    @staticmethod
+    def check_partition(partition: int | None) -> None:
+        if partition is not None and (
+            isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+        ):
+            raise ValueError(f"partition must be a non-negative int, got {partition!r}")
+
+    # ---- topics (event loop)
+
+    async def wait_for_topic(self, topic: str, partition: int | None = None) -> int:
+        """Wait up to ``max.block.ms`` for ``topic`` (and ``partition``) to be in the metadata.
+
+        The metadata request allows auto-creation, as Kafka's producer does.
+        """
+        if not topic:
+            raise ValueError("the topic name must not be empty")
+        metadata = self.client.metadata
+        metadata.wanted_topics.add(topic)
+        deadline = self.clock() + self.config.max_block_ms
+        attempt = 0
+        last: BaseException | None = None
+        while True:
+            info = metadata.snapshot.topics.get(topic)
+            if info is not None:
+                if info.error_code == 0 and info.partitions:
+                    count = len(info.partitions)
+                    if partition is None or partition < count:
+                        return count
+                    last = UnknownTopicOrPartitionError(
+                        f"partition {partition} of topic {topic!r}: "
+                        f"the topic has {count} partition(s)"
+                    )
+                elif info.error_code:
+                    error_class = error_for_code(info.error_code)
+                    assert error_class is not None
+                    if not error_class.retriable:
+                        metadata.wanted_topics.discard(topic)
+                        raise error_class(f"topic {topic!r}")
+                    last = error_class(f"topic {topic!r}")
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                if isinstance(last, UnknownTopicOrPartitionError) and partition is not None:
+                    raise last
+                detail = f"; last error: {last}" if last is not None else ""
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after "
+                    f"max.block.ms={self.config.max_block_ms}{detail}"
+                )
+            try:
+                await self.client.refresh_metadata(
+                    metadata.wanted_topics, allow_auto_topic_creation=True, timeout_ms=remaining
+                )
+            except KafkaError as exc:
+                last = exc
+                continue
+            info = metadata.snapshot.topics.get(topic)
+            if info is None or info.error_code or not info.partitions:
+                wait = backoff_ms(
+                    attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+                )
+                attempt += 1
+                await anyio.sleep(min(wait, max(deadline - self.clock(), 0)) / 1000)
+
+    # ---- metrics
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of the producer's counters."""
+        m = self.sender.metrics
+        return {
+            "records_sent": m.records_sent,
+            "bytes_sent": m.bytes_sent,
+            "batches_sent": m.batches_sent,
+            "requests_sent": m.requests_sent,
+            "retries": m.retries,
+            "errors": m.errors,
+            "request_latency_avg_ms": m.latency_total_ms / m.requests_sent
+            if m.requests_sent
+            else 0.0,
+            "request_latency_max_ms": m.latency_max_ms,
+            "buffer_bytes_used": self.accumulator.buffer_used,
+            "buffer_memory": self.accumulator.buffer_memory,
+            "batches_incomplete": self.accumulator.incomplete,
+            "requests_in_flight": self.sender.in_flight,
+        }

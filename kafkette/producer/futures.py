@@ -1,0 +1,189 @@
+"""Delivery results: one shared result per batch, one light future per record.
+
+As in the Java client, the broker answers per batch, so the state lives in a
+:class:`BatchResult` (base offset, append time or error) and each record's
+:class:`RecordFuture` only knows its batch and its index in it; its
+:class:`RecordMetadata` is computed when asked for. That keeps ``send`` cheap:
+a record costs one small object, not an event or a lock.
+
+A :class:`RecordFuture` serves both APIs: ``await future`` in the event loop
+(asyncio or trio) and ``future.result(timeout)`` from any thread, like a
+``concurrent.futures.Future``. Results are always set in the producer's event
+loop thread; callbacks run there too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+import anyio
+import attrs
+
+logger = logging.getLogger("kafkette.producer")
+
+DeliveryCallback = Callable[[BaseException | None, "RecordMetadata | None"], object]
+"""``on_delivery(error, metadata)``: exactly one of the two is None."""
+
+_CALLBACK_LOCK = threading.Lock()
+
+
+@attrs.frozen(slots=True)
+class RecordMetadata:
+    """Where a record was stored.
+
+    ``offset`` is -1 when the broker did not say (``acks=0``). ``timestamp``
+    is the record's timestamp, or the broker's append time for a topic with
+    ``message.timestamp.type=LogAppendTime``.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class BatchResult:
+    """The outcome of one batch, shared by the futures of its records."""
+
+    __slots__ = (
+        "_async_event",
+        "_callbacks",
+        "_event",
+        "base_offset",
+        "done",
+        "error",
+        "log_append_time",
+        "partition",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.done = False
+        self._event = threading.Event()
+        self._async_event: anyio.Event | None = None
+        self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = []
+
+    def add_callback(self, future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:
+        """Register ``fn`` (``on_delivery(err, md)`` if ``delivery`` else ``fn(future)``)."""
+        with _CALLBACK_LOCK:
+            callbacks = self._callbacks
+            if callbacks is not None:
+                callbacks.append((future, fn, delivery))
+                return
+        _invoke(future, fn, delivery)
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        """The batch was stored at ``base_offset`` (-1 when unknown)."""
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self._finish()
+
+    def fail(self, error: BaseException) -> None:
+        """The batch will not be stored: every record fails with ``error``."""
+        self.error = error
+        self._finish()
+
+    def _finish(self) -> None:
+        with _CALLBACK_LOCK:
+            self.done = True
+            callbacks, self._callbacks = self._callbacks, None
+        self._event.set()
+        if self._async_event is not None:
+            self._async_event.set()
+        for future, fn, delivery in callbacks or ():
+            _invoke(future, fn, delivery)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block this thread until done; False on timeout."""
+        return self._event.wait(timeout)
+
+    async def wait_async(self) -> None:
+        """Wait in the event loop (the one that completes the batch)."""
+        if self.done:
+            return
+        if self._async_event is None:
+            self._async_event = anyio.Event()
+        await self._async_event.wait()
+
+
+def _invoke(future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:
+    try:
+        if delivery:
+            error = future._batch.error
+            fn(error, None if error is not None else future._metadata())
+        else:
+            fn(future)
+    except Exception:
+        logger.exception("producer delivery callback %r raised", fn)
+
+
+class RecordFuture:
+    """The delivery of one record: awaitable, and ``concurrent.futures.Future``-like."""
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: BatchResult, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+    def _metadata(self) -> RecordMetadata:
+        batch = self._batch
+        offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
+        timestamp = batch.log_append_time if batch.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(batch.topic, batch.partition, offset, timestamp)
+
+    def done(self) -> bool:
+        """Whether the record was acknowledged or failed."""
+        return self._batch.done
+
+    def cancelled(self) -> bool:
+        """Always False: a record handed to the producer cannot be taken back."""
+        return False
+
+    def cancel(self) -> bool:
+        """Always False (see :meth:`cancelled`)."""
+        return False
+
+    def running(self) -> bool:
+        return not self._batch.done
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait for the record's metadata; raise its delivery error, or TimeoutError."""
+        batch = self._batch
+        if not batch.done and not batch.wait(timeout):
+            raise TimeoutError(f"record not delivered within {timeout}s")
+        if batch.error is not None:
+            raise batch.error
+        return self._metadata()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the outcome; the delivery error or None."""
+        batch = self._batch
+        if not batch.done and not batch.wait(timeout):
+            raise TimeoutError(f"record not delivered within {timeout}s")
+        return batch.error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        """Call ``fn(future)`` when done (at once if already done); in the loop thread."""
+        self._batch.add_callback(self, fn, False)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        batch = self._batch
+        if not batch.done:
+            yield from batch.wait_async().__await__()
+        if batch.error is not None:
+            raise batch.error
+        return self._metadata()
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._batch.done else ("failed" if self._batch.error else "done")
+        return f"<RecordFuture {self._batch.topic}-{self._batch.partition} #{self._index} {state}>"

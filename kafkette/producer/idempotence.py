@@ -1,0 +1,95 @@
+"""The idempotent producer's state: producer id, epoch, sequence numbers per partition.
+
+A batch gets its base sequence when it is drained for its first send (or
+again after an epoch bump); a retry keeps it, so the broker recognises a
+batch it already stored and answers with the original offset instead of
+storing it twice. Sequences are per partition, count records, and wrap from
+``2**31 - 1`` to 0.
+
+When the broker reports a sequence it did not expect for the next batch we
+expect it to take (OUT_OF_ORDER_SEQUENCE_NUMBER) or forgot our producer id
+(UNKNOWN_PRODUCER_ID), the producer bumps its epoch (KIP-360:
+InitProducerId with its current id and epoch; a fresh id on older brokers)
+and starts every partition's sequences again from 0. No I/O here: the sender
+does the requests.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from kafkette.producer.accumulator import ProducerBatch, TopicPartition
+from kafkette.protocol.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    PRODUCER_ID_OFFSET,
+)
+
+SEQUENCE_MODULUS = 2**31
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_CRC = struct.Struct(">I")
+
+
+def stamp(data: bytearray, producer_id: int, epoch: int, base_sequence: int) -> None:
+    """Write producer id, epoch and base sequence into a built batch and fix its CRC."""
+    _PRODUCER_FIELDS.pack_into(data, PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
+    _CRC.pack_into(data, CRC_OFFSET, crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]))
+
+
+class IdempotenceState:
+    """Producer id, epoch and per-partition sequences of one idempotent producer."""
+
+    def __init__(self) -> None:
+        self.producer_id = -1
+        self.epoch = -1
+        self.bump_needed = False
+        self._next: dict[TopicPartition, int] = {}
+        self._acked: dict[TopicPartition, int] = {}  # last acknowledged sequence
+
+    @property
+    def has_id(self) -> bool:
+        return self.producer_id >= 0
+
+    def reset(self, producer_id: int, epoch: int) -> None:
+        """A new producer id or epoch: every partition starts again at sequence 0."""
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.bump_needed = False
+        self._next.clear()
+        self._acked.clear()
+
+    def assign(self, batch: ProducerBatch) -> None:
+        """Give ``batch`` its sequence (unless it kept one from this epoch) and stamp it."""
+        if (
+            batch.base_sequence >= 0
+            and batch.producer_id == self.producer_id
+            and batch.producer_epoch == self.epoch
+        ):
+            return
+        tp = batch.tp
+        sequence = self._next.get(tp, 0)
+        self._next[tp] = (sequence + batch.record_count) % SEQUENCE_MODULUS
+        batch.base_sequence = sequence
+        batch.producer_id = self.producer_id
+        batch.producer_epoch = self.epoch
+        stamp(batch.build(), self.producer_id, self.epoch, sequence)
+
+    def acknowledged(self, batch: ProducerBatch) -> None:
+        """The broker stored ``batch``."""
+        if batch.producer_id == self.producer_id and batch.producer_epoch == self.epoch:
+            last = (batch.base_sequence + batch.record_count - 1) % SEQUENCE_MODULUS
+            self._acked[batch.tp] = last
+
+    def is_next_expected(self, batch: ProducerBatch) -> bool:
+        """Whether ``batch`` directly follows the last acknowledged one of its partition.
+
+        If not, an earlier batch of the partition is still being retried, and a
+        sequence error for this one is a consequence of that, not a loss.
+        """
+        if batch.producer_id != self.producer_id or batch.producer_epoch != self.epoch:
+            return False
+        last = self._acked.get(batch.tp)
+        expected = 0 if last is None else (last + 1) % SEQUENCE_MODULUS
+        return batch.base_sequence == expected

@@ -1,0 +1,492 @@
+"""The sender: the event-loop task that turns ready batches into Produce requests.
+
+Each turn of :meth:`Sender.run`: expire batches past ``delivery.timeout.ms``,
+get a producer id if idempotence needs one, ask the accumulator which
+partitions are ready, group them by leader, and for every leader with fewer
+than ``max.in.flight.requests.per.connection`` requests outstanding drain one
+batch per partition (up to ``max.request.size``) into one ProduceRequest,
+sent from its own task so requests to a broker are pipelined. Then sleep
+until woken (new batch, full batch, flush, response) or until the next linger,
+backoff or expiry deadline.
+
+Responses: success resolves the batch (offset of record *i* = base offset +
+*i*); DUPLICATE_SEQUENCE_NUMBER is a success; retriable errors and lost
+connections put the batch back at the head of its partition (in sequence
+order) after ``retry.backoff.ms``..``retry.backoff.max.ms`` with jitter, and
+mark the metadata stale when it may be (a leader moved). When the response
+names the new leader (KIP-951), the metadata is patched at once. Other errors
+fail the batch's futures with the error class.
+
+Ordering: with idempotence, up to 5 requests per partition are in flight and
+the broker orders them by sequence; a partition whose batch came back for a
+retry sends one batch at a time until it succeeds again. Without
+idempotence and with ``max.in.flight.requests.per.connection=1`` a partition
+with a batch in flight is not drained; with more in flight, a retry may
+reorder records, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Container
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+
+from kafkette.client.backoff import backoff_ms
+from kafkette.client.client import KafkaClient, monotonic_ms
+from kafkette.client.config import ProducerConfig
+from kafkette.client.metadata import BrokerInfo, PartitionInfo
+from kafkette.errors import (
+    DuplicateSequenceNumberError,
+    InvalidMetadataError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+    make_error,
+)
+from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from kafkette.producer.idempotence import IdempotenceState
+from kafkette.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+
+logger = logging.getLogger("kafkette.producer")
+
+KIP360_INIT_PRODUCER_ID_VERSION = 3
+
+
+class _Everything:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+@attrs.define
+class SenderMetrics:
+    """Counters of one producer's sender."""
+
+    records_sent: int = 0
+    bytes_sent: int = 0
+    batches_sent: int = 0
+    requests_sent: int = 0
+    retries: int = 0
+    errors: int = 0
+    latency_total_ms: float = 0.0
+    latency_max_ms: float = 0.0
+
+
+class Sender:
+    """Drains the accumulator into Produce requests and handles the responses."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        accumulator: RecordAccumulator,
+        config: ProducerConfig,
+        *,
+        clock: Any = monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client
+        self.accumulator = accumulator
+        self.config = config
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.idempotence = IdempotenceState() if config.idempotent else None
+        self.metrics = SenderMetrics()
+        self.fatal_error: BaseException | None = None
+        self._wake = anyio.Event()
+        self.finished = anyio.Event()
+        self._stopping = False
+        self._abort_error: BaseException | None = None
+        self._node_in_flight: dict[int, int] = {}
+        self._tp_in_flight: dict[TopicPartition, int] = {}
+        self._resyncing: set[TopicPartition] = set()
+        self._metadata_busy = False
+        self._metadata_retry_at = 0.0
+        self._metadata_failures = 0
+        self._pid_retry_at = 0.0
+        self._pid_failures = 0
+        self._pid_busy = False
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    # ---- control (event loop thread only)
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Finish sending everything accepted, then return from :meth:`run`."""
+        self._stopping = True
+        self.wakeup()
+
+    def abort(self, error: BaseException) -> None:
+        """Fail everything not yet acknowledged with ``error`` and return from :meth:`run`."""
+        self._abort_error = error
+        self.accumulator.abort(error)
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+        self.wakeup()
+
+    @property
+    def in_flight(self) -> int:
+        return sum(self._node_in_flight.values())
+
+    # ---- the loop
+
+    async def run(self) -> None:
+        """Send until stopped (all delivered) or aborted."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                while self._abort_error is None:
+                    if self._stopping and self.accumulator.incomplete == 0:
+                        break
+                    await self._turn(tg)
+                tg.cancel_scope.cancel()
+        finally:
+            self.finished.set()
+
+    async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
+        self._wake = anyio.Event()
+        now = self.clock()
+        for batch in self.accumulator.expire(now):
+            self.metrics.errors += 1
+            if self.idempotence is not None and batch.base_sequence >= 0:
+                self.idempotence.bump_needed = True  # its sequence left a gap
+        delays: list[float] = []
+        muted: Container[TopicPartition] = self._muted()
+        idem = self.idempotence
+        if idem is not None and (not idem.has_id or idem.bump_needed):
+            muted = _Everything()
+            if self.accumulator.incomplete and not self._pid_busy and self.in_flight == 0:
+                if now >= self._pid_retry_at:
+                    self._pid_busy = True
+                    tg.start_soon(self._init_producer_id)
+                else:
+                    delays.append(self._pid_retry_at - now)
+        ready, next_ms = self.accumulator.ready(now, muted)
+        if next_ms is not None:
+            delays.append(next_ms)
+        snapshot = self.client.metadata.snapshot
+        by_node: dict[int, list[TopicPartition]] = {}
+        stale = self.client.metadata.needs_update(now)
+        for tp in ready:
+            leader = snapshot.leader_for(*tp)
+            if leader is None:
+                stale = True
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        if stale and self.client.metadata.wanted_topics:
+            self._maybe_refresh_metadata(tg, now, delays)
+        max_in_flight = self.config.max_in_flight_requests_per_connection
+        for node, tps in by_node.items():
+            if self._node_in_flight.get(node, 0) >= max_in_flight:
+                continue
+            if len(tps) > 1:
+                self.rng.shuffle(tps)  # no partition always last in line for the request size
+            batches = self.accumulator.drain(tps, self.config.max_request_size)
+            if not batches:
+                continue
+            if idem is not None:
+                for batch in batches:
+                    idem.assign(batch)
+            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            for batch in batches:
+                self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
+            tg.start_soon(self._produce, node, batches)
+        expiry = self.accumulator.next_expiry_ms(now)
+        if expiry is not None:
+            delays.append(expiry)
+        timeout = max(min(delays), 0.0) / 1000 if delays else None
+        if timeout is None:
+            await self._wake.wait()
+        elif timeout > 0:
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+        else:
+            await anyio.sleep(0)
+
+    def _muted(self) -> Container[TopicPartition]:
+        if self.idempotence is not None:
+            return {tp for tp in self._resyncing if self._tp_in_flight.get(tp, 0) > 0}
+        if self.config.max_in_flight_requests_per_connection == 1:
+            return {tp for tp, n in self._tp_in_flight.items() if n > 0}
+        return ()
+
+    # ---- metadata
+
+    def _maybe_refresh_metadata(
+        self, tg: anyio.abc.TaskGroup, now: float, delays: list[float]
+    ) -> None:
+        if self._metadata_busy:
+            return
+        if now < self._metadata_retry_at:
+            delays.append(self._metadata_retry_at - now)
+            return
+        self._metadata_busy = True
+        tg.start_soon(self._refresh_metadata)
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await self.client.refresh_metadata(
+                self.client.metadata.wanted_topics, allow_auto_topic_creation=True
+            )
+            self._metadata_failures = 0
+            self._metadata_retry_at = 0.0
+        except KafkaError as exc:
+            logger.info("producer metadata refresh failed: %s", exc)
+            self._metadata_retry_at = self.clock() + self._backoff(self._metadata_failures)
+            self._metadata_failures += 1
+        finally:
+            self._metadata_busy = False
+            self.wakeup()
+
+    def _apply_leader_hint(self, response: ProduceResponse) -> bool:
+        """KIP-951: take the new leaders a NOT_LEADER_OR_FOLLOWER answer names."""
+        cache = self.client.metadata
+        snapshot = cache.snapshot
+        brokers = dict(snapshot.brokers)
+        for endpoint in response.node_endpoints:
+            brokers[endpoint.node_id] = BrokerInfo(
+                endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack
+            )
+        topics = dict(snapshot.topics)
+        changed = False
+        for topic in response.responses:
+            info = topics.get(topic.name)
+            if info is None:
+                continue
+            partitions = list(info.partitions)
+            for p in topic.partition_responses:
+                hint = p.current_leader
+                if (
+                    p.error_code != NotLeaderOrFollowerError.code
+                    or hint.leader_id < 0
+                    or hint.leader_id not in brokers
+                    or not 0 <= p.index < len(partitions)
+                ):
+                    continue
+                old = partitions[p.index]
+                if hint.leader_epoch < old.leader_epoch:
+                    continue
+                partitions[p.index] = PartitionInfo(
+                    old.topic,
+                    old.partition,
+                    hint.leader_id,
+                    hint.leader_epoch,
+                    old.replicas,
+                    old.isr,
+                    0,
+                )
+                changed = True
+            topics[topic.name] = attrs.evolve(info, partitions=tuple(partitions))
+        if changed:
+            cache.snapshot = attrs.evolve(snapshot, brokers=brokers, topics=topics)
+        return changed
+
+    # ---- producer id
+
+    async def _init_producer_id(self) -> None:
+        idem = self.idempotence
+        assert idem is not None
+        try:
+            node = await self.client.any_node()
+            connection = await self.client.connection(node)
+            version = connection.version_for(InitProducerIdRequest)
+            request = InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=self.config.transaction_timeout_ms
+            )
+            if idem.has_id and version >= KIP360_INIT_PRODUCER_ID_VERSION:
+                request.producer_id = idem.producer_id
+                request.producer_epoch = idem.epoch
+            response = await connection.request(request, version=version)
+            assert isinstance(response, InitProducerIdResponse)
+            if response.error_code:
+                raise make_error(response.error_code, "InitProducerId")
+            logger.info(
+                "producer id %d epoch %d (was %d/%d)",
+                response.producer_id,
+                response.producer_epoch,
+                idem.producer_id,
+                idem.epoch,
+            )
+            idem.reset(response.producer_id, response.producer_epoch)
+            self._pid_failures = 0
+        except KafkaError as exc:
+            if not exc.retriable:
+                self.fatal_error = exc
+                logger.error("producer cannot get a producer id: %s", exc)
+                self.accumulator.abort(exc)
+            self._pid_retry_at = self.clock() + self._backoff(self._pid_failures)
+            self._pid_failures += 1
+        finally:
+            self._pid_busy = False
+            self.wakeup()
+
+    # ---- requests
+
+    def _backoff(self, attempt: int) -> float:
+        return backoff_ms(
+            attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms, self.rng
+        )
+
+    def _request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        topics: dict[str, list[PartitionProduceData]] = {}
+        for batch in batches:
+            assert batch.data is not None
+            topics.setdefault(batch.topic, []).append(
+                PartitionProduceData(index=batch.partition, records=batch.data)
+            )
+        return ProduceRequest(
+            transactional_id=None,
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()],
+        )
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        started = self.clock()
+        expect_response = self.config.acks != 0
+        try:
+            try:
+                response = await self.client.send(
+                    node, self._request(batches), expect_response=expect_response
+                )
+            except anyio.get_cancelled_exc_class():
+                error = self._abort_error or KafkaConnectionError("the producer was closed")
+                for batch in batches:
+                    self.accumulator.fail(batch, error)
+                raise
+            except KafkaError as exc:
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            latency = self.clock() - started
+            self.metrics.requests_sent += 1
+            self.metrics.latency_total_ms += latency
+            self.metrics.latency_max_ms = max(self.metrics.latency_max_ms, latency)
+            if response is None:
+                for batch in batches:
+                    self._succeeded(batch, -1, -1)
+                return
+            assert isinstance(response, ProduceResponse)
+            self._handle_response(batches, response)
+        finally:
+            self._node_in_flight[node] -= 1
+            for batch in batches:
+                self._tp_in_flight[batch.tp] -= 1
+            self.wakeup()
+
+    def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
+        by_tp = {batch.tp: batch for batch in batches}
+        hinted = False
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                batch = by_tp.pop((topic.name, p.index), None)
+                if batch is None:
+                    continue
+                code = p.error_code
+                if code == 0:
+                    self._succeeded(batch, p.base_offset, p.log_append_time_ms)
+                    continue
+                if code == DuplicateSequenceNumberError.code:
+                    self._succeeded(batch, p.base_offset if p.base_offset >= 0 else -1, -1)
+                    continue
+                if code == NotLeaderOrFollowerError.code and not hinted:
+                    hinted = True
+                    if not self._apply_leader_hint(response):
+                        self.client.metadata.request_update()
+                detail = f"{batch.topic}-{batch.partition}"
+                if p.error_message:
+                    detail += f": {p.error_message}"
+                self._on_error(batch, make_error(code, detail))
+        for batch in by_tp.values():
+            self._retry_or_fail(
+                batch,
+                KafkaConnectionError(
+                    f"the broker did not answer for {batch.topic}-{batch.partition}"
+                ),
+            )
+
+    def _succeeded(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if self.idempotence is not None:
+            self.idempotence.acknowledged(batch)
+        self._resyncing.discard(batch.tp)
+        self.metrics.batches_sent += 1
+        self.metrics.records_sent += batch.record_count
+        self.metrics.bytes_sent += len(batch.data or b"")
+        self.accumulator.complete(batch, base_offset, log_append_time)
+
+    def _on_error(self, batch: ProducerBatch, error: KafkaError) -> None:
+        idem = self.idempotence
+        if idem is not None and isinstance(
+            error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
+        ):
+            if not idem.is_next_expected(batch):
+                # An earlier batch of this partition failed: this one follows it again.
+                self._retry_or_fail(batch, error, count_attempt=False)
+                return
+            idem.bump_needed = True
+            if isinstance(error, UnknownProducerIdError):
+                # The broker kept no state for us (none of our batches remains):
+                # a new epoch and sequence 0 cannot duplicate anything.
+                self._retry_or_fail(batch, error)
+                return
+            self._fail(batch, error)
+            return
+        if error.retriable:
+            if isinstance(error, InvalidMetadataError):
+                self.client.metadata.request_update()
+            self._retry_or_fail(batch, error)
+            return
+        self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        self.metrics.errors += 1
+        self.accumulator.fail(batch, error)
+
+    def _retry_or_fail(
+        self, batch: ProducerBatch, error: KafkaError, *, count_attempt: bool = True
+    ) -> None:
+        if not error.retriable and not isinstance(
+            error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
+        ):
+            self._fail(batch, error)
+            return
+        if self._abort_error is not None:
+            self._fail(batch, self._abort_error)
+            return
+        now = self.clock()
+        delay = self._backoff(batch.attempts)
+        if count_attempt and batch.attempts >= self.config.retries:
+            self._fail(batch, error)
+            return
+        if now + delay >= batch.created_ms + self.config.delivery_timeout_ms:
+            self._fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
+                    f"expired after delivery.timeout.ms={self.config.delivery_timeout_ms}; "
+                    f"last error: {error}"
+                ),
+            )
+            return
+        if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+            self.client.metadata.request_update()
+        if count_attempt:
+            batch.attempts += 1
+            self.metrics.retries += 1
+        if self.idempotence is not None:
+            self._resyncing.add(batch.tp)
+        self.accumulator.reenqueue(batch, now + delay)

@@ -1,0 +1,149 @@
+"""Producer: the synchronous producer, the async core run in a background thread.
+
+``send`` runs in the caller's thread and does not cross into the event loop
+per record: it serializes, partitions and appends to the thread-safe
+accumulator, which wakes the sender only when a batch opens, fills up or a
+flush starts. Only the first record for a topic whose metadata is not known
+yet waits for the loop. Delivery callbacks run in the background thread::
+
+    with Producer(bootstrap_servers="localhost:9092") as producer:
+        future = producer.send("events", b"value", key=b"key")
+        metadata = future.result(timeout=10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from kafkette.client.config import ProducerConfig
+from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.errors import IllegalStateError, KafkaTimeoutError
+from kafkette.producer.core import HeadersArg, ProducerCore
+from kafkette.producer.futures import DeliveryCallback, RecordFuture
+
+
+class Producer:
+    """Sends records to Kafka from synchronous code (see :class:`ProducerConfig`)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        self.config = ProducerConfig.from_user(config, **settings)
+        self._loop = BackgroundLoop("kafkette producer")
+        self._closed = False
+        try:
+            self._core = self._loop.call(self._make_core)
+        except BaseException:
+            self._loop.close()
+            raise
+        loop = self._loop
+        wake = self._core.sender.wakeup
+        self._core.accumulator.wakeup = lambda: loop.wake(wake)
+        self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
+
+    async def _make_core(self) -> ProducerCore:
+        return ProducerCore(self.config)
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queue a record; return its future (``future.result()`` gives the RecordMetadata).
+
+        Blocks only while ``buffer.memory`` is full or the topic's metadata is
+        unknown, each up to ``max.block.ms``. ``on_delivery(error, metadata)``
+        runs in the producer's background thread.
+        """
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        core = self._core
+        if core.sender.fatal_error is not None:
+            raise core.sender.fatal_error
+        if partition is not None:
+            core.check_partition(partition)
+        key_b, value_b, headers_l, timestamp = core.prepare(key, value, headers, timestamp)
+        count = core.partition_count(topic)
+        if count is None or (partition is not None and partition >= count):
+            if self._loop.in_loop_thread:
+                raise IllegalStateError(
+                    f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
+                )
+            count = self._loop.call(core.wait_for_topic, topic, partition)
+        chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
+        return core.accumulator.append(
+            topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
+        )
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until it is acknowledged or failed."""
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        self._flush(timeout)
+
+    def _flush(self, timeout: float | None) -> None:
+        accumulator = self._core.accumulator
+        results = accumulator.begin_flush()
+        deadline = None if timeout is None else self._core.clock() + timeout * 1000
+        try:
+            for result in results:
+                remaining = (
+                    None if deadline is None else max(deadline - self._core.clock(), 0) / 1000
+                )
+                if not result.wait(remaining):
+                    raise KafkaTimeoutError(f"flush did not complete within {timeout}s")
+        finally:
+            accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is pending (up to ``timeout`` seconds), then stop the background thread.
+
+        Records still undelivered after the timeout fail with
+        :class:`KafkaTimeoutError`. Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.call(self._stop, timeout)
+        finally:
+            self._loop.close()
+
+    async def _stop(self, timeout: float | None) -> None:
+        core = self._core
+        core.accumulator.close()
+        core.sender.stop()
+        with anyio.move_on_after(timeout) as scope:
+            await core.sender.finished.wait()
+        if scope.cancelled_caught:
+            core.sender.abort(
+                KafkaTimeoutError(
+                    f"the producer was closed after {timeout}s with records undelivered"
+                )
+            )
+            await core.sender.finished.wait()
+        with anyio.CancelScope(shield=True):
+            await core.client.close()
+
+    def metrics(self) -> dict[str, float]:
+        """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""
+        return self._core.metrics()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

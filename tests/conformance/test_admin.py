@@ -78,6 +78,7 @@ ALL_TOPIC_CONFIGS = [
 
 
 def test_confluent_kafka_topic_lifecycle(broker: BrokerProcess) -> None:
+    """confluent-kafka: create with configs, describe all, alter, grow, describe cluster, delete."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     created = admin.create_topics(
         [
@@ -146,6 +147,7 @@ def test_confluent_kafka_topic_lifecycle(broker: BrokerProcess) -> None:
 
 
 def test_confluent_kafka_errors(memory_broker: BrokerProcess) -> None:
+    """confluent-kafka sees the exact error codes of bad creations and changes."""
     admin = AdminClient({"bootstrap.servers": memory_broker.bootstrap})
     admin.create_topics([NewTopic("dup", 1, 1)])["dup"].result(10)
     failures = admin.create_topics(
@@ -188,6 +190,7 @@ def test_confluent_kafka_errors(memory_broker: BrokerProcess) -> None:
 
 
 def test_confluent_kafka_broker_configs(memory_broker: BrokerProcess) -> None:
+    """confluent-kafka: broker configs, a dynamic default reaching topics, read-only refused."""
     admin = AdminClient({"bootstrap.servers": memory_broker.bootstrap})
     resource = ConfigResource(ResourceType.BROKER, "1")
     configs = admin.describe_configs([resource])[resource].result(10)
@@ -246,6 +249,7 @@ def test_confluent_kafka_broker_configs(memory_broker: BrokerProcess) -> None:
 
 
 def test_kafka_python_topic_lifecycle(broker: BrokerProcess) -> None:
+    """kafka-python: the lifecycle, both alter APIs, cluster and log dirs."""
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
     try:
         created = admin.create_topics(
@@ -344,6 +348,8 @@ def test_kafka_python_topic_lifecycle(broker: BrokerProcess) -> None:
 
 
 def test_aiokafka_topic_lifecycle(broker: BrokerProcess) -> None:
+    """aiokafka: the lifecycle with the legacy AlterConfigs replacing overrides."""
+
     async def run() -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
         await admin.start()

@@ -90,6 +90,7 @@ def shared_broker() -> Iterator[BrokerProcess]:
     ],
 )
 def test_garbage_closes_only_that_connection(shared_broker: BrokerProcess, garbage: bytes) -> None:
+    """Non-Kafka bytes close that connection; an older one keeps being served."""
     with connect(shared_broker) as bystander:
         bystander.sendall(frame(ApiVersionsRequest(), 3, 1))
         assert read_response(bystander, 18, 3)[0] == 1
@@ -103,6 +104,7 @@ def test_garbage_closes_only_that_connection(shared_broker: BrokerProcess, garba
 
 
 def test_declared_huge_frame_is_refused_before_allocation(shared_broker: BrokerProcess) -> None:
+    """Declared sizes never allocate: memory stays flat, oversize closes."""
     assert shared_broker.process is not None
     before = _rss_kib(shared_broker.process.pid)
     for _ in range(20):
@@ -126,6 +128,7 @@ def _rss_kib(pid: int) -> int:
 
 
 def test_request_sent_one_byte_at_a_time(shared_broker: BrokerProcess) -> None:
+    """A request trickled byte by byte is answered correctly."""
     request = frame(MetadataRequest(topics=[MetadataRequestTopic(name="bytewise")]), 9, 77)
     with connect(shared_broker) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,6 +143,7 @@ def test_request_sent_one_byte_at_a_time(shared_broker: BrokerProcess) -> None:
 
 
 def test_slow_client_does_not_stall_others(shared_broker: BrokerProcess) -> None:
+    """A half-sent request does not delay other clients."""
     request = frame(ApiVersionsRequest(), 3, 5)
     with connect(shared_broker) as slow:
         slow.sendall(request[:7])  # half a request, then silence
@@ -151,6 +155,7 @@ def test_slow_client_does_not_stall_others(shared_broker: BrokerProcess) -> None
 
 
 def test_client_vanishing_mid_request(shared_broker: BrokerProcess) -> None:
+    """Clients closing or resetting mid-request are logged and forgotten."""
     request = frame(MetadataRequest(topics=None), 12, 9)
     for cut in (2, 4, len(request) // 2, len(request) - 1):
         with connect(shared_broker) as sock:
@@ -166,6 +171,7 @@ def test_client_vanishing_mid_request(shared_broker: BrokerProcess) -> None:
 
 
 def test_pipelined_requests_answered_in_order(shared_broker: BrokerProcess) -> None:
+    """50 requests written at once are answered in order."""
     requests = []
     for correlation_id in range(1000, 1050):
         if correlation_id % 2:
@@ -188,6 +194,7 @@ def test_pipelined_requests_answered_in_order(shared_broker: BrokerProcess) -> N
 
 
 def test_many_idle_connections(shared_broker: BrokerProcess) -> None:
+    """500 idle connections stay live and do not stop new clients."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 1200:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
@@ -208,6 +215,7 @@ def test_many_idle_connections(shared_broker: BrokerProcess) -> None:
 
 
 def test_idle_connection_closed_after_connections_max_idle_ms() -> None:
+    """connections.max.idle.ms closes a silent connection."""
     with BrokerProcess(None, args=("--set", "connections.max.idle.ms=300")) as broker:
         with connect(broker) as sock:
             sock.sendall(frame(ApiVersionsRequest(), 3, 1))

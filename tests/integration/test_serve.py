@@ -43,6 +43,7 @@ def _run_serve(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_setting_is_a_clear_error_exit(args: tuple[str, ...], named: str) -> None:
+    """A bad --set or --listen exits with status 2 naming it, before listening."""
     result = _run_serve("--memory", *args)
     assert result.returncode == 2
     assert f"'{named}'" in result.stderr
@@ -50,6 +51,7 @@ def test_bad_setting_is_a_clear_error_exit(args: tuple[str, ...], named: str) ->
 
 
 def test_bad_property_in_config_file(tmp_path: Path) -> None:
+    """An unknown property in --config, or a missing file, is a clear error exit."""
     properties = tmp_path / "server.properties"
     properties.write_text("# a comment\nnum.partitions=2\nprocess.roles=broker\n")
     result = _run_serve("--memory", "--config", str(properties))
@@ -61,6 +63,7 @@ def test_bad_property_in_config_file(tmp_path: Path) -> None:
 
 
 def test_config_file_and_set_reach_the_broker(tmp_path: Path) -> None:
+    """Properties from --config and --set shape the broker clients see."""
     properties = tmp_path / "server.properties"
     properties.write_text(
         "num.partitions=3\nlog.retention.hours=24\nauto.create.topics.enable = true\n"
@@ -84,6 +87,7 @@ def test_config_file_and_set_reach_the_broker(tmp_path: Path) -> None:
 
 
 def test_restart_reopens_topics_configs_and_data(tmp_path: Path) -> None:
+    """After a restart on disk, topics, configs and records are back."""
     with BrokerProcess(tmp_path / "data") as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("kept", 2, 1, config={"cleanup.policy": "compact"})])[
@@ -128,7 +132,7 @@ def test_restart_reopens_topics_configs_and_data(tmp_path: Path) -> None:
         )
         try:
             consumer.assign([TopicPartition("kept", 1, 0)])
-            values = []
+            values: list[tuple[int, bytes | None, bytes | None]] = []
             while len(values) < 5:
                 message = consumer.poll(10)
                 assert message is not None and message.error() is None
@@ -139,6 +143,7 @@ def test_restart_reopens_topics_configs_and_data(tmp_path: Path) -> None:
 
 
 def test_log_dirs_property_is_the_data_dir(tmp_path: Path) -> None:
+    """log.dirs picks the data dir unless --memory or --data-dir is given."""
     properties = tmp_path / "server.properties"
     properties.write_text(f"log.dirs={tmp_path / 'from-properties'}\n")
     with BrokerProcess(None, args=("--config", str(properties))) as broker:
@@ -165,6 +170,7 @@ def test_log_dirs_property_is_the_data_dir(tmp_path: Path) -> None:
 
 
 def test_open_files_limit_is_raised(memory_broker: BrokerProcess) -> None:
+    """serve raises its soft open files limit to the hard limit."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

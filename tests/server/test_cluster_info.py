@@ -19,6 +19,7 @@ UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 async def test_describe_cluster_v0_and_v1() -> None:
+    """One broker, its own controller, at the advertised address; only the brokers endpoint."""
     broker = Broker(BrokerConfig(node_id=4, advertised_host="kafka.local", advertised_port=9999))
     response = await call(broker, DescribeClusterRequest(), 0)
     assert (response.error_code, response.cluster_id, response.controller_id) == (
@@ -43,6 +44,7 @@ async def test_describe_cluster_v0_and_v1() -> None:
 
 
 async def test_describe_log_dirs_memory() -> None:
+    """The memory pseudo dir lists partition sizes, filtered by the request."""
     broker = make_broker(FakeClock())
     broker.cluster.create_topic("a", 2)
     broker.cluster.create_topic("b", 1)
@@ -80,6 +82,7 @@ async def test_describe_log_dirs_memory() -> None:
 
 
 async def test_describe_log_dirs_disk(tmp_path: Path) -> None:
+    """On disk the log dir is <data dir>/logs with its filesystem totals."""
     broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
     try:
         broker.cluster.create_topic("t", 1)

@@ -109,6 +109,7 @@ async def alter(
 
 
 async def test_describe_topic_lists_every_config_with_sources_and_types() -> None:
+    """A topic lists every Kafka topic config, with source, synonyms, type and doc."""
     broker = Broker()
     broker.cluster.create_topic("t", 1, {"retention.ms": "1000", "cleanup.policy": "compact"})
     result = await describe(broker, TOPIC, "t")
@@ -136,6 +137,7 @@ async def test_describe_topic_lists_every_config_with_sources_and_types() -> Non
 
 
 async def test_describe_filters_keys_and_versions() -> None:
+    """configuration_keys filters; v0 has is_default, v1 sources and synonyms, v3 types."""
     broker = Broker()
     broker.cluster.create_topic("t", 1)
     result = await describe(broker, TOPIC, "t", ["retention.ms", "nope"])
@@ -152,6 +154,7 @@ async def test_describe_filters_keys_and_versions() -> None:
 
 
 async def test_describe_errors_per_resource() -> None:
+    """Unknown topics, bad names, other brokers and unsupported types fail per resource."""
     broker = Broker()
     request = DescribeConfigsRequest(
         resources=[
@@ -175,6 +178,7 @@ async def test_describe_errors_per_resource() -> None:
 
 
 async def test_describe_broker_sources() -> None:
+    """Broker configs report static/default sources and read-only; topics inherit them."""
     config = BrokerConfig.from_properties({"log.retention.hours": "24", "num.partitions": "3"})
     broker = Broker(config)
     result = await describe(broker, BROKER, "1")
@@ -204,6 +208,7 @@ async def test_describe_broker_sources() -> None:
 
 
 async def test_incremental_set_delete_append_subtract() -> None:
+    """SET, DELETE, APPEND and SUBTRACT edit the overrides and reach every log."""
     broker = Broker()
     broker.cluster.create_topic("t", 2, {"segment.ms": "60000"})
     assert await incremental_alter(
@@ -242,6 +247,7 @@ async def test_incremental_set_delete_append_subtract() -> None:
 
 
 async def test_incremental_errors_leave_the_topic_unchanged() -> None:
+    """A bad operation fails its resource with the exact code and changes nothing."""
     broker = Broker()
     broker.cluster.create_topic("t", 1, {"retention.ms": "1000"})
     cases: list[tuple[list[tuple[str, int, str | None]], int]] = [
@@ -269,6 +275,7 @@ async def test_incremental_errors_leave_the_topic_unchanged() -> None:
 
 
 async def test_validate_only_changes_nothing() -> None:
+    """validate_only checks topic and broker changes without applying them."""
     broker = Broker()
     broker.cluster.create_topic("t", 1)
     ops: list[tuple[str, int, str | None]] = [("retention.ms", SET, "5")]
@@ -286,6 +293,7 @@ async def test_validate_only_changes_nothing() -> None:
 
 
 async def test_alter_configs_replaces_the_override_set() -> None:
+    """Legacy AlterConfigs replaces the whole override set; nulls and bad values fail."""
     broker = Broker()
     broker.cluster.create_topic("t", 1, {"retention.ms": "1000", "segment.ms": "60000"})
     assert await alter(broker, TOPIC, "t", {"retention.bytes": "4096"}) == 0
@@ -302,6 +310,7 @@ async def test_alter_configs_replaces_the_override_set() -> None:
 
 
 async def test_dynamic_broker_configs_apply_to_topics_without_overrides() -> None:
+    """Dynamic broker and default configs change topics without their own override."""
     broker = Broker()
     broker.cluster.create_topic("plain", 1)
     broker.cluster.create_topic("own", 1, {"retention.ms": "1000"})
@@ -335,6 +344,7 @@ async def test_dynamic_broker_configs_apply_to_topics_without_overrides() -> Non
 
 
 async def test_dynamic_broker_config_errors() -> None:
+    """Read-only, unknown, invalid or foreign-broker dynamic configs are refused."""
     broker = Broker()
     cases: list[tuple[str, list[tuple[str, int, str | None]], int]] = [
         ("1", [("num.partitions", SET, "3")], INVALID_CONFIG),  # read-only
@@ -353,6 +363,7 @@ async def test_dynamic_broker_config_errors() -> None:
 
 
 async def test_configs_survive_a_restart(tmp_path: Path) -> None:
+    """Topic overrides and dynamic broker configs are reopened from the data dir."""
     data_dir = str(tmp_path)
     broker = Broker(BrokerConfig(data_dir=data_dir))
     broker.cluster.create_topic("t", 1)

@@ -22,6 +22,7 @@ def body(request: object, version: int, correlation_id: int) -> memoryview:
 
 
 async def test_process_frame_answers_and_refuses() -> None:
+    """Requests are answered; unknown versions (but ApiVersions) and garbage close."""
     broker = Broker()
     parts = await process_frame(broker, body(ApiVersionsRequest(), 3, 5), "peer")
     frame = b"".join(parts)
@@ -49,6 +50,7 @@ async def test_process_frame_answers_and_refuses() -> None:
 
 
 async def test_serve_tcp_pipelined_and_limit() -> None:
+    """Pipelined requests are answered in order; a frame over the limit closes."""
     broker = Broker(BrokerConfig(socket_request_max_bytes=1000))
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
@@ -62,7 +64,7 @@ async def test_serve_tcp_pipelined_and_limit() -> None:
                 data += struct.pack(">i", len(payload)) + payload
             await stream.send(data)
             received = b""
-            answers = []
+            answers: list[tuple[int, str]] = []
             while len(answers) < 10:
                 received += await stream.receive()
                 while len(received) >= 4:

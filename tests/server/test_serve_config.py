@@ -21,6 +21,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_defaults_are_kafkas_except_the_rebalance_delay() -> None:
+    """Kafka's defaults, but group.initial.rebalance.delay.ms is 0."""
     config = BrokerConfig()
     assert (config.num_partitions, config.socket_request_max_bytes) == (1, 104_857_600)
     assert config.connections_max_idle_ms == 600_000
@@ -30,6 +31,7 @@ def test_defaults_are_kafkas_except_the_rebalance_delay() -> None:
 
 
 def test_finer_spelling_wins_whatever_the_order() -> None:
+    """*.ms beats *.minutes beats *.hours, as in Kafka."""
     hours_last = BrokerConfig.from_properties(
         {"log.retention.ms": "1000", "log.retention.hours": "2"}
     )
@@ -45,6 +47,7 @@ def test_finer_spelling_wins_whatever_the_order() -> None:
 
 
 def test_aliases_and_overrides() -> None:
+    """broker.id is node.id, log.dirs the data dir; layers keep earlier overrides."""
     config = BrokerConfig.from_properties(
         {"broker.id": "3", "log.dirs": "/var/a,/var/b", "message.max.bytes": "2048"}
     )
@@ -71,12 +74,14 @@ def test_aliases_and_overrides() -> None:
     ],
 )
 def test_bad_properties_name_the_setting(properties: dict[str, str], setting: str) -> None:
+    """Unknown names and invalid values raise ConfigError naming the property."""
     with pytest.raises(ConfigError) as info:
         BrokerConfig.from_properties(properties)
     assert info.value.setting == setting
 
 
 def test_build_config_layers_file_set_and_flags(tmp_path: Path) -> None:
+    """--set beats the file; --data-dir/--memory beat log.dirs."""
     properties = tmp_path / "server.properties"
     properties.write_text("! comment\nnum.partitions: 2\nlog.dirs=/from/file\nnode.id=5\n")
     args = parse(
@@ -101,6 +106,7 @@ def test_build_config_layers_file_set_and_flags(tmp_path: Path) -> None:
 
 
 def test_bad_properties_file_line(tmp_path: Path) -> None:
+    """A line that is not key=value names the file and line."""
     properties = tmp_path / "server.properties"
     properties.write_text("num.partitions=2\njust words\n")
     with pytest.raises(ConfigError) as info:
@@ -109,6 +115,7 @@ def test_bad_properties_file_line(tmp_path: Path) -> None:
 
 
 def test_open_files_limit_raised_to_hard() -> None:
+    """The soft open files limit is raised to the hard one."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         lowered = min(soft, 256) if soft != resource.RLIM_INFINITY else 256

@@ -72,6 +72,7 @@ def codes(results: list[Any]) -> dict[str, int]:
 
 
 async def test_create_with_defaults_returns_id_counts_and_configs() -> None:
+    """-1 partitions/replicas take the defaults; v7 returns id, counts and every config."""
     broker = Broker(BrokerConfig(num_partitions=3))
     (result,) = await create(broker, topic("orders", configs={"retention.ms": "1000"}))
     created = broker.cluster.topics["orders"]
@@ -86,6 +87,7 @@ async def test_create_with_defaults_returns_id_counts_and_configs() -> None:
 
 
 async def test_create_v4_has_no_config_listing() -> None:
+    """Before v5 the response has no counts or configs; the topic is still created."""
     broker = Broker()
     (result,) = await create(broker, topic("old", 2, 1), version=4)
     assert (result.error_code, result.num_partitions, result.configs) == (NONE, -1, [])
@@ -93,6 +95,7 @@ async def test_create_v4_has_no_config_listing() -> None:
 
 
 async def test_validate_only_creates_nothing_but_describes() -> None:
+    """validate_only answers as a creation would (counts, configs) without creating."""
     broker = Broker()
     (result,) = await create(
         broker, topic("dry", 4, 1, {"cleanup.policy": "compact"}), validate_only=True
@@ -103,6 +106,7 @@ async def test_validate_only_creates_nothing_but_describes() -> None:
 
 
 async def test_create_errors_are_per_topic() -> None:
+    """Each bad topic gets its own error code and message; the good ones are created."""
     broker = Broker()
     broker.cluster.create_topic("exists", 1)
     broker.cluster.create_topic("a.b", 1)
@@ -153,6 +157,7 @@ async def test_create_errors_are_per_topic() -> None:
 
 
 async def test_manual_assignments() -> None:
+    """A manual assignment may only name this node, once per consecutive partition."""
     broker = Broker()
     results = await create(
         broker,
@@ -178,6 +183,7 @@ async def test_manual_assignments() -> None:
 
 
 async def test_default_replication_factor_above_one_is_refused() -> None:
+    """default.replication.factor=3 cannot be met by one broker."""
     broker = Broker(BrokerConfig(default_replication_factor=3))
     (result,) = await create(broker, topic("t"))
     assert result.error_code == INVALID_REPLICATION_FACTOR
@@ -187,6 +193,7 @@ async def test_default_replication_factor_above_one_is_refused() -> None:
 
 
 async def test_delete_by_name_and_by_id() -> None:
+    """Names (v0-5) and topic ids (v6) delete; unknown, ambiguous or empty ones fail alone."""
     broker = Broker()
     first = broker.cluster.create_topic("first", 1)
     second = broker.cluster.create_topic("second", 2)
@@ -219,6 +226,7 @@ async def test_delete_by_name_and_by_id() -> None:
 
 
 async def test_delete_disabled_and_internal() -> None:
+    """delete.topic.enable=false (INVALID_REQUEST before v3) and internal topics are refused."""
     broker = Broker(BrokerConfig(delete_topic_enable=False))
     broker.cluster.create_topic("kept", 1)
     response = await call(broker, DeleteTopicsRequest(topic_names=["kept"]), 5)
@@ -240,6 +248,7 @@ async def test_delete_disabled_and_internal() -> None:
 
 
 async def test_delete_then_recreate_on_disk(tmp_path: Path) -> None:
+    """A deleted topic can be recreated with a new id, which survives a restart."""
     broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
     old = broker.cluster.create_topic("t", 1)
     assert old is not None
@@ -256,6 +265,7 @@ async def test_delete_then_recreate_on_disk(tmp_path: Path) -> None:
 
 
 async def test_create_partitions() -> None:
+    """CreatePartitions grows topics; unknown, internal, duplicate or non-increasing counts fail."""
     broker = Broker()
     broker.cluster.create_topic("t", 2)
     broker.cluster.create_topic("__consumer_offsets", 1)
@@ -293,6 +303,7 @@ async def test_create_partitions() -> None:
 
 
 async def test_create_partitions_assignments_and_validate_only() -> None:
+    """New partitions may only be assigned to this node; validate_only adds none."""
     broker = Broker()
     broker.cluster.create_topic("t", 1)
 

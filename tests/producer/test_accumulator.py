@@ -1,0 +1,365 @@
+"""The record accumulator and idempotence state, on an injected clock: no sockets, no sleeps."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.errors import BufferExhaustedError, KafkaTimeoutError, MessageTooLargeError
+from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccumulator, record_size
+from kafkette.producer.futures import RecordMetadata
+from kafkette.producer.idempotence import IdempotenceState
+from kafkette.protocol.records import GZIP, NONE, ZSTD, RecordBatch
+from kafkette.protocol.records.batch_header import verify_crc
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(clock: FakeClock, **kwargs: object) -> RecordAccumulator:
+    settings_: dict[str, object] = {"batch_size": 1000, "linger_ms": 5, "clock": clock}
+    settings_.update(kwargs)
+    return RecordAccumulator(**settings_)  # type: ignore[arg-type]
+
+
+def records_of(
+    batch: ProducerBatch,
+) -> list[tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
+    parsed = RecordBatch.from_buffer(bytes(batch.build()))
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in parsed]
+
+
+def test_linger_holds_a_batch_until_it_is_old_enough() -> None:
+    """A lone record waits linger.ms; ready() says how long is left."""
+    clock = FakeClock()
+    acc = make(clock)
+    acc.append("t", 0, 1, b"k", b"v")
+    assert acc.ready(clock()) == ([], 5.0)
+    clock.now += 4
+    assert acc.ready(clock()) == ([], 1.0)
+    clock.now += 1
+    assert acc.ready(clock()) == ([("t", 0)], None)
+
+
+def test_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_one() -> None:
+    """batch.size closes a batch: it is ready without waiting for linger."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=200)
+    futures = [acc.append("t", 0, 10 + i, None, bytes([i]) * 40) for i in range(5)]
+    ready, _ = acc.ready(clock())
+    assert ready == [("t", 0)]
+    [first] = acc.drain(ready, 10_000)
+    count = first.record_count
+    assert count == 2  # 61 header bytes + 2 * 47: a third would pass 200
+    assert len(first.build()) == 61 + 2 * 47
+    assert records_of(first) == [(i, 10 + i, None, bytes([i]) * 40, ()) for i in range(count)]
+    assert acc.queued() == 2
+    acc.complete(first, 100)
+    assert [f.result(0) for f in futures[:count]] == [
+        RecordMetadata("t", 0, 100 + i, 10 + i) for i in range(count)
+    ]
+    assert not futures[count].done()
+
+
+def test_batch_size_zero_sends_each_record_alone() -> None:
+    clock = FakeClock()
+    acc = make(clock, batch_size=0)
+    for i in range(3):
+        acc.append("t", 0, i, None, b"x")
+    ready, _ = acc.ready(clock())
+    assert ready == [("t", 0)]
+    assert [b.record_count for b in acc.drain(ready, 10**6)] == [1]
+    assert acc.queued() == 2
+
+
+def test_wakeup_only_when_a_batch_opens_or_fills_and_once_until_the_sender_looks() -> None:
+    """send does not cross threads per record: the sender is woken per batch, not per record."""
+    clock = FakeClock()
+    wakes: list[int] = []
+    acc = make(clock, batch_size=10_000, wakeup=lambda: wakes.append(1))
+    for _ in range(50):
+        acc.append("t", 0, 1, None, b"v" * 10)
+    assert len(wakes) == 1
+    acc.append("t", 1, 1, None, b"v")  # a new batch, but the sender has not looked yet
+    assert len(wakes) == 1
+    acc.ready(clock())
+    acc.append("t", 2, 1, None, b"v")
+    assert len(wakes) == 2
+    acc.ready(clock())
+    for _ in range(600):  # fills the batch of t-0 (18 bytes a record), opens the next
+        acc.append("t", 0, 1, None, b"v" * 10)
+    assert len(wakes) == 3
+
+
+def test_drain_takes_one_batch_per_partition_within_max_request_size() -> None:
+    clock = FakeClock()
+    acc = make(clock, batch_size=100)
+    for p in range(3):
+        acc.append("t", p, 1, None, b"x" * 50)
+    clock.now += 5
+    ready, _ = acc.ready(clock())
+    assert sorted(ready) == [("t", 0), ("t", 1), ("t", 2)]
+    one = acc.drain(sorted(ready), 150)  # each batch is 61 + 52 bytes: two do not fit
+    assert [b.tp for b in one] == [("t", 0)]
+    rest = acc.drain(sorted(ready), 10_000)
+    assert [b.tp for b in rest] == [("t", 1), ("t", 2)]
+
+
+def test_backpressure_blocks_then_raises_after_max_block_ms() -> None:
+    """A full buffer.memory blocks the append for max.block.ms, then BufferExhaustedError."""
+    clock = FakeClock()
+    waits: list[float] = []
+
+    def wait(cond: threading.Condition, timeout: float) -> None:
+        waits.append(timeout)
+        clock.now += timeout * 1000 / 2  # time passes, nobody frees memory
+
+    acc = make(clock, buffer_memory=300, max_block_ms=2000, wait=wait)
+    acc.append("t", 0, 1, None, b"x" * 150)
+    assert acc.buffer_used == record_size(None, b"x" * 150, ())
+    start = clock.now
+    with pytest.raises(BufferExhaustedError, match=r"max\.block\.ms=2000"):
+        acc.append("t", 0, 1, None, b"x" * 150)
+    assert clock.now - start >= 2000
+    assert waits[0] == 2.0
+    assert isinstance(BufferExhaustedError("x"), KafkaTimeoutError)
+    with pytest.raises(BufferFull):
+        acc.append("t", 0, 1, None, b"x" * 150, block=False)
+
+
+def test_backpressure_unblocks_when_a_batch_is_acknowledged() -> None:
+    clock = FakeClock()
+    acc: RecordAccumulator
+
+    def wait(cond: threading.Condition, timeout: float) -> None:
+        clock.now += 10
+        cond.release()  # the sender completes a batch meanwhile
+        try:
+            [batch] = acc.drain([("t", 0)], 10_000)
+            acc.complete(batch, 0)
+        finally:
+            cond.acquire()
+
+    acc = make(clock, buffer_memory=300, max_block_ms=2000, wait=wait)
+    first = acc.append("t", 0, 1, None, b"x" * 150)
+    second = acc.append("t", 0, 2, None, b"y" * 150)
+    assert first.result(0).offset == 0
+    assert not second.done()
+    assert acc.buffer_used == record_size(None, b"y" * 150, ())
+
+
+def test_record_larger_than_buffer_memory_is_refused() -> None:
+    acc = make(FakeClock(), buffer_memory=100)
+    with pytest.raises(MessageTooLargeError, match=r"buffer\.memory"):
+        acc.append("t", 0, 1, None, b"x" * 100)
+
+
+def test_delivery_timeout_expires_queued_batches() -> None:
+    """A batch not sent within delivery.timeout.ms of its creation fails with KafkaTimeoutError."""
+    clock = FakeClock()
+    acc = make(clock, delivery_timeout_ms=1000)
+    old = acc.append("t", 0, 1, None, b"a")
+    clock.now += 600
+    young = acc.append("t", 1, 1, None, b"b")
+    assert acc.next_expiry_ms(clock()) == 400
+    clock.now += 399
+    assert acc.expire(clock()) == []
+    clock.now += 1
+    [expired] = acc.expire(clock())
+    assert expired.tp == ("t", 0)
+    assert isinstance(old.exception(0), KafkaTimeoutError)
+    assert "delivery.timeout.ms=1000" in str(old.exception(0))
+    with pytest.raises(KafkaTimeoutError):
+        old.result(0)
+    assert not young.done()
+    assert acc.buffer_used == record_size(None, b"b", ())
+    assert acc.incomplete == 1
+
+
+def test_flush_makes_lingering_batches_ready() -> None:
+    clock = FakeClock()
+    acc = make(clock, linger_ms=10_000)
+    future = acc.append("t", 0, 1, None, b"a")
+    assert acc.ready(clock())[0] == []
+    results = acc.begin_flush()
+    assert [r is future._batch for r in results] == [True]
+    assert acc.ready(clock())[0] == [("t", 0)]
+    acc.end_flush()
+    assert acc.ready(clock())[0] == []
+
+
+def test_retry_goes_back_in_sequence_order_and_waits_its_backoff() -> None:
+    clock = FakeClock()
+    acc = make(clock, batch_size=0)
+    for i in range(3):
+        acc.append("t", 0, 1, None, bytes([i]))
+    clock.now += 5
+    first = acc.drain([("t", 0)], 10**6)[0]
+    second = acc.drain([("t", 0)], 10**6)[0]
+    first.base_sequence, second.base_sequence = 0, 1
+    acc.reenqueue(second, clock.now + 100)
+    acc.reenqueue(first, clock.now + 50)
+    assert acc.ready(clock()) == ([], 50.0)
+    clock.now += 50
+    assert acc.ready(clock()) == ([("t", 0)], None)
+    assert acc.drain([("t", 0)], 10**6) == [first]
+    assert acc.ready(clock()) == ([], 50.0)
+    clock.now += 50
+    assert acc.drain([("t", 0)], 10**6) == [second]
+
+
+def test_log_append_time_and_delivery_callbacks() -> None:
+    clock = FakeClock()
+    acc = make(clock)
+    seen: list[tuple[object, object]] = []
+    futures = [
+        acc.append("t", 3, 5, b"k", b"v", on_delivery=lambda e, m: seen.append((e, m)))
+        for _ in range(2)
+    ]
+    done: list[object] = []
+    futures[0].add_done_callback(done.append)
+    [batch] = acc.drain([("t", 3)], 10**6)
+    acc.complete(batch, 40, log_append_time=777)
+    assert seen == [
+        (None, RecordMetadata("t", 3, 40, 777)),
+        (None, RecordMetadata("t", 3, 41, 777)),
+    ]
+    assert done == [futures[0]]
+    late: list[object] = []
+    futures[1].add_done_callback(late.append)
+    assert late == [futures[1]]
+
+
+def test_failed_batch_reports_the_error_to_every_record() -> None:
+    acc = make(FakeClock())
+    seen: list[tuple[object, object]] = []
+    future = acc.append("t", 0, 5, None, b"v", on_delivery=lambda e, m: seen.append((e, m)))
+    [batch] = acc.drain([("t", 0)], 10**6)
+    error = MessageTooLargeError("t-0")
+    acc.fail(batch, error)
+    assert future.exception(0) is error
+    assert seen == [(error, None)]
+    assert acc.buffer_used == 0 and acc.incomplete == 0
+
+
+def test_abort_fails_every_queued_batch() -> None:
+    acc = make(FakeClock())
+    futures = [acc.append("t", p, 1, None, b"v") for p in range(3)]
+    error = KafkaTimeoutError("closed")
+    assert len(acc.abort(error)) == 3
+    assert [f.exception(0) for f in futures] == [error] * 3
+
+
+records_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 2**41),
+        st.none() | st.binary(max_size=20),
+        st.none() | st.binary(max_size=300),
+        st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(records_strategy, st.sampled_from([NONE, GZIP, ZSTD]), st.integers(0, 2000))
+def test_batches_hold_exactly_the_appended_records(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    compression: int,
+    batch_size: int,
+) -> None:
+    """Whatever the batch size and codec, the batches carry the records in order."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=batch_size, compression=compression)
+    for ts, key, value, headers in records:
+        acc.append("t", 0, ts, key, value, headers)
+    acc.begin_flush()
+    got = []
+    while True:
+        ready, _ = acc.ready(clock())
+        if not ready:
+            break
+        for batch in acc.drain(ready, 10**9):
+            assert verify_crc(bytes(batch.build())).compression == compression
+            got += [(ts, k, v, list(h)) for _, ts, k, v, h in records_of(batch)]
+    assert got == [(ts, k, v, h) for ts, k, v, h in records]
+
+
+def test_threads_appending_while_the_sender_drains() -> None:
+    """Four threads append, one drains and completes: every record resolved once, in order."""
+    acc = RecordAccumulator(batch_size=2000, linger_ms=0, buffer_memory=50_000)
+    per_thread = 3000
+    futures: dict[int, list[object]] = {}
+    stop = threading.Event()
+    stored: dict[tuple[str, int], list[bytes | None]] = defaultdict(list)
+
+    def produce(n: int) -> None:
+        futures[n] = [
+            acc.append("t", i % 3, 1, None, f"{n}:{i}".encode()) for i in range(per_thread)
+        ]
+
+    def drain() -> None:
+        while not stop.is_set() or acc.incomplete:
+            ready, _ = acc.ready(acc.clock())
+            for batch in acc.drain(ready, 10**6):
+                values = [r[3] for r in records_of(batch)]
+                acc.complete(batch, len(stored[batch.tp]))
+                stored[batch.tp] += values
+
+    sender = threading.Thread(target=drain)
+    sender.start()
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    sender.join(30)
+    assert not sender.is_alive()
+    assert acc.buffer_used == 0
+    for n, futs in futures.items():
+        for i, fut in enumerate(futs):
+            md = fut.result(0)  # type: ignore[attr-defined]
+            assert stored[("t", md.partition)][md.offset] == f"{n}:{i}".encode()
+    assert sum(len(v) for v in stored.values()) == 4 * per_thread
+
+
+def test_idempotence_sequences_per_partition_stamped_with_a_valid_crc() -> None:
+    clock = FakeClock()
+    acc = make(clock, batch_size=0)
+    for p in (0, 0, 1):
+        for _ in range(1):
+            acc.append("t", p, 1, None, b"abc")
+    acc.append("t", 0, 1, None, b"d")
+    clock.now += 5
+    state = IdempotenceState()
+    state.reset(42, 3)
+    a = acc.drain([("t", 0), ("t", 1)], 10**6)
+    b = acc.drain([("t", 0)], 10**6)
+    for batch in a + b:
+        state.assign(batch)
+    headers = [verify_crc(bytes(x.build())) for x in a + b]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
+        (42, 3, 0),
+        (42, 3, 0),
+        (42, 3, 1),
+    ]
+    assert state.is_next_expected(a[0]) and not state.is_next_expected(b[0])
+    state.acknowledged(a[0])
+    assert state.is_next_expected(b[0])
+    state.assign(b[0])  # a retry keeps its sequence
+    assert verify_crc(bytes(b[0].build())).base_sequence == 1
+    state.reset(42, 4)  # epoch bump: sequences start again
+    state.assign(b[0])
+    header = verify_crc(bytes(b[0].build()))
+    assert (header.producer_epoch, header.base_sequence) == (4, 0)

@@ -21,6 +21,7 @@ below that offset), all integers big-endian::
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import attrs
 from crc32c import crc32c
@@ -43,9 +44,8 @@ class SnapshotError(ValueError):
     """A snapshot file that is truncated, of an unknown version or fails its CRC."""
 
 
-@attrs.frozen(slots=True)
-class BatchMetadata:
-    """What deduplication remembers of one batch."""
+class BatchMetadata(NamedTuple):
+    """What deduplication remembers of one batch (a tuple: one is made per batch)."""
 
     base_sequence: int
     last_sequence: int

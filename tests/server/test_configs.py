@@ -391,3 +391,16 @@ async def test_configs_survive_a_restart(tmp_path: Path) -> None:
         ]
     finally:
         reopened.close()
+
+
+async def test_append_to_a_broker_list_starts_from_kafkas_default() -> None:
+    """APPEND to an unset list-typed broker config starts from its default (delete)."""
+    broker = Broker()
+    broker.cluster.create_topic("t", 1)
+    ops: list[tuple[str, int, str | None]] = [("log.cleanup.policy", APPEND, "compact")]
+    assert await incremental_alter(broker, BROKER, "1", ops) == (0, None)
+    assert broker.cluster.dynamic_broker_configs == {"log.cleanup.policy": "delete,compact"}
+    assert broker.cluster.topics["t"].partitions[0].log.config.cleanup_policy == (
+        "compact",
+        "delete",
+    )

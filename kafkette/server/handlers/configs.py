@@ -32,7 +32,14 @@ from kafkette.protocol.messages.describe_configs_response import DescribeConfigs
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import validate_topic_name
 from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
-from kafkette.server.configs_catalog import BROKER_CONFIGS, TOPIC_CONFIGS, ResourceType, is_list
+from kafkette.server.configs_catalog import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfigDef,
+    ResourceType,
+    TopicConfigDef,
+    is_list,
+)
 
 logger = logging.getLogger("kafkette.server.configs")
 
@@ -211,7 +218,10 @@ async def handle_alter_configs(
 
 
 def _default_list(resource_type: int, name: str) -> list[str]:
-    definition = TOPIC_CONFIGS.get(name) if resource_type == ResourceType.TOPIC else None
+    """Kafka's default of a list-typed configuration, which APPEND starts from."""
+    definition: TopicConfigDef | BrokerConfigDef | None = (
+        TOPIC_CONFIGS.get(name) if resource_type == ResourceType.TOPIC else BROKER_CONFIGS.get(name)
+    )
     if definition is None or not definition.default:
         return []
     return definition.default.split(",")

@@ -142,6 +142,8 @@ async def test_describe_filters_keys_and_versions() -> None:
     broker.cluster.create_topic("t", 1)
     result = await describe(broker, TOPIC, "t", ["retention.ms", "nope"])
     assert [c.name for c in result.configs] == ["retention.ms"]
+    # an empty key list means every key, as in Kafka's ConfigHelper
+    assert len((await describe(broker, TOPIC, "t", [])).configs) == len(TOPIC_CONFIGS)
     old = await describe(broker, TOPIC, "t", ["retention.bytes"], version=0)
     (entry,) = old.configs
     assert (entry.value, entry.is_default, entry.synonyms) == ("-1", True, [])

@@ -2,8 +2,8 @@
 
 Theory of operation. Records are parsed one by one, with one- and two-byte
 varints decoded inline. Producers mostly write *runs* of records with the
-same layout: same length, same key and value lengths, no headers, one- or
-two-byte timestamp and offset deltas. When the parser sees the next record
+same layout: same length, same key and value lengths, same headers shape,
+one- or two-byte timestamp and offset deltas. When the parser sees the next record
 start like the one it just read, it tries a *columnar* pass over the run:
 with ``S`` the record size, byte ``c`` of every record of the run is
 ``data[start + c :: S]``, so C code (bytes slicing, ``lstrip``,
@@ -12,7 +12,9 @@ of the whole run and extracts all keys, values and deltas, and Python code
 runs once per run instead of once per field. A record is only taken in a run
 once every one of its bytes that is not a delta, key or value byte has been
 checked against the first record, so the result is exactly what the
-record-by-record parser returns. Records that differ in value length only
+record-by-record parser returns. Headers are part of a run when every record
+has the same header keys and header value lengths. Records that differ in
+value length only
 (the usual shape of real traffic) take a *varied run*: a short loop reads
 each record's length, value length and value, and the fixed-size prefixes
 (attributes, deltas, key) are joined into one buffer of same-sized rows that
@@ -147,13 +149,26 @@ def iter_records(segments: list[Segment]) -> Iterator[Record]:
 def _segment_records(segment: Segment) -> Iterator[Record]:
     if len(segment) == 1:  # plain tuples of records parsed one by one
         return map(_tuple_new, repeat(Record), segment[0])
-    r, offsets, ts_get, ts_column, keys, values = segment
+    r, offsets, ts_get, ts_column, keys, values, header_columns = segment
+    headers: Iterator[tuple[Header, ...]]
+    if header_columns is None:
+        headers = repeat((), r)
+    else:
+        # zip of one (name, value) iterator per header yields each record's headers tuple
+        names, columns = header_columns
+        headers = zip(
+            *[
+                repeat((name, None), r) if column is None else zip(repeat(name), column)
+                for name, column in zip(names, columns, strict=True)
+            ],
+            strict=False,
+        )
     fields = zip(
         offsets,
         repeat(ts_get, r) if ts_column is None else map(ts_get, ts_column),
         repeat(None, r) if keys is None else keys,
         repeat(None, r) if values is None else values,
-        repeat((), r),
+        headers,
         strict=False,
     )
     return map(_tuple_new, repeat(Record), fields)
@@ -282,7 +297,7 @@ def _parse(
         )
         i += 1
         pos = end
-        if i >= next_try and i < count and not headers:
+        if i >= next_try and i < count:
             found = None
             if end < n and data[end] == data[start]:
                 found = _run(data, start, end, count - i, base_offset, base_ts, fixed_ts)
@@ -364,11 +379,23 @@ def _varint_end(data: bytes, p: int) -> int:
     return p + 1
 
 
-def _template(data: bytes, start: int, size: int) -> tuple[int, ...] | None:
-    """Field positions of the (valid, header-less) record at ``start``, from its start.
+HeaderLayout = tuple[int, tuple[str, ...], list[tuple[int, int]], list[int]]
+"""Headers of a run's records: ``(start, names, value slots, constant bytes)``.
 
-    Returns ``(ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl,
-    value_at)``, or None for a layout the columnar paths do not handle.
+Positions are from the record's start; a slot is ``(position, length)``,
+length -1 for a null value. The header count, key lengths, keys and value
+lengths are the constant bytes: only header values differ between records.
+"""
+
+
+def _template(
+    data: bytes, start: int, size: int
+) -> tuple[tuple[int, ...], HeaderLayout | None] | None:
+    """Field positions of the (valid) record at ``start``, from its start.
+
+    Returns ``((ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl,
+    value_at), headers)``, with ``headers`` None for a record without any, or
+    None for a layout the columnar paths do not handle.
     """
     ts_at = _varint_end(data, start) + 1 - start
     od_at = _varint_end(data, start + ts_at) - start
@@ -382,9 +409,74 @@ def _template(data: bytes, start: int, size: int) -> tuple[int, ...] | None:
     vl_at = key_at + max(kl, 0)
     vl, value_at = read_varint(data, start + vl_at)
     value_at -= start
-    if value_at + max(vl, 0) != size - 1:
-        return None  # the header count is not the single byte 0
-    return (ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at)
+    fields = (ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at)
+    headers_at = value_at + max(vl, 0)
+    if headers_at == size - 1 and data[start + headers_at] == 0:
+        return fields, None
+    headers = _header_layout(data, start, headers_at, size)
+    return None if headers is None else (fields, headers)
+
+
+def _header_layout(data: bytes, start: int, at: int, size: int) -> HeaderLayout | None:
+    """Layout of the valid headers at ``start + at`` if every varint in them takes one byte."""
+    p = start + at
+    count = data[p]
+    if count >= 0x80 or count & 1:
+        return None
+    constants = [at]
+    names: list[str] = []
+    slots: list[tuple[int, int]] = []
+    p += 1
+    for _ in range(count >> 1):
+        b = data[p]
+        if b >= 0x80 or b & 1:
+            return None
+        name_end = p + 1 + (b >> 1)
+        constants.extend(range(p - start, name_end - start))
+        names.append(data[p + 1 : name_end].decode())
+        p = name_end
+        b = data[p]
+        constants.append(p - start)
+        if b == 1:
+            slots.append((p + 1 - start, -1))
+            p += 1
+        elif b < 0x80 and not b & 1:
+            slots.append((p + 1 - start, b >> 1))
+            p += 1 + (b >> 1)
+        else:
+            return None
+    if p != start + size:
+        return None
+    return at, tuple(names), slots, constants
+
+
+def _header_columns(
+    view: memoryview, stride: int, r: int, headers: HeaderLayout, offset: int
+) -> tuple[tuple[str, ...], list[tuple[bytes, ...] | None]]:
+    """Each header's values over ``r`` rows of ``stride`` bytes (None: always null).
+
+    ``offset`` is subtracted from the layout's positions (rows that do not
+    start where records do).
+    """
+    names, slots = headers[1], headers[2]
+    fmt = []
+    at = 0
+    for position, length in slots:
+        if length >= 0:
+            fmt.append(f"{position - offset - at}x{length}s")
+            at = position - offset + length
+    fmt.append(f"{stride - at}x")
+    flat = _run_struct("".join(fmt), r).unpack(view)
+    present = sum(1 for _, length in slots if length >= 0)
+    columns: list[tuple[bytes, ...] | None] = []
+    i = 0
+    for _, length in slots:
+        if length >= 0:
+            columns.append(flat[i::present])
+            i += 1
+        else:
+            columns.append(None)
+    return names, columns
 
 
 def _check_columns(
@@ -480,9 +572,10 @@ def _run(
     m = min(remaining, (len(data) - pos) // size)
     if m < _MIN_RUN:
         return None
-    layout = _template(data, start, size)
-    if layout is None:
+    template = _template(data, start, size)
+    if template is None:
         return None
+    layout, headers = template
     ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at = layout
     # The length bytes first: the run ends where they change, and the other
     # checks then only look at the run. A short probe comes before the whole
@@ -492,7 +585,11 @@ def _run(
         r = _same_length_run(data, start, pos, size, ts_at - 1, m)
     if r < _MIN_RUN:
         return None
-    constants = [*range(kl_at, key_at), *range(vl_at, value_at), size - 1]
+    constants = [
+        *range(kl_at, key_at),
+        *range(vl_at, value_at),
+        *([size - 1] if headers is None else headers[3]),
+    ]
     varints = ((ts_at, ts_width), (od_at, od_width))
     r = _check_columns(data, pos, size, r, start, constants, varints)
     if r < _MIN_RUN:
@@ -503,15 +600,18 @@ def _run(
     view = memoryview(data)[pos : pos + r * size]
     keys: tuple[bytes, ...] | None = None
     values: tuple[bytes, ...] | None = None
+    tail = size - value_at - max(vl, 0)
     if kl >= 0 and vl >= 0:
-        flat = _run_struct(f"{key_at}x{kl}s{value_at - key_at - kl}x{vl}s1x", r).unpack(view)
+        fmt = f"{key_at}x{kl}s{value_at - key_at - kl}x{vl}s{tail}x"
+        flat = _run_struct(fmt, r).unpack(view)
         keys = flat[0::2]
         values = flat[1::2]
     elif kl >= 0:
         keys = _run_struct(f"{key_at}x{kl}s{size - key_at - kl}x", r).unpack(view)
     elif vl >= 0:
-        values = _run_struct(f"{value_at}x{vl}s1x", r).unpack(view)
-    return (r, offsets, ts_get, ts_column, keys, values), pos + r * size
+        values = _run_struct(f"{value_at}x{vl}s{tail}x", r).unpack(view)
+    header_columns = None if headers is None else _header_columns(view, size, r, headers, 0)
+    return (r, offsets, ts_get, ts_column, keys, values, header_columns), pos + r * size
 
 
 def _varied_run(
@@ -530,19 +630,24 @@ def _varied_run(
     deltas, key) is then joined into one buffer of same-sized rows and
     checked and decoded column-wise like a run.
     """
-    layout = _template(data, start, pos - start)
-    if layout is None:
+    size = pos - start
+    template = _template(data, start, size)
+    if template is None:
         return None
-    ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, _ = layout
+    layout, headers = template
+    ts_at, ts_width, od_at, od_width, kl_at, kl, key_at, vl_at, vl, value_at = layout
     if vl < 0:
         return None  # a null value has a fixed size: that is a plain run
     lw = ts_at - 1
     prefix = vl_at - lw  # bytes from the attributes to the end of the key
+    suffix = size - value_at - vl  # the headers: bytes after the value
     data_end = len(data)
     prefix_rows: list[bytes] = []
     values: list[bytes] = []
+    suffix_rows: list[bytes] = [data[start + size - suffix : start + size]]
     add_row = prefix_rows.append
     add_value = values.append
+    add_suffix = suffix_rows.append
     p = pos
     # One short loop per record for what differs in size: the record length,
     # the value length (which must fill the record exactly) and the value;
@@ -566,11 +671,12 @@ def _varied_run(
             q = p + 2
             e = q + (z >> 1)
         v = q + prefix  # the value length varint
-        if e > data_end or v + 2 > e:
+        w = e - suffix  # where the value must end
+        if e > data_end or v >= w:
             break
         b = data[v]
         if b < 0x80:
-            if b & 1 or v + 2 + (b >> 1) != e:
+            if b & 1 or v + 1 + (b >> 1) != w:
                 break
             v += 1
         else:
@@ -578,13 +684,16 @@ def _varied_run(
             if b2 >= 0x80:
                 break
             z = (b & 0x7F) | (b2 << 7)
-            if z & 1 or v + 3 + (z >> 1) != e:
+            if z & 1 or v + 2 + (z >> 1) != w:
                 break
             v += 2
-        if data[e - 1]:  # the header count
-            break
+        if headers is None:
+            if data[w]:  # the header count
+                break
+        else:
+            add_suffix(data[w:e])
         add_row(data[q : q + prefix])
-        add_value(data[v : e - 1])
+        add_value(data[v:w])
         p = e
     r = len(values)
     if r < _MIN_RUN:
@@ -596,22 +705,30 @@ def _varied_run(
         return None  # the first record's key length differs from the template's
     varints = ((ts_at - lw, ts_width), (od_at - lw, od_width))
     r = _check_columns(rows, 0, prefix, r, 0, list(range(kl_row, key_row)), varints)
+    if headers is not None:
+        # Row 0 is the template's headers: every row must match its constant bytes.
+        header_rows = b"".join(suffix_rows)
+        constants = [c - headers[0] for c in headers[3]]
+        r = _check_columns(header_rows, suffix, suffix, r, 0, constants, ())
     if r < _MIN_RUN:
         return None
     offsets, ts_get, ts_column = _delta_columns(
         rows, 0, prefix, r, varints[0], varints[1], base_offset, base_ts, fixed_ts
     )
+    header_columns = None
+    if headers is not None:
+        view = memoryview(header_rows)[suffix : suffix * (r + 1)]
+        header_columns = _header_columns(view, suffix, r, headers, headers[0])
     keys: tuple[bytes, ...] | None = None
     if kl >= 0:
-        view = memoryview(rows)[: r * prefix]
-        keys = _run_struct(f"{key_row}x{kl}s", r).unpack(view)
+        keys = _run_struct(f"{key_row}x{kl}s", r).unpack(memoryview(rows)[: r * prefix])
     if r < len(values):  # a record failed the column checks: the run ends before it
         del values[r:]
         p = pos
         for _ in range(r):
             b = data[p]
             p += 1 + (b >> 1) if b < 0x80 else 2 + (((b & 0x7F) | (data[p + 1] << 7)) >> 1)
-    return (r, offsets, ts_get, ts_column, keys, values), p
+    return (r, offsets, ts_get, ts_column, keys, values, header_columns), p
 
 
 def _same_length_run(data: bytes, start: int, pos: int, size: int, width: int, m: int) -> int:

@@ -32,8 +32,8 @@ def record_specs(draw: st.DrawFn, max_size: int = 60) -> list[Spec]:
 def uniform_specs(draw: st.DrawFn) -> list[Spec]:
     """Many records of one shape, the layouts the parser's columnar paths read.
 
-    Records share everything but timestamps, offsets and key and value bytes,
-    or (``"varied"``) differ in value length too. A few records may break the
+    Records share everything but timestamps, offsets, key, value and header
+    value bytes, or (``"varied"``) differ in value length too. A few records may break the
     shape (longer value, a header, a jump in timestamp) so that runs start and
     stop at arbitrary places.
     """
@@ -43,6 +43,7 @@ def uniform_specs(draw: st.DrawFn) -> list[Spec]:
     value_len: int | str | None = draw(st.sampled_from([None, 0, 1, 100, 200, "varied"]))
     spread = draw(st.sampled_from([3, 70, 300]))
     ts_step = draw(st.sampled_from([0, 1, 3, 50]))
+    header_kind = draw(st.sampled_from([0, 0, 1, 2]))
     odd = set(draw(st.lists(st.integers(min_value=0, max_value=n - 1), max_size=4)))
     specs: list[Spec] = []
     for i in range(n):
@@ -53,13 +54,17 @@ def uniform_specs(draw: st.DrawFn) -> list[Spec]:
         elif value_len is not None:
             value = bytes([i % 253]) * value_len
         hdrs: tuple[tuple[str, bytes | None], ...] = ()
+        if header_kind == 1:
+            hdrs = (("trace-id", bytes([i % 256]) * 16),)
+        elif header_kind == 2:
+            hdrs = (("a", b"x%02d" % (i % 100)), ("null", None), ("é", b""))
         ts = base + (i * ts_step) // 4
         if i in odd:
             kind = i % 3
             if kind == 0:
                 value = (value or b"") + b"!"
             elif kind == 1:
-                hdrs = (("h", b"v"),)
+                hdrs = (*hdrs, ("h", b"v"))
             else:
                 ts += 100_000
         specs.append((ts, key, value, hdrs))

@@ -32,6 +32,7 @@ from kafkette.protocol.records.compression import (
     compress,
     decompress,
 )
+from tests.protocol.records.bombs import gzip_gib_of_zeros
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 GIB = 1 << 30
@@ -168,8 +169,7 @@ def _zeros_stream(compressor: Any, total: int, flush: Any) -> bytes:
 
 @pytest.fixture(scope="module")
 def gzip_bomb() -> bytes:
-    obj = zlib.compressobj(1, wbits=31)
-    return _zeros_stream(obj.compress, GIB, obj.flush)
+    return gzip_gib_of_zeros()
 
 
 def test_gzip_bomb_is_bounded(gzip_bomb: bytes) -> None:

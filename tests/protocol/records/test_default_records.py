@@ -286,3 +286,30 @@ def test_varied_run_path_is_taken() -> None:
         batch = RecordBatch.from_buffer(build(specs, base_offset=3))
         assert list(batch) == expected(specs, 3)
     assert sum(calls) >= 990
+
+
+@pytest.mark.parametrize("varied", [False, True])
+def test_runs_with_headers_are_taken(varied: bool) -> None:
+    """Records with same-shaped headers (a trace id, a null value) are read in runs too."""
+    specs: list[Spec] = [
+        (
+            1000 + i // 10,
+            None,
+            b"v" * (20 + (i * 37) % 130 if varied else 60),
+            (("trace-id", b"%016d" % i), ("tenant", None)),
+        )
+        for i in range(1000)
+    ]
+    calls: list[int] = []
+    name = "_varied_run" if varied else "_run"
+    real = getattr(record_parser, name)
+
+    def spy(*args: Any) -> Any:
+        found = real(*args)
+        calls.append(0 if found is None else found[0][0])
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(record_parser, name, spy)
+        assert list(RecordBatch.from_buffer(build(specs))) == expected(specs)
+    assert sum(calls) >= 990

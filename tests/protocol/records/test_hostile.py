@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import struct
-import zlib
 
 import pytest
 from crc32c import crc32c
@@ -33,6 +32,7 @@ from kafkette.protocol.records import (
 from kafkette.protocol.records.batch_header import BatchHeader
 from kafkette.protocol.records.record_parser import parse_records
 from kafkette.protocol.records.varint import encode_varint
+from tests.protocol.records.bombs import gzip_gib_of_zeros
 from tests.protocol.records.strategies import uniform_specs
 
 MIB = 1 << 20
@@ -207,10 +207,7 @@ def test_corrupt_compressed_records() -> None:
 
 def test_decompression_bomb_in_a_batch() -> None:
     """1 GiB of zeros, gzip-compressed as the records of a batch, stops at max_decompressed."""
-    obj = zlib.compressobj(1, wbits=31)
-    chunk = bytes(4 * MIB)
-    blob = b"".join(obj.compress(chunk) for _ in range(256)) + obj.flush()
-    buf = batch_with_records(blob, 1, attributes=GZIP)
+    buf = batch_with_records(gzip_gib_of_zeros(), 1, attributes=GZIP)
     batch = RecordBatch.from_buffer(buf, max_decompressed=8 * MIB)
     with pytest.raises(DecompressionLimitError):
         batch.records()

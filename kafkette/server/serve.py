@@ -21,6 +21,7 @@ import anyio
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
+from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.listener import serve_tcp
 
 logger = logging.getLogger("kafkette.server")
@@ -116,7 +117,15 @@ def raise_open_files_limit() -> int | None:
 
 
 async def run(config: BrokerConfig) -> None:
-    broker = Broker(config)
+    lock = None
+    if config.data_dir is not None:
+        lock = DataDirLock(config.data_dir, f"kafkette serve on {config.host}:{config.port}")
+    try:
+        broker = Broker(config)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     try:
         async with anyio.create_task_group() as tg:
             port = await tg.start(serve_tcp, broker, config.host, config.port)
@@ -144,6 +153,8 @@ async def run(config: BrokerConfig) -> None:
                     break
     finally:
         broker.close()
+        if lock is not None:
+            lock.release()
         logger.info("kafkette serve: stopped")
 
 
@@ -165,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
         anyio.run(run, config)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
-    except OSError as exc:
+    except (OSError, DataDirLockedError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 1
     return 0

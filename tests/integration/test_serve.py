@@ -176,3 +176,27 @@ def test_open_files_limit_is_raised(memory_broker: BrokerProcess) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     expected = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     assert f"up to {expected} open files" in memory_broker.log()
+
+
+def test_second_broker_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    """The data dir is locked: a second kafkette serve names the first one's pid and exits."""
+    with BrokerProcess(tmp_path / "data") as first:
+        assert first.process is not None
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkette",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                str(tmp_path / "data"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert second.returncode == 1
+        assert f"is in use by another process (pid {first.process.pid}" in second.stderr

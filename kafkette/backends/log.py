@@ -143,6 +143,12 @@ class Log(abc.ABC):
         """Aborted transactions overlapping ``[start_offset, upper_bound)``, by first offset."""
 
     @abc.abstractmethod
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as OffsetForLeaderEpoch answers: the largest known epoch
+        <= ``epoch`` and the offset where the next epoch starts (the log end for the
+        latest); ``(-1, -1)`` when no epoch that old is known."""
+
+    @abc.abstractmethod
     def flush(self) -> None:
         """Make everything appended so far durable (a no-op in memory)."""
 

@@ -97,7 +97,11 @@ class LogSlice:
         return self.buffers
 
     def sendfile(self, out_fd: int) -> int:
-        """Write the slice to ``out_fd`` (a socket or file); ``os.sendfile`` for a file region."""
+        """Write the whole slice to ``out_fd``, a blocking socket or file.
+
+        A server on non-blocking sockets runs its own ``os.sendfile`` loop over
+        ``file``, ``position`` and ``size`` instead.
+        """
         sent = 0
         if self.file is not None:
             in_fd = self.file.fileno()

@@ -72,6 +72,12 @@ async def test_offset_for_timestamp_is_exact() -> None:
     assert await list_offset(broker, NOW + 31) == (0, -1, -1)
 
 
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 7, 10])
+async def test_every_version_answers(version: int) -> None:
+    broker = await timed_broker()
+    assert await list_offset(broker, NOW + 1, version=version) == (0, NOW + 10, 1)
+
+
 async def test_version_zero_old_style_offsets() -> None:
     broker = await timed_broker()
     assert await list_offset(broker, -1, version=0) == (0, -1, 6)

@@ -189,6 +189,15 @@ async def test_control_batch_from_client_is_refused() -> None:
     assert (await produce(broker, "t", 0, bytes(data))).error_code == 87
 
 
+@pytest.mark.parametrize("version", [3, 4, 5, 7, 8, 10, 11])
+async def test_every_served_version_answers(version: int) -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    assert (await produce(broker, "t", 0, batch([(b"a", b"1")]), version=version)).base_offset == 0
+    result = await produce(broker, "t", 0, batch([(b"b", b"2")]), version=version)
+    assert (result.error_code, result.base_offset) == (0, 1)
+
+
 async def test_produce_v3_is_the_oldest_served() -> None:
     broker = make_broker(FakeClock())
     assert broker.supported_versions()[0][0] == 3

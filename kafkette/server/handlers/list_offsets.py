@@ -36,6 +36,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 READ_COMMITTED = 1
+LEADER_EPOCH_VERSION = 4
 
 
 @handler(ListOffsetsRequest)
@@ -73,7 +74,7 @@ async def handle_list_offsets(
                         error_code=0,
                         timestamp=timestamp,
                         offset=offset,
-                        leader_epoch=epoch,
+                        leader_epoch=epoch if version >= LEADER_EPOCH_VERSION else -1,
                     )
                 )
         topics.append(ListOffsetsTopicResponse(wanted.name, results))

@@ -24,7 +24,8 @@ One pass:
    what idempotent producers are checked against); otherwise it is dropped.
    A segment left empty is deleted (unless it is the first one).
    Offsets never change: a rebuilt batch keeps its base offset, last offset
-   delta and producer fields.
+   delta and producer fields. Keyless records (left from before the log
+   became compacted) are removed, as Kafka's cleaner does.
 5. The cleaner checkpoint moves to the first uncleanable offset.
 """
 
@@ -99,7 +100,7 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
         return None
 
     aborted = _aborted_ranges(log)
-    offset_map: dict[bytes | None, int] = {}
+    offset_map: dict[bytes, int] = {}
     bytes_read = 0
     for segment in dirty:
         for position, header in segment.headers(first_dirty):
@@ -108,7 +109,7 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
             data = segment.batch_bytes(position, header.size)
             bytes_read += header.size
             for record in records_of(data):
-                if record.offset >= first_dirty:
+                if record.offset >= first_dirty and record.key is not None:
                     offset_map[record.key] = record.offset
 
     last_data_offset = {
@@ -145,6 +146,7 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
                 r
                 for r in records
                 if not dropped_txn
+                and r.key is not None
                 and offset_map.get(r.key, -1) <= r.offset
                 and not (r.value is None and horizon is not None and now >= horizon)
             ]

@@ -276,3 +276,11 @@ def test_compaction_drops_emptied_segments(make_log: LogFactory) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2, 3, 4]
     assert decode_headers(log.read(1, 1000).to_bytes()) == [(2, 2)]
     assert decode_headers(log.read(0, 1000).to_bytes()) == [(2, 2)]
+
+
+def test_keyless_records_from_before_compaction_are_removed(make_log: LogFactory) -> None:
+    log = make_log()
+    fill_and_roll(log, [(1, None, b"1"), (2, b"a", b"2"), (3, None, b"3")])
+    log.update_config(LogConfig(cleanup_policy=("compact",)))
+    log.compact(force=True)
+    assert [(r[0], r[2]) for r in decode(read_all(log))] == [(1, b"a")]

@@ -23,7 +23,8 @@ On-disk layout (one directory per partition, ``<topic>-<partition>``)::
     00000000000000000000.txnindex   aborted transactions whose marker is in the
                                     segment (34-byte entries, as Kafka's)
     00000000000000004096.snapshot   producer state before that offset (format in
-                                    producer_state.py); written at roll and close
+                                    producer_state.py); written at roll, when the
+                                    log start moves, and at close
     leader-epoch-checkpoint         "0", count, then "epoch start_offset" lines
     recovery-point-offset-checkpoint   offset up to which everything was fsynced
     log-start-offset-checkpoint     the log start offset (DeleteRecords, retention)

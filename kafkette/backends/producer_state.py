@@ -8,7 +8,9 @@ its last transaction marker. :meth:`ProducerStateTable.update` folds one
 log from a snapshot's offset on restores the state as of the log end.
 
 Snapshot file (``<20-digit offset>.snapshot``, the state after every batch
-below that offset), all integers big-endian::
+below that offset; written at a segment roll, when the log start offset
+moves and at a clean shutdown; of those below the log start only the newest
+is kept), all integers big-endian::
 
     magic b"KKPS" | version int16 (1) | crc uint32 (CRC-32C of what follows)
     producer_count int32, then per producer:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from kafkette.backends.batches import batch_info, split_batches
-from kafkette.backends.config import LogConfig
+from kafkette.backends.config import LONG_MAX, LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log
 from kafkette.backends.producer_state import ProducerStateTable
@@ -32,6 +32,7 @@ from kafkette.backends.types import (
 )
 from kafkette.errors import KafkaStorageError, OffsetOutOfRangeError
 from kafkette.protocol.records.batch_header import (
+    LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -125,6 +126,8 @@ class SegmentedLog(Log):
         self._log_append_time = config.log_append_time
         self._segment_bytes = config.segment_bytes
         self._roll_ms = config.segment_ms - config.segment_jitter_ms
+        self._flush_messages = config.flush_messages
+        self._flush_ms = config.flush_ms if config.flush_ms < LONG_MAX else None
 
     @property
     def log_start_offset(self) -> int:
@@ -203,7 +206,7 @@ class SegmentedLog(Log):
             self._checkpoint()
         try:
             for pos, header in batches:
-                size = header.size
+                size = LOG_OVERHEAD + header.batch_length
                 parts: tuple[BufferLike, ...]
                 if append_time >= 0 or size <= self._copy_limit:
                     # One copy and one write beat a two-part writev for small batches.
@@ -247,7 +250,8 @@ class SegmentedLog(Log):
                 f"cannot append to {self.topic}-{self.partition}: {exc}"
             ) from exc
         self._unflushed_messages += messages
-        self._maybe_flush()
+        if self._unflushed_messages >= self._flush_messages or self._flush_ms is not None:
+            self._maybe_flush()
         return AppendInfo(
             base_offset=first,
             last_offset=offset - 1,
@@ -281,9 +285,8 @@ class SegmentedLog(Log):
         self._bases.append(offset)
 
     def _maybe_flush(self) -> None:
-        config = self._config
-        if self._unflushed_messages >= config.flush_messages or (
-            config.flush_ms < 2**63 - 1 and self._clock() - self._last_flush_ms >= config.flush_ms
+        if self._unflushed_messages >= self._flush_messages or (
+            self._flush_ms is not None and self._clock() - self._last_flush_ms >= self._flush_ms
         ):
             self.flush()
 

@@ -116,10 +116,8 @@ class FileSegment(Segment):
         return self._tracker.offset_of_max_timestamp
 
     def _update_full(self) -> None:
-        self.is_full = (
-            len(self.index) >= self._max_index_entries
-            or len(self.time_index) >= self._max_index_entries
-        )
+        # The time index never has more than one entry more than the offset index.
+        self.is_full = len(self.index.offsets) + 1 >= self._max_index_entries
 
     # -- writes ----------------------------------------------------------------
 

@@ -118,6 +118,16 @@ def produce_to(
         if header.producer_id >= 0:
             found = check_sequence(log.producer_state(), header)
             if isinstance(found, Duplicate):
+                logger.info(
+                    "duplicate batch of producer %d (sequences %d-%d) to %s-%d: "
+                    "acknowledged at its original offset %d",
+                    header.producer_id,
+                    header.base_sequence,
+                    header.last_sequence,
+                    partition.topic,
+                    index,
+                    found.base_offset,
+                )
                 return PartitionProduceResponse(
                     index=index,
                     base_offset=found.base_offset,

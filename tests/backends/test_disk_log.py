@@ -239,3 +239,19 @@ def test_truncation_survives_reopening(tmp_path: Path, clock: FakeClock) -> None
     assert decode_headers(read_all(clean)) == [(0, 2)]
     assert index_snapshot(clean) == rebuilt_index_snapshot(clean)
     clean.close()
+
+
+def test_sealed_segments_keep_only_their_log_file_open(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "t-0"
+    log = open_log(path, clock, segment_bytes=len(BATCH), index_interval_bytes=0)
+    for _ in range(20):
+        log.append(BATCH)
+    open_files = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            open_files.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    mine = [name for name in open_files if name.startswith(str(path))]
+    assert sorted(mine) == sorted(str(path / f"{3 * i:020d}.log") for i in range(20))
+    log.close()

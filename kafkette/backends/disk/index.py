@@ -65,7 +65,8 @@ class _IndexFile:
 
     def create(self) -> None:
         """Create the file (empty) if it does not exist."""
-        self._writer()
+        if self._fd < 0:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` for the end of the file (written by :meth:`write_pending`).
@@ -106,13 +107,22 @@ class _IndexFile:
 
     def close(self) -> None:
         self.write_pending()
+        self._close_fd()
+
+    def release(self) -> None:
+        """Write and fsync what is pending, then close the file until the next write
+        (a sealed segment keeps no index file open)."""
+        self.flush()
+        self._close_fd()
+
+    def _close_fd(self) -> None:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
     def delete(self) -> None:
         self._discard_pending()
-        self.close()
+        self._close_fd()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 

@@ -192,8 +192,9 @@ class FileSegment(Segment):
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
         )
-        self.index.write_pending()
-        self.time_index.write_pending()
+        self.index.release()
+        self.time_index.release()
+        self.txn_index.release()
 
     def add_aborted(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)

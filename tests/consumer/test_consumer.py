@@ -20,7 +20,9 @@ ROWS: list[Row] = [
 ]
 
 
-def expected_records(topic: str, base: int, rows: list[Row], epoch: int | None) -> list[tuple[object, ...]]:
+def expected_records(
+    topic: str, base: int, rows: list[Row], epoch: int | None
+) -> list[tuple[object, ...]]:
     return [
         (topic, 0, base + i, ts, key, value, tuple(headers), CREATE_TIME)
         for i, (ts, key, value, headers) in enumerate(rows)

@@ -1,0 +1,225 @@
+"""Draining fetched bytes: position skips, partial batches, corruption, read_committed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offset
+from kafkette.consumer.record import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
+from kafkette.consumer.subscription import PartitionState
+from kafkette.errors import CorruptMessageError
+from kafkette.protocol.records import (
+    GZIP,
+    ControlRecordType,
+    LegacyBatchBuilder,
+    RecordBatchBuilder,
+    build_control_batch,
+)
+from kafkette.structs import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def batch(
+    base: int,
+    count: int,
+    *,
+    producer_id: int = -1,
+    transactional: bool = False,
+    compression: int = 0,
+    log_append_time: bool = False,
+    epoch: int = 3,
+) -> bytes:
+    builder = RecordBatchBuilder(
+        base_offset=base,
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=0 if producer_id >= 0 else -1,
+        is_transactional=transactional,
+        compression=compression,
+        log_append_time=log_append_time,
+        partition_leader_epoch=epoch,
+    )
+    for i in range(count):
+        builder.append(100 + base + i, None, b"v%d" % (base + i))
+    return builder.build()
+
+
+def control(base: int, producer_id: int, kind: ControlRecordType) -> bytes:
+    return build_control_batch(
+        kind,
+        producer_id=producer_id,
+        producer_epoch=0,
+        coordinator_epoch=0,
+        timestamp=1,
+        base_offset=base,
+        partition_leader_epoch=3,
+    )
+
+
+def drain(
+    data: bytes,
+    position: int,
+    *,
+    limit: int = 1000,
+    read_committed: bool = False,
+    aborted: tuple[tuple[int, int], ...] = (),
+    check_crcs: bool = True,
+) -> tuple[list[int], PartitionState]:
+    state = PartitionState(position=position)
+    end = end_offset(data)
+    assert end is not None
+    fetch = CompletedFetch(
+        TP,
+        state,
+        position,
+        data,
+        end,
+        aborted=aborted,
+        read_committed=read_committed,
+        check_crcs=check_crcs,
+    )
+    got: list[int] = []
+    done = False
+    while not done:
+        records, done = fetch.take(limit, None, None)
+        got += [r.offset for r in records]
+    return got, state
+
+
+def test_records_below_the_position_are_skipped() -> None:
+    """A fetch may start with a batch that begins before the requested offset."""
+    data = batch(0, 5, compression=GZIP) + batch(5, 5)
+    got, state = drain(data, 3)
+    assert got == [3, 4, 5, 6, 7, 8, 9]
+    assert state.position == 10
+
+
+def test_partial_trailing_batch_is_ignored() -> None:
+    data = batch(0, 3) + batch(3, 3)[:-7]
+    assert end_offset(data) == 3
+    got, state = drain(data, 0)
+    assert got == [0, 1, 2]
+    assert state.position == 3
+
+
+def test_only_a_partial_batch_has_no_end() -> None:
+    assert end_offset(batch(0, 3)[:40]) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6), limit=st.integers(1, 8))
+def test_limits_split_batches_without_loss(sizes: list[int], limit: int) -> None:
+    data = b""
+    base = 0
+    for size in sizes:
+        data += batch(base, size)
+        base += size
+    got, state = drain(data, 0, limit=limit)
+    assert got == list(range(base))
+    assert state.position == base
+
+
+def test_record_fields() -> None:
+    state = PartitionState(position=0)
+    data = batch(0, 2, log_append_time=True, epoch=7)
+    fetch = CompletedFetch(TP, state, 0, data, 2)
+    records, done = fetch.take(10, None, None)
+    assert done
+    assert [tuple(r) for r in records] == [
+        ("t", 0, 0, 101, None, b"v0", (), LOG_APPEND_TIME, 7),
+        ("t", 0, 1, 101, None, b"v1", (), LOG_APPEND_TIME, 7),
+    ]
+    records, _ = CompletedFetch(TP, PartitionState(position=0), 0, batch(0, 1, epoch=-1), 1).take(
+        5, None, None
+    )
+    assert [(r.timestamp_type, r.leader_epoch) for r in records] == [(CREATE_TIME, None)]
+
+
+def test_legacy_entries() -> None:
+    v0 = LegacyBatchBuilder(magic=0)
+    v0.append(-1, b"k", b"a")
+    v0.append(-1, None, b"b")
+    v1 = LegacyBatchBuilder(magic=1, compression=GZIP, base_offset=2)
+    v1.append(50, None, b"c")
+    v1.append(51, None, b"d")
+    data = v0.build() + v1.build()
+    end = end_offset(data)
+    assert end is not None
+    fetch = CompletedFetch(TP, PartitionState(position=0), 0, data, end)
+    records, _ = fetch.take(10, None, None)
+    assert [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value) for r in records] == [
+        (0, -1, NO_TIMESTAMP_TYPE, b"k", b"a"),
+        (1, -1, NO_TIMESTAMP_TYPE, None, b"b"),
+        (2, 50, CREATE_TIME, None, b"c"),
+        (3, 51, CREATE_TIME, None, b"d"),
+    ]
+    assert end == 4
+    fetch = CompletedFetch(TP, PartitionState(position=3), 3, data, end)
+    assert [r.value for r in fetch.take(10, None, None)[0]] == [b"d"]
+
+
+def test_corrupt_batch_raises_unless_crcs_are_not_checked() -> None:
+    data = bytearray(batch(0, 2) + batch(2, 2))
+    data[-2] ^= 0x01  # the last value byte of the second batch: its CRC no longer matches
+    state = PartitionState(position=0)
+    fetch = CompletedFetch(TP, state, 0, bytes(data), 4)
+    records, done = fetch.take(2, None, None)
+    assert [r.offset for r in records] == [0, 1] and not done
+    with pytest.raises(CorruptMessageError):
+        fetch.take(2, None, None)
+    assert state.position == 2
+    got, _ = drain(bytes(data), 0, check_crcs=False)
+    assert got == [0, 1, 2, 3]
+
+
+def test_control_batches_are_never_returned() -> None:
+    data = (
+        batch(0, 2, producer_id=7, transactional=True)
+        + control(2, 7, ControlRecordType.COMMIT)
+        + batch(3, 1)
+    )
+    for read_committed in (False, True):
+        got, state = drain(data, 0, read_committed=read_committed)
+        assert got == [0, 1, 3]
+        assert state.position == 4
+
+
+def test_read_committed_drops_aborted_transactions() -> None:
+    """Kafka's filter: aborted_transactions + ABORT markers, per producer id."""
+    data = (
+        batch(0, 2, producer_id=1, transactional=True)  # aborted below
+        + batch(2, 2, producer_id=2, transactional=True)  # committed
+        + control(4, 1, ControlRecordType.ABORT)
+        + control(5, 2, ControlRecordType.COMMIT)
+        + batch(6, 2, producer_id=1, transactional=True)  # a later transaction of 1: kept
+        + batch(8, 1, producer_id=3, transactional=True)  # aborted, starts at 8
+        + control(9, 3, ControlRecordType.ABORT)
+        + batch(10, 1)  # not transactional
+    )
+    aborted = ((8, 3), (0, 1))
+    got, state = drain(data, 0, read_committed=True, aborted=aborted)
+    assert got == [2, 3, 6, 7, 10]
+    assert state.position == 11
+    got, _ = drain(data, 0, read_committed=False, aborted=aborted)
+    assert got == [0, 1, 2, 3, 6, 7, 8, 10]
+
+
+@pytest.mark.anyio
+async def test_buffer_chains_at_most_two_fetches_per_partition() -> None:
+    """The next fetch starts where buffered data ends; a seek (drop) restarts at the position."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    assert buffer.next_offset(TP, state) == 0
+    first = CompletedFetch(TP, state, 0, batch(0, 3), 3)
+    buffer.add(first)
+    assert buffer.next_offset(TP, state) == 3
+    buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
+    assert buffer.next_offset(TP, state) is None
+    buffer.remove(first)
+    assert buffer.next_offset(TP, state) == 6
+    buffer.drop(TP)
+    assert buffer.next_offset(TP, state) == 0
+    assert len(buffer) == 0

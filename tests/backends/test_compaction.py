@@ -131,7 +131,7 @@ def compacted(make_log: LogFactory, **settings: object) -> SegmentedLog:
     return make_log(**defaults)
 
 
-def fill_and_roll(log: SegmentedLog, records: list[tuple[int, bytes, bytes | None]]) -> None:
+def fill_and_roll(log: SegmentedLog, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
     for record in records:
         log.append(make_batch([record]))
         log.roll()

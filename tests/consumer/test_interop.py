@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer as ConfluentProducer
-from kafka import KafkaProducer
+from kafka import KafkaProducer  # type: ignore[import-untyped]
 
 from kafkette import AsyncConsumer, Consumer, ConsumerRecord, TopicPartition
 from kafkette.consumer import CREATE_TIME
@@ -24,17 +24,17 @@ N = 40
 BASE_TS = 1_600_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
-Expected = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
+Headers = list[tuple[str, str | bytes | None]]
+Row = tuple[int, bytes | None, bytes | None, Headers]
+Expected = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, object], ...], int]
 
 
-def row(
-    i: int, null_header_values: bool
-) -> tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+def row(i: int, null_header_values: bool) -> Row:
     key = None if i % 5 == 0 else b"key-%d" % i
     value = None if i % 7 == 3 else b"value-%d-" % i + b"x" * (i * 13 % 200)
     if key is None and value is None and not null_header_values:
         value = b"kafka-python refuses a record with neither key nor value"
-    headers: list[tuple[str, bytes | None]] = []
+    headers: Headers = []
     if i % 3 == 0:
         headers = [("id", b"%d" % i), ("id", b"again"), ("empty", b"")]
     if i % 4 == 1 and null_header_values:
@@ -59,7 +59,12 @@ def produce_confluent(bootstrap: str, topic: str, codec: str) -> None:
     for i in range(N):
         partition, key, value, headers = row(i, True)
         producer.produce(
-            topic, value=value, key=key, partition=partition, timestamp=BASE_TS + i, headers=headers
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp=BASE_TS + i,
+            headers=list(headers),
         )
     assert producer.flush(30) == 0
 

@@ -1,0 +1,212 @@
+"""Consumer throughput: kafkette (sync and async) against confluent-kafka, aiokafka, kafka-python.
+
+One ``kafkette serve --memory`` child process, filled once by confluent-kafka
+(librdkafka) with two one-partition topics: 100-byte values and 1 KiB values
+(10-byte keys, no compression, batches of up to 1 MiB). Each consumer is
+assigned partition 0 from offset 0 and runs until it has seen every record,
+touching each record's value (so lazy parsing cannot cheat). Consumers run
+in rounds, one after another, and the best of ``--repeat`` rounds is kept for
+each, so all see the same machine load. Figures are wall-clock records/s and
+MB/s of values; the broker runs in its own process on the same 2 cores.
+Target: kafkette >= 1.0x aiokafka.
+
+    .venv/bin/python bench/consumer.py [--records 200000] [--repeat 3] [--only kafkette-sync]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import Producer as ConfluentProducer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafkette import AsyncConsumer, Consumer, TopicPartition  # noqa: E402
+from tests.brokers import BrokerProcess  # noqa: E402
+
+TIMEOUT_S = 300.0
+SIZES = {"100 B": 100, "1 KiB": 1024}
+
+
+def fill(bootstrap: str, topic: str, records: int, value_size: int) -> None:
+    producer = ConfluentProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "acks": 1,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    value = b"v" * value_size
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=b"key-%06d" % (i % 1_000_000), partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def check(count: int, size: int, records: int, value_size: int) -> None:
+    if count != records or size != records * value_size:
+        raise AssertionError(f"read {count} records / {size} bytes, expected {records}")
+
+
+def deadline_passed(start: float) -> bool:
+    return time.perf_counter() - start > TIMEOUT_S
+
+
+def kafkette_sync(bootstrap: str, topic: str, records: int, value_size: int) -> float:
+    start = time.perf_counter()
+    count = size = 0
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        while count < records and not deadline_passed(start):
+            for batch in consumer.poll(timeout_ms=1000).values():
+                count += len(batch)
+                for record in batch:
+                    size += len(record.value)
+        elapsed = time.perf_counter() - start
+    check(count, size, records, value_size)
+    return elapsed
+
+
+def kafkette_async(bootstrap: str, topic: str, records: int, value_size: int) -> float:
+    async def run() -> float:
+        start = time.perf_counter()
+        count = size = 0
+        async with AsyncConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+            c.assign([TopicPartition(topic, 0)])
+            while count < records and not deadline_passed(start):
+                for batch in (await c.poll(timeout_ms=1000)).values():
+                    count += len(batch)
+                    for record in batch:
+                        size += len(record.value)
+            elapsed = time.perf_counter() - start
+        check(count, size, records, value_size)
+        return elapsed
+
+    return asyncio.run(run())
+
+
+def confluent(bootstrap: str, topic: str, records: int, value_size: int) -> float:
+    start = time.perf_counter()
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+    count = size = 0
+    while count < records and not deadline_passed(start):
+        for message in consumer.consume(num_messages=1000, timeout=1.0):
+            if message.error():
+                raise RuntimeError(message.error())
+            count += 1
+            size += len(message.value())
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    check(count, size, records, value_size)
+    return elapsed
+
+
+def aiokafka(bootstrap: str, topic: str, records: int, value_size: int) -> float:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    async def run() -> float:
+        start = time.perf_counter()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        tp = AioTopicPartition(topic, 0)
+        consumer.assign([tp])
+        count = size = 0
+        try:
+            while count < records and not deadline_passed(start):
+                for batch in (await consumer.getmany(timeout_ms=1000)).values():
+                    count += len(batch)
+                    for record in batch:
+                        size += len(record.value)
+            elapsed = time.perf_counter() - start
+        finally:
+            await consumer.stop()
+        check(count, size, records, value_size)
+        return elapsed
+
+    return asyncio.run(run())
+
+
+def kafka_python(bootstrap: str, topic: str, records: int, value_size: int) -> float:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    start = time.perf_counter()
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    consumer.assign([KpTopicPartition(topic, 0)])
+    count = size = 0
+    while count < records and not deadline_passed(start):
+        for batch in consumer.poll(timeout_ms=1000).values():
+            count += len(batch)
+            for record in batch:
+                size += len(record.value)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    check(count, size, records, value_size)
+    return elapsed
+
+
+CONSUMERS: dict[str, Callable[[str, str, int, int], float]] = {
+    "kafkette-sync": kafkette_sync,
+    "kafkette-async": kafkette_async,
+    "confluent-kafka": confluent,
+    "aiokafka": aiokafka,
+    "kafka-python": kafka_python,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000, help="records of 100 B")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", action="append", choices=list(CONSUMERS))
+    args = parser.parse_args()
+    names = args.only or list(CONSUMERS)
+    counts = {"100 B": args.records, "1 KiB": max(args.records // 4, 1)}
+    with BrokerProcess() as broker:
+        for label, value_size in SIZES.items():
+            topic = f"bench-{value_size}"
+            records = counts[label]
+            fill(broker.bootstrap, topic, records, value_size)
+            best: dict[str, float] = {}
+            for _ in range(args.repeat):
+                for name in names:
+                    elapsed = CONSUMERS[name](broker.bootstrap, topic, records, value_size)
+                    best[name] = min(best.get(name, elapsed), elapsed)
+            print(f"\n{records} records of {label} values (best of {args.repeat}):")
+            print(f"  {'consumer':<16} {'records/s':>12} {'MB/s':>8} {'vs aiokafka':>12}")
+            reference = best.get("aiokafka")
+            for name in names:
+                rate = records / best[name]
+                mbps = records * value_size / best[name] / 1e6
+                ratio = f"{reference / best[name]:.2f}x" if reference else "-"
+                print(f"  {name:<16} {rate:>12,.0f} {mbps:>8.1f} {ratio:>12}")
+
+
+if __name__ == "__main__":
+    main()

@@ -28,8 +28,8 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkette import AsyncConsumer, Consumer, TopicPartition  # noqa: E402
-from tests.brokers import BrokerProcess  # noqa: E402
+from kafkette import AsyncConsumer, Consumer, TopicPartition
+from tests.brokers import BrokerProcess
 
 TIMEOUT_S = 300.0
 SIZES = {"100 B": 100, "1 KiB": 1024}

@@ -19,15 +19,23 @@ import pytest
 
 from kafkette.backends.disk import DiskLog
 from kafkette.protocol.records.batch_header import iter_entries, verify_crc
-from tests.backends.crash_child import CONFIG, PRODUCER_ID, batch_for, run
+from tests.backends.crash_child import (
+    COMPACTED,
+    CONFIG,
+    KEYS,
+    PRODUCER_ID,
+    batch_for,
+    key_for,
+    run,
+)
 from tests.backends.disk_helpers import index_snapshot, rebuilt_index_snapshot
-from tests.backends.helpers import read_all
+from tests.backends.helpers import decode, read_all
 
 KILLS = 50
 
 
 def run_until_killed(
-    directory: str, rng: random.Random, write_buffer: int = 0
+    directory: str, rng: random.Random, write_buffer: int = 0, compacted: bool = False
 ) -> tuple[int, int, int]:
     """Fork a child appending to the log, let it append a random number of batches,
     SIGKILL it.
@@ -39,7 +47,7 @@ def run_until_killed(
     if pid == 0:  # the child: append until killed, never return into pytest
         try:
             os.close(read_end)
-            run(directory, write_end, write_buffer)
+            run(directory, write_end, write_buffer, compacted)
         finally:
             os._exit(1)
     os.close(write_end)
@@ -127,3 +135,31 @@ def test_sigkill_at_random_points(crash_dir: str, write_buffer: int, kills: int)
     assert reopened.log_end_offset > 0
     assert len(reopened.segments) > 1
     reopened.close()
+
+
+def test_sigkill_while_compacting(crash_dir: str) -> None:
+    """The child also compacts after every flush, so kills land inside compaction swaps:
+    every stored record is the one appended at its offset, the last record of every
+    key survives, the producer's sequence state is whole and no swap file is left."""
+    rng = random.Random(7)
+    directory = crash_dir
+    for _ in range(15):
+        _, appended, flushed = run_until_killed(directory, rng, compacted=True)
+        log = DiskLog(directory, "crash", 0, COMPACTED)
+        end = log.log_end_offset
+        assert flushed <= end <= appended + 3
+        assert not [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned"))]
+        records = decode(read_all(log))
+        offsets = [r[0] for r in records]
+        assert offsets == sorted(set(offsets))
+        for offset, timestamp, key, value in records:
+            assert (timestamp, key, value) == (offset, key_for(offset, True), b"v" * (offset % 50))
+        last_of_key = {offset % KEYS: offset for offset in range(end)}
+        assert set(last_of_key.values()) <= set(offsets)
+        if end:
+            assert log.producer_state().producers[PRODUCER_ID].last_sequence == end - 1
+        assert index_snapshot(log) == rebuilt_index_snapshot(log)
+        if rng.random() < 0.5:
+            log.close()
+        else:
+            log.abandon()

@@ -198,11 +198,22 @@ class Fetcher:
     ) -> None:
         try:
             await self._fetch_from(node, partitions)
-            self._node_retry_at.pop(node, None)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("fetch from node %d failed: %s", node, exc)
             self.client.metadata.request_update()
             self._node_backoff(node)
+        except Exception as exc:
+            # Anything else (an unsupported version, a malformed answer) goes to poll.
+            logger.warning("fetch from node %d failed: %r", node, exc)
+            self._node_backoff(node)
+            if isinstance(exc, KafkaError):
+                error = exc
+            else:
+                error = KafkaError(f"fetch from node {node} failed: {exc!r}")
+                error.__cause__ = exc
+            for tp, (state, _) in partitions.items():
+                if self.subscriptions.get(tp) is state:
+                    self.buffer.add(CompletedFetch.failed(tp, state, error))
         finally:
             self._busy_nodes.discard(node)
             self.wake()
@@ -256,6 +267,7 @@ class Fetcher:
         started = self.client.clock()
         response = await connection.request(request, version=version)
         assert isinstance(response, FetchResponse)
+        self._node_retry_at.pop(node, None)
         if response.error_code != 0:
             error = make_error(response.error_code, f"fetch from node {node}")
             logger.info("fetch from node %d failed: %s", node, error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kafkette import AsyncConsumer, Consumer, TopicPartition
@@ -9,7 +11,7 @@ from tests.brokers import BrokerProcess
 from tests.consumer.helpers import apoll_n, offsets, poll_n
 from tests.consumer.targets import Target
 
-SETTINGS = {
+SETTINGS: dict[str, Any] = {
     "fetch_max_wait_ms": 100,
     "reconnect_backoff_ms": 20,
     "retry_backoff_ms": 20,

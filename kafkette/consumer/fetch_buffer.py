@@ -20,7 +20,7 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
+from itertools import dropwhile, islice, repeat
 from operator import add
 from typing import Any
 
@@ -33,6 +33,7 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.records import (
     ControlRecordType,
     LegacyBatch,
+    Record,
     RecordBatch,
     iter_batches,
     parse_control_record,
@@ -83,8 +84,8 @@ class CompletedFetch:
         "_aborted",
         "_aborted_pids",
         "_batches",
+        "_deferred",
         "_pending",
-        "_pending_at",
         "_pending_end",
         "check_crcs",
         "end_offset",
@@ -125,9 +126,9 @@ class CompletedFetch:
         self._aborted = sorted(aborted) if read_committed else []
         self._aborted_pids: set[int] = set()
         self._batches: Iterator[RecordBatch | LegacyBatch] | None = None
-        self._pending: list[ConsumerRecord] | None = None
-        self._pending_at = 0
+        self._pending: Iterator[ConsumerRecord] | None = None
         self._pending_end = 0
+        self._deferred: CorruptMessageError | None = None
 
     @classmethod
     def failed(cls, tp: TopicPartition, state: PartitionState, error: KafkaError) -> CompletedFetch:
@@ -143,42 +144,43 @@ class CompletedFetch:
         """Up to ``limit`` records from the position on; and whether this fetch is used up.
 
         Advances ``position`` and the partition's position together.
-        Raises CorruptMessageError for a damaged batch.
+        Raises CorruptMessageError for a damaged batch. Records are made
+        ``limit`` at a time from the batch being read, never a whole batch at
+        once: fewer live tuples means fewer garbage collector passes.
         """
+        if self._deferred is not None:
+            raise self._deferred
         out: list[ConsumerRecord] = []
         state = self.state
         while limit > 0:
             pending = self._pending
-            if pending is not None:
-                at = self._pending_at
-                chunk = pending[at : at + limit]
+            if pending is None:
+                try:
+                    batch = self._next_batch()
+                    if batch is None:
+                        return out, True
+                    pending = self._open(batch)
+                except CorruptMessageError as exc:
+                    if not out:
+                        raise
+                    # The records before the damage are handed out first; the next call raises.
+                    self._deferred = exc
+                    return out, False
+                if pending is None:
+                    continue
+                self._pending = pending
+                self._pending_end = batch.next_offset
+            chunk = list(islice(pending, limit))
+            if chunk:
+                if key_deserializer is not None or value_deserializer is not None:
+                    chunk = _deserialize(chunk, key_deserializer, value_deserializer)
                 out += chunk
                 limit -= len(chunk)
-                at += len(chunk)
-                if at >= len(pending):
-                    self._pending = None
-                    self.position = state.position = self._pending_end
-                else:
-                    self._pending_at = at
-                    self.position = state.position = chunk[-1][2] + 1
-                continue
-            batch = self._next_batch()
-            if batch is None:
-                return out, True
-            records = self._records_of(batch, key_deserializer, value_deserializer)
-            if not records:
-                continue
-            if len(records) <= limit:
-                out += records
-                limit -= len(records)
-                self.position = state.position = batch.next_offset
+            if limit > 0:  # the batch ran out
+                self._pending = None
+                self.position = state.position = self._pending_end
             else:
-                out += records[:limit]
-                self._pending = records
-                self._pending_at = limit
-                self._pending_end = batch.next_offset
-                self.position = state.position = records[limit - 1][2] + 1
-                limit = 0
+                self.position = state.position = chunk[-1][2] + 1
         return out, self._pending is None and self.position >= self.end_offset
 
     def _next_batch(self) -> RecordBatch | LegacyBatch | None:
@@ -194,26 +196,25 @@ class CompletedFetch:
                 f"{self.tp} at offset {self.position}: {exc}; seek past it to go on"
             ) from exc
 
-    def _records_of(
-        self,
-        batch: RecordBatch | LegacyBatch,
-        key_deserializer: Deserializer | None,
-        value_deserializer: Deserializer | None,
-    ) -> list[ConsumerRecord]:
-        """The batch's records the application gets (possibly none); skips and filters."""
+    def _open(self, batch: RecordBatch | LegacyBatch) -> Iterator[ConsumerRecord] | None:
+        """The batch's records for the application, made as they are reached.
+
+        None when the whole batch is skipped (below the position, a control
+        batch, an aborted transaction); the position then moves past it.
+        """
         state = self.state
         position = self.position
         next_offset = batch.next_offset
         if next_offset <= position:
-            return []
+            return None
         if isinstance(batch, RecordBatch):
             header = batch.header
             if header.is_transactional and self.read_committed and self._is_aborted(batch):
                 self.position = state.position = next_offset
-                return []
+                return None
             if header.is_control:
                 self.position = state.position = next_offset
-                return []
+                return None
             epoch = header.partition_leader_epoch
             suffix = (
                 LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME,
@@ -229,27 +230,17 @@ class CompletedFetch:
             )
             first_offset = -1  # unknown before decompressing: always filter
         try:
-            if first_offset >= position:
-                raw: Any = batch
-            else:
-                raw = [r for r in batch if r[0] >= position]
-            prefix = (self.tp.topic, self.tp.partition)
-            records: list[ConsumerRecord] = list(
-                map(
-                    _new,
-                    repeat(ConsumerRecord),
-                    map(add, map(add, repeat(prefix), raw), repeat(suffix)),
-                )
-            )
+            raw: Iterator[Record] = iter(batch)  # parses and validates the whole batch
         except ProtocolError as exc:
             raise CorruptMessageError(
                 f"{self.tp} batch at offset {first_offset}: {exc}; seek past it to go on"
             ) from exc
-        if key_deserializer is not None or value_deserializer is not None:
-            records = _deserialize(records, key_deserializer, value_deserializer)
-        if not records:
-            self.position = state.position = next_offset
-        return records
+        if first_offset < position:
+            raw = dropwhile(lambda r: r[0] < position, raw)
+        prefix = (self.tp.topic, self.tp.partition)
+        return map(
+            _new, repeat(ConsumerRecord), map(add, map(add, repeat(prefix), raw), repeat(suffix))
+        )
 
     def _is_aborted(self, batch: RecordBatch) -> bool:
         """Kafka's read_committed filter: is this transactional batch part of an aborted txn?

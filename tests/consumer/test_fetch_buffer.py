@@ -175,6 +175,20 @@ def test_corrupt_batch_raises_unless_crcs_are_not_checked() -> None:
     assert got == [0, 1, 2, 3]
 
 
+def test_records_before_a_corrupt_batch_are_not_lost() -> None:
+    """A take that reaches a damaged batch returns what it has; the next take raises."""
+    data = bytearray(batch(0, 2) + batch(2, 2))
+    data[-2] ^= 0x01
+    state = PartitionState(position=0)
+    fetch = CompletedFetch(TP, state, 0, bytes(data), 4)
+    records, done = fetch.take(10, None, None)
+    assert [r.offset for r in records] == [0, 1] and not done
+    assert state.position == 2
+    with pytest.raises(CorruptMessageError):
+        fetch.take(10, None, None)
+    assert state.position == 2
+
+
 def test_control_batches_are_never_returned() -> None:
     data = (
         batch(0, 2, producer_id=7, transactional=True)

@@ -44,7 +44,8 @@ from kafkette.protocol.records.compression import (
     decompress,
 )
 from kafkette.protocol.records.record import Header, Record
-from kafkette.protocol.records.record_parser import Segment, iter_records, parse_segments
+from kafkette.protocol.records.record_parser import iter_records, parse_segments
+from kafkette.protocol.records.record_runs import Segment
 from kafkette.protocol.records.varint import ENCODED, encode_varint
 
 Buffer = bytes | bytearray | memoryview

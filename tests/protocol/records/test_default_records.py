@@ -21,7 +21,7 @@ from kafkette.protocol.records import (
     Record,
     RecordBatch,
     RecordBatchBuilder,
-    record_parser,
+    record_runs,
 )
 from kafkette.protocol.records.batch_header import set_log_append_time
 from kafkette.protocol.records.record_parser import parse_records
@@ -72,7 +72,7 @@ def test_columnar_path_matches_record_by_record(specs: list[Spec]) -> None:
     header = BatchHeader.parse(buf)
     fast = parse_records(buf[61:], header.record_count, 0, header.base_timestamp)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(record_parser, "_MIN_RUN", 1 << 30)
+        patch.setattr(record_runs, "MIN_RUN", 1 << 30)
         slow = parse_records(buf[61:], header.record_count, 0, header.base_timestamp)
     assert fast == slow == expected(specs)
 
@@ -82,7 +82,7 @@ def test_columnar_path_is_taken() -> None:
     specs: list[Spec] = [(1000 + i // 10, None, b"x" * 100, ()) for i in range(1000)]
     buf = build(specs)
     calls: list[int] = []
-    real = record_parser._run
+    real = record_runs.run
 
     def spy(*args: Any) -> Any:
         found = real(*args)
@@ -90,7 +90,7 @@ def test_columnar_path_is_taken() -> None:
         return found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(record_parser, "_run", spy)
+        patch.setattr(record_runs, "run", spy)
         batch = RecordBatch.from_buffer(buf)
         assert list(batch) == expected(specs)
     assert sum(calls) >= 990
@@ -274,7 +274,7 @@ def test_varied_run_path_is_taken() -> None:
         for i in range(1000)
     ]
     calls: list[int] = []
-    real = record_parser._varied_run
+    real = record_runs.varied_run
 
     def spy(*args: Any) -> Any:
         found = real(*args)
@@ -282,7 +282,7 @@ def test_varied_run_path_is_taken() -> None:
         return found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(record_parser, "_varied_run", spy)
+        patch.setattr(record_runs, "varied_run", spy)
         batch = RecordBatch.from_buffer(build(specs, base_offset=3))
         assert list(batch) == expected(specs, 3)
     assert sum(calls) >= 990
@@ -301,8 +301,8 @@ def test_runs_with_headers_are_taken(varied: bool) -> None:
         for i in range(1000)
     ]
     calls: list[int] = []
-    name = "_varied_run" if varied else "_run"
-    real = getattr(record_parser, name)
+    name = "varied_run" if varied else "run"
+    real = getattr(record_runs, name)
 
     def spy(*args: Any) -> Any:
         found = real(*args)
@@ -310,6 +310,6 @@ def test_runs_with_headers_are_taken(varied: bool) -> None:
         return found
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(record_parser, name, spy)
+        patch.setattr(record_runs, name, spy)
         assert list(RecordBatch.from_buffer(build(specs))) == expected(specs)
     assert sum(calls) >= 990

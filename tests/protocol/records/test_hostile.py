@@ -27,7 +27,7 @@ from kafkette.protocol.records import (
     RecordBatchBuilder,
     compress,
     iter_batches,
-    record_parser,
+    record_runs,
 )
 from kafkette.protocol.records.batch_header import BatchHeader
 from kafkette.protocol.records.record_parser import parse_records
@@ -279,6 +279,6 @@ def test_damaged_runs_read_the_same_by_both_paths(data: st.DataObject) -> None:
     body = bytes(buf[61:])
     fast = _outcome(body, header.record_count, header.base_timestamp)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(record_parser, "_MIN_RUN", 1 << 30)
+        patch.setattr(record_runs, "MIN_RUN", 1 << 30)
         slow = _outcome(body, header.record_count, header.base_timestamp)
     assert fast == slow

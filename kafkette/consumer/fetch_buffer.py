@@ -176,7 +176,7 @@ class CompletedFetch:
                     chunk = _deserialize(chunk, key_deserializer, value_deserializer)
                 out += chunk
                 limit -= len(chunk)
-            if limit > 0:  # the batch ran out
+            if limit > 0 or chunk[-1][2] + 1 >= self._pending_end:  # the batch is used up
                 self._pending = None
                 self.position = state.position = self._pending_end
             else:

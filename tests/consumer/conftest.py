@@ -48,6 +48,9 @@ def kafkette_target(request: pytest.FixtureRequest) -> Iterator[Target]:
     - a Fetch past the log end answers NONE with no records instead of
       OFFSET_OUT_OF_RANGE, so auto.offset.reset never triggers;
     - DeleteRecords closes the connection.
+
+    (Also seen, worked around where it matters: a Fetch ignores each
+    partition's ``partition_max_bytes`` and honours only the request's ``max_bytes``.)
     """
     yield from _target(request, request.param)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
+import anyio
 import pytest
 
 from kafkette import AsyncConsumer, Consumer, ConsumerRecord, TopicPartition
@@ -481,3 +485,53 @@ def test_reassign_drops_partitions_sync(target: Target, topic: str) -> None:
         consumer.assign([tp1])
         assert consumer.assignment() == {tp1}
         assert [(r.partition, r.offset) for r in poll_n(consumer, 3)] == [(1, 0), (1, 1), (1, 2)]
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(10):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_fetches_ahead_of_the_application_async(target: Target, topic: str) -> None:
+    """While records wait to be polled, the next fetch goes out: two fetches per partition
+    are buffered, not more, and polling one up lets the third one go."""
+    target.create_topic(topic)
+    tp = TopicPartition(topic, 0)
+    for start in range(0, 40, 10):
+        target.produce_values(tp, 10, start=start)
+    # Both limits at 1 byte: one batch per fetch. (Tansu 0.6 ignores max.partition.fetch.bytes
+    # and honours only fetch.max.bytes.)
+    settings = config(
+        target, auto_offset_reset="earliest", max_partition_fetch_bytes=1, fetch_max_bytes=1
+    )
+    async with AsyncConsumer(settings) as consumer:
+        consumer.assign([tp])
+        assert offsets(await apoll_n(consumer, 1, max_records=1)) == [0]
+        core = consumer._c
+        await _until(lambda: core.buffer.buffered(tp) == 2)
+        await anyio.sleep(0.3)  # give a wrong third fetch the time to come
+        assert core.buffer.buffered(tp) == 2
+        assert consumer.metrics().fetch_count == 2
+        assert offsets(await apoll_n(consumer, 9, max_records=9)) == list(range(1, 10))
+        await _until(lambda: consumer.metrics().fetch_count == 3)
+        assert offsets(await apoll_n(consumer, 30)) == list(range(10, 40))
+
+
+def test_fetches_ahead_of_the_application_sync(target: Target, topic: str) -> None:
+    target.create_topic(topic)
+    tp = TopicPartition(topic, 0)
+    for start in range(0, 30, 10):
+        target.produce_values(tp, 10, start=start)
+    settings = config(
+        target, auto_offset_reset="earliest", max_partition_fetch_bytes=1, fetch_max_bytes=1
+    )
+    with Consumer(settings) as consumer:
+        consumer.assign([tp])
+        assert offsets(poll_n(consumer, 1, max_records=1)) == [0]
+        deadline = time.monotonic() + 10
+        while consumer.metrics().fetch_count < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert offsets(poll_n(consumer, 29)) == list(range(1, 30))

@@ -217,9 +217,11 @@ class ProducerCore:
                     f"max.block.ms={self.config.max_block_ms}{detail}"
                 )
             try:
-                await self.client.refresh_metadata(
-                    metadata.wanted_topics, allow_auto_topic_creation=True, timeout_ms=remaining
-                )
+                # bounded here too: a refresh by the sender may hold the metadata lock
+                with anyio.move_on_after(remaining / 1000):
+                    await self.client.refresh_metadata(
+                        metadata.wanted_topics, allow_auto_topic_creation=True, timeout_ms=remaining
+                    )
             except KafkaError as exc:
                 last = exc
                 continue

@@ -13,6 +13,7 @@ yet waits for the loop. Delivery callbacks run in the background thread::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
 from types import TracebackType
@@ -41,10 +42,19 @@ class Producer:
             raise
         loop = self._loop
         wake = self._core.sender.wakeup
-        self._core.accumulator.wakeup = lambda: loop.wake(wake)
+        loop_thread = self._loop_thread
+
+        def wakeup() -> None:
+            if threading.get_ident() == loop_thread:
+                wake()  # a send from a delivery callback, or close
+            else:
+                loop.wake(wake)
+
+        self._core.accumulator.wakeup = wakeup
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
 
     async def _make_core(self) -> ProducerCore:
+        self._loop_thread = threading.get_ident()
         return ProducerCore(self.config)
 
     def send(

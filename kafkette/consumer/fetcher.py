@@ -71,6 +71,7 @@ class Fetcher:
         self._reset_retry_at = 0.0
         self._reset_failures = 0
         self._metadata_retry_at = 0.0
+        self._metadata_failures = 0
         self._wakeup = anyio.Event()
         self._closed = False
 
@@ -106,13 +107,18 @@ class Fetcher:
                 self._reset_retry_at = now + self.config.default_api_timeout_ms
             else:
                 wait_ms = min(wait_ms, self._reset_retry_at - now)
-        plan = self._plan()
-        if plan is None:
+        if self.subscriptions.assigned() and self.client.metadata.needs_update(now):
             if now >= self._metadata_retry_at:
                 await self._refresh_metadata()
-                plan = self._plan() or {}
+                now = self.client.clock()
             else:
-                return min(wait_ms, self._metadata_retry_at - now)
+                wait_ms = min(wait_ms, self._metadata_retry_at - now)
+        plan, leaderless = self._plan()
+        if leaderless:
+            # Some partition has no known leader (a topic not created yet, a moving
+            # leader): ask again after a backoff; the others are fetched meanwhile.
+            self.client.metadata.request_update()
+            wait_ms = min(wait_ms, self._metadata_retry_at - now)
         for node, partitions in plan.items():
             if node in self._busy_nodes:
                 continue
@@ -124,34 +130,48 @@ class Fetcher:
             tg.start_soon(self._fetch, node, partitions)
         return max(wait_ms, 1.0)
 
-    def _plan(self) -> dict[int, dict[TopicPartition, tuple[PartitionState, int]]] | None:
-        """Partitions to fetch by leader, with their fetch offsets; None when metadata is needed."""
-        metadata = self.client.metadata
-        if metadata.needs_update(self.client.clock()) and self.subscriptions.assigned():
-            return None
-        snapshot = metadata.snapshot
+    def _plan(self) -> tuple[dict[int, dict[TopicPartition, tuple[PartitionState, int]]], bool]:
+        """Partitions to fetch by leader, with their fetch offsets; and whether
+        some fetchable partition has no known leader."""
+        snapshot = self.client.metadata.snapshot
         plan: dict[int, dict[TopicPartition, tuple[PartitionState, int]]] = {}
+        leaderless = False
         for tp, state in self.subscriptions.fetchable():
             offset = self.buffer.next_offset(tp, state)
             if offset is None:
                 continue
             leader = snapshot.leader_for(tp.topic, tp.partition)
             if leader is None:
-                metadata.request_update()
-                return None
+                leaderless = True
+                continue
             plan.setdefault(leader, {})[tp] = (state, offset)
-        return plan
+        return plan, leaderless
 
     async def _refresh_metadata(self) -> None:
+        """Refresh the assigned topics' metadata; back off while it fails or leaves
+        partitions without a leader."""
         topics = self.subscriptions.topics()
         self.client.metadata.wanted_topics.update(topics)
         try:
-            await self.client.refresh_metadata(self.client.metadata.wanted_topics)
+            snapshot = await self.client.refresh_metadata(self.client.metadata.wanted_topics)
+            complete = all(
+                snapshot.leader_for(tp.topic, tp.partition) is not None
+                for tp in self.subscriptions.assigned()
+            )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("consumer metadata refresh failed: %s", exc)
-            self._metadata_retry_at = self.client.clock() + self.config.retry_backoff_ms
-            return
-        self._metadata_retry_at = self.client.clock() + self.config.retry_backoff_ms
+            complete = False
+        if complete:
+            self._metadata_failures = 0
+            delay = float(self.config.retry_backoff_ms)
+        else:
+            delay = backoff_ms(
+                self._metadata_failures,
+                self.config.retry_backoff_ms,
+                self.config.retry_backoff_max_ms,
+            )
+            self._metadata_failures += 1
+        self._metadata_retry_at = self.client.clock() + delay
 
     # ---- offsets
 

@@ -535,3 +535,29 @@ def test_fetches_ahead_of_the_application_sync(target: Target, topic: str) -> No
             assert time.monotonic() < deadline
             time.sleep(0.01)
         assert offsets(poll_n(consumer, 29)) == list(range(1, 30))
+
+
+@pytest.mark.anyio
+async def test_topic_created_after_assign_async(target: Target, topic: str) -> None:
+    """Assigning a topic that does not exist yet is not an error: its records come once
+    it exists (metadata is asked again with backoff, not at the metadata max age)."""
+    tp = TopicPartition(topic, 0)
+    async with AsyncConsumer(
+        config(target, auto_offset_reset="earliest", retry_backoff_max_ms=200)
+    ) as consumer:
+        consumer.assign([tp])
+        assert await consumer.poll(timeout_ms=300) == {}
+        target.create_topic(topic)
+        target.produce_values(tp, 2)
+        assert offsets(await apoll_n(consumer, 2)) == [0, 1]
+
+
+def test_topic_created_after_assign_sync(target: Target, topic: str) -> None:
+    tp = TopicPartition(topic, 0)
+    with Consumer(config(target, auto_offset_reset="none", retry_backoff_max_ms=200)) as c:
+        c.assign([tp])
+        c.seek(tp, 0)  # a known position: no ListOffsets to find the leader on the way
+        assert c.poll(timeout_ms=300) == {}
+        target.create_topic(topic)
+        target.produce_values(tp, 2)
+        assert offsets(poll_n(c, 2)) == [0, 1]

@@ -1,0 +1,190 @@
+"""Client throughput: kafkette (sync and async) against confluent-kafka, aiokafka, kafka-python.
+
+Producer half. One ``kafkette serve --memory`` child process; each producer
+sends ``--records`` values of 100 bytes, then of 1 KiB (no key, no
+compression, ``acks=1``, ``linger.ms=5``, default ``batch.size`` of 16 KiB)
+to its own one-partition topic, and the clock stops when every record is
+acknowledged (``flush``). Producers run in rounds, one after another, and the
+best of ``--repeat`` rounds is kept for each, so all see the same machine
+load. Figures: wall-clock records/s and MB/s of values (the broker runs in its
+own process on the same 2 cores), records per CPU-second of the producer's
+process (all its threads, librdkafka's included), and the ratio of each
+kafkette figure to confluent-kafka's and aiokafka's.
+Targets: kafkette >= 3x aiokafka and >= 0.5x confluent-kafka.
+
+    .venv/bin/python bench/clients.py [--records 200000] [--repeat 3] [--only kafkette-sync]
+
+The consumer half lives in ``bench/consumer.py`` for now (see CONSUMER below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafkette import AsyncProducer, Producer
+from tests.brokers import BrokerProcess
+
+Timing = tuple[float, float]
+"""wall-clock seconds, CPU seconds of this process (all its threads)"""
+SIZES = {"100 B": 100, "1 KiB": 1024}
+LINGER_MS = 5
+_topic_numbers = itertools.count()
+
+
+def timed(run: Callable[[], None]) -> Timing:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+# ---- producers: each sends `records` copies of `value` to `topic`, returns when all are acked
+
+
+def kafkette_sync(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+    with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS) as producer:
+        producer.send(topic, b"warm-up").result(30)
+
+        def run() -> None:
+            send = producer.send
+            for _ in range(records):
+                send(topic, value)
+            producer.flush()
+
+        return timed(run)
+
+
+def kafkette_async(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+    async def main() -> Timing:
+        async with AsyncProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS) as p:
+            await (await p.send(topic, b"warm-up"))
+            wall, cpu = time.perf_counter(), time.process_time()
+            send = p.send
+            for _ in range(records):
+                await send(topic, value)
+            await p.flush()
+            return time.perf_counter() - wall, time.process_time() - cpu
+
+    return asyncio.run(main())
+
+
+def confluent(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+    from confluent_kafka import Producer as ConfluentProducer
+
+    producer = ConfluentProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": LINGER_MS,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+
+    def run() -> None:
+        produce = producer.produce
+        for _ in range(records):
+            try:
+                produce(topic, value)
+            except BufferError:
+                producer.poll(0.01)
+                produce(topic, value)
+        producer.flush()
+
+    return timed(run)
+
+
+def aiokafka(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> Timing:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"warm-up")
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(records):
+                await producer.send(topic, value)
+            await producer.flush()
+            return time.perf_counter() - wall, time.process_time() - cpu
+        finally:
+            await producer.stop()
+
+    return asyncio.run(main())
+
+
+def kafka_python(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+    producer.send(topic, b"warm-up").get(30)
+
+    def run() -> None:
+        send = producer.send
+        for _ in range(records):
+            send(topic, value)
+        producer.flush()
+
+    try:
+        return timed(run)
+    finally:
+        producer.close()
+
+
+PRODUCERS: dict[str, Callable[[str, str, bytes, int], Timing]] = {
+    "kafkette-sync": kafkette_sync,
+    "kafkette-async": kafkette_async,
+    "confluent-kafka": confluent,
+    "aiokafka": aiokafka,
+    "kafka-python": kafka_python,
+}
+
+
+def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) -> None:
+    names = [n for n in PRODUCERS if not only or n in only]
+    for label, size in SIZES.items():
+        value = b"v" * size
+        best: dict[str, Timing] = {}
+        for _ in range(repeat):
+            for name in names:
+                topic = f"bench-{name}-{size}-{next(_topic_numbers)}"
+                wall, cpu = PRODUCERS[name](bootstrap, topic, value, records)
+                old = best.get(name)
+                best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
+        print(f"\nproducer, {records} records of {label}, acks=1, one partition (best of {repeat})")
+        print(f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
+              f"{'x confluent':>13}{'x aiokafka':>12}")
+        rate = {name: records / wall for name, (wall, _) in best.items()}
+        for name, (wall, cpu) in best.items():
+            ratios = ""
+            for peer in ("confluent-kafka", "aiokafka"):
+                ratios += f"{rate[name] / rate[peer]:>12.2f}x" if peer in rate else f"{'-':>13}"
+            print(
+                f"{name:<16}{rate[name]:>12,.0f}{rate[name] * size / 1e6:>9.1f}"
+                f"{records / cpu:>12,.0f}{ratios}"
+            )
+
+
+# ---- CONSUMER: the consumer half goes here (bench/consumer.py measures consumers today).
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", action="append", default=[], choices=list(PRODUCERS))
+    args = parser.parse_args()
+    with BrokerProcess() as broker:
+        bench_producers(broker.bootstrap, args.records, args.repeat, args.only)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Broker throughput: ``kafkette serve`` (memory and disk) against Tansu (memory).
+
+confluent-kafka (librdkafka) is the client on both sides: 1 KiB records, one
+partition, ``acks=1``, no compression. For each broker, on the same run:
+
+- produce MB/s: from the first ``produce()`` until ``flush()`` returns (every
+  record acknowledged);
+- consume MB/s: a fresh consumer assigned to offset 0 until it has every
+  record.
+
+Each broker is a child process on a free loopback port; runs alternate
+between brokers and the best of ``--repeat`` rounds is kept for each, so all
+see the same machine load. Targets: kafkette produce >= 1.0x Tansu, consume
+>= 1.0x Tansu.
+
+    .venv/bin/python bench/broker.py [--records 100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.brokers import BrokerProcess, TansuProcess
+
+RECORD_SIZE = 1024
+TIMEOUT_S = 120.0
+CONSUMER_SETTINGS: dict[str, int] = {}
+"""Consumer settings from the command line (librdkafka's defaults otherwise)."""
+
+
+def produce(bootstrap: str, topic: str, records: int) -> float:
+    """Seconds to produce and have acknowledged ``records`` 1 KiB records."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    producer.produce(topic, b"warm-up", partition=0)  # metadata and connection
+    assert producer.flush(TIMEOUT_S) == 0
+    value = os.urandom(RECORD_SIZE - 12)
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, b"key-%08d" % i, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    left = producer.flush(TIMEOUT_S)
+    elapsed = time.perf_counter() - start
+    assert left == 0, f"{left} records not delivered"
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    """Seconds for a fresh consumer to read ``records`` records (after the warm-up one)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            **CONSUMER_SETTINGS,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 1)])
+    count = 0
+    start = time.perf_counter()
+    deadline = start + TIMEOUT_S
+    while count < records and time.perf_counter() < deadline:
+        for message in consumer.consume(10_000, 0.5):
+            if message.error() is None:
+                count += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert count == records, f"consumed {count} of {records}"
+    return elapsed
+
+
+def run_kafkette(data_dir: str | None, topic: str, records: int) -> tuple[float, float]:
+    with BrokerProcess(data_dir) as broker:
+        return produce(broker.bootstrap, topic, records), consume(broker.bootstrap, topic, records)
+
+
+def run_tansu(topic: str, records: int) -> tuple[float, float]:
+    tansu = TansuProcess().start()
+    try:
+        tansu.create_topic(topic, 1)
+        return produce(tansu.bootstrap, topic, records), consume(tansu.bootstrap, topic, records)
+    finally:
+        tansu.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--partition-fetch-bytes",
+        type=int,
+        default=1_048_576,
+        help="the consumer's max.partition.fetch.bytes (librdkafka's default: 1 MiB)",
+    )
+    args = parser.parse_args()
+    CONSUMER_SETTINGS["max.partition.fetch.bytes"] = args.partition_fetch_bytes
+    records: int = args.records
+    megabytes = records * RECORD_SIZE / 1e6
+    with tempfile.TemporaryDirectory(prefix="kafkette-bench-") as tmp:
+        brokers: dict[str, Callable[[str], tuple[float, float]]] = {
+            "tansu (memory)": lambda topic: run_tansu(topic, records),
+            "kafkette (memory)": lambda topic: run_kafkette(None, topic, records),
+            "kafkette (disk)": lambda topic: run_kafkette(
+                os.path.join(tmp, f"data-{topic}"), topic, records
+            ),
+        }
+        best: dict[str, tuple[float, float]] = {}
+        for round_ in range(args.repeat):
+            for name, run in brokers.items():
+                produce_s, consume_s = run(f"bench-{round_}")
+                old = best.get(name, (float("inf"), float("inf")))
+                best[name] = (min(old[0], produce_s), min(old[1], consume_s))
+                print(
+                    f"round {round_ + 1} {name:18} produce {megabytes / produce_s:7.1f} MB/s"
+                    f"  consume {megabytes / consume_s:7.1f} MB/s",
+                    file=sys.stderr,
+                )
+    tansu_produce, tansu_consume = best["tansu (memory)"]
+    print(
+        f"\n{records} records of {RECORD_SIZE} B, one partition, acks=1, confluent-kafka "
+        f"(max.partition.fetch.bytes {args.partition_fetch_bytes}), best of {args.repeat}"
+    )
+    print(
+        f"{'broker':18} {'produce MB/s':>12} {'vs tansu':>9} {'consume MB/s':>13} {'vs tansu':>9}"
+    )
+    for name, (produce_s, consume_s) in best.items():
+        print(
+            f"{name:18} {megabytes / produce_s:12.1f} {tansu_produce / produce_s:8.2f}x"
+            f" {megabytes / consume_s:13.1f} {tansu_consume / consume_s:8.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

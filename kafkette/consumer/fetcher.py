@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 
 import anyio
 
@@ -90,7 +91,13 @@ class Fetcher:
         async with anyio.create_task_group() as tg:
             while not self._closed:
                 self._wakeup = anyio.Event()
-                delay_ms = await self._round(tg)
+                try:
+                    delay_ms = await self._round(tg)
+                except Exception as exc:
+                    # A bug or an unexpected answer must not stop fetching silently.
+                    logger.exception("consumer fetch round failed")
+                    self._report(exc, self.subscriptions.assigned())
+                    delay_ms = float(self.config.retry_backoff_max_ms)
                 if self._closed:
                     break
                 with anyio.move_on_after(delay_ms / 1000):
@@ -198,12 +205,9 @@ class Fetcher:
                 self.config.retry_backoff_max_ms,
             )
             return
-        except KafkaError as exc:
-            for tp in specs:
-                state = self.subscriptions.get(tp)
-                if state is not None:
-                    self.buffer.add(CompletedFetch.failed(tp, state, exc))
-            self._reset_retry_at = self.client.clock() + self.config.retry_backoff_ms
+        except Exception as exc:
+            self._report(exc, specs)
+            self._reset_retry_at = self.client.clock() + self.config.retry_backoff_max_ms
             return
         self._reset_failures = 0
         self._reset_retry_at = 0.0
@@ -226,17 +230,22 @@ class Fetcher:
             # Anything else (an unsupported version, a malformed answer) goes to poll.
             logger.warning("fetch from node %d failed: %r", node, exc)
             self._node_backoff(node)
-            if isinstance(exc, KafkaError):
-                error = exc
-            else:
-                error = KafkaError(f"fetch from node {node} failed: {exc!r}")
-                error.__cause__ = exc
-            for tp, (state, _) in partitions.items():
-                if self.subscriptions.get(tp) is state:
-                    self.buffer.add(CompletedFetch.failed(tp, state, error))
+            self._report(exc, partitions)
         finally:
             self._busy_nodes.discard(node)
             self.wake()
+
+    def _report(self, exc: Exception, partitions: Iterable[TopicPartition]) -> None:
+        """Hand ``exc`` to the application: ``poll`` raises it (once per partition)."""
+        if isinstance(exc, KafkaError):
+            error = exc
+        else:
+            error = KafkaError(f"consumer fetch failed: {exc!r}")
+            error.__cause__ = exc
+        for tp in partitions:
+            state = self.subscriptions.get(tp)
+            if state is not None:
+                self.buffer.add(CompletedFetch.failed(tp, state, error))
 
     def _node_backoff(self, node: int) -> None:
         failures, _ = self._node_retry_at.get(node, (0, 0.0))

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkette.protocol.messages import InitProducerIdRequest
 from kafkette.server import Broker
 from kafkette.server.producer_ids import BLOCK_SIZE
-from tests.server.dataplane import FakeClock, batch, call, make_broker, produce
+from tests.server.dataplane import (
+    FakeClock,
+    batch,
+    call,
+    fetch_request,
+    make_broker,
+    produce,
+    records_of,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +161,60 @@ async def test_producer_state_survives_restart(tmp_path: Path) -> None:
     nxt = await produce(again, "t", 0, pbatch(7, 0, 6, 1))
     assert (nxt.error_code, nxt.base_offset) == (0, 6)
     again.close()
+
+
+@st.composite
+def producer_actions(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """A first batch, then sends of new batches (of 1-3 records), retries of earlier ones
+    and gaps (before the first batch, any sequence is accepted: KIP-360)."""
+    actions: list[tuple[str, int]] = [("next", draw(st.integers(1, 3)))]
+    sent = 1
+    for _ in range(draw(st.integers(1, 25))):
+        kind = draw(st.sampled_from(["next", "next", "retry", "gap"]))
+        if kind == "retry" and sent:
+            actions.append(("retry", draw(st.integers(0, sent - 1))))
+        elif kind == "gap":
+            actions.append(("gap", draw(st.integers(1, 3))))
+        else:
+            actions.append(("next", draw(st.integers(1, 3))))
+            sent += 1
+    return actions
+
+
+@settings(max_examples=40, deadline=None)
+@given(producer_actions())
+def test_any_mix_of_sends_retries_and_gaps(actions: list[tuple[str, int]]) -> None:
+    """Every new batch is appended once, in order; a retry of one of the last five
+    accepted batches gets its original offset; anything else out of sequence is refused."""
+
+    async def run() -> None:
+        broker = make_broker(FakeClock())
+        broker.cluster.create_topic("t", 1)
+        log = broker.cluster.get_partition("t", 0).log
+        accepted: list[tuple[int, int, int]] = []  # (first sequence, count, base offset)
+        next_seq = 0
+        for kind, arg in actions:
+            if kind == "next":
+                result = await produce(broker, "t", 0, pbatch(3, 0, next_seq, arg))
+                assert (result.error_code, result.base_offset) == (0, log.log_end_offset - arg)
+                accepted.append((next_seq, arg, result.base_offset))
+                next_seq += arg
+            elif kind == "retry":
+                seq, count, offset = accepted[arg]
+                end = log.log_end_offset
+                result = await produce(broker, "t", 0, pbatch(3, 0, seq, count))
+                if arg >= len(accepted) - 5:
+                    assert (result.error_code, result.base_offset) == (0, offset)
+                else:
+                    assert result.error_code == 45
+                assert log.log_end_offset == end
+            else:
+                end = log.log_end_offset
+                result = await produce(broker, "t", 0, pbatch(3, 0, next_seq + arg, 1))
+                assert result.error_code == 45
+                assert log.log_end_offset == end
+        fetched = await call(broker, fetch_request("t", {0: 0}), 12)
+        values = [r.value for r in records_of(fetched.responses[0].partitions[0].records)]
+        assert values == [b"v%d" % s for s in range(next_seq)]
+
+    anyio.run(run)

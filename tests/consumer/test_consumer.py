@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -561,3 +562,35 @@ def test_topic_created_after_assign_sync(target: Target, topic: str) -> None:
         target.create_topic(topic)
         target.produce_values(tp, 2)
         assert offsets(poll_n(c, 2)) == [0, 1]
+
+
+def test_sync_poll_does_not_cross_threads_per_record(target: Target, topic: str) -> None:
+    """Consumer.poll drains in the caller's thread: no loop call per poll, and one
+    fetcher wake-up per used-up fetch, however many records and polls."""
+    target.create_topic(topic)
+    tp = TopicPartition(topic, 0)
+    for start in range(0, 600, 200):
+        target.produce_values(tp, 200, start=start)
+    with Consumer(config(target, auto_offset_reset="earliest")) as consumer:
+        consumer.assign([tp])
+        assert consumer.position(tp) == 0
+        loop = consumer._loop
+        calls = {"call": 0, "wake": 0}
+        real_call, real_wake = loop.call, loop.wake
+
+        def counting_call(*args: Any, **kwargs: Any) -> Any:
+            calls["call"] += 1
+            return real_call(*args, **kwargs)
+
+        def counting_wake(func: Callable[[], None]) -> None:
+            calls["wake"] += 1
+            real_wake(func)
+
+        loop.call = counting_call  # type: ignore[method-assign]
+        loop.wake = counting_wake  # type: ignore[method-assign]
+        got = poll_n(consumer, 600, max_records=7)
+        polls_needed = 600 // 7
+        fetches = consumer.metrics().fetch_count
+        assert calls["call"] == 0
+    assert offsets(got) == list(range(600))
+    assert calls["wake"] <= fetches < polls_needed

@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from kafkette.backends.header import parse_header
 from kafkette.protocol.messages import ProduceRequest
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.records import LegacyBatchBuilder
@@ -202,3 +203,36 @@ async def test_produce_v3_is_the_oldest_served() -> None:
     broker = make_broker(FakeClock())
     assert broker.supported_versions()[0][0] == 3
     assert broker.supported_versions()[1][0] == 4
+
+
+@pytest.mark.parametrize(
+    ("topic_codec", "sent", "stored"),
+    [("gzip", 0, 1), ("uncompressed", 4, 0), ("lz4", 2, 3), ("producer", 2, 2)],
+)
+async def test_topic_compression_type_recompresses(
+    topic_codec: str, sent: int, stored: int
+) -> None:
+    """A topic's compression.type other than ``producer`` re-encodes batches in its codec,
+    keeping records, timestamps and producer fields."""
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1, {"compression.type": topic_codec})
+    data = batch(
+        [(b"a", b"1" * 100), (None, b"2")],
+        compression=sent,
+        producer_id=4,
+        producer_epoch=1,
+        base_sequence=0,
+        headers=[("h", b"x")],
+    )
+    assert (await produce(broker, "t", 0, data)).error_code == 0
+    fetched = await call(broker, fetch_request("t", {0: 0}), 12)
+    raw = bytes(fetched.responses[0].partitions[0].records)
+    header = parse_header(raw)
+    assert header.compression == stored
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4, 1, 0)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records_of(raw)] == [
+        (0, NOW, b"a", b"1" * 100, (("h", b"x"),)),
+        (1, NOW, None, b"2", (("h", b"x"),)),
+    ]
+    retry = await produce(broker, "t", 0, data)  # still recognised as a duplicate
+    assert (retry.error_code, retry.base_offset) == (0, 0)

@@ -17,6 +17,10 @@ that partition's error code and nothing appended:
 - idempotence (:mod:`kafkette.server.sequences`): a duplicate of one of the
   producer's last five batches is acknowledged with its original offsets.
 
+A topic whose ``compression.type`` names a codec (not ``producer``) gets
+batches in another codec re-encoded with it, as in Kafka; otherwise the
+batch is stored as received.
+
 Produce never creates topics (as in Kafka: clients ask Metadata first, which
 does). With a single replica, ``acks=-1`` is the same as ``acks=1`` once the
 batch is appended; ``acks=0`` gets no response at all.
@@ -48,7 +52,7 @@ from kafkette.protocol.messages.produce_response import (
     PartitionProduceResponse,
     TopicProduceResponse,
 )
-from kafkette.protocol.records import RecordBatch
+from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, codec_id
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD, batch_crc
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition
@@ -134,6 +138,9 @@ def produce_to(
                     log_append_time_ms=found.max_timestamp if log.config.log_append_time else -1,
                     log_start_offset=log.log_start_offset,
                 )
+        target = _target_codec(log.config.compression_type)
+        if target is not None and target != header.compression:
+            records = recompress(records, header, target)
         info = log.append(records, leader_epoch=partition.leader_epoch, check_crc=False)
         log.update_high_watermark(log.log_end_offset)
     except RecordErrors as exc:
@@ -159,6 +166,37 @@ def produce_to(
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
+
+
+def _target_codec(compression_type: str) -> int | None:
+    """The codec a topic's ``compression.type`` imposes (None: keep the producer's)."""
+    if compression_type == "producer":
+        return None
+    if compression_type == "uncompressed":
+        return NONE
+    return codec_id(compression_type)
+
+
+def recompress(records: bytes | bytearray | memoryview, header: StoredHeader, codec: int) -> bytes:
+    """The batch re-encoded with ``codec``, as Kafka does for a topic whose
+    ``compression.type`` differs from the producer's; records, timestamps, producer
+    id, epoch, sequence and transactional flag stay."""
+    try:
+        decoded = RecordBatch.from_buffer(
+            records, 0, check_crc=False, max_decompressed=MAX_DECOMPRESSED
+        ).records()
+    except ProtocolError as exc:
+        raise CorruptMessageError(str(exc)) from None
+    builder = RecordBatchBuilder(
+        compression=codec,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+    )
+    for record in decoded:
+        builder.append(record.timestamp, record.key, record.value, record.headers)
+    return builder.build()
 
 
 def _error(index: int, error: ApiError) -> PartitionProduceResponse:

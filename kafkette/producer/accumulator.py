@@ -274,20 +274,35 @@ class RecordAccumulator:
                     next_ms = wait
         return ready, next_ms
 
-    def drain(self, partitions: Iterable[TopicPartition], max_size: int) -> list[ProducerBatch]:
+    def drain(
+        self, partitions: Iterable[TopicPartition], max_size: int, now_ms: float | None = None
+    ) -> list[ProducerBatch]:
         """Take the first batch of each partition, while their sizes fit in ``max_size``.
 
-        The first batch is always taken, whatever its size. Batches are built
+        The first batch is always taken, whatever its size. With ``now_ms``,
+        only batches that are ready at that time are taken. Batches are built
         (and compressed) after leaving the lock.
         """
         taken: list[ProducerBatch] = []
         total = 0
         with self._lock:
+            hurry = self._flushes > 0 or self._closed
             for tp in partitions:
                 queue = self._queues.get(tp)
                 if not queue:
                     continue
                 batch = queue[0]
+                if now_ms is not None and not (
+                    batch.retry_at_ms <= now_ms
+                    and (
+                        hurry
+                        or batch.full
+                        or len(queue) > 1
+                        or batch.attempts > 0
+                        or batch.created_ms + self.linger_ms <= now_ms
+                    )
+                ):
+                    continue
                 size = (
                     len(batch.data)
                     if batch.data is not None

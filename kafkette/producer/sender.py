@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import deque
 from collections.abc import Container
 from typing import Any
 
@@ -64,6 +65,25 @@ from kafkette.protocol.messages.produce_request import PartitionProduceData, Top
 logger = logging.getLogger("kafkette.producer")
 
 KIP360_INIT_PRODUCER_ID_VERSION = 3
+
+
+MAX_WORKERS_PER_NODE = 16
+
+
+class _Sink:
+    """Requests waiting for one broker, and the idle worker tasks that send them.
+
+    Workers are started once per broker and parked between requests: handing
+    a request to a parked task costs far less than starting a task for it.
+    """
+
+    __slots__ = ("idle", "node", "queue", "workers")
+
+    def __init__(self, node: int) -> None:
+        self.node = node
+        self.queue: deque[list[ProducerBatch]] = deque()
+        self.idle: deque[anyio.Event] = deque()
+        self.workers = 0
 
 
 class _Everything:
@@ -119,6 +139,7 @@ class Sender:
         self._pid_failures = 0
         self._pid_busy = False
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._sinks: dict[int, _Sink] = {}
 
     # ---- control (event loop thread only)
 
@@ -134,6 +155,10 @@ class Sender:
         """Fail everything not yet acknowledged with ``error`` and return from :meth:`run`."""
         self._abort_error = error
         self.accumulator.abort(error)
+        for sink in self._sinks.values():
+            while sink.queue:
+                for batch in sink.queue.popleft():
+                    self.accumulator.fail(batch, error)
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
         self.wakeup()
@@ -191,20 +216,28 @@ class Sender:
             self._maybe_refresh_metadata(tg, now, delays)
         max_in_flight = self.config.max_in_flight_requests_per_connection
         for node, tps in by_node.items():
-            if self._node_in_flight.get(node, 0) >= max_in_flight:
-                continue
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
-            batches = self.accumulator.drain(tps, self.config.max_request_size)
-            if not batches:
-                continue
-            if idem is not None:
+            first = True
+            while self._node_in_flight.get(node, 0) < max_in_flight and tps:
+                # the first drain takes the heads found ready; later ones (pipelining
+                # more requests to this broker) only heads that are ready too
+                batches = self.accumulator.drain(
+                    tps, self.config.max_request_size, None if first else now
+                )
+                if not batches:
+                    break
+                first = False
+                if idem is not None:
+                    for batch in batches:
+                        idem.assign(batch)
+                self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
                 for batch in batches:
-                    idem.assign(batch)
-            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-            for batch in batches:
-                self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
-            tg.start_soon(self._produce, node, batches)
+                    self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
+                self._dispatch(tg, node, batches)
+                if self._resyncing:
+                    blocked = self._muted()
+                    tps = [tp for tp in tps if tp not in blocked]
         expiry = self.accumulator.next_expiry_ms(now)
         if expiry is not None:
             delays.append(expiry)
@@ -216,6 +249,25 @@ class Sender:
                 await self._wake.wait()
         else:
             await anyio.sleep(0)
+
+    def _dispatch(self, tg: anyio.abc.TaskGroup, node: int, batches: list[ProducerBatch]) -> None:
+        sink = self._sinks.get(node)
+        if sink is None:
+            sink = self._sinks[node] = _Sink(node)
+        sink.queue.append(batches)
+        if sink.idle:
+            sink.idle.popleft().set()
+        elif sink.workers < MAX_WORKERS_PER_NODE:
+            sink.workers += 1
+            tg.start_soon(self._worker, sink)
+
+    async def _worker(self, sink: _Sink) -> None:
+        while True:
+            while sink.queue:
+                await self._produce(sink.node, sink.queue.popleft())
+            parked = anyio.Event()
+            sink.idle.append(parked)
+            await parked.wait()
 
     def _muted(self) -> Container[TopicPartition]:
         if self.idempotence is not None:

@@ -5,6 +5,12 @@ buffer and the fetcher. Its control operations (assign, seek, offsets...) run
 in the event loop; :meth:`ConsumerCore.drain` may run in any thread: it takes
 the buffer's lock once per completed fetch and parses records in the calling
 thread, so the sync consumer's ``poll`` never crosses threads per record.
+
+Who owns what: :class:`SubscriptionState` says which partitions are read and
+where; the :class:`Fetcher` only reads it (and resets positions it is asked
+to); ``drain`` advances positions. A group coordinator client (a later
+issue) will sit beside the fetcher and drive ``SubscriptionState.assign``
+and the committed positions; nothing here needs to change for it.
 """
 
 from __future__ import annotations

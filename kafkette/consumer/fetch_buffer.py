@@ -5,8 +5,9 @@ partition per fetch response: the raw record bytes as the broker sent them,
 not parsed. ``poll`` (in the application's thread for the sync consumer)
 drains them: batches are parsed lazily as they are reached, records below the
 position are skipped, aborted transactions and control batches are dropped,
-and the partition's position advances batch by batch. Nothing crosses
-threads per record: the buffer's lock is taken once per completed fetch.
+and the partition's position advances as records are handed out. Nothing
+crosses threads per record: the buffer's lock is taken a few times per
+``poll``, and the fetcher is woken once per used-up completed fetch.
 
 At most two completed fetches per partition wait here, and the fetcher chains
 the next fetch's offset on the last one's end (:meth:`FetchBuffer.next_offset`),

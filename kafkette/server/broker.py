@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
-from kafkette.backends import DiskStorage, MemoryStorage, Storage
+from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
@@ -137,6 +137,12 @@ class Broker:
             highest = max(ids, default=-1)
             self._producer_ids = ProducerIdManager(self.config.data_dir, at_least=highest + 1)
         return self._producer_ids
+
+    def appended(self, log: Log) -> None:
+        """After an append to ``log``: advance its high watermark to the log end (this
+        node is the only replica) and wake long-polling fetches."""
+        log.update_high_watermark(log.log_end_offset)
+        self.data_changed.notify()
 
     @property
     def node_id(self) -> int:

@@ -42,6 +42,7 @@ _XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK_SIZE: Final = 32 * 1024
 _INT32: Final = struct.Struct(">i")
 _CHUNK: Final = 256 * 1024
+_LZ4_CHUNK: Final = 4 * 1024 * 1024
 
 Buffer = bytes | bytearray | memoryview
 
@@ -115,20 +116,26 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     out: list[bytes] = []
     total = 0
     rest: Buffer = data
-    # A stream may hold several frames back to back; read them all. Each call
-    # may return one byte over the budget, which is how going over is detected.
+    # A stream may hold several frames back to back; read them all. Output is
+    # asked for in chunks: lz4 allocates max_length up front, so a bound of
+    # max_size itself would cost a huge allocation per call. Each call may
+    # return one byte over the budget, which is how going over is detected.
     while True:
         dec = lz4.frame.LZ4FrameDecompressor()
         try:
-            chunk = dec.decompress(rest, max_length=max_size - total + 1)
+            chunk = dec.decompress(rest, max_length=min(max_size - total + 1, _LZ4_CHUNK))
+            while True:
+                total += len(chunk)
+                if total > max_size:
+                    raise DecompressionLimitError(max_size)
+                out.append(chunk)
+                if dec.eof or dec.needs_input:
+                    break
+                chunk = dec.decompress(b"", max_length=min(max_size - total + 1, _LZ4_CHUNK))
         except RuntimeError as exc:
             raise CorruptRecordError(f"invalid lz4 data: {exc}") from None
-        total += len(chunk)
-        if total > max_size:
-            raise DecompressionLimitError(max_size)
         if not dec.eof:
             raise CorruptRecordError("lz4 frame is truncated")
-        out.append(chunk)
         rest = dec.unused_data
         if not rest:
             break

@@ -273,3 +273,13 @@ def test_magic0_lz4_uses_kafka_08_header_checksum() -> None:
     assert decompress(LZ4, compress(LZ4, data), magic=0) == data  # a correct checksum too
     with pytest.raises(CorruptRecordError):
         decompress(LZ4, frame)  # magic 1 and 2 check the header checksum
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_large_output_in_several_chunks(codec: int) -> None:
+    """Outputs larger than one decompression chunk are whole, and the limit stays exact."""
+    data = bytes(range(256)) * 4096 + bytes(9 * MIB)
+    blob = compress(codec, data)
+    assert decompress(codec, blob, max_size=len(data)) == data
+    with pytest.raises(DecompressionLimitError):
+        decompress(codec, blob, max_size=len(data) - 1)

@@ -81,6 +81,7 @@ class ProducerBatch:
         "reserved",
         "result",
         "retry_at_ms",
+        "size",
         "topic",
     )
 
@@ -91,6 +92,7 @@ class ProducerBatch:
         self.result = BatchResult(topic, partition)
         self.created_ms = now_ms
         self.reserved = 0
+        self.size = BATCH_OVERHEAD  # bytes of the batch if built now, before compression
         self.full = False
         self.data: bytearray | None = None
         self.attempts = 0
@@ -177,7 +179,14 @@ class RecordAccumulator:
         block: bool = True,
     ) -> RecordFuture:
         """Add a record to its partition's open batch (opening one if needed)."""
-        size = record_size(key, value, headers)
+        # the hot path of every send: kept flat on purpose
+        size = RECORD_OVERHEAD
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if headers:
+            size = record_size(key, value, headers)
         if size + BATCH_OVERHEAD > self.buffer_memory:
             raise MessageTooLargeError(
                 f"a record of {size} bytes is larger than buffer.memory ({self.buffer_memory})"
@@ -198,13 +207,9 @@ class RecordAccumulator:
             if (
                 batch is None
                 or batch.full
-                or (
-                    batch.builder is not None
-                    and batch.builder.size_in_bytes() + size > self.batch_size
-                    and len(batch.builder) > 0
-                )
+                or (batch.size + size > self.batch_size and batch.size > BATCH_OVERHEAD)
             ):
-                if batch is not None and not batch.full:
+                if batch is not None:
                     batch.full = True
                 batch = ProducerBatch(topic, partition, self.compression, self.clock())
                 queue.append(batch)
@@ -212,13 +217,15 @@ class RecordAccumulator:
                 wake = True
             builder = batch.builder
             assert builder is not None
-            index = builder.append(timestamp, key, value, headers)
+            future = RecordFuture(
+                batch.result, builder.append(timestamp, key, value, headers), timestamp
+            )
             batch.reserved += size
             self._used += size
-            future = RecordFuture(batch.result, index, timestamp)
             if on_delivery is not None:
                 batch.result.add_callback(future, on_delivery, True)
-            if builder.size_in_bytes() >= self.batch_size:
+            batch.size = built = builder.size_in_bytes()
+            if built >= self.batch_size:
                 batch.full = True
                 wake = True
             if wake:
@@ -303,11 +310,7 @@ class RecordAccumulator:
                     )
                 ):
                     continue
-                size = (
-                    len(batch.data)
-                    if batch.data is not None
-                    else (batch.builder.size_in_bytes() if batch.builder is not None else 0)
-                )
+                size = len(batch.data) if batch.data is not None else batch.size
                 if taken and total + size > max_size:
                     continue
                 queue.popleft()

@@ -35,7 +35,10 @@ from kafkette.producer.sender import Sender
 from kafkette.protocol.records import codec_id
 
 HeadersArg = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
-Prepared = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+Headers = Sequence[tuple[str, bytes | None]]
+Routed = tuple[int | None, bytes | None, bytes | None, Headers, int]
+
+_now = time.time
 
 _BYTES_LIKE = (bytearray, memoryview)
 
@@ -116,18 +119,31 @@ class ProducerCore:
 
     # ---- per record
 
-    def prepare(self, key: Any, value: Any, headers: HeadersArg, timestamp: int | None) -> Prepared:
-        """Serialize key, value and headers; fill in the timestamp."""
-        key_bytes = _to_bytes(key, self.key_serializer, "key")
-        value_bytes = _to_bytes(value, self.value_serializer, "value")
+    def route(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp: int | None,
+    ) -> Routed:
+        """Serialize a record and pick its partition.
+
+        The returned partition is None when the topic's metadata is not known
+        yet (or lacks ``partition``): the caller waits for it with
+        :meth:`wait_for_topic`, then calls :meth:`choose_partition`.
+        """
+        # the hot path of every send: common cases are tested inline
+        if value is not None and (type(value) is not bytes or self.value_serializer is not None):
+            value = _to_bytes(value, self.value_serializer, "value")
+        if key is not None and (type(key) is not bytes or self.key_serializer is not None):
+            key = _to_bytes(key, self.key_serializer, "key")
+        header_list = _headers(headers) if headers else ()
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = int(_now() * 1000)
         elif type(timestamp) is not int or timestamp < 0:
             raise ValueError(f"timestamp must be milliseconds since the epoch, got {timestamp!r}")
-        return key_bytes, value_bytes, _headers(headers), timestamp
-
-    def partition_count(self, topic: str) -> int | None:
-        """Partitions of ``topic`` per the current metadata (None when unknown)."""
         snapshot = self.client.metadata.snapshot
         if snapshot is not self._snapshot:
             self._snapshot = snapshot
@@ -135,18 +151,26 @@ class ProducerCore:
         count = self._counts.get(topic)
         if count is None:
             count = snapshot.partition_count(topic)
-            if count:
-                self._counts[topic] = count
-            else:
-                count = None
-        return count
+            if not count:
+                self.check_partition(partition)
+                return None, key, value, header_list, timestamp
+            self._counts[topic] = count
+        if partition is None and self.partitioner is None and (key is None or self.ignore_keys):
+            size = 21 + (len(value) if value is not None else 0)
+            return self.sticky.partition(topic, count, size), key, value, header_list, timestamp
+        if partition is not None:
+            self.check_partition(partition)
+            if partition >= count:
+                return None, key, value, header_list, timestamp
+        chosen = self.choose_partition(topic, key, value, header_list, partition, count)
+        return chosen, key, value, header_list, timestamp
 
     def choose_partition(
         self,
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        headers: list[tuple[str, bytes | None]],
+        headers: Headers,
         partition: int | None,
         count: int,
     ) -> int:

@@ -80,12 +80,12 @@ class AsyncProducer:
         core = self._running()
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
-        core.check_partition(partition)
-        key_b, value_b, headers_l, timestamp = core.prepare(key, value, headers, timestamp)
-        count = core.partition_count(topic)
-        if count is None or (partition is not None and partition >= count):
+        chosen, key_b, value_b, headers_l, timestamp = core.route(
+            topic, value, key, headers, partition, timestamp
+        )
+        if chosen is None:
             count = await core.wait_for_topic(topic, partition)
-        chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
+            chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
         try:
             return core.accumulator.append(
                 topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False

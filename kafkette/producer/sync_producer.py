@@ -78,17 +78,16 @@ class Producer:
         core = self._core
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
-        if partition is not None:
-            core.check_partition(partition)
-        key_b, value_b, headers_l, timestamp = core.prepare(key, value, headers, timestamp)
-        count = core.partition_count(topic)
-        if count is None or (partition is not None and partition >= count):
+        chosen, key_b, value_b, headers_l, timestamp = core.route(
+            topic, value, key, headers, partition, timestamp
+        )
+        if chosen is None:
             if self._loop.in_loop_thread:
                 raise IllegalStateError(
                     f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
                 )
             count = self._loop.call(core.wait_for_topic, topic, partition)
-        chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
+            chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
         return core.accumulator.append(
             topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
         )

@@ -10,6 +10,7 @@ from kafkette.backends.header import parse_header
 from kafkette.protocol.messages import ProduceRequest
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.records import LegacyBatchBuilder
+from kafkette.server.listener import CloseConnection
 from tests.server.dataplane import (
     NOW,
     FakeClock,
@@ -49,6 +50,14 @@ async def test_acks_zero_has_no_response_but_appends() -> None:
     response = await call(broker, produce_request("t", 0, batch([(b"k", b"v")]), acks=0), 9)
     assert response is None
     assert broker.cluster.get_partition("t", 0).log.log_end_offset == 1
+
+
+async def test_acks_zero_failure_closes_the_connection() -> None:
+    """Kafka's only way to tell an acks=0 producer: drop the connection."""
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1)
+    with pytest.raises(CloseConnection, match="t-3"):
+        await call(broker, produce_request("t", 3, batch([(b"k", b"v")]), acks=0), 9)
 
 
 async def test_invalid_acks() -> None:

@@ -23,7 +23,8 @@ batch is stored as received.
 
 Produce never creates topics (as in Kafka: clients ask Metadata first, which
 does). With a single replica, ``acks=-1`` is the same as ``acks=1`` once the
-batch is appended; ``acks=0`` gets no response at all.
+batch is appended; ``acks=0`` gets no response at all, and when a partition
+fails the connection is closed (``CloseConnection``), as Kafka does.
 """
 
 from __future__ import annotations
@@ -104,6 +105,18 @@ async def handle_produce(
     if appended:
         broker.data_changed.notify()
     if acks == 0:
+        failed = [
+            f"{topic.name}-{p.index}: {p.error_message or p.error_code}"
+            for topic in responses
+            for p in topic.partition_responses
+            if p.error_code
+        ]
+        if failed:
+            from kafkette.server.listener import CloseConnection  # (the listener imports us)
+
+            # As Kafka: the only way to tell an acks=0 producer is to drop its connection,
+            # which makes it refresh its metadata.
+            raise CloseConnection(f"produce with acks=0 failed for {', '.join(failed)}")
         return None
     return ProduceResponse(responses=responses)
 

@@ -106,9 +106,9 @@ async def handle_produce(
         broker.data_changed.notify()
     if acks == 0:
         failed = [
-            f"{topic.name}-{p.index}: {p.error_message or p.error_code}"
-            for topic in responses
-            for p in topic.partition_responses
+            f"{answer.name}-{p.index}: {p.error_message or p.error_code}"
+            for answer in responses
+            for p in answer.partition_responses
             if p.error_code
         ]
         if failed:

@@ -186,12 +186,14 @@ async def test_unknown_topic_by_name_and_by_id() -> None:
             FetchTopic(
                 topic_id=uuid.uuid4(), partitions=[FetchPartition(0, partition_max_bytes=1)]
             ),
+            FetchTopic(topic_id=topic_id, partitions=[FetchPartition(4, partition_max_bytes=1)]),
         ],
     )
     response = await call(broker, request, 13)
-    known, unknown = response.responses
+    known, unknown, no_partition = response.responses
     assert known.topic_id == topic_id and offsets(known.partitions[0]) == [0]
     assert unknown.partitions[0].error_code == 100  # UNKNOWN_TOPIC_ID
+    assert no_partition.partitions[0].error_code == 3
 
 
 async def test_leader_epoch_checks() -> None:

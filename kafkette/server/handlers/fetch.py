@@ -51,6 +51,7 @@ from kafkette.server.cluster import Partition, Topic
 READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
 EMPTY = b""
+UNKNOWN_PARTITION = UnknownTopicOrPartitionError()
 
 
 @handler(FetchRequest, min_version=4)
@@ -96,7 +97,7 @@ def read_partitions(
         for fetch in wanted.partitions:
             index = fetch.partition
             if topic is None or not 0 <= index < len(topic.partitions):
-                partitions.append(_error(index, missing))
+                partitions.append(_error(index, missing if topic is None else UNKNOWN_PARTITION))
                 failed = True
                 continue
             partition = topic.partitions[index]

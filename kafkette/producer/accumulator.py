@@ -41,6 +41,7 @@ Waiter = Callable[[threading.Condition, float], object]
 RECORD_OVERHEAD = 21
 """Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
 BATCH_OVERHEAD = 61
+SOFT_WAIT_S = 0.02
 
 
 def monotonic_ms() -> float:
@@ -154,6 +155,7 @@ class RecordAccumulator:
         self.clock = clock
         self.wakeup = wakeup
         self.on_space: Callable[[], object] | None = None
+        self.queue_soft_limit: int | None = None
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
@@ -233,7 +235,28 @@ class RecordAccumulator:
                 self._wake_pending = True
         if wake and self.wakeup is not None:
             self.wakeup()
+        if batch.full and block and self.queue_soft_limit is not None:
+            self._soft_wait(queue)
         return future
+
+    def _soft_wait(self, queue: deque[ProducerBatch]) -> None:
+        """Let the sender catch up when full batches pile up (sync producer only).
+
+        Appending from another thread keeps the GIL busy, and the event loop
+        thread then only runs at the interpreter's switch interval (5 ms): a
+        short real wait here lets it drain. Bounded, never an error.
+        """
+        limit = self.queue_soft_limit
+        assert limit is not None
+        with self._lock:
+            if len(queue) <= limit:
+                return
+            deadline = time.monotonic() + SOFT_WAIT_S
+            while len(queue) > limit and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._space.wait(remaining)
 
     def _wait_for_space(self, size: int) -> None:
         deadline = self.clock() + self.max_block_ms
@@ -317,6 +340,8 @@ class RecordAccumulator:
                 batch.full = True
                 taken.append(batch)
                 total += size
+            if taken and self.queue_soft_limit is not None:
+                self._space.notify_all()
         for batch in taken:
             batch.build()
         return taken

@@ -51,6 +51,7 @@ class Producer:
                 loop.wake(wake)
 
         self._core.accumulator.wakeup = wakeup
+        self._core.accumulator.queue_soft_limit = self.config.max_in_flight_requests_per_connection
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
 
     async def _make_core(self) -> ProducerCore:

@@ -25,7 +25,9 @@ def produce_timed(bootstrap: str, topic: str) -> None:
 
 def test_offsets_for_times_is_exact(broker: BrokerProcess) -> None:
     produce_timed(broker.bootstrap, "timed")
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     try:
         wanted = [BASE - 5, BASE, BASE + 55, BASE + 60, BASE + 10 * (N - 1), BASE + 10 * N]
         found = [
@@ -65,5 +67,36 @@ def test_delete_records_moves_the_low_watermark(broker: BrokerProcess) -> None:
                 first = message
         assert first is not None
         assert (first.offset(), first.key(), first.timestamp()[1]) == (40, b"key-40", BASE + 400)
+    finally:
+        consumer.close()
+
+
+def test_long_poll_wakes_on_produce(memory_broker: BrokerProcess) -> None:
+    """A consumer's fetch parked for up to 10 s returns as soon as a record arrives."""
+    bootstrap = memory_broker.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce("waiting", b"first", partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10_000,
+            "fetch.min.bytes": 1,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("waiting", 0, 1)])
+        assert consumer.poll(1.0) is None  # nothing yet: the fetch is parked on the broker
+        started = time.monotonic()
+        producer.produce("waiting", b"second", partition=0)
+        assert producer.flush(30) == 0
+        message = None
+        while message is None and time.monotonic() - started < 9:
+            message = consumer.poll(0.1)
+        assert message is not None and message.error() is None
+        assert (message.offset(), message.value()) == (1, b"second")
+        assert time.monotonic() - started < 5  # well before the 10 s fetch.wait.max.ms
     finally:
         consumer.close()

@@ -46,7 +46,9 @@ def read_all(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[int, li
 
 
 def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]

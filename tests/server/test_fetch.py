@@ -263,3 +263,17 @@ async def test_disk_broker_reads_from_file(tmp_path: Any) -> None:
         (r.offset, r.value) for r in records_of(response.responses[0].partitions[0].records)
     ] == [(1, b"value-001")]
     broker.close()
+
+
+async def test_io_error_is_kafka_storage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing read answers KAFKA_STORAGE_ERROR for that partition; the others are served."""
+    broker, _ = await setup(2, {0: 1, 1: 1})
+    log = broker.cluster.get_partition("t", 0).log
+
+    def broken(offset: int, max_bytes: int, upper_bound: int | None = None) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(log, "read", broken)
+    response = await call(broker, fetch_request("t", {0: 0, 1: 0}), 12)
+    first, second = response.responses[0].partitions
+    assert (first.error_code, second.error_code, offsets(second)) == (56, 0, [0])

@@ -27,6 +27,7 @@ never handed out, gets ``FETCH_SESSION_ID_NOT_FOUND``.
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from kafkette.backends import Log
@@ -34,6 +35,7 @@ from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
     FetchSessionIdNotFoundError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
     UnknownTopicIdError,
@@ -47,6 +49,8 @@ from kafkette.protocol.messages.fetch_response import (
 )
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition, Topic
+
+logger = logging.getLogger("kafkette.server.fetch")
 
 READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
@@ -159,7 +163,10 @@ def read_partition(
                 records = _bytes_of(found.buffers) if not found.is_file_region else found.to_bytes()
                 if read_committed:
                     aborted = _aborted(log, offset, upper)
-    except ApiError as exc:
+    except (ApiError, OSError, EOFError) as exc:
+        if not isinstance(exc, ApiError):
+            logger.error("reading %s-%d failed: %s", partition.topic, index, exc)
+            exc = KafkaStorageError(str(exc))
         return PartitionData(
             partition_index=index,
             error_code=exc.code,

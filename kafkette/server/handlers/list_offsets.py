@@ -15,10 +15,13 @@ every client asks for).
 
 from __future__ import annotations
 
+import logging
+
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
     UnknownLeaderEpochError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from kafkette.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -29,6 +32,8 @@ from kafkette.protocol.messages.list_offsets_response import (
 )
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition
+
+logger = logging.getLogger("kafkette.server.list_offsets")
 
 LATEST = -1
 EARLIEST = -2
@@ -58,6 +63,10 @@ async def handle_list_offsets(
                 timestamp, offset, epoch = lookup(topic.partitions[index], asked, read_committed)
             except ApiError as exc:
                 results.append(_error(index, exc))
+                continue
+            except Exception:  # e.g. an I/O error reading the log: answer, do not drop
+                logger.exception("ListOffsets on %s-%d failed", wanted.name, index)
+                results.append(_error(index, UnknownServerError()))
                 continue
             if version == 0:
                 results.append(

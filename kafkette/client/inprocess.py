@@ -30,6 +30,7 @@ from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock
 from kafkette.server.listener import CloseConnection, process_frame
+from kafkette.server.maintenance import maintenance_loop
 
 MEMORY_SCHEME = "memory://"
 FILE_SCHEME = "file://"
@@ -50,6 +51,7 @@ class InProcessCluster:
         self._loop = BackgroundLoop(url)
         self.broker = broker_factory()
         self._max_frame = self.broker.config.socket_request_max_bytes
+        self._loop.call_soon(maintenance_loop, self.broker)
 
     async def serve_frame(self, frame: memoryview) -> list[bytes]:
         """Serve one request frame in the broker's loop; returns the response frame's parts."""

@@ -70,6 +70,7 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "replica.fetch.max.bytes": _int(0),
     "fetch.max.bytes": _int(0),
     "log.retention.check.interval.ms": _int(1),
+    "log.cleaner.backoff.ms": _int(1),
 }
 
 
@@ -100,6 +101,7 @@ class BrokerConfig:
     replica_fetch_max_bytes: int = 1_048_576
     fetch_max_bytes: int = 57_671_680
     log_retention_check_interval_ms: int = 300_000
+    log_cleaner_backoff_ms: int = 15_000
     log: LogConfig = attrs.Factory(LogConfig)
     """Defaults of every topic's log settings (the ``log.*`` broker properties)."""
     overrides: dict[str, str] = attrs.Factory(dict)

@@ -581,6 +581,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "300000",
                 "How often retention is enforced.",
             ),
+            _broker(
+                "log.cleaner.backoff.ms",
+                ConfigType.LONG,
+                "15000",
+                "How long the log cleaner sleeps between compaction passes.",
+            ),
         ],
         key=lambda d: d.name,
     )

@@ -23,6 +23,7 @@ from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.listener import serve_tcp
+from kafkette.server.maintenance import maintenance_loop
 
 logger = logging.getLogger("kafkette.server")
 
@@ -129,6 +130,7 @@ async def run(config: BrokerConfig) -> None:
     try:
         async with anyio.create_task_group() as tg:
             port = await tg.start(serve_tcp, broker, config.host, config.port)
+            tg.start_soon(maintenance_loop, broker)
             if config.port == 0:
                 config.port = port
             where = f"in {config.data_dir}" if config.data_dir else "in memory"

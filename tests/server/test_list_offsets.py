@@ -118,6 +118,14 @@ async def test_delete_records_moves_the_low_watermark() -> None:
     assert await delete_records(broker, -1) == (0, 6)
 
 
+async def test_delete_records_on_a_compacted_topic_is_a_policy_violation() -> None:
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("t", 1, {"cleanup.policy": "compact"})
+    await produce(broker, "t", 0, batch([(b"k", b"v"), (b"k", b"w")]))
+    assert await delete_records(broker, 1) == (44, -1)
+    assert broker.cluster.get_partition("t", 0).log.log_start_offset == 0
+
+
 async def epoch_end(broker: Broker, epoch: int, current: int = -1) -> tuple[int, int, int]:
     request = OffsetForLeaderEpochRequest(
         replica_id=-1,

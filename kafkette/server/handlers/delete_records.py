@@ -2,14 +2,21 @@
 
 Offset -1 means the high watermark. An offset past the high watermark (or
 otherwise negative) is ``OFFSET_OUT_OF_RANGE``; the answer's low watermark is
-the new log start offset (-1 on error).
+the new log start offset (-1 on error). As in Kafka, a topic whose
+``cleanup.policy`` lacks ``delete`` (compact only) refuses with
+``POLICY_VIOLATION``.
 """
 
 from __future__ import annotations
 
 import logging
 
-from kafkette.errors import ApiError, UnknownServerError, UnknownTopicOrPartitionError
+from kafkette.errors import (
+    ApiError,
+    PolicyViolationError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from kafkette.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from kafkette.protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
@@ -34,8 +41,14 @@ async def handle_delete_records(
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = UnknownTopicOrPartitionError()
             else:
+                log = topic.partitions[index].log
                 try:
-                    low = topic.partitions[index].log.delete_records_before(asked.offset)
+                    if not log.config.delete:
+                        raise PolicyViolationError(
+                            f"records of {wanted.name}-{index} cannot be deleted: "
+                            "its cleanup.policy does not include delete"
+                        )
+                    low = log.delete_records_before(asked.offset)
                 except ApiError as exc:
                     error = exc
                 except Exception:

@@ -76,6 +76,7 @@ class ProducerBatch:
         "created_ms",
         "data",
         "full",
+        "last_error",
         "partition",
         "producer_epoch",
         "producer_id",
@@ -97,6 +98,7 @@ class ProducerBatch:
         self.full = False
         self.data: bytearray | None = None
         self.attempts = 0
+        self.last_error: BaseException | None = None
         self.retry_at_ms = 0.0
         self.base_sequence = -1
         self.producer_id = -1
@@ -388,11 +390,12 @@ class RecordAccumulator:
                 while queue and queue[0].created_ms <= limit:
                     expired.append(queue.popleft())
         for batch in expired:
+            last = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
             self.fail(
                 batch,
                 KafkaTimeoutError(
                     f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired: "
-                    f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms:g}"
+                    f"not delivered within delivery.timeout.ms={self.delivery_timeout_ms:g}{last}"
                 ),
             )
         return expired

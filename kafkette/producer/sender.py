@@ -304,7 +304,7 @@ class Sender:
             self._metadata_busy = False
             self.wakeup()
 
-    def _apply_leader_hint(self, response: ProduceResponse) -> bool:
+    def _apply_leader_hint(self, response: ProduceResponse) -> set[TopicPartition]:
         """KIP-951: take the new leaders a NOT_LEADER_OR_FOLLOWER answer names."""
         cache = self.client.metadata
         snapshot = cache.snapshot
@@ -314,7 +314,7 @@ class Sender:
                 endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack
             )
         topics = dict(snapshot.topics)
-        changed = False
+        changed: set[TopicPartition] = set()
         for topic in response.responses:
             info = topics.get(topic.name)
             if info is None:
@@ -341,7 +341,7 @@ class Sender:
                     old.isr,
                     0,
                 )
-                changed = True
+                changed.add((topic.name, p.index))
             topics[topic.name] = attrs.evolve(info, partitions=tuple(partitions))
         if changed:
             cache.snapshot = attrs.evolve(snapshot, brokers=brokers, topics=topics)
@@ -442,7 +442,7 @@ class Sender:
 
     def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
         by_tp = {batch.tp: batch for batch in batches}
-        hinted = False
+        hinted: set[TopicPartition] | None = None
         for topic in response.responses:
             for p in topic.partition_responses:
                 batch = by_tp.pop((topic.name, p.index), None)
@@ -455,14 +455,14 @@ class Sender:
                 if code == DuplicateSequenceNumberError.code:
                     self._succeeded(batch, p.base_offset if p.base_offset >= 0 else -1, -1)
                     continue
-                if code == NotLeaderOrFollowerError.code and not hinted:
-                    hinted = True
-                    if not self._apply_leader_hint(response):
-                        self.client.metadata.request_update()
+                if code == NotLeaderOrFollowerError.code and hinted is None:
+                    hinted = self._apply_leader_hint(response)
                 detail = f"{batch.topic}-{batch.partition}"
                 if p.error_message:
                     detail += f": {p.error_message}"
-                self._on_error(batch, make_error(code, detail))
+                self._on_error(
+                    batch, make_error(code, detail), refresh=not hinted or batch.tp not in hinted
+                )
         for batch in by_tp.values():
             self._retry_or_fail(
                 batch,
@@ -480,7 +480,7 @@ class Sender:
         self.metrics.bytes_sent += len(batch.data or b"")
         self.accumulator.complete(batch, base_offset, log_append_time)
 
-    def _on_error(self, batch: ProducerBatch, error: KafkaError) -> None:
+    def _on_error(self, batch: ProducerBatch, error: KafkaError, *, refresh: bool = True) -> None:
         idem = self.idempotence
         if idem is not None and isinstance(
             error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
@@ -498,7 +498,7 @@ class Sender:
             self._fail(batch, error)
             return
         if error.retriable:
-            if isinstance(error, InvalidMetadataError):
+            if refresh and isinstance(error, InvalidMetadataError):
                 self.client.metadata.request_update()
             self._retry_or_fail(batch, error)
             return
@@ -519,6 +519,7 @@ class Sender:
         if self._abort_error is not None:
             self._fail(batch, self._abort_error)
             return
+        batch.last_error = error
         now = self.clock()
         delay = self._backoff(batch.attempts)
         if count_attempt and batch.attempts >= self.config.retries:
@@ -529,8 +530,8 @@ class Sender:
                 batch,
                 KafkaTimeoutError(
                     f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired after delivery.timeout.ms={self.config.delivery_timeout_ms}; "
-                    f"last error: {error}"
+                    f"expired: not delivered within "
+                    f"delivery.timeout.ms={self.config.delivery_timeout_ms}; last error: {error}"
                 ),
             )
             return

@@ -1,0 +1,416 @@
+"""The sender against a scripted broker: retries, leader hints, sequences, epoch bumps.
+
+The fake client answers Produce requests from a small in-test broker that
+checks sequences the way Kafka does (next expected sequence, duplicates of
+recent batches), so exactly-once and ordering can be checked under injected
+faults without sockets.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkette.client.client import monotonic_ms
+from kafkette.client.config import ProducerConfig
+from kafkette.client.metadata import (
+    BrokerInfo,
+    ClusterMetadata,
+    MetadataCache,
+    PartitionInfo,
+    TopicInfo,
+)
+from kafkette.errors import (
+    InvalidRecordError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceNumberError,
+    RequestTimedOutError,
+)
+from kafkette.producer.accumulator import RecordAccumulator
+from kafkette.producer.futures import RecordFuture
+from kafkette.producer.sender import Sender
+from kafkette.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafkette.protocol.messages.produce_response import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
+from kafkette.protocol.records import RecordBatch
+
+TOPIC = "t"
+
+
+def snapshot(leader: int = 1, partitions: int = 1) -> ClusterMetadata:
+    return ClusterMetadata(
+        "cluster",
+        1,
+        {1: BrokerInfo(1, "h1", 1), 2: BrokerInfo(2, "h2", 2)},
+        {
+            TOPIC: TopicInfo(
+                TOPIC,
+                uuid.UUID(int=1),
+                tuple(PartitionInfo(TOPIC, p, leader, 0, (1,), (1,)) for p in range(partitions)),
+            )
+        },
+    )
+
+
+class FakeBroker:
+    """Stores batches per partition and checks producer sequences like Kafka."""
+
+    def __init__(self) -> None:
+        self.log: dict[int, list[bytes | None]] = {}
+        self.next_seq: dict[tuple[int, int, int], int] = {}  # (pid, epoch, partition) -> seq
+        self.recent: dict[tuple[int, int, int, int], int] = {}  # (pid, epoch, p, seq) -> offset
+
+    def append(self, partition: int, data: bytes) -> PartitionProduceResponse:
+        batch = RecordBatch.from_buffer(data)
+        h = batch.header
+        log = self.log.setdefault(partition, [])
+        if h.producer_id >= 0:
+            key = (h.producer_id, h.producer_epoch, partition)
+            expected = self.next_seq.get(key, 0)
+            if h.base_sequence < expected:
+                offset = self.recent.get((*key, h.base_sequence))
+                if offset is None:
+                    return PartitionProduceResponse(partition, OutOfOrderSequenceNumberError.code)
+                return PartitionProduceResponse(partition, 0, offset)
+            if h.base_sequence > expected:
+                return PartitionProduceResponse(partition, OutOfOrderSequenceNumberError.code)
+            self.next_seq[key] = expected + len(batch)
+            self.recent[(*key, h.base_sequence)] = len(log)
+        base = len(log)
+        log.extend(r.value for r in batch)
+        return PartitionProduceResponse(partition, 0, base)
+
+
+Handler = Callable[[int, ProduceRequest], Awaitable[ProduceResponse]]
+
+
+class FakeConnection:
+    def __init__(self, client: FakeClient, init_version: int) -> None:
+        self.client = client
+        self.init_version = init_version
+
+    def version_for(self, request: Any, maximum: int | None = None) -> int:
+        return self.init_version
+
+    async def request(self, request: Any, *, version: int | None = None) -> InitProducerIdResponse:
+        assert isinstance(request, InitProducerIdRequest)
+        self.client.init_requests.append((version or 0, request))
+        if request.producer_id >= 0:
+            return InitProducerIdResponse(
+                producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1
+            )
+        self.client.next_pid += 1
+        return InitProducerIdResponse(producer_id=self.client.next_pid, producer_epoch=0)
+
+
+class FakeClient:
+    """What the sender needs of KafkaClient, answering from a handler."""
+
+    def __init__(self, handler: Handler, *, init_version: int = 4, partitions: int = 1) -> None:
+        self.handler = handler
+        self.metadata = MetadataCache(300_000)
+        self.metadata.update(snapshot(partitions=partitions), monotonic_ms())
+        self.metadata.wanted_topics.add(TOPIC)
+        self.requests: list[tuple[int, ProduceRequest]] = []
+        self.init_requests: list[tuple[int, InitProducerIdRequest]] = []
+        self.next_pid = 1000
+        self.refreshes = 0
+        self._connection = FakeConnection(self, init_version)
+        self._partitions = partitions
+
+    async def send(self, node: int, request: Any, *, expect_response: bool = True) -> Any:
+        assert isinstance(request, ProduceRequest)
+        for topic in request.topic_data:
+            for p in topic.partition_data:  # as sent: a retry may restamp the batch later
+                p.records = bytes(p.records or b"")
+        self.requests.append((node, request))
+        return await self.handler(node, request)
+
+    async def any_node(self) -> int:
+        return 1
+
+    async def connection(self, node: int) -> FakeConnection:
+        return self._connection
+
+    async def refresh_metadata(self, topics: Any = None, **kwargs: Any) -> ClusterMetadata:
+        self.refreshes += 1
+        self.metadata.update(snapshot(partitions=self._partitions), monotonic_ms())
+        return self.metadata.snapshot
+
+
+def config(**settings: Any) -> ProducerConfig:
+    base: dict[str, Any] = {
+        "bootstrap_servers": "fake:1",
+        "retry_backoff_ms": 1,
+        "retry_backoff_max_ms": 2,
+        "linger_ms": 0,
+    }
+    base.update(settings)
+    return ProducerConfig.from_user(**base)
+
+
+async def run_sender(
+    client: FakeClient, cfg: ProducerConfig, body: Callable[[RecordAccumulator], Awaitable[None]]
+) -> Sender:
+    accumulator = RecordAccumulator(
+        batch_size=cfg.batch_size,
+        linger_ms=cfg.linger_ms,
+        delivery_timeout_ms=cfg.delivery_timeout_ms,
+    )
+    sender = Sender(client, accumulator, cfg, rng=random.Random(0))  # type: ignore[arg-type]
+    accumulator.wakeup = sender.wakeup
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender.run)
+        with anyio.fail_after(10):
+            await body(accumulator)
+        sender.stop()
+    return sender
+
+
+def batch_header(request: ProduceRequest, partition: int = 0) -> Any:
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            if p.index == partition:
+                assert p.records is not None
+                return RecordBatch.from_buffer(bytes(p.records)).header
+    raise AssertionError(f"no batch for partition {partition}")
+
+
+def answer(
+    *partitions: PartitionProduceResponse, endpoints: list[NodeEndpoint] | None = None
+) -> ProduceResponse:
+    return ProduceResponse(
+        responses=[TopicProduceResponse(TOPIC, list(partitions))], node_endpoints=endpoints or []
+    )
+
+
+async def wait_all(futures: list[RecordFuture]) -> list[Any]:
+    results: list[Any] = []
+    for future in futures:
+        try:
+            results.append(await future)
+        except Exception as exc:
+            results.append(exc)
+    return results
+
+
+@pytest.mark.anyio
+async def test_not_leader_with_leader_hint_retries_on_the_new_leader() -> None:
+    """KIP-951: the response names the new leader; the retry goes there, same sequence."""
+    calls = 0
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return answer(
+                PartitionProduceResponse(0, 6, -1, current_leader=LeaderIdAndEpoch(2, 7)),
+                endpoints=[NodeEndpoint(2, "h2", 2)],
+            )
+        return answer(PartitionProduceResponse(0, 0, 41))
+
+    client = FakeClient(handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, b"a"), acc.append(TOPIC, 0, 6, None, b"b")]
+        metadata = await wait_all(futures)
+        assert [(m.partition, m.offset, m.timestamp) for m in metadata] == [(0, 41, 5), (0, 42, 6)]
+
+    sender = await run_sender(client, config(), body)
+    assert [node for node, _ in client.requests] == [1, 2]
+    first, second = (batch_header(r) for _, r in client.requests)
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (1001, 0, 0)
+    assert second == first
+    assert client.metadata.snapshot.leader_for(TOPIC, 0) == 2
+    assert client.refreshes == 0  # the hint spared a metadata request
+    assert sender.metrics.retries == 1 and sender.metrics.records_sent == 2
+
+
+@pytest.mark.anyio
+async def test_non_retriable_error_fails_the_records_with_its_class() -> None:
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        return answer(PartitionProduceResponse(0, InvalidRecordError.code, error_message="bad"))
+
+    async def body(acc: RecordAccumulator) -> None:
+        [error] = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        assert isinstance(error, InvalidRecordError)
+        assert str(error).endswith("(t-0: bad)")
+
+    sender = await run_sender(FakeClient(handler), config(), body)
+    assert sender.metrics.errors == 1 and sender.metrics.retries == 0
+
+
+@pytest.mark.anyio
+async def test_retries_give_up_after_the_retries_setting() -> None:
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 7))))
+
+    async def body(acc: RecordAccumulator) -> None:
+        [error] = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        assert isinstance(error, RequestTimedOutError)
+
+    await run_sender(client, config(retries=2, enable_idempotence=False), body)
+    assert len(client.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_delivery_timeout_ends_retries_with_a_timeout_naming_the_last_error() -> None:
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 7))))
+    cfg = config(
+        request_timeout_ms=10, delivery_timeout_ms=60, retry_backoff_ms=5, retry_backoff_max_ms=5
+    )
+
+    async def body(acc: RecordAccumulator) -> None:
+        [error] = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        assert isinstance(error, KafkaTimeoutError)
+        assert "delivery.timeout.ms=60" in str(error) and "REQUEST_TIMED_OUT" in str(error)
+
+    await run_sender(client, cfg, body)
+    assert 2 <= len(client.requests) <= 13
+
+
+async def _const(response: ProduceResponse) -> ProduceResponse:
+    return response
+
+
+@pytest.mark.anyio
+async def test_duplicate_sequence_counts_as_success() -> None:
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 46, 9))))
+
+    async def body(acc: RecordAccumulator) -> None:
+        [md] = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        assert md.offset == 9
+
+    await run_sender(client, config(), body)
+
+
+@pytest.mark.parametrize(("init_version", "expected_pid"), [(4, 1001), (2, 1002)])
+@pytest.mark.anyio
+async def test_out_of_order_sequence_fails_the_batch_and_bumps_the_epoch(
+    init_version: int, expected_pid: int
+) -> None:
+    """KIP-360 brokers bump the epoch of the same producer id; older ones give a new id."""
+    broker = FakeBroker()
+    calls = 0
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the broker lost track of us for this one
+            return answer(PartitionProduceResponse(0, OutOfOrderSequenceNumberError.code))
+        data = request.topic_data[0].partition_data[0].records
+        assert data is not None
+        return answer(broker.append(0, bytes(data)))
+
+    client = FakeClient(handler, init_version=init_version)
+
+    async def body(acc: RecordAccumulator) -> None:
+        first = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        second = await wait_all([acc.append(TOPIC, 0, 5, None, b"b")])
+        third = await wait_all([acc.append(TOPIC, 0, 5, None, b"c")])
+        assert first[0].offset == 0
+        assert isinstance(second[0], OutOfOrderSequenceNumberError)
+        assert third[0].offset == 1
+
+    await run_sender(client, config(), body)
+    headers = [batch_header(r) for _, r in client.requests]
+    assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
+        (1001, 0, 0),
+        (1001, 0, 1),
+        (expected_pid, 1 if init_version >= 3 else 0, 0),
+    ]
+    bump = client.init_requests[1][1]
+    if init_version >= 3:
+        assert (bump.producer_id, bump.producer_epoch) == (1001, 0)
+    else:
+        assert (bump.producer_id, bump.producer_epoch) == (-1, -1)
+    assert broker.log[0] == [b"a", b"c"]
+
+
+@pytest.mark.anyio
+async def test_unknown_producer_id_bumps_the_epoch_and_retries() -> None:
+    broker = FakeBroker()
+    calls = 0
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return answer(PartitionProduceResponse(0, 59))
+        data = request.topic_data[0].partition_data[0].records
+        assert data is not None
+        return answer(broker.append(0, bytes(data)))
+
+    client = FakeClient(handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        [md] = await wait_all([acc.append(TOPIC, 0, 5, None, b"a")])
+        assert md.offset == 0
+
+    await run_sender(client, config(), body)
+    headers = [batch_header(r) for _, r in client.requests]
+    assert [(h.producer_epoch, h.base_sequence) for h in headers] == [(0, 0), (1, 0)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.sampled_from(["ok", "ok", "ok", "refuse", "lose", "drop"]), min_size=30, max_size=30
+    ),
+    st.integers(1, 3),
+)
+def test_faults_never_duplicate_reorder_or_lose_records(faults: list[str], partitions: int) -> None:
+    """Refused requests, connections lost before and after the append: once each, in order."""
+    broker = FakeBroker()
+    plan = iter(faults)
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        fault = next(plan, "ok")
+        if fault == "lose":
+            raise KafkaConnectionError("lost before the broker saw it")
+        replies = []
+        for p in request.topic_data[0].partition_data:
+            assert p.records is not None
+            if fault == "refuse":
+                replies.append(PartitionProduceResponse(p.index, 6))  # NOT_LEADER_OR_FOLLOWER
+            else:
+                replies.append(broker.append(p.index, bytes(p.records)))
+        await anyio.sleep(0)
+        if fault == "drop":
+            raise KafkaConnectionError("lost after the append")
+        return answer(*replies)
+
+    client = FakeClient(handler, partitions=partitions)
+    sent: dict[int, list[bytes]] = {}
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = []
+        for i in range(300):
+            partition = i % partitions
+            value = b"%d" % i
+            sent.setdefault(partition, []).append(value)
+            futures.append((partition, value, acc.append(TOPIC, partition, i, None, value)))
+            if i % 37 == 0:
+                await anyio.sleep(0)
+        for partition, value, future in futures:
+            md = await future
+            assert broker.log[partition][md.offset] == value
+
+    anyio.run(run_sender, client, config(batch_size=200), body)
+    assert broker.log == sent

@@ -2,7 +2,8 @@
 
 Producer half. One ``kafkette serve --memory`` child process; each producer
 sends ``--records`` values of 100 bytes, then of 1 KiB (no key, no
-compression, ``acks=1``, ``linger.ms=5``, default ``batch.size`` of 16 KiB)
+compression, ``acks=1``, ``linger.ms=5``, each client's default batch size:
+16 KiB, but 1 MB for librdkafka; ``--batch-size`` sets one for all)
 to its own one-partition topic, and the clock stops when every record is
 acknowledged (``flush``). Producers run in rounds, one after another, and the
 best of ``--repeat`` rounds is kept for each, so all see the same machine
@@ -39,6 +40,10 @@ LINGER_MS = 5
 _topic_numbers = itertools.count()
 
 
+def _batch(name: str) -> dict[str, int]:
+    return {name: BATCH["size"]} if BATCH else {}
+
+
 def timed(run: Callable[[], None]) -> Timing:
     wall, cpu = time.perf_counter(), time.process_time()
     run()
@@ -48,8 +53,14 @@ def timed(run: Callable[[], None]) -> Timing:
 # ---- producers: each sends `records` copies of `value` to `topic`, returns when all are acked
 
 
+BATCH: dict[str, int] = {}
+"""``--batch-size`` given: the one batch size every client uses (each client's default if not)."""
+
+
 def kafkette_sync(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
-    with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS) as producer:
+    with Producer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
+    ) as producer:
         producer.send(topic, b"warm-up").result(30)
 
         def run() -> None:
@@ -63,7 +74,9 @@ def kafkette_sync(bootstrap: str, topic: str, value: bytes, records: int) -> Tim
 
 def kafkette_async(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
     async def main() -> Timing:
-        async with AsyncProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS) as p:
+        async with AsyncProducer(
+            bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
+        ) as p:
             await (await p.send(topic, b"warm-up"))
             wall, cpu = time.perf_counter(), time.process_time()
             send = p.send
@@ -84,6 +97,7 @@ def confluent(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
             "acks": 1,
             "linger.ms": LINGER_MS,
             "queue.buffering.max.messages": 1_000_000,
+            **_batch("batch.size"),
         }
     )
     producer.produce(topic, b"warm-up")
@@ -106,7 +120,9 @@ def aiokafka(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
     from aiokafka import AIOKafkaProducer
 
     async def main() -> Timing:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("max_batch_size")
+        )
         await producer.start()
         try:
             await producer.send_and_wait(topic, b"warm-up")
@@ -124,7 +140,9 @@ def aiokafka(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
 def kafka_python(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
+    )
     producer.send(topic, b"warm-up").get(30)
 
     def run() -> None:
@@ -159,11 +177,17 @@ def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) 
                 wall, cpu = PRODUCERS[name](bootstrap, topic, value, records)
                 old = best.get(name)
                 best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
-        print(f"\nproducer, {records} records of {label}, acks=1, one partition (best of {repeat})")
-        print(f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
-              f"{'x confluent':>13}{'x aiokafka':>12}")
+        batch = f"batch size {BATCH['size']}" if BATCH else "default batch sizes"
+        print(
+            f"\nproducer, {records} records of {label}, acks=1, one partition, {batch} "
+            f"(best of {repeat})"
+        )
+        print(
+            f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
+            f"{'x confluent':>13}{'x aiokafka':>12}"
+        )
         rate = {name: records / wall for name, (wall, _) in best.items()}
-        for name, (wall, cpu) in best.items():
+        for name, (_wall, cpu) in best.items():
             ratios = ""
             for peer in ("confluent-kafka", "aiokafka"):
                 ratios += f"{rate[name] / rate[peer]:>12.2f}x" if peer in rate else f"{'-':>13}"
@@ -181,7 +205,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", action="append", default=[], choices=list(PRODUCERS))
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
+    )
     args = parser.parse_args()
+    if args.batch_size:
+        BATCH["size"] = args.batch_size
     with BrokerProcess() as broker:
         bench_producers(broker.bootstrap, args.records, args.repeat, args.only)
 

@@ -13,19 +13,41 @@ yet waits for the loop. Delivery callbacks run in the background thread::
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
 import anyio
+import sniffio
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture
+
+QUEUE_SOFT_LIMIT = 2
+"""Full batches queued for one partition before ``send`` waits briefly for the sender."""
+
+
+def _thread_safe_caller(loop: BackgroundLoop) -> Callable[[Callable[[], None]], object]:
+    """The cheapest way to run a plain function in the current event loop from another thread.
+
+    The sender is woken about once per batch; the event loop's own thread-safe
+    callback is much cheaper than starting a task through the portal. Called
+    in the loop thread.
+    """
+    library = sniffio.current_async_library()
+    if library == "asyncio":
+        return asyncio.get_running_loop().call_soon_threadsafe
+    if library == "trio":
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    return loop.wake
 
 
 class Producer:
@@ -40,22 +62,23 @@ class Producer:
         except BaseException:
             self._loop.close()
             raise
-        loop = self._loop
         wake = self._core.sender.wakeup
         loop_thread = self._loop_thread
+        call_soon = self._call_soon
 
         def wakeup() -> None:
             if threading.get_ident() == loop_thread:
                 wake()  # a send from a delivery callback, or close
             else:
-                loop.wake(wake)
+                call_soon(wake)
 
         self._core.accumulator.wakeup = wakeup
-        self._core.accumulator.queue_soft_limit = self.config.max_in_flight_requests_per_connection
+        self._core.accumulator.queue_soft_limit = QUEUE_SOFT_LIMIT
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
 
     async def _make_core(self) -> ProducerCore:
         self._loop_thread = threading.get_ident()
+        self._call_soon = _thread_safe_caller(self._loop)
         return ProducerCore(self.config)
 
     def send(

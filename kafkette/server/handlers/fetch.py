@@ -20,9 +20,12 @@ error), the request waits for appends (:attr:`Broker.data_changed`) until
 Fetch sessions (KIP-227): this broker never creates one. A request with
 ``session_id`` 0 is a full fetch; one asking for a new session (epoch 0)
 gets ``session_id`` 0 back, which tells the client that no session was made,
-so it keeps sending full fetches (librdkafka, the Java client, kafka-python
-and aiokafka all accept this). A request naming a session id, which we
-never handed out, gets ``FETCH_SESSION_ID_NOT_FOUND``.
+so it keeps sending full fetches. librdkafka, kafka-python and aiokafka are
+checked against this in the conformance tests; the Java client's
+FetchSessionHandler reads session id 0 the same way (a full response, no
+session). A request naming a session id, which we never handed out, gets
+``FETCH_SESSION_ID_NOT_FOUND``. Sessions would only save request bytes for
+consumers of many partitions.
 """
 
 from __future__ import annotations

@@ -30,7 +30,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
 
-from kafkette.errors import BufferExhaustedError, KafkaTimeoutError, MessageTooLargeError
+from kafkette.errors import (
+    BufferExhaustedError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+)
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.protocol.records import NONE, RecordBatchBuilder
 
@@ -144,6 +149,7 @@ class RecordAccumulator:
         max_block_ms: float = 60_000,
         compression: int = NONE,
         delivery_timeout_ms: float = 120_000,
+        max_request_size: int = 1_048_576,
         clock: Clock = monotonic_ms,
         wakeup: Callable[[], object] | None = None,
         wait: Waiter | None = None,
@@ -154,6 +160,8 @@ class RecordAccumulator:
         self.max_block_ms = max_block_ms
         self.compression = compression
         self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_request_size = max_request_size
+        self._max_record = min(buffer_memory, max_request_size)
         self.clock = clock
         self.wakeup = wakeup
         self.on_space: Callable[[], object] | None = None
@@ -191,14 +199,16 @@ class RecordAccumulator:
             size += len(value)
         if headers:
             size = record_size(key, value, headers)
-        if size + BATCH_OVERHEAD > self.buffer_memory:
+        if size + BATCH_OVERHEAD > self._max_record:
             raise MessageTooLargeError(
-                f"a record of {size} bytes is larger than buffer.memory ({self.buffer_memory})"
+                f"a record of up to {size + BATCH_OVERHEAD} bytes (in its batch) is larger than "
+                f"buffer.memory ({self.buffer_memory}) or max.request.size "
+                f"({self.max_request_size})"
             )
         wake = False
         with self._lock:
             if self._closed:
-                raise RuntimeError("the producer is closed")
+                raise IllegalStateError("the producer is closed")
             if self._used + size > self.buffer_memory:
                 if not block:
                     raise BufferFull(size)
@@ -271,7 +281,7 @@ class RecordAccumulator:
                 )
             self._wait(self._space, remaining / 1000)
             if self._closed:
-                raise RuntimeError("the producer is closed")
+                raise IllegalStateError("the producer is closed")
 
     def has_space(self, size: int) -> bool:
         with self._lock:

@@ -23,6 +23,7 @@ from kafkette.client.client import KafkaClient, monotonic_ms
 from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
 from kafkette.errors import (
+    ConfigError,
     KafkaError,
     KafkaTimeoutError,
     SerializationError,
@@ -96,6 +97,10 @@ class ProducerCore:
     def __init__(
         self, config: ProducerConfig, *, clock: Callable[[], float] = monotonic_ms
     ) -> None:
+        if config.transactional_id is not None:
+            raise ConfigError(
+                "transactional.id", "transactions are not supported by this producer yet"
+            )
         self.config = config
         self.clock = clock
         self.client = KafkaClient(config, clock=clock)
@@ -106,6 +111,7 @@ class ProducerCore:
             max_block_ms=config.max_block_ms,
             compression=codec_id(config.compression_type),
             delivery_timeout_ms=config.delivery_timeout_ms,
+            max_request_size=config.max_request_size,
             clock=clock,
         )
         self.sender = Sender(self.client, self.accumulator, config, clock=clock)

@@ -25,7 +25,8 @@ import sniffio
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.errors import IllegalStateError, KafkaTimeoutError
+from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
+from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture
 
@@ -112,9 +113,20 @@ class Producer:
                 )
             count = self._loop.call(core.wait_for_topic, topic, partition)
             chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
-        return core.accumulator.append(
-            topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
-        )
+        if threading.get_ident() != self._loop_thread:
+            return core.accumulator.append(
+                topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
+            )
+        # a send from a delivery callback: waiting for room would block the very
+        # thread that frees it
+        try:
+            return core.accumulator.append(
+                topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
+            )
+        except BufferFull:
+            raise BufferExhaustedError(
+                "buffer.memory is full, and a send from a delivery callback cannot wait"
+            ) from None
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed."""
@@ -154,17 +166,20 @@ class Producer:
         core = self._core
         core.accumulator.close()
         core.sender.stop()
-        with anyio.move_on_after(timeout) as scope:
-            await core.sender.finished.wait()
-        if scope.cancelled_caught:
-            core.sender.abort(
-                KafkaTimeoutError(
-                    f"the producer was closed after {timeout}s with records undelivered"
+        try:
+            with anyio.move_on_after(timeout):
+                await core.sender.finished.wait()
+        finally:
+            if not core.sender.finished.is_set():  # timed out, or interrupted
+                core.sender.abort(
+                    KafkaTimeoutError(
+                        f"the producer was closed after {timeout}s with records undelivered"
+                    )
                 )
-            )
-            await core.sender.finished.wait()
-        with anyio.CancelScope(shield=True):
-            await core.client.close()
+                with anyio.CancelScope(shield=True):
+                    await core.sender.finished.wait()
+            with anyio.CancelScope(shield=True):
+                await core.client.close()
 
     def metrics(self) -> dict[str, float]:
         """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""

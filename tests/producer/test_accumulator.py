@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.errors import BufferExhaustedError, KafkaTimeoutError, MessageTooLargeError
+from kafkette.errors import (
+    BufferExhaustedError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+)
 from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccumulator, record_size
 from kafkette.producer.futures import RecordMetadata
 from kafkette.producer.idempotence import IdempotenceState
@@ -363,3 +368,17 @@ def test_idempotence_sequences_per_partition_stamped_with_a_valid_crc() -> None:
     state.assign(b[0])
     header = verify_crc(bytes(b[0].build()))
     assert (header.producer_epoch, header.base_sequence) == (4, 0)
+
+
+def test_record_larger_than_max_request_size_is_refused() -> None:
+    acc = make(FakeClock(), max_request_size=500)
+    with pytest.raises(MessageTooLargeError, match=r"max\.request\.size \(500\)"):
+        acc.append("t", 0, 1, None, b"x" * 420)
+    acc.append("t", 0, 1, None, b"x" * 400)  # 400 + 21 + 61 fits
+
+
+def test_closed_accumulator_refuses_records() -> None:
+    acc = make(FakeClock())
+    acc.close()
+    with pytest.raises(IllegalStateError):
+        acc.append("t", 0, 1, None, b"x")

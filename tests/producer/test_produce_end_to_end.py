@@ -13,11 +13,13 @@ import pytest
 from kafkette import AsyncProducer, Producer, RecordMetadata
 from kafkette.errors import (
     BufferExhaustedError,
+    ConfigError,
     IllegalStateError,
     KafkaTimeoutError,
     SerializationError,
     UnknownTopicOrPartitionError,
 )
+from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import keyed_partition
 from tests.brokers import BrokerProcess, TansuProcess, free_port, kafkette_broker, tansu_broker
 from tests.producer.helpers import DroppingProxy, Stored, create_topic, read_back
@@ -356,3 +358,22 @@ async def test_async_delivery_callbacks_and_flush(kafkette_server: BrokerProcess
         assert p.metrics()["records_sent"] == 5
     with pytest.raises(IllegalStateError):
         await p.send(topic, b"closed")
+
+
+def test_transactional_id_is_refused_until_transactions_exist() -> None:
+    with pytest.raises(ConfigError, match=r"transactional\.id"):
+        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="tx")
+
+
+def test_send_from_a_delivery_callback(kafkette_server: BrokerProcess) -> None:
+    """A callback runs in the producer's thread and may send; the chained record is delivered."""
+    topic = new_topic("chain")
+    chained: list[RecordFuture] = []
+    with Producer(bootstrap_servers=kafkette_server.bootstrap) as producer:
+
+        def again(error: BaseException | None, md: RecordMetadata | None) -> None:
+            chained.append(producer.send(topic, b"second"))
+
+        producer.send(topic, b"first", on_delivery=again).result(10)
+        producer.flush(10)
+        assert chained[0].result(10).offset == 1

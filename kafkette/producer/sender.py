@@ -140,6 +140,7 @@ class Sender:
         self._pid_busy = False
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
+        self._expiry_check_at = 0.0
 
     # ---- control (event loop thread only)
 
@@ -177,7 +178,12 @@ class Sender:
                 while self._abort_error is None:
                     if self._stopping and self.accumulator.incomplete == 0:
                         break
-                    await self._turn(tg)
+                    try:
+                        await self._turn(tg)
+                    except Exception as exc:  # a bug: fail what is pending rather than hang
+                        logger.exception("producer sender failed")
+                        self.fatal_error = exc
+                        self.abort(exc)
                 tg.cancel_scope.cancel()
         finally:
             self.finished.set()
@@ -185,11 +191,17 @@ class Sender:
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
         self._wake = anyio.Event()
         now = self.clock()
-        for batch in self.accumulator.expire(now):
-            self.metrics.errors += 1
-            if self.idempotence is not None and batch.base_sequence >= 0:
-                self.idempotence.bump_needed = True  # its sequence left a gap
-        delays: list[float] = []
+        if now >= self._expiry_check_at:
+            for batch in self.accumulator.expire(now):
+                self.metrics.errors += 1
+                if self.idempotence is not None and batch.base_sequence >= 0:
+                    self.idempotence.bump_needed = True  # its sequence left a gap
+            # queued batches only get younger, and retries lower this again
+            oldest = self.accumulator.next_expiry_ms(now)
+            self._expiry_check_at = now + (
+                oldest if oldest is not None else self.config.delivery_timeout_ms
+            )
+        delays: list[float] = [self._expiry_check_at - now]
         muted: Container[TopicPartition] = self._muted()
         idem = self.idempotence
         if idem is not None and (not idem.has_id or idem.bump_needed):
@@ -238,13 +250,8 @@ class Sender:
                 if self._resyncing:
                     blocked = self._muted()
                     tps = [tp for tp in tps if tp not in blocked]
-        expiry = self.accumulator.next_expiry_ms(now)
-        if expiry is not None:
-            delays.append(expiry)
-        timeout = max(min(delays), 0.0) / 1000 if delays else None
-        if timeout is None:
-            await self._wake.wait()
-        elif timeout > 0:
+        timeout = max(min(delays), 0.0) / 1000
+        if timeout > 0:
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
         else:
@@ -424,6 +431,11 @@ class Sender:
                 for batch in batches:
                     self._retry_or_fail(batch, exc)
                 return
+            except Exception as exc:  # e.g. a request the protocol layer cannot encode
+                logger.exception("produce request to node %d failed", node)
+                for batch in batches:
+                    self._fail(batch, exc)
+                return
             latency = self.clock() - started
             self.metrics.requests_sent += 1
             self.metrics.latency_total_ms += latency
@@ -542,4 +554,7 @@ class Sender:
             self.metrics.retries += 1
         if self.idempotence is not None:
             self._resyncing.add(batch.tp)
+        self._expiry_check_at = min(
+            self._expiry_check_at, batch.created_ms + self.config.delivery_timeout_ms
+        )
         self.accumulator.reenqueue(batch, now + delay)

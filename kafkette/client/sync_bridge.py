@@ -10,6 +10,7 @@ whole batches and control operations cross threads.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
@@ -77,11 +78,15 @@ class BackgroundLoop:
         return True
 
     def close(self) -> None:
-        """Stop the loop and join its thread; idempotent."""
+        """Cancel what still runs in the loop, stop it and join its thread; idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        # Background tasks (fetchers, maintenance) run until cancelled: cancel them,
+        # or leaving the portal would wait for them forever. RuntimeError: already stopped.
+        with contextlib.suppress(RuntimeError):
+            self.portal.call(self.portal.stop, True)
         self._cm.__exit__(None, None, None)
 
 

@@ -41,6 +41,7 @@ from kafkette.server.handlers.api_versions import unsupported_version_response
 logger = logging.getLogger("kafkette.server.listener")
 
 RECEIVE_SIZE = 256 * 1024
+SEND_SLICE = 256 * 1024
 
 
 class CloseConnection(Exception):
@@ -76,6 +77,21 @@ async def process_frame(
     return frame_parts([encode_response(response, version, header.correlation_id)])
 
 
+async def send_in_slices(stream: anyio.abc.ByteStream, data: bytes) -> None:
+    """Send ``data`` in slices of at most :data:`SEND_SLICE` bytes.
+
+    One multi-megabyte write is 2-4x slower than the same bytes in 256 KiB
+    pieces on asyncio (measured with large fetch responses), so big
+    responses go out in slices; small ones in one write.
+    """
+    if len(data) <= SEND_SLICE:
+        await stream.send(data)
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), SEND_SLICE):
+        await stream.send(view[start : start + SEND_SLICE])  # type: ignore[arg-type]
+
+
 async def serve_connection(broker: Broker, stream: anyio.abc.SocketStream) -> None:
     """Serve one client connection until it closes or misbehaves."""
     try:
@@ -98,7 +114,7 @@ async def serve_connection(broker: Broker, stream: anyio.abc.SocketStream) -> No
                 while (frame := decoder.next_frame()) is not None:
                     parts = await process_frame(broker, frame, peer)
                     if parts:
-                        await stream.send(b"".join(parts))
+                        await send_in_slices(stream, b"".join(parts))
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if decoder.has_partial_frame:
             logger.info("client %s went away in the middle of a request", peer)

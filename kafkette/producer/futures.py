@@ -67,7 +67,7 @@ class BatchResult:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.done = False
-        self._event = threading.Event()
+        self._event: threading.Event | None = None  # made by the first thread that waits
         self._async_event: anyio.Event | None = None
         self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = []
 
@@ -95,7 +95,9 @@ class BatchResult:
         with _CALLBACK_LOCK:
             self.done = True
             callbacks, self._callbacks = self._callbacks, None
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         if self._async_event is not None:
             self._async_event.set()
         for future, fn, delivery in callbacks or ():
@@ -103,7 +105,13 @@ class BatchResult:
 
     def wait(self, timeout: float | None) -> bool:
         """Block this thread until done; False on timeout."""
-        return self._event.wait(timeout)
+        with _CALLBACK_LOCK:
+            if self.done:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     async def wait_async(self) -> None:
         """Wait in the event loop (the one that completes the batch)."""

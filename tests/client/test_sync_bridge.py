@@ -64,3 +64,20 @@ def test_wake_and_close_are_idempotent() -> None:
     loop.close()
     with pytest.raises(RuntimeError, match="closed"):
         loop.call(anyio.sleep, 0)
+
+
+def test_close_cancels_background_tasks() -> None:
+    """A task started with call_soon that never ends does not keep close() waiting."""
+    loop = BackgroundLoop("test")
+    cancelled = threading.Event()
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    loop.call_soon(forever)
+    loop.call(anyio.sleep, 0.01)
+    loop.close()
+    assert cancelled.is_set()

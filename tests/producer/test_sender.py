@@ -414,3 +414,41 @@ def test_faults_never_duplicate_reorder_or_lose_records(faults: list[str], parti
 
     anyio.run(run_sender, client, config(batch_size=200), body)
     assert broker.log == sent
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["ok", "ok", "refuse", "lose"]), min_size=30, max_size=30))
+def test_without_idempotence_one_in_flight_keeps_order(faults: list[str]) -> None:
+    """max.in.flight.requests.per.connection=1: retries cannot overtake (no duplicates
+    either, as long as no response is lost after an append)."""
+    broker = FakeBroker()
+    plan = iter(faults)
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        fault = next(plan, "ok")
+        if fault == "lose":
+            raise KafkaConnectionError("lost before the broker saw it")
+        [p] = request.topic_data[0].partition_data
+        assert p.records is not None
+        assert batch_header(request).producer_id == -1
+        if fault == "refuse":
+            return answer(PartitionProduceResponse(p.index, 6))
+        await anyio.sleep(0)
+        return answer(broker.append(p.index, bytes(p.records)))
+
+    client = FakeClient(handler)
+    values = [b"%d" % i for i in range(200)]
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = []
+        for i, value in enumerate(values):
+            futures.append(acc.append(TOPIC, 0, i, None, value))
+            if i % 29 == 0:
+                await anyio.sleep(0)
+        assert [(await f).offset for f in futures] == list(range(200))
+
+    cfg = config(
+        batch_size=150, enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=1
+    )
+    anyio.run(run_sender, client, cfg, body)
+    assert broker.log == {0: values}

@@ -12,6 +12,8 @@ message body. Which header version applies depends on the API and version:
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafkette.protocol.errors import (
     TruncatedError,
     UnknownApiKeyError,
@@ -20,7 +22,7 @@ from kafkette.protocol.errors import (
 from kafkette.protocol.messages import REQUESTS, RESPONSES
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.messages.response_header import ResponseHeader
-from kafkette.protocol.primitives import INT16, Buffer
+from kafkette.protocol.primitives import INT16, Buffer, PartsWriter
 from kafkette.protocol.schema import Request, Response
 
 API_VERSIONS_KEY = 18
@@ -123,6 +125,20 @@ def encode_response(response: Response, version: int, correlation_id: int) -> by
     return out
 
 
+def encode_response_parts(response: Response, version: int, correlation_id: int) -> list[Any]:
+    """Like :func:`encode_response`, keeping external record regions as separate parts.
+
+    Returns the frame body as bytes and ``ExternalRecords`` parts, in order;
+    ``sum(len(p) for p in parts)`` is the body size.
+    """
+    out = PartsWriter()
+    ResponseHeader(correlation_id).encode_into(
+        out, response_header_version(response.API_KEY, version)
+    )
+    response.encode_into(out, version)
+    return out.parts()
+
+
 def peek_correlation_id(frame: Buffer) -> int:
     """Correlation id of a response frame (its first four bytes)."""
     if len(frame) < 4:
@@ -152,6 +168,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
     "peek_correlation_id",
     "peek_request_key",
     "request_header_version",

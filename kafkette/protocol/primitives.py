@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from typing import Any
 
 from kafkette.protocol.errors import (
     EncodeError,
@@ -332,7 +333,21 @@ def write_string(out: bytearray, value: str | None, *, compact: bool, nullable: 
 
 
 def write_bytes(out: bytearray, value: Buffer | None, *, compact: bool, nullable: bool) -> None:
-    """Append bytes (or records) in any of their four encodings."""
+    """Append bytes (or records) in any of their four encodings.
+
+    Records may also be an external region (see ``schema.ExternalRecords``):
+    its length is written here, and its data is handed to a
+    :class:`PartsWriter` as a separate part, or copied into any other writer.
+    """
+    if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+        region: Any = value
+        length = len(region)
+        out += encode_uvarint(length + 1) if compact else INT32.pack(length)
+        if isinstance(out, PartsWriter):
+            out.add_external(region)
+        else:
+            out += region.to_bytes()
+        return
     if value is None:
         if not nullable:
             raise EncodeError("null bytes where non-nullable bytes are required")
@@ -389,3 +404,26 @@ def write_tagged_fields(out: bytearray, fields: list[tuple[int, Buffer]]) -> Non
         out += encode_uvarint(tag)
         out += encode_uvarint(len(data))
         out += data
+
+
+class PartsWriter(bytearray):
+    """A writer whose output may hold external regions besides bytes.
+
+    Encoders append to it as to any bytearray; an external region (a log
+    segment slice) closes the current bytes part and becomes a part of its
+    own, so a transport can send it without copying (``os.sendfile``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[Any] = []
+
+    def add_external(self, region: Any) -> None:
+        if self:
+            self._parts.append(bytes(self))
+            del self[:]
+        self._parts.append(region)
+
+    def parts(self) -> list[Any]:
+        """The output: bytes and external regions, in order."""
+        return [*self._parts, bytes(self)] if self else list(self._parts)

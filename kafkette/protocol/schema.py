@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -26,6 +26,21 @@ VersionRange = tuple[int, int]
 
 RecordsData = bytes | bytearray | memoryview
 """What a ``records`` field holds: stored batch bytes, passed through unparsed."""
+
+
+class ExternalRecords(Protocol):
+    """Record data a transport writes itself: a region of a log segment for ``os.sendfile``.
+
+    A broker may put one in a ``records`` field of a response. Encoded with a
+    :class:`~kafkette.primitives.PartsWriter` it becomes a separate part of the
+    frame, which the TCP listener sends straight from the file; any other
+    writer copies :meth:`to_bytes` in.
+    """
+
+    def __len__(self) -> int: ...
+
+    def to_bytes(self) -> bytes: ...
+
 
 ZERO_UUID = uuid.UUID(int=0)
 

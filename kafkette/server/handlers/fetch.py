@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import cast
 
 from kafkette.backends import Log
 from kafkette.errors import (
@@ -50,6 +51,7 @@ from kafkette.protocol.messages.fetch_response import (
     FetchableTopicResponse,
     PartitionData,
 )
+from kafkette.protocol.schema import RecordsData
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition, Topic
 
@@ -163,7 +165,12 @@ def read_partition(
         if offset < upper and (limit > 0 or first):
             found = log.read(offset, limit, upper)
             if found.size and (found.size <= limit or first):
-                records = _bytes_of(found.buffers) if not found.is_file_region else found.to_bytes()
+                if found.is_file_region:
+                    # Sent from the segment file with os.sendfile by the TCP listener
+                    # (see ExternalRecords); other transports copy it in when encoding.
+                    records = cast(RecordsData, found)
+                else:
+                    records = _bytes_of(found.buffers)
                 if read_committed:
                     aborted = _aborted(log, offset, upper)
     except (ApiError, OSError, EOFError) as exc:

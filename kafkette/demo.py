@@ -1,63 +1,110 @@
-"""A short tour of kafkette's protocol layer: ``python -m kafkette.demo``.
+"""kafkette end to end: ``python -m kafkette.demo``.
 
-It does what a producer and a broker do with bytes, without a network: build a
-compressed record batch, wrap it in a ProduceRequest, frame it, feed the frame
-to a decoder in small chunks, parse the request as a broker would, and read
-the records back. (It becomes ``kafkette serve`` plus an end-to-end run once
-the broker exists.)
+Starts the bundled broker (``kafkette serve``) on a free loopback port, then,
+with kafkette's own clients: creates a topic (AdminClient), produces 10,000
+keyed records with headers (Producer), reads every one back (Consumer) and
+checks them; then does the same against the in-process fake
+(``memory://demo``), and stops the broker. Exits non-zero if anything differs.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-from kafkette.protocol.framing import FrameDecoder, encode_frame
-from kafkette.protocol.headers import decode_request, encode_request
-from kafkette.protocol.messages import ProduceRequest
-from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from kafkette.protocol.records import LZ4, RecordBatchBuilder, iter_batches
+from kafkette import AdminClient, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
+
+RECORDS = 10_000
+PARTITIONS = 3
+
+
+def start_broker(log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """``kafkette serve --memory`` on a free port; returns the process and the port."""
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafkette", "serve", "--memory", "--listen", "127.0.0.1:0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", log_path.read_text())
+        if match:
+            return process, int(match.group(1))
+        if process.poll() is not None:
+            raise SystemExit(f"kafkette serve exited:\n{log_path.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("kafkette serve did not start within 30 s")
+
+
+def round_trip(bootstrap: str, topic: str) -> None:
+    """Create ``topic``, produce RECORDS records, read them back and check each one."""
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS)]).all()
+        description = admin.describe_topics([topic])[topic].result()
+        count = len(description.partitions)
+        print(f"  created {topic!r}: {count} partitions, id {description.topic_id}")
+
+    started = time.perf_counter()
+    sent: dict[bytes, bytes] = {}
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5, compression_type="lz4") as producer:
+        futures = []
+        for i in range(RECORDS):
+            key, value = f"customer-{i % 500}".encode(), f"order {i}".encode()
+            futures.append(producer.send(topic, value, key=key, headers=[("seq", str(i).encode())]))
+            sent[f"{i}".encode()] = value
+        producer.flush()
+        metadata = [f.result() for f in futures]
+    elapsed = time.perf_counter() - started
+    per_partition = {p: sum(1 for m in metadata if m.partition == p) for p in range(PARTITIONS)}
+    print(f"  produced {RECORDS} records in {elapsed:.2f} s (idempotent, lz4)")
+    print(f"  records per partition: {per_partition}")
+
+    started = time.perf_counter()
+    received: list[ConsumerRecord] = []
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    with Consumer(bootstrap_servers=bootstrap) as consumer:
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        deadline = time.monotonic() + 30
+        while len(received) < RECORDS and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                received.extend(records)
+    elapsed = time.perf_counter() - started
+    got = {dict(r.headers)["seq"]: r.value for r in received}
+    offsets_ok = all(
+        sorted(r.offset for r in received if r.partition == p) == list(range(per_partition[p]))
+        for p in range(PARTITIONS)
+    )
+    if got != sent or len(received) != RECORDS or not offsets_ok:
+        raise SystemExit(f"  MISMATCH: {len(received)} records read back, expected {RECORDS}")
+    print(f"  consumed {len(received)} records in {elapsed:.2f} s")
+    print("  every key, value, header and offset matches what was sent")
 
 
 def main() -> None:
-    """Run the demo and print what happened at each step."""
-    now = int(time.time() * 1000)
-    builder = RecordBatchBuilder(
-        compression=LZ4, producer_id=1000, producer_epoch=0, base_sequence=0
-    )
-    for i in range(1000):
-        builder.append(now, f"key-{i % 10}".encode(), f"order {i}".encode(), [("source", b"demo")])
-    batch = builder.build()
-    print(f"built a record batch: 1000 records, lz4, {len(batch)} bytes")
-
-    request = ProduceRequest(
-        acks=-1,
-        timeout_ms=30000,
-        topic_data=[
-            TopicProduceData(name="orders", partition_data=[PartitionProduceData(0, batch)])
-        ],
-    )
-    frame = encode_frame(bytes(encode_request(request, 9, correlation_id=1, client_id="demo")))
-    print(f"framed a ProduceRequest v9 (flexible): {len(frame)} bytes")
-
-    decoder = FrameDecoder(max_frame_size=100 * 1024 * 1024)
-    for start in range(0, len(frame), 100):
-        decoder.feed(frame[start : start + 100])
-    body = decoder.next_frame()
-    assert body is not None
-    header, parsed = decode_request(body)
-    assert isinstance(parsed, ProduceRequest)
-    print(
-        f"broker side: api key {header.request_api_key} v{header.request_api_version}, "
-        f"client {header.client_id!r}, correlation id {header.correlation_id}"
-    )
-
-    records_data = parsed.topic_data[0].partition_data[0].records
-    assert records_data is not None
-    records = [r for b in iter_batches(records_data) for r in b]
-    first, last = records[0], records[-1]
-    print(f"read back {len(records)} records")
-    print(f"  first: offset {first.offset}, {first.key!r} -> {first.value!r}, {first.headers}")
-    print(f"  last:  offset {last.offset}, {last.key!r} -> {last.value!r}")
+    """Run the tour; exit non-zero on any difference."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = Path(tmp) / "serve.log"
+        process, port = start_broker(log_path)
+        try:
+            print(f"kafkette serve is listening on 127.0.0.1:{port} (memory storage)")
+            round_trip(f"127.0.0.1:{port}", "orders")
+        finally:
+            process.terminate()
+            process.wait(30)
+        print("broker log:")
+        for line in log_path.read_text().splitlines():
+            print("  " + line.split(" ", 2)[-1])
+    print("the same against the in-process fake, memory://demo (no sockets):")
+    round_trip("memory://demo", "orders")
+    print("all good")
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 
 from kafkette.errors import KafkaTimeoutError
 
@@ -29,10 +28,36 @@ class BackgroundLoop:
 
     def __init__(self, name: str, backend: str = "asyncio") -> None:
         self.name = name
-        self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal(backend)
-        self.portal = self._cm.__enter__()
         self._closed = False
         self._lock = threading.Lock()
+        started = threading.Event()
+        portal: list[BlockingPortal] = []
+        failure: list[BaseException] = []
+
+        async def serve() -> None:
+            async with BlockingPortal() as running:
+                portal.append(running)
+                started.set()
+                await running.sleep_until_stopped()
+
+        def run() -> None:
+            try:
+                anyio.run(serve, backend=backend)
+            except BaseException as exc:  # surfaced to the constructor if it never started
+                failure.append(exc)
+                started.set()
+
+        # A daemon thread (not anyio's start_blocking_portal, whose executor thread the
+        # interpreter joins at exit): a client or in-process cluster nobody closed must
+        # not keep the process from exiting.
+        self._thread = threading.Thread(target=run, name=f"kafkette {name}", daemon=True)
+        self._thread.start()
+        started.wait()
+        if not portal:
+            raise RuntimeError(f"{name}: event loop failed to start") from (
+                failure[0] if failure else None
+            )
+        self.portal = portal[0]
 
     def call(
         self, func: Callable[..., Awaitable[T]], *args: Any, timeout_s: float | None = None
@@ -84,10 +109,11 @@ class BackgroundLoop:
                 return
             self._closed = True
         # Background tasks (fetchers, maintenance) run until cancelled: cancel them,
-        # or leaving the portal would wait for them forever. RuntimeError: already stopped.
+        # or stopping the portal would wait for them forever. RuntimeError: already stopped.
         with contextlib.suppress(RuntimeError):
             self.portal.call(self.portal.stop, True)
-        self._cm.__exit__(None, None, None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
 
 
 async def _run_sync(func: Callable[[], None]) -> None:

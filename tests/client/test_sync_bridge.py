@@ -81,3 +81,22 @@ def test_close_cancels_background_tasks() -> None:
     loop.call(anyio.sleep, 0.01)
     loop.close()
     assert cancelled.is_set()
+
+
+def test_an_unclosed_loop_does_not_keep_the_interpreter_alive() -> None:
+    """An in-process cluster (or a client) nobody closed must not hang process exit."""
+    import subprocess
+    import sys
+
+    code = (
+        "from kafkette.client.sync_bridge import BackgroundLoop\n"
+        "import anyio\n"
+        "loop = BackgroundLoop('left open')\n"
+        "loop.call_soon(anyio.sleep_forever)\n"
+        "print('bye')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "bye"

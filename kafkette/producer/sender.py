@@ -518,6 +518,17 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.errors += 1
+        idem = self.idempotence
+        if (
+            idem is not None
+            and batch.base_sequence >= 0
+            and batch.producer_id == idem.producer_id
+            and batch.producer_epoch == idem.epoch
+        ):
+            # its sequences will never reach the broker: later batches of the
+            # partition could only get OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch
+            # starts the sequences again
+            idem.bump_needed = True
         self.accumulator.fail(batch, error)
 
     def _retry_or_fail(

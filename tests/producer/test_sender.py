@@ -452,3 +452,36 @@ def test_without_idempotence_one_in_flight_keeps_order(faults: list[str]) -> Non
     )
     anyio.run(run_sender, client, cfg, body)
     assert broker.log == {0: values}
+
+
+@pytest.mark.anyio
+async def test_a_failed_batch_does_not_block_the_batches_behind_it() -> None:
+    """The first batch is rejected for good; the pipelined second one, out of sequence
+    for the broker now, goes through after an epoch bump."""
+    broker = FakeBroker()
+    calls = 0
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return answer(PartitionProduceResponse(0, InvalidRecordError.code))
+        data = request.topic_data[0].partition_data[0].records
+        assert data is not None
+        await anyio.sleep(0)
+        return answer(broker.append(0, bytes(data)))
+
+    client = FakeClient(handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        first = acc.append(TOPIC, 0, 5, None, b"a" * 100)
+        second = acc.append(TOPIC, 0, 5, None, b"b" * 100)  # a batch of its own
+        results = await wait_all([first, second])
+        assert isinstance(results[0], InvalidRecordError)
+        assert results[1].offset == 0
+
+    await run_sender(client, config(batch_size=100), body)
+    headers = [batch_header(r) for _, r in client.requests]
+    assert [(h.producer_epoch, h.base_sequence) for h in headers][:2] == [(0, 0), (0, 1)]
+    assert (headers[-1].producer_epoch, headers[-1].base_sequence) == (1, 0)
+    assert broker.log[0] == [b"b" * 100]

@@ -1,27 +1,20 @@
-"""A stored batch's header as a tuple: the backends' hot-path twin of ``BatchHeader``.
+"""Parsing and checking stored batch headers on the backends' hot paths.
 
-``kafkette.protocol.records.batch_header.BatchHeader`` is a frozen attrs
-class; building one costs several microseconds, which matters when a log
-appends or scans tens of thousands of batches a second. :class:`StoredHeader`
-has the same fields and properties as a :class:`typing.NamedTuple`, built from
-the same ``struct`` layout in a fraction of that.
+The header type is the protocol's :class:`BatchHeader` (a named tuple, cheap
+to build tens of thousands of times a second); :func:`parse_header` and
+:func:`verify_batch` add the checks a log needs before it stores or trusts a
+batch.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
 from kafkette.protocol.errors import CorruptRecordError, TruncatedError
 from kafkette.protocol.records.batch_header import (
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
-    NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
+    BatchHeader,
     batch_crc,
 )
 
@@ -29,62 +22,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
 
-class StoredHeader(NamedTuple):
-    """The header fields of one magic 2 record batch (see ``BatchHeader``)."""
-
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-
-    @property
-    def size(self) -> int:
-        """Total bytes of the batch, log overhead included."""
-        return LOG_OVERHEAD + self.batch_length
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
-    def is_log_append_time(self) -> bool:
-        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_MASK)
-
-    @property
-    def last_sequence(self) -> int:
-        """Sequence of the batch's last record (wrapping at 2**31), or -1."""
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return (self.base_sequence + self.last_offset_delta) % 0x80000000
+StoredHeader = BatchHeader
+"""The header of a stored batch: the protocol's :class:`BatchHeader` (a named tuple)."""
 
 
 _make = StoredHeader._make

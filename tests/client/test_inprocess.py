@@ -147,3 +147,35 @@ def test_file_cluster_is_locked_against_a_second_process(tmp_path: Path) -> None
         timeout=60,
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_file_cluster_keeps_records_across_reopen(tmp_path: Path) -> None:
+    """Records produced to file:///path are read back, exactly, after the cluster is reopened."""
+    from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+
+    url = f"file://{tmp_path / 'data'}"
+    try:
+        with AdminClient(bootstrap_servers=url) as admin:
+            admin.create_topics([NewTopic("kept", 2)]).all()
+        with Producer(bootstrap_servers=url) as producer:
+            futures = [producer.send("kept", b"v%d" % i, key=b"k%d" % i) for i in range(100)]
+            producer.flush()
+            sent = {
+                (f.result().partition, f.result().offset): b"v%d" % i for i, f in enumerate(futures)
+            }
+    finally:
+        close_cluster(url)
+    try:
+        with Consumer(bootstrap_servers=url) as consumer:
+            partitions = [TopicPartition("kept", 0), TopicPartition("kept", 1)]
+            consumer.assign(partitions)
+            consumer.seek_to_beginning(*partitions)
+            received: dict[tuple[int, int], bytes | None] = {}
+            for _ in range(40):
+                for records in consumer.poll(timeout_ms=250).values():
+                    received.update({(r.partition, r.offset): r.value for r in records})
+                if len(received) == 100:
+                    break
+        assert received == sent
+    finally:
+        close_cluster(url)

@@ -37,7 +37,7 @@ from kafkette.errors import (
     MessageTooLargeError,
 )
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
-from kafkette.protocol.records import NONE, RecordBatchBuilder
+from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder
 
 TopicPartition = tuple[str, int]
 Clock = Callable[[], float]
@@ -370,6 +370,38 @@ class RecordAccumulator:
                         break
                     position += 1
             queue.insert(position, batch)
+
+    def split(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        """Cut a batch the broker found too large in two, back at the head of its queue.
+
+        The records' futures then follow the part they landed in. The halves
+        keep the batch's creation time (for ``delivery.timeout.ms``) and, for
+        ordering among retries only, its base sequence: they get fresh
+        sequences when drained.
+        """
+        records = list(RecordBatch.from_buffer(bytes(batch.build())))
+        half = len(records) // 2
+        parts: list[ProducerBatch] = []
+        for chunk in (records[:half], records[half:]):
+            part = ProducerBatch(batch.topic, batch.partition, self.compression, batch.created_ms)
+            builder = part.builder
+            assert builder is not None
+            for record in chunk:
+                builder.append(record.timestamp, record.key, record.value, record.headers)
+            part.size = builder.size_in_bytes()
+            part.full = True
+            part.attempts = batch.attempts
+            part.base_sequence = batch.base_sequence
+            part.last_error = batch.last_error
+            parts.append(part)
+        parts[0].reserved = batch.reserved // 2
+        parts[1].reserved = batch.reserved - parts[0].reserved
+        batch.result.split([(0, parts[0].result), (half, parts[1].result)])
+        with self._lock:
+            self._incomplete.discard(batch)
+            self._incomplete.update(parts)
+            self._queues.setdefault(batch.tp, deque()).extendleft(reversed(parts))
+        return parts
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
         """The broker stored the batch."""

@@ -274,6 +274,7 @@ class ProducerCore:
             "batches_sent": m.batches_sent,
             "requests_sent": m.requests_sent,
             "retries": m.retries,
+            "batches_split": m.batches_split,
             "errors": m.errors,
             "request_latency_avg_ms": m.latency_total_ms / m.requests_sent
             if m.requests_sent

@@ -52,6 +52,9 @@ class BatchResult:
         "_async_event",
         "_callbacks",
         "_event",
+        "_parent",
+        "_parts",
+        "_pending_parts",
         "base_offset",
         "done",
         "error",
@@ -70,6 +73,30 @@ class BatchResult:
         self._event: threading.Event | None = None  # made by the first thread that waits
         self._async_event: anyio.Event | None = None
         self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = []
+        # a batch the broker found too large is cut in parts: (first index, result)
+        self._parts: list[tuple[int, BatchResult]] | None = None
+        self._pending_parts = 0
+        self._parent: BatchResult | None = None
+
+    def split(self, parts: list[tuple[int, BatchResult]]) -> None:
+        """This batch will be delivered as ``parts`` (first record index, result), in order.
+
+        It is done when every part is; each record reports its own part's outcome.
+        """
+        self._parts = parts
+        self._pending_parts = len(parts)
+        for _, part in parts:
+            part._parent = self
+
+    def locate(self, index: int) -> tuple[BatchResult, int]:
+        """The result holding record ``index`` of this batch, and its index there."""
+        batch = self
+        while batch._parts is not None:
+            for start, part in reversed(batch._parts):
+                if start <= index:
+                    batch, index = part, index - start
+                    break
+        return batch, index
 
     def add_callback(self, future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:
         """Register ``fn`` (``on_delivery(err, md)`` if ``delivery`` else ``fn(future)``)."""
@@ -102,6 +129,11 @@ class BatchResult:
             self._async_event.set()
         for future, fn, delivery in callbacks or ():
             _invoke(future, fn, delivery)
+        parent = self._parent
+        if parent is not None:
+            parent._pending_parts -= 1
+            if parent._pending_parts == 0:
+                parent._finish()
 
     def wait(self, timeout: float | None) -> bool:
         """Block this thread until done; False on timeout."""
@@ -125,7 +157,7 @@ class BatchResult:
 def _invoke(future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:
     try:
         if delivery:
-            error = future._batch.error
+            error = future._error()
             fn(error, None if error is not None else future._metadata())
         else:
             fn(future)
@@ -144,10 +176,18 @@ class RecordFuture:
         self._timestamp = timestamp
 
     def _metadata(self) -> RecordMetadata:
-        batch = self._batch
-        offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
+        batch, index = self._batch, self._index
+        if batch._parts is not None:
+            batch, index = batch.locate(index)
+        offset = batch.base_offset + index if batch.base_offset >= 0 else -1
         timestamp = batch.log_append_time if batch.log_append_time >= 0 else self._timestamp
         return RecordMetadata(batch.topic, batch.partition, offset, timestamp)
+
+    def _error(self) -> BaseException | None:
+        batch = self._batch
+        if batch._parts is not None:
+            batch = batch.locate(self._index)[0]
+        return batch.error
 
     def done(self) -> bool:
         """Whether the record was acknowledged or failed."""
@@ -169,8 +209,9 @@ class RecordFuture:
         batch = self._batch
         if not batch.done and not batch.wait(timeout):
             raise TimeoutError(f"record not delivered within {timeout}s")
-        if batch.error is not None:
-            raise batch.error
+        error = self._error()
+        if error is not None:
+            raise error
         return self._metadata()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -178,7 +219,7 @@ class RecordFuture:
         batch = self._batch
         if not batch.done and not batch.wait(timeout):
             raise TimeoutError(f"record not delivered within {timeout}s")
-        return batch.error
+        return self._error()
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         """Call ``fn(future)`` when done (at once if already done); in the loop thread."""
@@ -188,10 +229,11 @@ class RecordFuture:
         batch = self._batch
         if not batch.done:
             yield from batch.wait_async().__await__()
-        if batch.error is not None:
-            raise batch.error
+        error = self._error()
+        if error is not None:
+            raise error
         return self._metadata()
 
     def __repr__(self) -> str:
-        state = "pending" if not self._batch.done else ("failed" if self._batch.error else "done")
+        state = "pending" if not self._batch.done else ("failed" if self._error() else "done")
         return f"<RecordFuture {self._batch.topic}-{self._batch.partition} #{self._index} {state}>"

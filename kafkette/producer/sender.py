@@ -14,8 +14,10 @@ Responses: success resolves the batch (offset of record *i* = base offset +
 connections put the batch back at the head of its partition (in sequence
 order) after ``retry.backoff.ms``..``retry.backoff.max.ms`` with jitter, and
 mark the metadata stale when it may be (a leader moved). When the response
-names the new leader (KIP-951), the metadata is patched at once. Other errors
-fail the batch's futures with the error class.
+names the new leader (KIP-951), the metadata is patched at once. A batch of
+several records the broker finds too large (MESSAGE_TOO_LARGE) is cut in two
+and sent again, as the Java client does. Other errors fail the batch's
+futures with the error class.
 
 Ordering: with idempotence, up to 5 requests per partition are in flight and
 the broker orders them by sequence; a partition whose batch came back for a
@@ -47,8 +49,10 @@ from kafkette.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MessageTooLargeError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceNumberError,
+    RecordListTooLargeError,
     UnknownProducerIdError,
     make_error,
 )
@@ -100,6 +104,7 @@ class SenderMetrics:
     batches_sent: int = 0
     requests_sent: int = 0
     retries: int = 0
+    batches_split: int = 0
     errors: int = 0
     latency_total_ms: float = 0.0
     latency_max_ms: float = 0.0
@@ -494,6 +499,17 @@ class Sender:
 
     def _on_error(self, batch: ProducerBatch, error: KafkaError, *, refresh: bool = True) -> None:
         idem = self.idempotence
+        if (
+            isinstance(error, (MessageTooLargeError, RecordListTooLargeError))
+            and batch.record_count > 1
+        ):
+            # as the Java client does: send the records again in smaller batches
+            self.accumulator.split(batch)
+            self.metrics.batches_split += 1
+            if idem is not None and batch.base_sequence >= 0:
+                idem.bump_needed = True  # the parts need sequences the broker expects
+                self._resyncing.add(batch.tp)
+            return
         if idem is not None and isinstance(
             error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
         ):

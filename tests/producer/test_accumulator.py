@@ -382,3 +382,36 @@ def test_closed_accumulator_refuses_records() -> None:
     acc.close()
     with pytest.raises(IllegalStateError):
         acc.append("t", 0, 1, None, b"x")
+
+
+def test_split_batch_reports_each_record_from_its_part() -> None:
+    """A batch cut in two (then one half again): offsets and errors follow each record's part."""
+    clock = FakeClock()
+    acc = make(clock)
+    seen: list[tuple[object, object]] = []
+    futures = [
+        acc.append("t", 0, 10 + i, None, b"%d" % i, on_delivery=lambda e, m: seen.append((e, m)))
+        for i in range(5)
+    ]
+    [batch] = acc.drain([("t", 0)], 10**6)
+    first, second = acc.split(batch)  # records 0-1 and 2-4
+    assert [records_of(p) for p in (first, second)] == [
+        [(0, 10, None, b"0", ()), (1, 11, None, b"1", ())],
+        [(0, 12, None, b"2", ()), (1, 13, None, b"3", ()), (2, 14, None, b"4", ())],
+    ]
+    assert acc.drain([("t", 0)], 10**6) == [first]
+    assert acc.drain([("t", 0)], 10**6) == [second]
+    third, fourth = acc.split(second)  # records 2 and 3-4
+    acc.drain([("t", 0)], 10**6)
+    acc.drain([("t", 0)], 10**6)
+    acc.complete(first, 100)
+    acc.complete(fourth, 200)
+    assert not futures[0].done()
+    error = MessageTooLargeError("still too large")
+    acc.fail(third, error)
+    assert [f.done() for f in futures] == [True] * 5
+    assert futures[2].exception(0) is error
+    assert [f.result(0).offset for f in futures if f is not futures[2]] == [100, 101, 200, 201]
+    assert len(seen) == 5 and seen[2] == (error, None)
+    assert seen[4] == (None, RecordMetadata("t", 0, 201, 14))
+    assert acc.buffer_used == 0 and acc.incomplete == 0

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkette import AsyncProducer, Producer, RecordMetadata
 from kafkette.errors import (
@@ -16,6 +17,7 @@ from kafkette.errors import (
     ConfigError,
     IllegalStateError,
     KafkaTimeoutError,
+    MessageTooLargeError,
     SerializationError,
     UnknownTopicOrPartitionError,
 )
@@ -380,3 +382,32 @@ def test_send_from_a_delivery_callback(kafkette_server: BrokerProcess) -> None:
         producer.send(topic, b"first", on_delivery=again).result(10)
         producer.flush(10)
         assert chained[0].result(10).offset == 1
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_batch_too_large_for_the_topic_is_split(
+    kafkette_server: BrokerProcess, idempotent: bool
+) -> None:
+    """MESSAGE_TOO_LARGE for a batch of several records: sent again in halves, as Java does;
+    a single record over the limit fails."""
+    topic = new_topic("split")
+    admin = AdminClient({"bootstrap.servers": kafkette_server.bootstrap})
+    new = NewTopic(
+        topic, num_partitions=1, replication_factor=1, config={"max.message.bytes": "1500"}
+    )
+    admin.create_topics([new])[topic].result(20)
+    values = [bytes([65 + i]) * 400 for i in range(12)]
+    settings: dict[str, Any] = {"enable_idempotence": idempotent}
+    if not idempotent:  # in order without idempotence: one request at a time
+        settings.update(acks=1, max_in_flight_requests_per_connection=1)
+    with Producer(bootstrap_servers=kafkette_server.bootstrap, linger_ms=50, **settings) as p:
+        futures = [p.send(topic, v, timestamp=T0 + i) for i, v in enumerate(values)]
+        too_big = p.send(topic, b"z" * 1600)
+        p.flush(20)
+        assert [f.result(0).offset for f in futures] == list(range(12))
+        assert isinstance(too_big.exception(0), MessageTooLargeError)
+        assert p.metrics()["batches_split"] >= 3
+    stored = read_back(kafkette_server.bootstrap, topic, 1, 12)
+    assert [(r.offset, r.value, r.timestamp) for r in stored] == [
+        (i, v, T0 + i) for i, v in enumerate(values)
+    ]

@@ -131,12 +131,14 @@ class AsyncAdminClient:
         """Run ``attempt`` until it succeeds, retrying connection failures with backoff."""
         timeout_s = self._deadline_s(timeout_ms)
         tries = 0
+        last_error: Exception | None = None
         try:
             with anyio.fail_after(timeout_s):
                 while True:
                     try:
                         return await attempt()
-                    except KafkaConnectionError:
+                    except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                        last_error = exc
                         self._client.metadata.request_update()
                         await anyio.sleep(
                             backoff_ms(
@@ -148,7 +150,11 @@ class AsyncAdminClient:
                         )
                         tries += 1
         except TimeoutError:
-            raise KafkaTimeoutError(f"admin operation did not finish within {timeout_s}s") from None
+            last_error = last_error or self._client.last_connection_error
+            cause = f"; last error: {last_error}" if last_error is not None else ""
+            raise KafkaTimeoutError(
+                f"admin operation did not finish within {timeout_s}s{cause}"
+            ) from last_error
 
     async def _send_any(self, request: Request, response_type: type[R]) -> R:
         node = await self._client.any_node()

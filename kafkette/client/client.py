@@ -20,6 +20,7 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.config import ClientConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
+from kafkette.client.tls import ssl_context_for
 from kafkette.errors import (
     ConfigError,
     KafkaConnectionError,
@@ -70,6 +71,13 @@ class KafkaClient:
         self._connect_locks: dict[int, anyio.Lock] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures, retry not before)
         self._metadata_lock = anyio.Lock()
+        if config.security_protocol.startswith("sasl"):
+            raise ConfigError(
+                "security.protocol", "SASL is not implemented yet (PLAINTEXT and SSL are)"
+            )
+        self._ssl_context = ssl_context_for(config)
+        self.last_connection_error: Exception | None = None
+        """The most recent failure to connect, for errors that report why nothing answered."""
         self._in_process_url = _in_process_url(config.bootstrap_servers)
         if self._in_process_url is not None:
             self._bootstrap = [(self._in_process_url, 0)]
@@ -103,7 +111,8 @@ class KafkaClient:
                 await anyio.sleep(wait_ms / 1000)
             try:
                 connection = await self._open(node_id)
-            except (KafkaConnectionError, KafkaTimeoutError):
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self.last_connection_error = exc
                 delay = backoff_ms(
                     failures, self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms
                 )
@@ -132,6 +141,7 @@ class KafkaClient:
             client_id=self.config.client_id,
             connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
             request_timeout_s=self.config.request_timeout_ms / 1000,
+            ssl_context=self._ssl_context,
         )
 
     async def send(

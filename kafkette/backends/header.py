@@ -8,17 +8,15 @@ batch.
 
 from __future__ import annotations
 
-import struct
-
 from kafkette.protocol.errors import CorruptRecordError, TruncatedError
 from kafkette.protocol.records.batch_header import (
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     batch_crc,
 )
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
 
@@ -27,7 +25,7 @@ StoredHeader = BatchHeader
 
 
 _make = StoredHeader._make
-_unpack = _HEADER.unpack_from
+_unpack = HEADER_STRUCT.unpack_from
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> StoredHeader:

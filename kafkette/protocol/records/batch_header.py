@@ -57,7 +57,8 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+"""The 61-byte magic 2 header, field by field, for ``unpack_from``."""
 _LOG_OVERHEAD = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -94,7 +95,7 @@ class BatchHeader(NamedTuple):
                 f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, "
                 f"{max(len(buf) - pos, 0)} available"
             )
-        header = cls._make(_HEADER.unpack_from(buf, pos))
+        header = cls._make(HEADER_STRUCT.unpack_from(buf, pos))
         if header.magic != 2:
             raise CorruptRecordError(f"expected a magic 2 record batch, found magic {header.magic}")
         return header

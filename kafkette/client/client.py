@@ -26,8 +26,16 @@ from kafkette.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
+    RetriableError,
+    UnsupportedVersionError,
+    make_error,
 )
-from kafkette.protocol.messages import MetadataRequest, MetadataResponse
+from kafkette.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.schema import Request, Response
 
@@ -68,7 +76,11 @@ class KafkaClient:
         self.clock = clock
         self.metadata = MetadataCache(config.metadata_max_age_ms)
         self._connections: dict[int, BrokerConnection] = {}
-        self._connect_locks: dict[int, anyio.Lock] = {}
+        # Coordinator traffic (JoinGroup can wait for minutes) has connections of its own.
+        self._coordinator_connections: dict[int, BrokerConnection] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> node id
+        self._coordinator_addresses: dict[int, tuple[str, int]] = {}
+        self._connect_locks: dict[tuple[bool, int], anyio.Lock] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures, retry not before)
         self._metadata_lock = anyio.Lock()
         if config.security_protocol.startswith("sasl"):
@@ -83,6 +95,7 @@ class KafkaClient:
             self._bootstrap = [(self._in_process_url, 0)]
         else:
             self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
+        self._closing: list[BrokerConnection] = []
         self.closed = False
 
     # ---- connections
@@ -92,6 +105,9 @@ class KafkaClient:
             return self._bootstrap[-node_id - 1]
         broker = self.metadata.snapshot.brokers.get(node_id)
         if broker is None:
+            address = self._coordinator_addresses.get(node_id)
+            if address is not None:
+                return address
             raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         return broker.host, broker.port
 
@@ -100,9 +116,30 @@ class KafkaClient:
         existing = self._connections.get(node_id)
         if existing is not None and not existing.closed:
             return existing
-        lock = self._connect_locks.setdefault(node_id, anyio.Lock())
+        return await self._connect(self._connections, node_id, coordinator=False)
+
+    async def coordinator_connection(self, node_id: int) -> BrokerConnection:
+        """The open connection to coordinator ``node_id``, separate from :meth:`connection`.
+
+        A broker serves one request per connection at a time, so a JoinGroup
+        parked for a rebalance must not hold up produce or fetch requests to
+        the same broker (the Java client opens a second connection too).
+        """
+        existing = self._coordinator_connections.get(node_id)
+        if existing is not None and not existing.closed:
+            return existing
+        try:
+            return await self._connect(self._coordinator_connections, node_id, coordinator=True)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._forget_coordinator_node(node_id)
+            raise
+
+    async def _connect(
+        self, pool: dict[int, BrokerConnection], node_id: int, *, coordinator: bool
+    ) -> BrokerConnection:
+        lock = self._connect_locks.setdefault((coordinator, node_id), anyio.Lock())
         async with lock:
-            existing = self._connections.get(node_id)
+            existing = pool.get(node_id)
             if existing is not None and not existing.closed:
                 return existing
             failures, not_before = self._failures.get(node_id, (0, 0.0))
@@ -119,7 +156,7 @@ class KafkaClient:
                 self._failures[node_id] = (failures + 1, self.clock() + delay)
                 raise
             self._failures.pop(node_id, None)
-            self._connections[node_id] = connection
+            pool[node_id] = connection
             return connection
 
     async def _open(self, node_id: int) -> BrokerConnection:
@@ -173,6 +210,110 @@ class KafkaClient:
         raise KafkaConnectionError(
             f"no broker reachable among {', '.join(self.config.bootstrap_servers)}"
         ) from last_error
+
+    # ---- coordinators
+
+    async def coordinator(
+        self, key: str, key_type: int = 0, *, timeout_ms: float | None = None
+    ) -> int:
+        """The node id coordinating ``key`` (key type 0: a group, 1: a transactional id).
+
+        Cached per (key type, key) until :meth:`invalidate_coordinator` (or a
+        lost coordinator connection). Retriable answers (the coordinator still
+        loading, not available yet) are retried with backoff until
+        ``timeout_ms`` (default ``request.timeout.ms``); other errors raise
+        their Kafka exception.
+        """
+        cached = self._coordinators.get((key_type, key))
+        if cached is not None:
+            return cached
+        deadline = self.clock() + (
+            timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
+        )
+        attempt = 0
+        while True:
+            try:
+                node_id = await self._find_coordinator(key, key_type)
+            except (RetriableError, KafkaConnectionError, KafkaTimeoutError) as exc:
+                wait = backoff_ms(
+                    attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+                )
+                if self.clock() + wait >= deadline:
+                    raise
+                logger.debug("finding the coordinator of %r: %s; retrying", key, exc)
+                attempt += 1
+                await anyio.sleep(wait / 1000)
+                continue
+            self._coordinators[(key_type, key)] = node_id
+            return node_id
+
+    async def _find_coordinator(self, key: str, key_type: int) -> int:
+        node = await self.any_node()
+        connection = await self.connection(node)
+        version = connection.version_for(FindCoordinatorRequest)
+        if version >= 4:
+            request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+        elif version >= 1 or key_type == 0:
+            request = FindCoordinatorRequest(key=key, key_type=key_type if version >= 1 else 0)
+        else:
+            raise UnsupportedVersionError(
+                "the broker's FindCoordinator v0 only finds group coordinators"
+            )
+        response = await connection.request(request, version=version)
+        assert isinstance(response, FindCoordinatorResponse)
+        if version >= 4:
+            found = next((c for c in response.coordinators if c.key == key), None)
+            if found is None:
+                raise KafkaConnectionError(f"FindCoordinator answered nothing for {key!r}")
+            code, message = found.error_code, found.error_message
+            node_id, host, port = found.node_id, found.host, found.port
+        else:
+            code, message = response.error_code, response.error_message
+            node_id, host, port = response.node_id, response.host, response.port
+        if code != 0:
+            raise make_error(code, message or f"finding the coordinator of {key!r}")
+        if node_id not in self.metadata.snapshot.brokers:
+            self._coordinator_addresses[node_id] = (host, port)
+        return node_id
+
+    def invalidate_coordinator(self, key: str, key_type: int = 0) -> None:
+        """Forget the coordinator of ``key`` (after NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...).
+
+        The coordinator connection to that node is closed too, as Java does,
+        so requests parked on it (a JoinGroup) stop waiting.
+        """
+        node_id = self._coordinators.pop((key_type, key), None)
+        if node_id is not None and node_id not in self._coordinators.values():
+            connection = self._coordinator_connections.pop(node_id, None)
+            if connection is not None:
+                self._closing.append(connection)
+
+    def _forget_coordinator_node(self, node_id: int) -> None:
+        for cache_key in [k for k, v in self._coordinators.items() if v == node_id]:
+            del self._coordinators[cache_key]
+
+    async def send_to_coordinator(
+        self, key: str, request: Request, *, key_type: int = 0, version: int | None = None
+    ) -> Response:
+        """Send ``request`` to the coordinator of ``key`` over the coordinator connection.
+
+        A broken connection forgets the coordinator before the error is
+        raised; error codes in the response are the caller's to read.
+        """
+        await self._close_forgotten()
+        node_id = await self.coordinator(key, key_type)
+        try:
+            connection = await self.coordinator_connection(node_id)
+            response = await connection.request(request, version=version)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._forget_coordinator_node(node_id)
+            raise
+        assert response is not None
+        return response
+
+    async def _close_forgotten(self) -> None:
+        while self._closing:
+            await self._closing.pop().aclose()
 
     # ---- metadata
 
@@ -244,8 +385,14 @@ class KafkaClient:
 
     async def close(self) -> None:
         self.closed = True
-        connections = list(self._connections.values())
+        connections = [
+            *self._connections.values(),
+            *self._coordinator_connections.values(),
+            *self._closing,
+        ]
         self._connections.clear()
+        self._coordinator_connections.clear()
+        self._closing.clear()
         for connection in connections:
             await connection.aclose()
 

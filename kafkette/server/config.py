@@ -63,6 +63,9 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.min.session.timeout.ms": _int(0),
     "group.max.session.timeout.ms": _int(0),
     "offsets.retention.minutes": _int(1),
+    "offsets.topic.num.partitions": _int(1),
+    "offsets.topic.segment.bytes": _int(1),
+    "offset.metadata.max.bytes": _int(0),
     "transaction.max.timeout.ms": _int(1),
     "transactional.id.expiration.ms": _int(1),
     "producer.id.expiration.ms": _int(1),
@@ -94,6 +97,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     offsets_retention_minutes: int = 10_080
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104_857_600
+    offset_metadata_max_bytes: int = 4096
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     producer_id_expiration_ms: int = 86_400_000

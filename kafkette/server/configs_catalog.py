@@ -540,6 +540,26 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "How long committed offsets of an empty group are kept.",
             ),
             _broker(
+                "offsets.topic.num.partitions",
+                ConfigType.INT,
+                "50",
+                "Partitions of the internal topic __consumer_offsets, made on first use "
+                "(changing it afterwards moves groups to other partitions).",
+            ),
+            _broker(
+                "offsets.topic.segment.bytes",
+                ConfigType.INT,
+                "104857600",
+                "segment.bytes of __consumer_offsets, kept small for faster compaction "
+                "and loading.",
+            ),
+            _broker(
+                "offset.metadata.max.bytes",
+                ConfigType.INT,
+                "4096",
+                "The longest metadata string a committed offset may carry.",
+            ),
+            _broker(
                 "transaction.max.timeout.ms",
                 ConfigType.INT,
                 "900000",

@@ -1,0 +1,211 @@
+"""One consumer-group member in a child process, for group tests across clients.
+
+``python -m tests.group_member CLIENT BOOTSTRAP GROUP TOPIC [--assignor NAME]
+[--instance-id ID] [--session-timeout-ms N]`` joins ``GROUP`` with one of
+``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette`` (the sync
+Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records,
+commit their offsets synchronously (commit after processing), report. It
+writes JSON lines to stdout:
+
+- ``{"event": "assigned", "partitions": [...]}`` whenever its assignment
+  changes (also to empty);
+- ``{"event": "processed", "records": [[partition, offset, value], ...]}``
+  after the records' offsets are committed.
+
+A line ``stop`` on stdin closes the consumer cleanly (LeaveGroup for a dynamic
+member) and exits; SIGKILL is the hard bounce. Each member runs in its own
+process, so a killed member leaves its group the way a crashed one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import select
+import sys
+from collections.abc import Callable
+from typing import Any
+
+POLL_S = 0.1
+
+
+def emit(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def stop_requested() -> bool:
+    ready, _, _ = select.select([sys.stdin], [], [], 0)
+    if not ready:
+        return False
+    line = sys.stdin.readline()
+    return line == "" or line.strip() == "stop"
+
+
+class Reporter:
+    """Emits assignment changes and processed records."""
+
+    def __init__(self) -> None:
+        self.assigned: list[int] | None = None
+
+    def assignment(self, partitions: list[int]) -> None:
+        partitions = sorted(partitions)
+        if partitions != self.assigned:
+            self.assigned = partitions
+            emit(event="assigned", partitions=partitions)
+
+    def processed(self, records: list[tuple[int, int, str]]) -> None:
+        if records:
+            emit(event="processed", records=records)
+
+
+def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
+    from confluent_kafka import Consumer
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": max(args.session_timeout_ms // 10, 100),
+        "partition.assignment.strategy": args.assignor,
+    }
+    if args.instance_id:
+        config["group.instance.id"] = args.instance_id
+    consumer = Consumer(config)
+    consumer.subscribe([args.topic])
+    while not stop_requested():
+        messages = consumer.consume(num_messages=500, timeout=POLL_S)
+        records = [
+            (m.partition(), m.offset(), m.value().decode()) for m in messages if not m.error()
+        ]
+        if records:
+            consumer.commit(asynchronous=False)
+        reporter.assignment([tp.partition for tp in consumer.assignment()])
+        reporter.processed(records)
+    consumer.close()
+
+
+def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[
+        args.assignor
+    ]
+    consumer = KafkaConsumer(
+        args.topic,
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=max(args.session_timeout_ms // 10, 100),
+        partition_assignment_strategy=[assignor],
+        **({"group_instance_id": args.instance_id} if args.instance_id else {}),
+    )
+    while not stop_requested():
+        batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
+        records = [
+            (m.partition, m.offset, m.value.decode()) for batch in batches.values() for m in batch
+        ]
+        if records:
+            consumer.commit()
+        reporter.assignment([tp.partition for tp in consumer.assignment()])
+        reporter.processed(records)
+    consumer.close()
+
+
+def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[
+        args.assignor
+    ]
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer(
+            args.topic,
+            bootstrap_servers=args.bootstrap,
+            group_id=args.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=args.session_timeout_ms,
+            heartbeat_interval_ms=max(args.session_timeout_ms // 10, 100),
+            partition_assignment_strategy=(assignor,),
+            **({"group_instance_id": args.instance_id} if args.instance_id else {}),
+        )
+        await consumer.start()
+        while not stop_requested():
+            batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
+            records = [
+                (m.partition, m.offset, m.value.decode())
+                for batch in batches.values()
+                for m in batch
+            ]
+            if records:
+                await consumer.commit()
+            reporter.assignment([tp.partition for tp in consumer.assignment()])
+            reporter.processed(records)
+        await consumer.stop()
+
+    asyncio.run(main())
+
+
+def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
+    from kafkette import Consumer
+
+    settings: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": max(args.session_timeout_ms // 10, 100),
+        "partition.assignment.strategy": args.assignor,
+    }
+    if args.instance_id:
+        settings["group.instance.id"] = args.instance_id
+    with Consumer(settings) as consumer:
+        consumer.subscribe([args.topic])
+        while not stop_requested():
+            batches = consumer.poll(timeout_ms=POLL_S * 1000)
+            records = [
+                (r.partition, r.offset, r.value.decode())
+                for batch in batches.values()
+                for r in batch
+            ]
+            if records:
+                consumer.commit()
+            reporter.assignment([tp.partition for tp in consumer.assignment()])
+            reporter.processed(records)
+
+
+CLIENTS: dict[str, Callable[[argparse.Namespace, Reporter], None]] = {
+    "confluent": run_confluent,
+    "kafka-python": run_kafka_python,
+    "aiokafka": run_aiokafka,
+    "kafkette": run_kafkette,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("client", choices=sorted(CLIENTS))
+    parser.add_argument("bootstrap")
+    parser.add_argument("group")
+    parser.add_argument("topic")
+    parser.add_argument("--assignor", default="range")
+    parser.add_argument("--instance-id", default=None)
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    args = parser.parse_args()
+    CLIENTS[args.client](args, Reporter())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,10 @@
-"""Metadata (key 3): brokers, topics and partition leaders; topic auto-creation."""
+"""Metadata (key 3): brokers, topics and partition leaders; topic auto-creation.
+
+The internal topics (``__consumer_offsets``, ``__transaction_state``) are
+listed with ``is_internal`` once their coordinator has made them, and are
+never auto-created by name: the coordinator makes them on first use with its
+own partition count and configs.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from kafkette.protocol.messages.metadata_response import (
 )
 from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.broker import Broker, RequestContext, handler
-from kafkette.server.cluster import Topic, validate_topic_name
+from kafkette.server.cluster import INTERNAL_TOPICS, Topic, validate_topic_name
 
 logger = logging.getLogger("kafkette.server.metadata")
 
@@ -105,7 +111,7 @@ def _lookup(
         validate_topic_name(name)
     except InvalidTopicError as exc:
         return _error_topic(name, exc)
-    if not auto_create:
+    if not auto_create or name in INTERNAL_TOPICS:
         return _error_topic(name, UnknownTopicOrPartitionError())
     created = cluster.create_topic(name, broker.config.num_partitions)
     assert created is not None

@@ -1,0 +1,456 @@
+"""The broker's :class:`~kafkette.server.groups.store.GroupStore`: Kafka's
+``__consumer_offsets`` records in the compacted internal topic.
+
+Each change the coordinator makes is one record batch appended to the
+partition of its group, ``Utils.abs(groupId.hashCode()) % partitions`` as
+Kafka computes it (Java's ``String.hashCode`` over UTF-16 code units;
+``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0). Keys and values are Kafka's
+own, each prefixed by its int16 version as Kafka's record serde writes them,
+so that Kafka's tools (``kafka-console-consumer --formatter
+...OffsetsMessageFormatter``, ``kafka-dump-log --offsets-decoder``) read them:
+
+=====================  ===========  ==========================================
+record                 key version  value version
+=====================  ===========  ==========================================
+committed offset       1            3; 1 when the commit has an expiry
+                                    (the only version holding one)
+group membership       2            3 (GroupMetadataValue)
+=====================  ===========  ==========================================
+
+A removed offset or group is a tombstone (a null value). The topic is
+created on the first write with ``offsets.topic.num.partitions`` partitions,
+``cleanup.policy=compact`` and ``segment.bytes=offsets.topic.segment.bytes``,
+as Kafka creates it; compaction keeps the last record of each key, which is
+all :meth:`LogGroupStore.load` needs.
+
+Loading reads every partition from its start: the latest value of a key
+wins and a tombstone removes it. Keys of other versions (the records of
+Kafka 4's consumer and share groups, versions 3 and up) are skipped with a
+log line, as are values this broker cannot decode. Transactional offset
+commits count once their transaction's COMMIT marker is read; aborted ones
+are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kafkette.backends import Log
+from kafkette.protocol.codec import decode_message, encode_message
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.messages import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kafkette.protocol.messages.group_metadata_value import MemberMetadata
+from kafkette.protocol.records import (
+    ControlRecordType,
+    RecordBatch,
+    RecordBatchBuilder,
+    iter_batches,
+    parse_control_record,
+)
+from kafkette.server.groups.store import (
+    CommittedOffset,
+    LoadedGroups,
+    PartitionKey,
+    StoredGroup,
+    StoredMember,
+)
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
+    from kafkette.server.cluster import Partition
+
+logger = logging.getLogger("kafkette.server.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+READ_CHUNK_BYTES = 1 << 20
+_VERSION = struct.Struct(">h")
+
+
+# ---- partitioning
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16
+    code units, as a signed 32-bit int."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % partitions``.
+
+    Kafka's ``Utils.abs`` is ``Math.abs`` except that ``Integer.MIN_VALUE``
+    gives 0 (not a mask with ``0x7fffffff``: ``-5`` gives 5, not 2147483643).
+    """
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# ---- record keys and values
+
+
+@attrs.frozen
+class OffsetKey:
+    """The key of a committed offset record."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+@attrs.frozen
+class GroupKey:
+    """The key of a group metadata record."""
+
+    group_id: str
+
+
+RecordKey = OffsetKey | GroupKey
+
+
+_Coordinator = GroupMetadataKey | GroupMetadataValue | OffsetCommitKey | OffsetCommitValue
+
+
+def _versioned(version: int, message: _Coordinator) -> bytes:
+    out = bytearray(_VERSION.pack(version))
+    encode_message(message, version, out)
+    return bytes(out)
+
+
+def encode_offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    """An OffsetCommitKey record key (version 1)."""
+    return _versioned(
+        OFFSET_COMMIT_KEY_VERSION, OffsetCommitKey(group=group_id, topic=topic, partition=partition)
+    )
+
+
+def encode_group_key(group_id: str) -> bytes:
+    """A GroupMetadataKey record key (version 2)."""
+    return _versioned(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group_id))
+
+
+def encode_offset_value(offset: CommittedOffset) -> bytes:
+    """An OffsetCommitValue: version 1 when it has an expiry (which drops the
+    leader epoch, as in Kafka), else version 3."""
+    expire = offset.expire_timestamp_ms
+    value = OffsetCommitValue(
+        offset=offset.offset,
+        leader_epoch=offset.leader_epoch,
+        metadata=offset.metadata,
+        commit_timestamp=offset.commit_timestamp_ms,
+        expire_timestamp=-1 if expire is None else expire,
+    )
+    version = (
+        OFFSET_COMMIT_VALUE_VERSION if expire is None else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    )
+    return _versioned(version, value)
+
+
+def encode_group_value(group: StoredGroup) -> bytes:
+    """A GroupMetadataValue (version 3)."""
+    value = GroupMetadataValue(
+        protocol_type=group.protocol_type,
+        generation=group.generation,
+        protocol=group.protocol_name,
+        leader=group.leader_id,
+        current_state_timestamp=group.current_state_timestamp_ms,
+        members=[
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.subscription,
+                assignment=m.assignment,
+            )
+            for m in group.members
+        ],
+    )
+    return _versioned(GROUP_METADATA_VALUE_VERSION, value)
+
+
+class UnknownRecordKey(Exception):
+    """A key of a version this broker does not read (e.g. a Kafka 4 consumer group record)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"unknown __consumer_offsets key version {version}")
+        self.version = version
+
+
+def _split_version(data: bytes) -> tuple[int, int]:
+    if len(data) < 2:
+        raise ProtocolError(f"record of {len(data)} bytes has no version")
+    return _VERSION.unpack_from(data)[0], 2
+
+
+def decode_key(data: bytes) -> RecordKey:
+    """The key of a ``__consumer_offsets`` record.
+
+    Raises :class:`UnknownRecordKey` for versions other than 0-1 (offsets)
+    and 2 (groups), and a :class:`ProtocolError` for malformed bytes.
+    """
+    version, pos = _split_version(data)
+    if version in (0, 1):
+        key, _ = decode_message(OffsetCommitKey, data, pos, version)
+        return OffsetKey(key.group, key.topic, key.partition)
+    if version == GROUP_METADATA_KEY_VERSION:
+        group_key, _ = decode_message(GroupMetadataKey, data, pos, version)
+        return GroupKey(group_key.group)
+    raise UnknownRecordKey(version)
+
+
+def decode_offset_value(data: bytes) -> CommittedOffset:
+    """An OffsetCommitValue of any version (0-4)."""
+    version, pos = _split_version(data)
+    value, _ = decode_message(OffsetCommitValue, data, pos, version)
+    return CommittedOffset(
+        offset=value.offset,
+        leader_epoch=value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp,
+        expire_timestamp_ms=None if value.expire_timestamp == -1 else value.expire_timestamp,
+    )
+
+
+def decode_group_value(data: bytes) -> StoredGroup:
+    """A GroupMetadataValue of any version (0-4)."""
+    version, pos = _split_version(data)
+    value, _ = decode_message(GroupMetadataValue, data, pos, version)
+    return StoredGroup(
+        protocol_type=value.protocol_type,
+        generation=value.generation,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+        current_state_timestamp_ms=value.current_state_timestamp,
+        members=tuple(
+            StoredMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                # Version 0 had no rebalance timeout: Kafka reads the session timeout.
+                rebalance_timeout_ms=m.session_timeout if version == 0 else m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                subscription=m.subscription,
+                assignment=m.assignment,
+            )
+            for m in value.members
+        ),
+    )
+
+
+# ---- the store
+
+
+class LogGroupStore:
+    """A :class:`~kafkette.server.groups.store.GroupStore` over ``__consumer_offsets``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions of the offsets topic: those it has, else ``offsets.topic.num.partitions``."""
+        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        return self.broker.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        """The partition holding ``group_id``'s records."""
+        return partition_for(group_id, self.partition_count)
+
+    def _partition(self, group_id: str) -> Partition:
+        cluster = self.broker.cluster
+        topic = cluster.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            config = self.broker.config
+            topic = cluster.create_topic(
+                OFFSETS_TOPIC,
+                config.offsets_topic_num_partitions,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
+            assert topic is not None
+            logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+        return topic.partitions[partition_for(group_id, len(topic.partitions))]
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        partition = self._partition(group_id)
+        now = self.broker.now_ms()
+        builder = RecordBatchBuilder()
+        for key, value in records:
+            builder.append(now, key, value)
+        log = partition.log
+        log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
+        self.broker.appended(log)
+
+    def write_group(self, group_id: str, group: StoredGroup | None) -> None:
+        """Append the group's GroupMetadata record (a tombstone for ``None``)."""
+        value = None if group is None else encode_group_value(group)
+        self._append(group_id, [(encode_group_key(group_id), value)])
+
+    def write_offsets(
+        self, group_id: str, offsets: Mapping[PartitionKey, CommittedOffset | None]
+    ) -> None:
+        """Append one batch of OffsetCommit records (tombstones for ``None``)."""
+        if not offsets:
+            return
+        self._append(
+            group_id,
+            [
+                (
+                    encode_offset_key(group_id, topic, partition),
+                    None if offset is None else encode_offset_value(offset),
+                )
+                for (topic, partition), offset in offsets.items()
+            ],
+        )
+
+    def load(self) -> LoadedGroups:
+        """Read every partition of the offsets topic from its start (empty when absent)."""
+        loader = _Loader()
+        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            for partition in topic.partitions:
+                loader.load_log(partition.log)
+        return loader.result()
+
+
+# ---- loading
+
+
+@attrs.define
+class _Loader:
+    """Replays records in log order: the latest value of each key wins."""
+
+    values: dict[RecordKey, tuple[int, bytes]] = attrs.Factory(dict)
+    """Key -> (offset of its latest record, value); tombstones remove the key."""
+    pending: dict[int, dict[RecordKey, tuple[int, bytes | None]]] = attrs.Factory(dict)
+    """Producer id -> records of its open transaction."""
+
+    def load_log(self, log: Log) -> None:
+        for batch in _batches(log):
+            if batch.is_control:
+                self._end_transaction(batch)
+                continue
+            target: dict[RecordKey, tuple[int, bytes | None]] | None = None
+            if batch.is_transactional:
+                target = self.pending.setdefault(batch.producer_id, {})
+            for record in batch:
+                if record.key is None:
+                    logger.warning(
+                        "%s-%d offset %d: record without a key, skipped",
+                        log.topic,
+                        log.partition,
+                        record.offset,
+                    )
+                    continue
+                try:
+                    key = decode_key(record.key)
+                except UnknownRecordKey as exc:
+                    logger.info(
+                        "%s-%d offset %d: skipped a record with key version %d "
+                        "(not a classic group or offset record)",
+                        log.topic,
+                        log.partition,
+                        record.offset,
+                        exc.version,
+                    )
+                    continue
+                except ProtocolError as exc:
+                    logger.warning(
+                        "%s-%d offset %d: undecodable key skipped: %s",
+                        log.topic,
+                        log.partition,
+                        record.offset,
+                        exc,
+                    )
+                    continue
+                if target is not None:
+                    target[key] = (record.offset, record.value)
+                else:
+                    self._apply(key, record.offset, record.value)
+        self.pending.clear()  # a transaction left open in one partition ends with it
+
+    def _end_transaction(self, batch: RecordBatch) -> None:
+        records = batch.records()
+        pending = self.pending.pop(batch.producer_id, {})
+        try:
+            marker = parse_control_record(records[0].key, records[0].value) if records else None
+        except ProtocolError as exc:
+            logger.warning(
+                "%s: unreadable transaction marker, taken as an abort: %s", OFFSETS_TOPIC, exc
+            )
+            return
+        if marker is None or marker.type != ControlRecordType.COMMIT:
+            return
+        for key, (offset, value) in pending.items():
+            latest = self.values.get(key)
+            # A commit marker makes the transaction's offsets count, unless a later
+            # plain commit of the same key was read meanwhile (Kafka's rule).
+            if latest is None or latest[0] < offset:
+                self._apply(key, offset, value)
+
+    def _apply(self, key: RecordKey, offset: int, value: bytes | None) -> None:
+        if value is None:
+            self.values.pop(key, None)
+        else:
+            self.values[key] = (offset, value)
+
+    def result(self) -> LoadedGroups:
+        groups: dict[str, StoredGroup] = {}
+        offsets: dict[str, dict[PartitionKey, CommittedOffset]] = {}
+        for key, (offset, value) in self.values.items():
+            try:
+                if isinstance(key, GroupKey):
+                    groups[key.group_id] = decode_group_value(value)
+                else:
+                    offsets.setdefault(key.group_id, {})[(key.topic, key.partition)] = (
+                        decode_offset_value(value)
+                    )
+            except ProtocolError as exc:
+                logger.warning(
+                    "%s offset %d: undecodable value of %s skipped: %s",
+                    OFFSETS_TOPIC,
+                    offset,
+                    key,
+                    exc,
+                )
+        return LoadedGroups(groups, offsets)
+
+
+def _batches(log: Log) -> Iterator[RecordBatch]:
+    offset = log.log_start_offset
+    end = log.log_end_offset
+    while offset < end:
+        data = log.read(offset, READ_CHUNK_BYTES, end).to_bytes()
+        if not data:
+            break
+        for batch in iter_batches(data, allow_partial=False):
+            assert isinstance(batch, RecordBatch)  # the log holds magic 2 batches only
+            offset = batch.next_offset
+            yield batch

@@ -96,6 +96,8 @@ class KafkaClient:
         else:
             self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
         self._closing: list[BrokerConnection] = []
+        self.coordinator_request_timeout_ms: int | None = None
+        """Request timeout of coordinator connections (JoinGroup waits for a rebalance)."""
         self.closed = False
 
     # ---- connections
@@ -147,7 +149,7 @@ class KafkaClient:
             if wait_ms > 0:
                 await anyio.sleep(wait_ms / 1000)
             try:
-                connection = await self._open(node_id)
+                connection = await self._open(node_id, coordinator=coordinator)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.last_connection_error = exc
                 delay = backoff_ms(
@@ -159,7 +161,10 @@ class KafkaClient:
             pool[node_id] = connection
             return connection
 
-    async def _open(self, node_id: int) -> BrokerConnection:
+    async def _open(self, node_id: int, *, coordinator: bool = False) -> BrokerConnection:
+        timeout_ms = self.config.request_timeout_ms
+        if coordinator and self.coordinator_request_timeout_ms is not None:
+            timeout_ms = max(timeout_ms, self.coordinator_request_timeout_ms)
         if self._in_process_url is not None:
             # Every node of an in-process cluster is the broker core in this process.
             from kafkette.client.inprocess import get_cluster
@@ -169,7 +174,7 @@ class KafkaClient:
                 cluster.open_stream(),
                 address=self._in_process_url,
                 client_id=self.config.client_id,
-                request_timeout_s=self.config.request_timeout_ms / 1000,
+                request_timeout_s=timeout_ms / 1000,
             )
         host, port = self._address(node_id)
         return await BrokerConnection.connect(
@@ -177,7 +182,7 @@ class KafkaClient:
             port,
             client_id=self.config.client_id,
             connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
-            request_timeout_s=self.config.request_timeout_ms / 1000,
+            request_timeout_s=timeout_ms / 1000,
             ssl_context=self._ssl_context,
         )
 

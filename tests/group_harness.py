@@ -40,6 +40,7 @@ class MemberProcess:
         self.assigned: set[int] = set()
         self.assignments: list[set[int]] = []
         self.processed: list[tuple[int, int, str]] = []
+        self.rebalances: list[set[int]] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
@@ -62,6 +63,8 @@ class MemberProcess:
                 if event["event"] == "assigned":
                     self.assigned = set(event["partitions"])
                     self.assignments.append(set(event["partitions"]))
+                elif event["event"] == "rebalance":
+                    self.rebalances.append(set(event["partitions"]))
                 elif event["event"] == "processed":
                     self.processed.extend(tuple(r) for r in event["records"])
 

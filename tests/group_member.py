@@ -10,7 +10,9 @@ writes JSON lines to stdout:
 - ``{"event": "assigned", "partitions": [...]}`` whenever its assignment
   changes (also to empty);
 - ``{"event": "processed", "records": [[partition, offset, value], ...]}``
-  after the records' offsets are committed.
+  after the records' offsets are committed;
+- ``{"event": "rebalance", "partitions": [...]}`` from the client's
+  partitions-assigned callback, once per rebalance the member takes part in.
 
 A line ``stop`` on stdin closes the consumer cleanly (LeaveGroup for a dynamic
 member) and exits; SIGKILL is the hard bounce. Each member runs in its own
@@ -55,6 +57,9 @@ class Reporter:
             self.assigned = partitions
             emit(event="assigned", partitions=partitions)
 
+    def rebalance(self, partitions: list[int]) -> None:
+        emit(event="rebalance", partitions=sorted(partitions))
+
     def processed(self, records: list[tuple[int, int, str]]) -> None:
         if records:
             emit(event="processed", records=records)
@@ -75,7 +80,10 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
-    consumer.subscribe([args.topic])
+    consumer.subscribe(
+        [args.topic],
+        on_assign=lambda _, partitions: reporter.rebalance([tp.partition for tp in partitions]),
+    )
     while not stop_requested():
         messages = consumer.consume(num_messages=500, timeout=POLL_S)
         records = [
@@ -89,15 +97,22 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
 
 
 def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
-    from kafka import KafkaConsumer
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[
         args.assignor
     ]
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            reporter.rebalance([tp.partition for tp in assigned])
+
     consumer = KafkaConsumer(
-        args.topic,
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
         auto_offset_reset="earliest",
@@ -107,6 +122,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         partition_assignment_strategy=[assignor],
         **({"group_instance_id": args.instance_id} if args.instance_id else {}),
     )
+    consumer.subscribe([args.topic], listener=Listener())
     while not stop_requested():
         batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
         records = [
@@ -120,7 +136,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
 
 
 def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
@@ -128,9 +144,15 @@ def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
         args.assignor
     ]
 
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            reporter.rebalance([tp.partition for tp in assigned])
+
     async def main() -> None:
         consumer = AIOKafkaConsumer(
-            args.topic,
             bootstrap_servers=args.bootstrap,
             group_id=args.group,
             auto_offset_reset="earliest",
@@ -140,6 +162,7 @@ def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
             partition_assignment_strategy=(assignor,),
             **({"group_instance_id": args.instance_id} if args.instance_id else {}),
         )
+        consumer.subscribe([args.topic], listener=Listener())
         await consumer.start()
         while not stop_requested():
             batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000))

@@ -18,6 +18,13 @@ and our ranges (KIP-511) so the client can retry.
 
 Fetch responses from disk logs carry segment regions, which go from the file
 to the socket with ``os.sendfile``, never through Python (:class:`SocketIO`).
+
+A listener given :class:`~kafkette.server.sasl.SaslSettings` is
+``SASL_PLAINTEXT``: each connection has a
+:class:`~kafkette.server.sasl.ServerAuthenticator`, and until it completes
+only ApiVersions, SaslHandshake and SaslAuthenticate (or, after SaslHandshake
+v0, bare size-prefixed tokens) are served; any other request closes the
+connection, as does a failed authentication once its answer is sent.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from kafkette.protocol.headers import (
 from kafkette.protocol.primitives import INT32
 from kafkette.server.broker import Broker, RequestContext
 from kafkette.server.handlers.api_versions import unsupported_version_response
+from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
 logger = logging.getLogger("kafkette.server.listener")
 
@@ -89,6 +97,42 @@ async def process_frame(
         return frame_parts([encode_response(response, version, header.correlation_id)])
     parts = encode_response_parts(response, version, header.correlation_id)
     return [INT32.pack(sum(len(p) for p in parts)), *parts]
+
+
+async def authenticate_frame(
+    broker: Broker, auth: ServerAuthenticator, frame: memoryview, peer: str
+) -> tuple[Sequence[Any], str | None]:
+    """Serve one frame of a connection not yet authenticated.
+
+    Returns the parts to send and, when the connection must then close, why.
+    """
+    if auth.expects_raw_token:
+        step = auth.receive_token(bytes(frame))
+        if step.close is not None or step.token is None:
+            return (), step.close or "SASL exchange ended"
+        return frame_parts([step.token]), None
+    try:
+        header, request = decode_request(frame)
+    except UnsupportedRequestVersionError as exc:
+        if exc.header.request_api_key == API_VERSIONS_KEY:
+            return await process_frame(broker, frame, peer), None
+        raise CloseConnection(f"during SASL authentication: {exc}") from None
+    except ProtocolError as exc:
+        raise CloseConnection(
+            f"not a Kafka request during SASL authentication (is the client using "
+            f"security.protocol=SASL_PLAINTEXT?): {exc}"
+        ) from None
+    version = header.request_api_version
+    step = auth.receive_request(header.request_api_key, version, request)
+    if step.to_broker:
+        return await process_frame(broker, frame, peer), None
+    parts: Sequence[Any] = ()
+    if step.response is not None:
+        body = encode_response(step.response, version, header.correlation_id)
+        parts = frame_parts([body])
+    if auth.complete:
+        logger.info("%s authenticated as %s with %s", peer, auth.principal, auth.mechanism)
+    return parts, step.close
 
 
 class SocketIO:
@@ -166,9 +210,16 @@ class SocketIO:
         self.sock.close()
 
 
-async def serve_connection(broker: Broker, sock: socket.socket, peer: str) -> None:
-    """Serve one client connection until it closes or misbehaves."""
+async def serve_connection(
+    broker: Broker, sock: socket.socket, peer: str, sasl: SaslSettings | None = None
+) -> None:
+    """Serve one client connection until it closes or misbehaves.
+
+    With ``sasl``, the client must authenticate before anything but
+    ApiVersions is served.
+    """
     io = SocketIO(sock)
+    auth = ServerAuthenticator(sasl) if sasl is not None else None
     decoder = FrameDecoder(broker.config.socket_request_max_bytes)
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
@@ -181,6 +232,13 @@ async def serve_connection(broker: Broker, sock: socket.socket, peer: str) -> No
                 return
             decoder.feed(data)
             while (frame := decoder.next_frame()) is not None:
+                if auth is not None and not auth.complete:
+                    parts, close = await authenticate_frame(broker, auth, frame, peer)
+                    if parts:
+                        await io.send_parts(parts)
+                    if close is not None:
+                        raise CloseConnection(close)
+                    continue
                 parts = await process_frame(broker, frame, peer, external_records=True)
                 if parts:
                     await io.send_parts(parts)
@@ -202,11 +260,13 @@ async def serve_tcp(
     host: str,
     port: int,
     *,
+    sasl: SaslSettings | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host:port`` (0 picks a free port) until cancelled.
 
-    ``task_status.started`` receives the bound port.
+    ``task_status.started`` receives the bound port. With ``sasl`` the
+    listener is SASL_PLAINTEXT: every connection must authenticate first.
     """
     listener = socket.create_server((host, port), backlog=LISTEN_BACKLOG)
     listener.setblocking(False)
@@ -225,7 +285,7 @@ async def serve_tcp(
                     continue
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                tg.start_soon(serve_connection, broker, sock, f"{address[0]}:{address[1]}")
+                tg.start_soon(serve_connection, broker, sock, f"{address[0]}:{address[1]}", sasl)
     finally:
         anyio.notify_closing(listener)
         listener.close()

@@ -7,11 +7,18 @@ property. Topics are kept in memory unless ``--data-dir`` (or ``log.dirs`` in
 the properties) names a directory, in which case a restart reopens topics,
 their configs and data. At start the soft limit of open files is raised to
 the hard limit, so that many clients can connect.
+
+With ``--sasl-user NAME:PASSWORD`` (repeatable) or ``--sasl-users-file`` the
+listener is SASL_PLAINTEXT: clients must authenticate with one of
+``--sasl-mechanisms`` (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 by default)
+before any other request. Passwords are salted and hashed at start and not
+kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -24,6 +31,7 @@ from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.listener import serve_tcp
 from kafkette.server.maintenance import maintenance_loop
+from kafkette.server.sasl import MECHANISMS, SaslSettings
 
 logger = logging.getLogger("kafkette.server")
 
@@ -75,6 +83,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a broker property (repeatable), e.g. --set num.partitions=3",
     )
+    sasl = parser.add_argument_group(
+        "SASL",
+        "Any --sasl-user or --sasl-users-file makes the listener SASL_PLAINTEXT: clients "
+        "connect with security.protocol=SASL_PLAINTEXT, sasl.mechanism and "
+        "sasl.username/sasl.password, and nothing but ApiVersions is served before they "
+        "authenticate.",
+    )
+    sasl.add_argument(
+        "--sasl-user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="a user allowed to connect (repeatable); the password is the text after the "
+        "first colon",
+    )
+    sasl.add_argument(
+        "--sasl-users-file",
+        metavar="FILE",
+        help="users, one NAME:PASSWORD a line (# starts a comment); keeps passwords out of "
+        "the process list",
+    )
+    sasl.add_argument(
+        "--sasl-mechanisms",
+        metavar="LIST",
+        help=f"enabled SASL mechanisms, comma-separated (default and choices: "
+        f"{','.join(MECHANISMS)})",
+    )
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
@@ -100,6 +135,38 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     return config
 
 
+def _sasl_user(text: str, where: str) -> tuple[str, str]:
+    name, sep, password = text.partition(":")
+    if not sep or not name.strip() or not password:
+        raise ConfigError(where, "expected NAME:PASSWORD")
+    return name.strip(), password
+
+
+def build_sasl(args: argparse.Namespace) -> SaslSettings | None:
+    """The listener's SASL settings from the ``--sasl-*`` options (None: PLAINTEXT).
+
+    The passwords are dropped from ``args`` once hashed.
+    """
+    users = [_sasl_user(item, "--sasl-user") for item in args.sasl_user]
+    if args.sasl_users_file:
+        with open(args.sasl_users_file, encoding="utf-8") as f:
+            for number, raw in enumerate(f, 1):
+                line = raw.rstrip("\r\n")
+                if line.strip() and not line.lstrip().startswith("#"):
+                    users.append(_sasl_user(line, f"{args.sasl_users_file}:{number}"))
+    args.sasl_user = []
+    if not users:
+        if args.sasl_mechanisms:
+            raise ConfigError("--sasl-mechanisms", "needs at least one --sasl-user")
+        return None
+    mechanisms = (args.sasl_mechanisms or ",".join(MECHANISMS)).split(",")
+    mechanisms = [m.strip().upper() for m in mechanisms if m.strip()]
+    try:
+        return SaslSettings.with_users(mechanisms, users)
+    except ValueError as exc:
+        raise ConfigError("--sasl-mechanisms", str(exc)) from None
+
+
 def raise_open_files_limit() -> int | None:
     """Raise the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force."""
     try:
@@ -117,7 +184,7 @@ def raise_open_files_limit() -> int | None:
     return target
 
 
-async def run(config: BrokerConfig) -> None:
+async def run(config: BrokerConfig, sasl: SaslSettings | None = None) -> None:
     lock = None
     if config.data_dir is not None:
         lock = DataDirLock(config.data_dir, f"kafkette serve on {config.host}:{config.port}")
@@ -129,7 +196,9 @@ async def run(config: BrokerConfig) -> None:
         raise
     try:
         async with anyio.create_task_group() as tg:
-            port = await tg.start(serve_tcp, broker, config.host, config.port)
+            port = await tg.start(
+                functools.partial(serve_tcp, sasl=sasl), broker, config.host, config.port
+            )
             tg.start_soon(maintenance_loop, broker)
             if config.port == 0:
                 config.port = port
@@ -146,6 +215,12 @@ async def run(config: BrokerConfig) -> None:
                 broker.cluster_id,
                 broker.node_id,
             )
+            if sasl is not None:
+                logger.info(
+                    "kafkette serve: SASL_PLAINTEXT listener, mechanisms %s, %d users",
+                    ",".join(sasl.mechanisms),
+                    len(sasl.store.users),
+                )
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     logger.info(
@@ -168,6 +243,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         config = build_config(args)
+        sasl = build_sasl(args)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -175,7 +251,7 @@ def main(args: argparse.Namespace) -> int:
     if open_files is not None:
         logger.info("kafkette serve: up to %d open files", open_files)
     try:
-        anyio.run(run, config)
+        anyio.run(run, config, sasl)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError) as exc:

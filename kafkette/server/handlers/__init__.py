@@ -14,6 +14,7 @@ from kafkette.server.handlers import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    sasl,
     topics,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "metadata",
     "offset_for_leader_epoch",
     "produce",
+    "sasl",
     "topics",
 ]

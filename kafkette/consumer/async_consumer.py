@@ -1,15 +1,19 @@
-"""AsyncConsumer: the consumer on anyio (asyncio or trio), manual assignment."""
+"""AsyncConsumer: the consumer on anyio (asyncio or trio), assigned partitions or a group."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import inspect
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from kafkette.client.config import ConsumerConfig
-from kafkette.consumer.core import ConsumerCore, Records
+from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
+from kafkette.consumer.group.coordinator import Call, Step
+from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkette.consumer.record import ConsumerRecord
@@ -21,13 +25,18 @@ ITERATION_POLL_MS = 1_000
 
 
 class AsyncConsumer:
-    """Reads records from assigned partitions; use it as ``async with AsyncConsumer(...) as c``.
+    """Reads records; use it as ``async with AsyncConsumer(...) as c``.
 
     Settings are Kafka's consumer settings in either spelling
     (``auto_offset_reset="earliest"`` or ``{"auto.offset.reset": "earliest"}``).
     Entering the context starts the fetcher, which fetches ahead so that
     :meth:`poll` mostly hands out records already fetched; leaving it closes
     the consumer.
+
+    Partitions are either chosen with :meth:`assign` or given by the consumer
+    group ``group.id`` after :meth:`subscribe`; the group's work (joining,
+    the rebalance listener, auto commits) happens inside :meth:`poll`, while
+    heartbeats run in the background.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
@@ -46,6 +55,7 @@ class AsyncConsumer:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._core.fetcher.run)
+        self._core.start_task = self._task_group.start_soon
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -54,11 +64,25 @@ class AsyncConsumer:
             task_group, self._task_group = self._task_group, None
             await task_group.__aexit__(None, None, None)
 
-    async def close(self) -> None:
-        """Stop fetching and close the connections; the consumer cannot be used afterwards."""
-        if self._core is not None:
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Leave the group, stop fetching and close the connections; idempotent.
+
+        A group member first commits its positions (with
+        ``enable.auto.commit``), tells the listener its partitions are revoked
+        and sends LeaveGroup (not a static member: it keeps its place until
+        its session times out), all within ``timeout_ms`` (default
+        ``default.api.timeout.ms``).
+        """
+        core = self._core
+        if core is None or core.closed:
+            return
+        budget = core.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        try:
+            with anyio.move_on_after(budget / 1000, shield=True):
+                await _drive(core.leave_steps("the consumer is closing", closing=True))
+        finally:
             with anyio.CancelScope(shield=True):
-                await self._core.close()
+                await core.close()
 
     @property
     def _c(self) -> ConsumerCore:
@@ -71,8 +95,71 @@ class AsyncConsumer:
     # ---- assignment and positions
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replacing any previous assignment)."""
+        """Read exactly these partitions (replacing any previous assignment).
+
+        Raises :class:`IllegalStateError` while subscribed.
+        """
         self._c.assign(partitions)
+
+    # ---- group
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        listener: Any = None,
+    ) -> None:
+        """Join ``group.id`` and read the partitions the group gives this consumer.
+
+        ``topics`` is a list of names, or a pattern (an ``re.Pattern`` or a
+        string starting with ``^``) matched against the cluster's topics as
+        metadata is refreshed. ``listener`` is a
+        :class:`~kafkette.consumer.group.ConsumerRebalanceListener` (its
+        methods may be ``async``). Joining happens in :meth:`poll`. Raises
+        :class:`IllegalStateError` when partitions were assigned by hand.
+        """
+        self._c.subscribe(topics, listener)
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: those it matches now)."""
+        return self._c.subscription()
+
+    async def unsubscribe(self) -> None:
+        """Give up the group's partitions (the listener is told) and leave the group."""
+        core = self._c
+        await _drive(core.leave_steps("the consumer unsubscribed", closing=False))
+        core.set_assignment([])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id and instance id, as of the last rebalance."""
+        return self._c.group_metadata()
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit ``offsets`` (the next offsets to read, as ints or
+        :class:`OffsetAndMetadata`), by default the current positions, and wait.
+
+        Raises :class:`~kafkette.consumer.group.CommitFailedError` when the
+        group has rebalanced since (Java's ``commitSync``).
+        """
+        await self._c.commit(offsets, timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Start a commit and return; ``callback(offsets, error_or_None)`` runs in a later
+        :meth:`poll` (Java's ``commitAsync``)."""
+        self._c.commit_async(offsets, callback)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None where there is none)."""
+        return await self._c.committed(partitions, timeout_ms)
 
     def assignment(self) -> set[TopicPartition]:
         return self._c.subscriptions.assigned()
@@ -135,12 +222,13 @@ class AsyncConsumer:
         limit = max_records if max_records is not None else self.config.max_poll_records
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
+        clock = core.client.clock
+        deadline = clock() + timeout_ms
+        await _drive(core.group_steps(deadline))
         core.check_positions()
         records = core.drain(limit)
         if records or timeout_ms <= 0:
             return records
-        clock = core.client.clock
-        deadline = clock() + timeout_ms
         while True:
             left = deadline - clock()
             if left <= 0:
@@ -170,3 +258,20 @@ class AsyncConsumer:
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of the consumer's counters and per-partition lag."""
         return self._c.metrics()
+
+
+async def _drive(steps: Iterator[Step]) -> None:
+    """Run group steps in this task; the first listener error is raised at the end."""
+    error: Exception | None = None
+    for step in steps:
+        if isinstance(step, Call):
+            await step.func()
+            continue
+        try:
+            result = step.func(*step.args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            error = error or exc
+    if error is not None:
+        raise error

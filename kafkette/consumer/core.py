@@ -8,19 +8,25 @@ thread, so the sync consumer's ``poll`` never crosses threads per record.
 
 Who owns what: :class:`SubscriptionState` says which partitions are read and
 where; the :class:`Fetcher` only reads it (and resets positions it is asked
-to); ``drain`` advances positions. A group coordinator client (a later
-issue) will sit beside the fetcher and drive ``SubscriptionState.assign``
-and the committed positions; nothing here needs to change for it.
+to); ``drain`` advances positions. With ``subscribe``, a
+:class:`~kafkette.consumer.group.coordinator.GroupMember` sits beside the
+fetcher and drives the assignment and the committed positions; ``assign``
+and ``subscribe`` exclude each other, as in Java.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import Any
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer
 from kafkette.consumer.fetcher import Fetcher, apply_reset
+from kafkette.consumer.group.coordinator import GroupMember, Step
+from kafkette.consumer.group.offsets import fetch_committed
+from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics, MetricsRecorder
 from kafkette.consumer.offsets import (
     EARLIEST_TIMESTAMP,
@@ -40,6 +46,7 @@ from kafkette.errors import CorruptMessageError, IllegalStateError, KafkaTimeout
 from kafkette.structs import TopicPartition
 
 Records = dict[TopicPartition, list[ConsumerRecord]]
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
 
 def check_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
@@ -67,6 +74,9 @@ class ConsumerCore:
         self.value_deserializer = config.value_deserializer
         # How poll wakes the fetcher: directly in the loop, or through the sync bridge.
         self.wake_fetcher: Callable[[], None] = self.fetcher.wake
+        # How background tasks (the group member) are started: set by the consumer.
+        self.start_task: Callable[[Callable[[], Coroutine[Any, Any, None]]], object] | None = None
+        self.group: GroupMember | None = None
         self.closed = False
 
     def check_open(self) -> None:
@@ -77,11 +87,122 @@ class ConsumerCore:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self.check_open()
+        if self.group is not None and self.group.subscribed:
+            raise IllegalStateError("assign() cannot be used while subscribed (unsubscribe first)")
+        self.set_assignment(partitions)
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assigned partitions (by the user or by the group)."""
         wanted = check_partitions(partitions)
         for tp in self.subscriptions.assign(wanted):
             self.buffer.drop(tp)
         self.client.metadata.wanted_topics.update(tp.topic for tp in wanted)
         self.fetcher.wake()
+
+    # ---- group (event loop)
+
+    def subscribe(
+        self, topics: Iterable[str] | str | re.Pattern[str], listener: Any = None
+    ) -> None:
+        """Join ``group.id`` following ``topics`` (a list, or a pattern / ``'^...'`` string)."""
+        self.check_open()
+        if self.subscriptions.assigned() and (self.group is None or not self.group.subscribed):
+            raise IllegalStateError("subscribe() cannot be used with assign() (unassign first)")
+        pattern: re.Pattern[str] | None = None
+        names: list[str] | None = None
+        if isinstance(topics, re.Pattern):
+            pattern = topics
+        elif isinstance(topics, str):
+            if topics.startswith("^"):
+                pattern = re.compile(topics)
+            else:
+                names = [topics]
+        else:
+            names = list(topics)
+            for name in names:
+                if not isinstance(name, str) or not name.strip():
+                    raise ValueError(f"topic names must be non-empty strings, got {name!r}")
+        if names is not None and not names:
+            raise ValueError("subscribe() needs topics; use unsubscribe() to stop")
+        self.member().subscribe(names, pattern, listener)
+
+    def member(self) -> GroupMember:
+        """The group member, made (and started) on first use; needs a ``group.id``."""
+        if self.group is None:
+            if self.config.group_id is None:
+                raise IllegalStateError("this needs a group.id in the consumer's settings")
+            self.group = GroupMember(
+                self.client, self.config, self.subscriptions, self.set_assignment
+            )
+            if self.start_task is None:
+                raise IllegalStateError("the consumer is not running")
+            self.start_task(self.group.run)
+        return self.group
+
+    def subscription(self) -> set[str]:
+        return set(self.group.topics) if self.group is not None else set()
+
+    def group_steps(self, deadline_ms: float) -> Iterator[Step]:
+        """The group work ``poll`` does first (nothing without a subscription)."""
+        if self.group is not None:
+            yield from self.group.poll_steps(deadline_ms)
+
+    def leave_steps(self, reason: str, *, closing: bool) -> Iterator[Step]:
+        """Unsubscribe (or close): commit, revoke through the listener, leave the group."""
+        group = self.group
+        if group is None or not group.subscribed:
+            return
+        yield from group.leave_steps(reason, commit=closing and self.config.enable_auto_commit)
+        group.topics = set()
+        group.pattern = None
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self.member().group_metadata()
+
+    def offsets_to_commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Explicit offsets (ints or OffsetAndMetadata), or the consumed positions."""
+        if offsets is None:
+            return self.member().consumed_offsets()
+        result: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            check_partitions([tp])
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            if om.offset < 0:
+                raise ValueError(f"cannot commit a negative offset for {tp}: {om.offset}")
+            result[tp] = om
+        return result
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+        timeout_ms: float | None,
+    ) -> None:
+        self.check_open()
+        await self.member().commit(self.offsets_to_commit(offsets), self._timeout(timeout_ms))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+        callback: CommitCallback | None,
+    ) -> None:
+        self.check_open()
+        self.member().commit_in_background(self.offsets_to_commit(offsets), callback)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self.check_open()
+        if self.config.group_id is None:
+            raise IllegalStateError("committed() needs a group.id in the consumer's settings")
+        tps = check_partitions(partitions)
+        return await fetch_committed(
+            self.client,
+            self.config.group_id,
+            tps,
+            deadline_ms=self.client.clock() + self._timeout(timeout_ms),
+        )
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.check_open()
@@ -174,6 +295,8 @@ class ConsumerCore:
         if self.closed:
             return
         self.closed = True
+        if self.group is not None:
+            self.group.stop()
         self.fetcher.close()
         self.buffer.clear()
         self.buffer.wake_waiters()

@@ -1,0 +1,67 @@
+"""Public values of the group consumer: committed offsets, group metadata, the listener."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kafkette.errors import KafkaError
+from kafkette.structs import TopicPartition
+
+
+@attrs.frozen(slots=True)
+class OffsetAndMetadata:
+    """An offset to commit (the next record to read) with optional metadata text."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+@attrs.frozen(slots=True)
+class ConsumerGroupMetadata:
+    """Who the consumer is in its group; transactions send it with their offsets."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class CommitFailedError(KafkaError):
+    """The group rebalanced (or fenced this member) before the commit could complete
+    (Java's CommitFailedException): the partitions may now belong to another member."""
+
+    name = "COMMIT_FAILED"
+    description = (
+        "The commit cannot be completed since the group has already rebalanced "
+        "and assigned the partitions to another member."
+    )
+
+
+class ConsumerRebalanceListener:
+    """Told about assignment changes; subclass it and override what you need.
+
+    The methods run on the application's thread (or task, for
+    :class:`~kafkette.AsyncConsumer`, where they may be ``async def``) from
+    inside ``poll``, ``close`` or ``unsubscribe``, as in Java:
+
+    - ``on_partitions_revoked``: partitions given up in a rebalance (all of
+      them in the eager protocol, only those that move in the cooperative
+      one), before they go; commit their offsets here when committing by hand;
+    - ``on_partitions_assigned``: partitions gained (eager: the whole new
+      assignment; cooperative: the added ones, possibly none);
+    - ``on_partitions_lost``: partitions that already belong to someone else
+      (the member was fenced or timed out): no commit can succeed for them.
+    """
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> Any:
+        """Partitions about to be given up."""
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> Any:
+        """Partitions just received."""
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> Any:
+        """Partitions already owned by someone else; defaults to ``on_partitions_revoked``."""
+        return self.on_partitions_revoked(partitions)

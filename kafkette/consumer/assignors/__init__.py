@@ -11,6 +11,7 @@ from kafkette.consumer.assignors.base import (
     RebalanceProtocol,
     Subscription,
 )
+from kafkette.consumer.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafkette.consumer.assignors.protocol import (
     decode_assignment,
     decode_subscription,
@@ -20,14 +21,17 @@ from kafkette.consumer.assignors.protocol import (
 from kafkette.consumer.assignors.range import RangeAssignor
 from kafkette.consumer.assignors.registry import ASSIGNORS, resolve_assignors
 from kafkette.consumer.assignors.roundrobin import RoundRobinAssignor
+from kafkette.consumer.assignors.sticky import StickyAssignor
 
 __all__ = [
     "ASSIGNORS",
     "Assignment",
     "Assignor",
+    "CooperativeStickyAssignor",
     "RangeAssignor",
     "RebalanceProtocol",
     "RoundRobinAssignor",
+    "StickyAssignor",
     "Subscription",
     "decode_assignment",
     "decode_subscription",

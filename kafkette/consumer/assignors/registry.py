@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkette.consumer.assignors.base import Assignor
+from kafkette.consumer.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafkette.consumer.assignors.range import RangeAssignor
 from kafkette.consumer.assignors.roundrobin import RoundRobinAssignor
+from kafkette.consumer.assignors.sticky import StickyAssignor
 from kafkette.errors import ConfigError
 
 SETTING = "partition.assignment.strategy"
 
 ASSIGNORS: dict[str, type[Assignor]] = {
-    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor)
+    cls.name: cls
+    for cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
 }
 """The built-in assignors by protocol name."""
 

@@ -29,6 +29,7 @@ from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
+from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.sasl import MECHANISMS, SaslSettings
@@ -200,6 +201,7 @@ async def run(config: BrokerConfig, sasl: SaslSettings | None = None) -> None:
                 functools.partial(serve_tcp, sasl=sasl), broker, config.host, config.port
             )
             tg.start_soon(maintenance_loop, broker)
+            tg.start_soon(group_timer_loop, broker)
             if config.port == 0:
                 config.port = port
             where = f"in {config.data_dir}" if config.data_dir else "in memory"

@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, records and offsets."""
+"""The admin client: topics, partitions, configs, records, offsets and consumer groups."""
 
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.sync_client import AdminClient
@@ -9,8 +9,13 @@ from kafkette.admin.types import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ConsumerGroupListings,
     CreatedTopic,
+    GroupState,
     ListOffsetsResultInfo,
+    MemberDescription,
     NewPartitions,
     NewTopic,
     Node,
@@ -21,6 +26,7 @@ from kafkette.admin.types import (
     Results,
     TopicDescription,
 )
+from kafkette.consumer.group.types import OffsetAndMetadata
 
 __all__ = [
     "AdminClient",
@@ -31,11 +37,17 @@ __all__ = [
     "ConfigEntry",
     "ConfigResource",
     "ConfigSource",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
+    "ConsumerGroupListings",
     "CreatedTopic",
+    "GroupState",
     "ListOffsetsResultInfo",
+    "MemberDescription",
     "NewPartitions",
     "NewTopic",
     "Node",
+    "OffsetAndMetadata",
     "OffsetSpec",
     "Outcome",
     "PartitionDescription",

@@ -8,6 +8,9 @@ DeleteRecords and ListOffsets) and returns per-item outcomes
 per-item errors are retried with backoff until ``default.api.timeout.ms``
 (or the operation's ``timeout_ms``), after which the remaining items fail
 with :class:`~kafkette.errors.KafkaTimeoutError`.
+
+Consumer group operations (listing, describing and deleting groups, their
+committed offsets) are in :mod:`kafkette.admin.groups`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from kafkette.admin.groups import GroupOperations
 from kafkette.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -100,8 +104,8 @@ def _error(code: int, message: str | None = None) -> ApiError:
     return make_error(code, message)
 
 
-class AsyncAdminClient:
-    """Manage topics, partitions, configs and records of a Kafka cluster.
+class AsyncAdminClient(GroupOperations):
+    """Manage topics, partitions, configs, records and consumer groups of a Kafka cluster.
 
     ``AsyncAdminClient(bootstrap_servers="localhost:9092")``; settings in
     Kafka's or Python's spelling (see :class:`~kafkette.client.config.AdminConfig`).

@@ -12,7 +12,10 @@ from kafkette.admin.types import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupListings,
     CreatedTopic,
+    GroupState,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
@@ -20,6 +23,7 @@ from kafkette.admin.types import (
     TopicDescription,
 )
 from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.consumer.group.types import OffsetAndMetadata
 from kafkette.structs import TopicPartition
 
 
@@ -144,6 +148,77 @@ class AdminClient:
         return self._loop.call(
             lambda: self._async.list_offsets(
                 specs, isolation_level=isolation_level, timeout_ms=timeout_ms
+            )
+        )
+
+    # ---- consumer groups
+
+    def list_consumer_groups(
+        self,
+        *,
+        states: Iterable[GroupState | str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> ConsumerGroupListings:
+        wanted = None if states is None else list(states)
+        return self._loop.call(
+            lambda: self._async.list_consumer_groups(states=wanted, timeout_ms=timeout_ms)
+        )
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> Results[str, ConsumerGroupDescription]:
+        wanted = list(group_ids)
+        return self._loop.call(
+            lambda: self._async.describe_consumer_groups(wanted, timeout_ms=timeout_ms)
+        )
+
+    def delete_consumer_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> Results[str, None]:
+        wanted = list(group_ids)
+        return self._loop.call(
+            lambda: self._async.delete_consumer_groups(wanted, timeout_ms=timeout_ms)
+        )
+
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Results[TopicPartition, OffsetAndMetadata | None]:
+        wanted = None if partitions is None else list(partitions)
+        return self._loop.call(
+            lambda: self._async.list_consumer_group_offsets(
+                group_id, wanted, require_stable=require_stable, timeout_ms=timeout_ms
+            )
+        )
+
+    def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> Results[TopicPartition, None]:
+        return self._loop.call(
+            lambda: self._async.alter_consumer_group_offsets(
+                group_id, offsets, timeout_ms=timeout_ms
+            )
+        )
+
+    def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
+    ) -> Results[TopicPartition, None]:
+        wanted = list(partitions)
+        return self._loop.call(
+            lambda: self._async.delete_consumer_group_offsets(
+                group_id, wanted, timeout_ms=timeout_ms
             )
         )
 

@@ -1,6 +1,6 @@
 """What the admin client takes and returns.
 
-Operations on many items (topics, partitions, config resources) return a
+Operations on many items (topics, partitions, config resources, groups) return a
 :class:`Results` mapping, item -> :class:`Outcome`, as the Java Admin API
 returns a future per item: one topic failing to be created does not hide the
 others' success. ``Results.all()`` gives every value or raises the first error.
@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 import attrs
 
 from kafkette.errors import KafkaError
+from kafkette.structs import TopicPartition
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -207,3 +208,78 @@ class TopicDescription:
     topic_id: uuid.UUID
     is_internal: bool
     partitions: tuple[PartitionDescription, ...]
+
+
+# ---- consumer groups
+
+
+class GroupState(str, enum.Enum):
+    """A group's state as the coordinator reports it (ListGroups v4+, DescribeGroups)."""
+
+    UNKNOWN = "Unknown"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    NOT_READY = "NotReady"
+
+    @classmethod
+    def parse(cls, name: str) -> GroupState:
+        """The state named ``name`` (case-insensitive, as Java parses it); UNKNOWN otherwise."""
+        lowered = name.lower()
+        return next((s for s in cls if s.value.lower() == lowered), cls.UNKNOWN)
+
+
+@attrs.frozen
+class ConsumerGroupListing:
+    """A group as ListGroups reports it; a simple consumer group has no protocol type
+    (it only commits offsets, without membership)."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    state: GroupState | None = None
+    """None when the broker's ListGroups (before v4) does not report states."""
+    coordinator: int = -1
+    """The node that listed the group: its coordinator."""
+
+
+@attrs.frozen
+class ConsumerGroupListings:
+    """Groups of every broker; brokers that failed are in ``errors`` (by node id)."""
+
+    valid: tuple[ConsumerGroupListing, ...]
+    errors: Mapping[int, KafkaError] = attrs.Factory(dict)
+
+    def all(self) -> tuple[ConsumerGroupListing, ...]:
+        """Every listing; raises the first broker error if any broker failed."""
+        for error in self.errors.values():
+            raise error
+        return self.valid
+
+
+@attrs.frozen
+class MemberDescription:
+    """A member of a consumer group: who it is and the partitions it was given."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: frozenset[TopicPartition] = frozenset()
+
+
+@attrs.frozen
+class ConsumerGroupDescription:
+    """A consumer group as its coordinator describes it."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    members: tuple[MemberDescription, ...]
+    partition_assignor: str
+    """The assignor the members agreed on (empty unless the group is stable)."""
+    state: GroupState
+    coordinator: Node | None
+    protocol_type: str = "consumer"

@@ -28,7 +28,9 @@ from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
+from kafkette.server.broker import Clock, wall_clock
 from kafkette.server.data_dir_lock import DataDirLock
+from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import CloseConnection, process_frame
 from kafkette.server.maintenance import maintenance_loop
 
@@ -52,6 +54,7 @@ class InProcessCluster:
         self.broker = broker_factory()
         self._max_frame = self.broker.config.socket_request_max_bytes
         self._loop.call_soon(maintenance_loop, self.broker)
+        self._loop.call_soon(group_timer_loop, self.broker)
 
     async def serve_frame(self, frame: memoryview) -> list[bytes]:
         """Serve one request frame in the broker's loop; returns the response frame's parts."""
@@ -120,22 +123,25 @@ _clusters: dict[str, InProcessCluster] = {}
 _clusters_lock = threading.Lock()
 
 
-def get_cluster(url: str, config: BrokerConfig | None = None) -> InProcessCluster:
-    """The in-process cluster for ``memory://NAME`` or ``file:///path``, created on first use."""
+def get_cluster(
+    url: str, config: BrokerConfig | None = None, clock: Clock | None = None
+) -> InProcessCluster:
+    """The in-process cluster for ``memory://NAME`` or ``file:///path``, created on first use
+    (with ``config`` and ``clock``, which are ignored when it exists already)."""
     with _clusters_lock:
         cluster = _clusters.get(url)
         if cluster is None:
-            cluster = _create(url, config or BrokerConfig())
+            cluster = _create(url, config or BrokerConfig(), clock or wall_clock)
             _clusters[url] = cluster
         return cluster
 
 
-def _create(url: str, config: BrokerConfig) -> InProcessCluster:
+def _create(url: str, config: BrokerConfig, clock: Clock) -> InProcessCluster:
     if url.startswith(MEMORY_SCHEME):
         name = url[len(MEMORY_SCHEME) :]
         config.advertised_host, config.advertised_port = f"memory-{name}", 0
         config.data_dir = None
-        return InProcessCluster(url, lambda: Broker(config), None)
+        return InProcessCluster(url, lambda: Broker(config, clock=clock), None)
     path = url[len(FILE_SCHEME) :]
     if not path.startswith("/"):
         raise ValueError(f"{url!r}: a file:// cluster needs an absolute path (file:///path)")
@@ -143,7 +149,7 @@ def _create(url: str, config: BrokerConfig) -> InProcessCluster:
     config.advertised_host, config.advertised_port = "file", 0
     config.data_dir = path
     try:
-        return InProcessCluster(url, lambda: Broker(config), lock)
+        return InProcessCluster(url, lambda: Broker(config, clock=clock), lock)
     except BaseException:
         lock.release()
         raise

@@ -27,6 +27,8 @@ from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
+from kafkette.server.groups.coordinator import GroupCoordinator
+from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.producer_ids import ProducerIdManager
 
 logger = logging.getLogger("kafkette.server")
@@ -98,7 +100,11 @@ def handler(
 
 
 class Broker:
-    """One Kafka broker: this node leads every partition and coordinates every group."""
+    """One Kafka broker: this node leads every partition and coordinates every group.
+
+    Its group timers run in :func:`~kafkette.server.groups.timer.group_timer_loop`,
+    which whoever runs the broker starts next to the maintenance loop.
+    """
 
     def __init__(
         self,
@@ -127,6 +133,10 @@ class Broker:
         """Woken on every append, for long-polling fetches."""
         self.closed = False
         self._producer_ids: ProducerIdManager | None = None
+        store = LogGroupStore(self)
+        self.groups = GroupCoordinator(self.config, store, self.clock)
+        """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
+        self.groups.restore(store.load())
 
     @property
     def producer_ids(self) -> ProducerIdManager:

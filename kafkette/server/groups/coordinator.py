@@ -1,0 +1,178 @@
+"""The broker's group coordinator: :class:`GroupEngine` with waiting and a clock.
+
+The engine is sans-I/O and answers JoinGroup and SyncGroup through callbacks;
+:class:`GroupCoordinator` turns those into coroutines that wait (on an anyio
+event) until the join phase or the sync completes, reads the time from the
+broker's injected clock, and runs the engine's timers after each request and
+from :func:`~kafkette.server.groups.timer.group_timer_loop`. Every method runs
+in the broker's event loop: the engine is never touched from two threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Generic, TypeVar
+
+import anyio
+
+from kafkette.server.config import BrokerConfig
+from kafkette.server.groups.engine import (
+    GroupEngine,
+    GroupOverview,
+    GroupSummary,
+    JoinParams,
+)
+from kafkette.server.groups.group import JoinResult, SyncResult
+from kafkette.server.groups.store import CommittedOffset, GroupStore, LoadedGroups, PartitionKey
+
+T = TypeVar("T")
+
+
+class _Reply(Generic[T]):
+    """A callback for the engine that a coroutine can wait on."""
+
+    def __init__(self) -> None:
+        self._value: list[T] = []
+        self._event = anyio.Event()
+
+    def __call__(self, value: T) -> None:
+        if not self._value:
+            self._value.append(value)
+            self._event.set()
+
+    async def wait(self) -> T:
+        if not self._value:
+            await self._event.wait()
+        return self._value[0]
+
+
+class GroupCoordinator:
+    """Classic consumer groups and their committed offsets, for one broker."""
+
+    def __init__(self, config: BrokerConfig, store: GroupStore, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.store = store
+        self.engine = GroupEngine(config, store)
+        self._clock = clock
+        self.engine.schedule_offsets_check(self.now_ms())
+
+    def now_ms(self) -> int:
+        return int(self._clock())
+
+    def restore(self, loaded: LoadedGroups) -> None:
+        """Take over the groups and offsets a store read back at start."""
+        self.engine.restore(loaded, self.now_ms())
+
+    # -- time ------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        """When :meth:`tick` next has work (``None``: nothing scheduled)."""
+        return self.engine.next_deadline_ms()
+
+    def tick(self, now_ms: int | None = None) -> None:
+        """Expire sessions, finish join and sync phases that timed out, expire offsets."""
+        self.engine.tick(self.now_ms() if now_ms is None else now_ms)
+
+    # -- membership --------------------------------------------------------------------
+
+    async def join_group(self, params: JoinParams) -> JoinResult:
+        """JoinGroup; returns when the member has its answer (after the join phase)."""
+        reply: _Reply[JoinResult] = _Reply()
+        self.engine.join(self.now_ms(), params, reply)
+        return await reply.wait()
+
+    async def sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: Mapping[str, bytes] | None = None,
+    ) -> SyncResult:
+        """SyncGroup; returns once the leader's assignment is in (or at once on error)."""
+        reply: _Reply[SyncResult] = _Reply()
+        self.engine.sync(
+            self.now_ms(),
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignments=assignments or {},
+            callback=reply,
+        )
+        return await reply.wait()
+
+    def heartbeat(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+    ) -> int:
+        """Heartbeat: an error code."""
+        return self.engine.heartbeat(
+            self.now_ms(),
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+        )
+
+    def leave_group(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[int, list[int]]:
+        """LeaveGroup: (group error, error per (member id, instance id))."""
+        return self.engine.leave(self.now_ms(), group_id, members)
+
+    # -- offsets ------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: Mapping[PartitionKey, CommittedOffset],
+    ) -> dict[PartitionKey, int]:
+        """OffsetCommit: an error code per partition."""
+        return self.engine.commit(
+            self.now_ms(),
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            offsets=offsets,
+        )
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[PartitionKey] | None
+    ) -> dict[PartitionKey, CommittedOffset | None]:
+        """OffsetFetch: committed offsets (``None`` where there is none)."""
+        return self.engine.fetch_offsets(group_id, partitions)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[PartitionKey]
+    ) -> tuple[int, dict[PartitionKey, int]]:
+        """OffsetDelete: (group error, error per partition)."""
+        return self.engine.delete_offsets(self.now_ms(), group_id, partitions)
+
+    # -- administration -----------------------------------------------------------------
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[GroupOverview]:
+        """ListGroups."""
+        return self.engine.list_groups(states, types)
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        """DescribeGroups for one group."""
+        return self.engine.describe(group_id)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
+        """DeleteGroups: an error code per group."""
+        return self.engine.delete_groups(self.now_ms(), group_ids)

@@ -1,0 +1,439 @@
+"""The classic group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+OffsetCommit (8), OffsetFetch (9), DeleteGroups (42) and OffsetDelete (47).
+
+Each handler turns a request of any version into a call on the broker's
+:class:`~kafkette.server.groups.coordinator.GroupCoordinator` and its answer
+into the response of that version. What depends on the cluster (does a topic
+exist?) is checked here; the group rules live in the coordinator. This node
+is the coordinator of every group and transactional id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kafkette.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from kafkette.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafkette.protocol.messages.delete_groups_response import DeletableGroupResult
+from kafkette.protocol.messages.describe_groups_response import (
+    DescribedGroup,
+    DescribedGroupMember,
+)
+from kafkette.protocol.messages.find_coordinator_response import Coordinator
+from kafkette.protocol.messages.join_group_response import JoinGroupResponseMember
+from kafkette.protocol.messages.leave_group_response import MemberResponse
+from kafkette.protocol.messages.list_groups_response import ListedGroup
+from kafkette.protocol.messages.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kafkette.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kafkette.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.groups.engine import JoinParams
+from kafkette.server.groups.store import CommittedOffset, PartitionKey
+from kafkette.server.handlers.metadata import NOT_REQUESTED
+
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+"""READ, DELETE and DESCRIBE: the ACL operations on a group, all allowed here."""
+NO_RETENTION = -1
+DEFAULT_TIMESTAMP = -1
+
+
+def client_host(ctx: RequestContext) -> str:
+    """The client's address as Kafka reports it (Java's InetAddress: ``/127.0.0.1``)."""
+    peer = ctx.client_host
+    if "://" not in peer and peer.count(":") == 1:
+        peer = peer.rpartition(":")[0]
+    elif peer.startswith("[") and "]:" in peer:
+        peer = peer[1 : peer.index("]:")]
+    return "/" + peer
+
+
+def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
+    known = broker.cluster.topics.get(topic)
+    return known is not None and 0 <= partition < len(known.partitions)
+
+
+# -- FindCoordinator ------------------------------------------------------------------
+
+
+@handler(FindCoordinatorRequest)
+async def handle_find_coordinator(
+    broker: Broker, ctx: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    host, port = broker.config.advertised
+    valid = request.key_type in (GROUP_KEY, TRANSACTION_KEY)
+    error = 0 if valid else InvalidRequestError.code
+    node, host, port = (broker.node_id, host, port) if valid else (-1, "", -1)
+    message = None if valid else f"unknown coordinator key type {request.key_type}"
+    if ctx.api_version < 4:
+        return FindCoordinatorResponse(
+            error_code=error, error_message=message, node_id=node, host=host, port=port
+        )
+    return FindCoordinatorResponse(
+        coordinators=[
+            Coordinator(
+                key=key, node_id=node, host=host, port=port, error_code=error, error_message=message
+            )
+            for key in request.coordinator_keys
+        ]
+    )
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
+
+
+@handler(JoinGroupRequest)
+async def handle_join_group(
+    broker: Broker, ctx: RequestContext, request: JoinGroupRequest
+) -> JoinGroupResponse:
+    version = ctx.api_version
+    params = JoinParams(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        client_id=ctx.client_id or "",
+        client_host=client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=(
+            request.session_timeout_ms if version == 0 else request.rebalance_timeout_ms
+        ),
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    result = await broker.groups.join_group(params)
+    protocol_name = result.protocol_name or ("" if version < 7 else None)
+    return JoinGroupResponse(
+        error_code=result.error_code,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment if version >= 9 else False,
+        member_id=result.member_id,
+        members=[
+            JoinGroupResponseMember(member_id=m, group_instance_id=instance, metadata=metadata)
+            for m, instance, metadata in result.members
+        ],
+    )
+
+
+@handler(SyncGroupRequest)
+async def handle_sync_group(
+    broker: Broker, ctx: RequestContext, request: SyncGroupRequest
+) -> SyncGroupResponse:
+    result = await broker.groups.sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments={a.member_id: a.assignment for a in request.assignments},
+    )
+    return SyncGroupResponse(
+        error_code=result.error_code,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+@handler(HeartbeatRequest)
+async def handle_heartbeat(
+    broker: Broker, ctx: RequestContext, request: HeartbeatRequest
+) -> HeartbeatResponse:
+    error = broker.groups.heartbeat(
+        request.group_id, request.generation_id, request.member_id, request.group_instance_id
+    )
+    return HeartbeatResponse(error_code=error)
+
+
+@handler(LeaveGroupRequest)
+async def handle_leave_group(
+    broker: Broker, ctx: RequestContext, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
+    if ctx.api_version < 3:
+        leaving: list[tuple[str, str | None]] = [(request.member_id, None)]
+    else:
+        leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+    group_error, errors = broker.groups.leave_group(request.group_id, leaving)
+    if ctx.api_version < 3:
+        # One member and one error code: the group's, else the member's.
+        return LeaveGroupResponse(error_code=group_error or (errors[0] if errors else 0))
+    if group_error:
+        return LeaveGroupResponse(error_code=group_error)
+    return LeaveGroupResponse(
+        members=[
+            MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=error)
+            for (member_id, instance_id), error in zip(leaving, errors, strict=True)
+        ]
+    )
+
+
+# -- offsets ----------------------------------------------------------------------------
+
+
+@handler(OffsetCommitRequest)
+async def handle_offset_commit(
+    broker: Broker, ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    version = ctx.api_version
+    now = broker.groups.now_ms()
+    retention = request.retention_time_ms if 2 <= version <= 4 else NO_RETENTION
+    expire = None if retention == NO_RETENTION else now + retention
+    errors: dict[PartitionKey, int] = {}
+    offsets: dict[PartitionKey, CommittedOffset] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if not partition_exists(broker, topic.name, p.partition_index):
+                errors[key] = UnknownTopicOrPartitionError.code
+                continue
+            committed_at = p.commit_timestamp
+            offsets[key] = CommittedOffset(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
+                metadata=p.committed_metadata or "",
+                commit_timestamp_ms=now if committed_at == DEFAULT_TIMESTAMP else committed_at,
+                expire_timestamp_ms=expire,
+            )
+    if offsets:
+        errors.update(
+            broker.groups.commit_offsets(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                request.group_instance_id,
+                offsets,
+            )
+        )
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def _fetched(
+    broker: Broker, group_id: str, topics: Iterable[tuple[str, list[int]]] | None
+) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+    """(topic, [(partition, committed or None)]) in request order (sorted for all)."""
+    wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
+    found = broker.groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+    if topics is None:
+        for (topic, partition), offset in found.items():
+            by_topic.setdefault(topic, []).append((partition, offset))
+    else:
+        for topic, parts in topics:
+            entries = by_topic.setdefault(topic, [])
+            entries.extend((p, found.get((topic, p))) for p in parts)
+    return list(by_topic.items())
+
+
+@handler(OffsetFetchRequest)
+async def handle_offset_fetch(
+    broker: Broker, ctx: RequestContext, request: OffsetFetchRequest
+) -> OffsetFetchResponse:
+    if ctx.api_version < 8:
+        topics = (
+            None
+            if request.topics is None
+            else [(t.name, list(t.partition_indexes)) for t in request.topics]
+        )
+        return OffsetFetchResponse(
+            topics=[
+                OffsetFetchResponseTopic(
+                    name=topic,
+                    partitions=[
+                        OffsetFetchResponsePartition(
+                            partition_index=p,
+                            committed_offset=-1 if o is None else o.offset,
+                            committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                            metadata="" if o is None else o.metadata,
+                        )
+                        for p, o in parts
+                    ],
+                )
+                for topic, parts in _fetched(broker, request.group_id, topics)
+            ]
+        )
+    groups = []
+    for group in request.groups:
+        wanted = (
+            None
+            if group.topics is None
+            else [(t.name, list(t.partition_indexes)) for t in group.topics]
+        )
+        groups.append(
+            OffsetFetchResponseGroup(
+                group_id=group.group_id,
+                topics=[
+                    OffsetFetchResponseTopics(
+                        name=topic,
+                        partitions=[
+                            OffsetFetchResponsePartitions(
+                                partition_index=p,
+                                committed_offset=-1 if o is None else o.offset,
+                                committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                                metadata="" if o is None else o.metadata,
+                            )
+                            for p, o in parts
+                        ],
+                    )
+                    for topic, parts in _fetched(broker, group.group_id, wanted)
+                ],
+            )
+        )
+    return OffsetFetchResponse(groups=groups)
+
+
+@handler(OffsetDeleteRequest)
+async def handle_offset_delete(
+    broker: Broker, ctx: RequestContext, request: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
+    errors: dict[PartitionKey, int] = {}
+    known: list[PartitionKey] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if partition_exists(broker, topic.name, p.partition_index):
+                known.append(key)
+            else:
+                errors[key] = UnknownTopicOrPartitionError.code
+    group_error, deleted = broker.groups.delete_offsets(request.group_id, known)
+    if group_error:
+        return OffsetDeleteResponse(error_code=group_error)
+    errors.update(deleted)
+    return OffsetDeleteResponse(
+        topics=[
+            OffsetDeleteResponseTopic(
+                name=topic.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+# -- ListGroups, DescribeGroups, DeleteGroups ---------------------------------------------
+
+
+@handler(ListGroupsRequest)
+async def handle_list_groups(
+    broker: Broker, ctx: RequestContext, request: ListGroupsRequest
+) -> ListGroupsResponse:
+    version = ctx.api_version
+    overviews = broker.groups.list_groups(request.states_filter, request.types_filter)
+    return ListGroupsResponse(
+        groups=[
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state if version >= 4 else "",
+                group_type=g.group_type if version >= 5 else "",
+            )
+            for g in overviews
+        ]
+    )
+
+
+@handler(DescribeGroupsRequest)
+async def handle_describe_groups(
+    broker: Broker, ctx: RequestContext, request: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
+    version = ctx.api_version
+    operations = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
+    described = []
+    for group_id in request.groups:
+        summary = broker.groups.describe_group(group_id)
+        described.append(
+            DescribedGroup(
+                error_code=0,
+                group_id=group_id,
+                group_state=summary.state,
+                protocol_type=summary.protocol_type,
+                protocol_data=summary.protocol,
+                members=[
+                    DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id if version >= 4 else None,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in summary.members
+                ],
+                authorized_operations=operations if version >= 3 else NOT_REQUESTED,
+            )
+        )
+    return DescribeGroupsResponse(groups=described)
+
+
+@handler(DeleteGroupsRequest)
+async def handle_delete_groups(
+    broker: Broker, ctx: RequestContext, request: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    errors = broker.groups.delete_groups(dict.fromkeys(request.groups_names))
+    return DeleteGroupsResponse(
+        results=[
+            DeletableGroupResult(group_id=group_id, error_code=errors[group_id])
+            for group_id in request.groups_names
+        ]
+    )

@@ -20,8 +20,10 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.config import ClientConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
+from kafkette.client.sasl import sasl_credentials_for
 from kafkette.client.tls import ssl_context_for
 from kafkette.errors import (
+    AuthenticationError,
     ConfigError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -83,11 +85,8 @@ class KafkaClient:
         self._connect_locks: dict[tuple[bool, int], anyio.Lock] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node -> (failures, retry not before)
         self._metadata_lock = anyio.Lock()
-        if config.security_protocol.startswith("sasl"):
-            raise ConfigError(
-                "security.protocol", "SASL is not implemented yet (PLAINTEXT and SSL are)"
-            )
         self._ssl_context = ssl_context_for(config)
+        self._sasl = sasl_credentials_for(config)
         self.last_connection_error: Exception | None = None
         """The most recent failure to connect, for errors that report why nothing answered."""
         self._in_process_url = _in_process_url(config.bootstrap_servers)
@@ -150,7 +149,8 @@ class KafkaClient:
                 await anyio.sleep(wait_ms / 1000)
             try:
                 connection = await self._open(node_id, coordinator=coordinator)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (KafkaConnectionError, KafkaTimeoutError, AuthenticationError) as exc:
+                # a refused authentication backs off too, or retrying callers would hammer
                 self.last_connection_error = exc
                 delay = backoff_ms(
                     failures, self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms
@@ -184,6 +184,7 @@ class KafkaClient:
             connect_timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
             request_timeout_s=timeout_ms / 1000,
             ssl_context=self._ssl_context,
+            sasl=self._sasl,
         )
 
     async def send(

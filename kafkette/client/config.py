@@ -114,6 +114,15 @@ def _endpoint_identification(value: Any) -> bool:
     raise ValueError(f"must be https or empty, got {value!r}")
 
 
+def _sasl_mechanism(value: Any) -> str:
+    text = str(value).strip().upper()
+    if text not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ValueError(
+            f"{value!r} is not supported (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+        )
+    return text
+
+
 def _callable_or_none(value: Any) -> Any:
     if value is not None and not callable(value):
         raise ValueError(f"expected a callable, got {type(value).__name__}")
@@ -155,11 +164,7 @@ class ClientConfig:
     ssl_check_hostname: bool = setting(
         "ssl.endpoint.identification.algorithm", True, _endpoint_identification
     )
-    sasl_mechanism: str = setting(
-        "sasl.mechanism",
-        "PLAIN",
-        lambda v: _choice("plain", "scram-sha-256", "scram-sha-512")(v).upper(),
-    )
+    sasl_mechanism: str = setting("sasl.mechanism", "PLAIN", _sasl_mechanism)
     sasl_username: str | None = setting("sasl.username", None, _optional_str)
     sasl_password: str | None = setting("sasl.password", None, _optional_str)
 
@@ -207,10 +212,15 @@ class ClientConfig:
         """Cross-setting checks; ``explicit`` holds the attributes the user gave."""
         if self.retry_backoff_max_ms < self.retry_backoff_ms and "retry_backoff_max_ms" in explicit:
             raise ConfigError("retry.backoff.max.ms", "must not be smaller than retry.backoff.ms")
-        if self.security_protocol.startswith("sasl") and self.sasl_username is None:
-            raise ConfigError(
-                "sasl.username", f"required with security.protocol={self.security_protocol}"
-            )
+        if self.security_protocol.startswith("sasl"):
+            for name, value in (
+                ("sasl.username", self.sasl_username),
+                ("sasl.password", self.sasl_password),
+            ):
+                if not value:
+                    raise ConfigError(
+                        name, f"required with security.protocol={self.security_protocol.upper()}"
+                    )
 
 
 _COMPRESSION = _choice("none", "gzip", "snappy", "lz4", "zstd")

@@ -11,6 +11,8 @@ On open, the connection negotiates API versions: it sends ApiVersions at our
 newest version and, if the broker does not know it, reads the version-0
 answer (KIP-511) and retries with the newest version both sides know.
 :meth:`version_for` then picks, per API, the highest version both support.
+Given SASL credentials, it then authenticates (:mod:`kafkette.client.sasl`)
+before the connection is handed out.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import anyio
 import anyio.abc
 
 from kafkette import __version__
+from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 from kafkette.protocol.errors import DecodeError, ProtocolError
@@ -66,8 +69,13 @@ class BrokerConnection:
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> BrokerConnection:
-        """Open a TCP (or TLS) connection and negotiate API versions."""
+        """Open a TCP (or TLS) connection, negotiate API versions, authenticate (SASL).
+
+        A refused authentication raises the broker's error
+        (:class:`~kafkette.errors.SaslAuthenticationFailedError`...), not retriable.
+        """
         address = f"{host}:{port}"
         try:
             with anyio.fail_after(connect_timeout_s):
@@ -89,10 +97,17 @@ class BrokerConnection:
         )
         try:
             await connection._negotiate()
+            if sasl is not None:
+                await authenticate(
+                    connection._send_versioned, connection.broker_versions, sasl, address
+                )
         except BaseException:
             await connection.aclose()
             raise
         return connection
+
+    async def _send_versioned(self, request: Request, version: int) -> Response | None:
+        return await self.request(request, version=version)
 
     @classmethod
     async def over_stream(

@@ -131,11 +131,3 @@ def test_unreadable_ca_file_is_a_config_error(tmp_path: Path) -> None:
             ssl_ca_location=str(tmp_path / "missing.pem"),
         )
     assert info.value.setting == "ssl.ca.location"
-
-
-def test_sasl_is_refused_until_implemented() -> None:
-    with pytest.raises(ConfigError) as info:
-        AdminClient(
-            bootstrap_servers="127.0.0.1:1", security_protocol="SASL_PLAINTEXT", sasl_username="u"
-        )
-    assert info.value.setting == "security.protocol"

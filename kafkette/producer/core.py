@@ -23,6 +23,7 @@ from kafkette.client.client import KafkaClient, monotonic_ms
 from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
 from kafkette.errors import (
+    AuthenticationError,
     ConfigError,
     KafkaError,
     KafkaTimeoutError,
@@ -252,6 +253,8 @@ class ProducerCore:
                     await self.client.refresh_metadata(
                         metadata.wanted_topics, allow_auto_topic_creation=True, timeout_ms=remaining
                     )
+            except AuthenticationError:
+                raise  # wrong credentials: waiting out max.block.ms would not help
             except KafkaError as exc:
                 last = exc
                 continue

@@ -3,16 +3,26 @@
 Control calls (assign, seek, offsets) cross into the background event loop;
 ``poll`` does not: it drains the fetched batches in the caller's thread and
 only wakes the fetcher (once per completed fetch) when it has used one up.
+With a group subscription, ``poll`` first does the group's work: its
+operations cross into the loop only when there is something to do (a
+rebalance, an auto commit, a metadata refresh), and the rebalance listener
+runs in the application's thread, as in Java.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
+import anyio
+import anyio.abc
+
 from kafkette.client.config import ConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.consumer.core import ConsumerCore, Records
+from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
+from kafkette.consumer.group.coordinator import Call, Step
+from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkette.consumer.record import ConsumerRecord
@@ -30,6 +40,12 @@ async def _build(config: ConsumerConfig) -> ConsumerCore:
 
 async def _run(func: Callable[..., T], *args: Any) -> T:
     return func(*args)
+
+
+async def _task_host(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+    async with anyio.create_task_group() as task_group:
+        task_status.started(task_group)
+        await anyio.sleep_forever()
 
 
 class Consumer:
@@ -50,8 +66,25 @@ class Consumer:
         loop = self._loop
         core.wake_fetcher = lambda: loop.wake(core.fetcher.wake)
         loop.call_soon(core.fetcher.run)
+        # Background tasks started from inside the loop (the group member) go in here.
+        _, self._tasks = loop.portal.start_task(_task_host)
+        core.start_task = self._tasks.start_soon
         self._iter_records: list[ConsumerRecord] = []
         self._iter_at = 0
+
+    def _drive(self, steps: Iterator[Step]) -> None:
+        """Run group steps: calls in the loop, listener callbacks here; listener errors last."""
+        error: Exception | None = None
+        for step in steps:
+            if isinstance(step, Call):
+                self._loop.call(step.func)
+                continue
+            try:
+                step.func(*step.args)
+            except Exception as exc:
+                error = error or exc
+        if error is not None:
+            raise error
 
     def _call(self, func: Callable[..., T], *args: Any) -> T:
         self._core.check_open()
@@ -59,10 +92,28 @@ class Consumer:
 
     # ---- lifecycle
 
-    def close(self) -> None:
-        """Stop fetching, close the connections and the background thread; idempotent."""
-        if not self._core.closed:
-            self._loop.call(self._core.close)
+    def close(self, timeout_ms: float | None = None) -> None:
+        """Leave the group, stop fetching, close the connections and the thread; idempotent.
+
+        A group member first commits its positions (with ``enable.auto.commit``),
+        tells the listener its partitions are revoked and sends LeaveGroup (not
+        a static member), within ``timeout_ms`` (default ``default.api.timeout.ms``).
+        """
+        core = self._core
+        if not core.closed:
+            budget = core.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+            deadline = core.client.clock() + budget
+            try:
+                for step in core.leave_steps("the consumer is closing", closing=True):
+                    left = deadline - core.client.clock()
+                    if left <= 0:
+                        break
+                    if isinstance(step, Call):
+                        self._loop.call(step.func, timeout_s=left / 1000)
+                    else:
+                        step.func(*step.args)
+            finally:
+                self._loop.call(core.close)
         self._loop.close()
 
     def __enter__(self) -> Consumer:
@@ -79,6 +130,60 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         return self._call(self._core.subscriptions.assigned)
+
+    # ---- group
+
+    def subscribe(
+        self, topics: Iterable[str] | str | re.Pattern[str], listener: Any = None
+    ) -> None:
+        """Join ``group.id`` and read the partitions the group gives; see
+        :meth:`AsyncConsumer.subscribe` (here the listener's methods are plain functions,
+        called in the thread calling :meth:`poll`)."""
+        if not isinstance(topics, (str, re.Pattern)):
+            topics = list(topics)
+        self._call(self._core.subscribe, topics, listener)
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern: those it matches now)."""
+        return self._call(self._core.subscription)
+
+    def unsubscribe(self) -> None:
+        """Give up the group's partitions (the listener is told) and leave the group."""
+        self._core.check_open()
+        self._drive(self._core.leave_steps("the consumer unsubscribed", closing=False))
+        self._call(self._core.set_assignment, [])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id and instance id, as of the last rebalance."""
+        return self._call(self._core.group_metadata)
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit ``offsets`` (default: the current positions) and wait; see
+        :meth:`AsyncConsumer.commit`."""
+        self._core.check_open()
+        given = dict(offsets) if offsets is not None else None
+        self._loop.call(self._core.commit, given, timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> None:
+        """Start a commit and return; ``callback(offsets, error_or_None)`` runs in a later
+        :meth:`poll`, in the polling thread."""
+        given = dict(offsets) if offsets is not None else None
+        self._call(self._core.commit_async, given, callback)
+
+    def committed(
+        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None where there is none)."""
+        self._core.check_open()
+        return self._loop.call(self._core.committed, list(partitions), timeout_ms)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make ``offset`` the next record ``poll`` returns for ``partition``."""
@@ -150,6 +255,8 @@ class Consumer:
         buffer = core.buffer
         clock = core.client.clock
         deadline = clock() + timeout_ms
+        if core.group is not None:
+            self._drive(core.group_steps(deadline))
         while True:
             seen = buffer.generation
             core.check_positions()

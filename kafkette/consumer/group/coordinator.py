@@ -516,7 +516,7 @@ class GroupMember:
         if self.client.metadata.needs_update(self.client.clock()):
             yield Call(self._refresh_metadata)
             self._check_metadata()
-        if self.state == STABLE and not self.rejoin_needed:
+        if self.state == STABLE and not self.rejoin_needed and not self._join_requested:
             if self.config.enable_auto_commit:
                 now = self.client.clock()
                 if self.timers.auto_commit_due(now):
@@ -531,8 +531,7 @@ class GroupMember:
             self.state = JOINING
             self.rejoin_needed = False
             self._join_finished = False
-            self._join_done = anyio.Event()
-            self._join_wanted.set()
+            yield Call(self._request_join)
         if not self._join_finished:
             yield Call(partial(self._await_join, deadline_ms))
             if not self._join_finished:
@@ -547,6 +546,10 @@ class GroupMember:
                 self._fatal = error
             raise error
         yield from self._complete_steps()
+
+    async def _request_join(self) -> None:
+        self._join_done = anyio.Event()
+        self._join_wanted.set()
 
     async def _await_join(self, deadline_ms: float) -> None:
         left = deadline_ms - self.client.clock()

@@ -390,6 +390,6 @@ def parse_subscription_topics(metadata: bytes) -> list[str] | None:
         subscription, _ = decode_message(
             ConsumerProtocolSubscription, metadata, 2, min(version, high)
         )
-    except (struct.error, ProtocolError):
+    except (struct.error, ProtocolError, ValueError):
         return None
     return list(subscription.topics)

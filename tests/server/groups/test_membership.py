@@ -416,6 +416,6 @@ def test_subscribed_topics_from_consumer_protocol_metadata() -> None:
     h = Harness()
     h.join(v4=False, protocols=[("range", subscription("t1", "t2"))])
     h.join(v4=False, protocols=[("range", subscription("t3"))])
-    assert h.group().subscribed_topics == {"t1", "t2"}  # generation 1's, until the next
+    assert h.group().subscribed_topics == frozenset({"t1", "t2"})  # generation 1's, until the next
     h.join("c-1", protocols=[("range", subscription("t1", "t2"))])
     assert h.group().subscribed_topics == frozenset({"t1", "t2", "t3"})

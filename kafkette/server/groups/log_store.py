@@ -41,6 +41,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from kafkette.backends import Log
+from kafkette.errors import (
+    ApiError,
+    InvalidCommitOffsetSizeError,
+    MessageTooLargeError,
+    RecordListTooLargeError,
+    UnknownServerError,
+)
 from kafkette.protocol.codec import decode_message, encode_message
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages import (
@@ -298,25 +305,41 @@ class LogGroupStore:
             logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        too_large: type[ApiError],
+    ) -> None:
         partition = self._partition(group_id)
         now = self.broker.now_ms()
         builder = RecordBatchBuilder()
         for key, value in records:
             builder.append(now, key, value)
         log = partition.log
-        log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
+        try:
+            log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
+        except (RecordListTooLargeError, MessageTooLargeError) as exc:
+            raise too_large(f"group {group_id!r}: {exc}") from exc
         self.broker.appended(log)
 
     def write_group(self, group_id: str, group: StoredGroup | None) -> None:
-        """Append the group's GroupMetadata record (a tombstone for ``None``)."""
+        """Append the group's GroupMetadata record (a tombstone for ``None``).
+
+        A record over the topic's ``max.message.bytes`` raises
+        :class:`~kafkette.errors.UnknownServerError`, the code Kafka answers then.
+        """
         value = None if group is None else encode_group_value(group)
-        self._append(group_id, [(encode_group_key(group_id), value)])
+        self._append(group_id, [(encode_group_key(group_id), value)], UnknownServerError)
 
     def write_offsets(
         self, group_id: str, offsets: Mapping[PartitionKey, CommittedOffset | None]
     ) -> None:
-        """Append one batch of OffsetCommit records (tombstones for ``None``)."""
+        """Append one batch of OffsetCommit records (tombstones for ``None``).
+
+        A batch over the topic's ``max.message.bytes`` raises
+        :class:`~kafkette.errors.InvalidCommitOffsetSizeError`, as Kafka answers.
+        """
         if not offsets:
             return
         self._append(
@@ -328,6 +351,7 @@ class LogGroupStore:
                 )
                 for (topic, partition), offset in offsets.items()
             ],
+            InvalidCommitOffsetSizeError,
         )
 
     def load(self) -> LoadedGroups:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkette.errors import InvalidCommitOffsetSizeError, UnknownServerError
 from kafkette.protocol.messages import MetadataRequest
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.records import (
@@ -320,7 +321,7 @@ def test_compaction_keeps_the_latest_values(tmp_path: Path) -> None:
     ]
     assert store.load() == want
     clock.advance(log.config.delete_retention_ms + 1)
-    store.write_offsets("h", {("t", 0): offset(1)})  # so the tombstones leave the active segment
+    store.write_offsets("h", {("t", 0): offset(1)})  # written after the horizon passed
     log.roll()
     log.compact(force=True)
     assert [(o, k) for o, k, _ in records_of(broker, 0)] == [
@@ -428,3 +429,18 @@ def test_transactional_offsets_count_once_committed(commit: bool) -> None:
     assert store.load().offsets == {
         "g": {("t", 0): offset(50 if commit else 1), ("t", 1): offset(60)}
     }
+
+
+def test_batches_over_max_message_bytes_fail_with_kafkas_codes() -> None:
+    """A commit too large for the topic's max.message.bytes is INVALID_COMMIT_OFFSET_SIZE
+    and a group record UNKNOWN_SERVER_ERROR (Kafka's mapping); nothing is appended."""
+    broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
+    store = LogGroupStore(broker)
+    store.write_offsets("g", {("t", 0): offset(1)})
+    broker.cluster.set_topic_configs(OFFSETS_TOPIC, {"max.message.bytes": "200"})
+    with pytest.raises(InvalidCommitOffsetSizeError):
+        store.write_offsets("g", {("t", p): offset(p, metadata="x" * 50) for p in range(5)})
+    with pytest.raises(UnknownServerError):
+        store.write_group("g", group(1, "a", "b", "c"))
+    assert broker.cluster.get_partition(OFFSETS_TOPIC, 0).log.log_end_offset == 1
+    assert store.load() == LoadedGroups({}, {"g": {("t", 0): offset(1)}})

@@ -44,7 +44,7 @@ from kafkette.errors import (
     UnsupportedVersionError,
 )
 from kafkette.structs import TopicPartition
-from tests.brokers import kafkette_broker, tansu_broker
+from tests.brokers import BrokerProcess, kafkette_broker, tansu_broker
 from tests.group_harness import MemberProcess, wait_until
 
 TARGETS = ["memory", "kafkette", "tansu"]
@@ -309,3 +309,21 @@ def test_sync_client(target: str, request: pytest.FixtureRequest) -> None:
             assert admin.list_consumer_group_offsets("sync").all() == {tp(1): OffsetAndMetadata(4)}
         assert admin.delete_consumer_groups(["sync"]).all() == {"sync": None}
         assert admin.list_consumer_group_offsets("sync").all() == {}
+
+
+def test_offsets_topic_is_internal_for_other_clients(memory_broker: BrokerProcess) -> None:
+    """kafka-python reads __consumer_offsets as internal from Metadata, and its consumer
+    leaves it out of the topics it lists."""
+    from kafka import KafkaConsumer
+
+    with AdminClient(bootstrap_servers=memory_broker.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 1)]).all()
+        admin.alter_consumer_group_offsets("g", {tp(0): 1}).all()
+    consumer = KafkaConsumer(bootstrap_servers=memory_broker.bootstrap)
+    try:
+        assert consumer.topics() == {TOPIC}
+        cluster = consumer._client.cluster
+        assert cluster.internal_topics == {"__consumer_offsets"}
+        assert cluster.topics(exclude_internal_topics=False) == {TOPIC, "__consumer_offsets"}
+    finally:
+        consumer.close()

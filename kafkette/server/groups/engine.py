@@ -282,14 +282,9 @@ class GroupEngine:
                 return fail(UnknownMemberIdError.code)
             self._add_member_and_rebalance(group, member_id, params, callback, now_ms)
             return None
-        instance_unknown = (
-            params.group_instance_id is not None
-            and params.group_instance_id not in group.static_members
-        )
-        if group.is_static_member_fenced(params.group_instance_id, member_id):
-            return fail(FencedInstanceIdError.code)
-        if not group.has(member_id) or instance_unknown:
-            return fail(UnknownMemberIdError.code)
+        error = validate_current_member(group, member_id, params.group_instance_id)
+        if error != NONE:
+            return fail(error)
         member = group.members[member_id]
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
@@ -379,15 +374,38 @@ class GroupEngine:
         id (KIP-345), without a rebalance when the group is Stable and the protocol the
         group would choose does not change."""
         assert params.group_instance_id is not None
+        instance_id = params.group_instance_id
         previous_leader = group.leader_id or ""
-        member = group.replace_static_member(params.group_instance_id, old_id, new_id)
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        previous = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         self._update_member(member, params, callback)
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if group.is_in(GroupState.STABLE):
             if group.protocol_name == group.select_protocol():
-                self._store_group(
-                    group, {m.member_id: m.assignment for m in group.members.values()}
-                )
+                try:
+                    self._store_group(
+                        group, {m.member_id: m.assignment for m in group.members.values()}
+                    )
+                except Exception:
+                    logger.exception("group %s: storing member %s failed", group.group_id, new_id)
+                    # As Kafka: the old member id stays, and the new instance is told why.
+                    member.join_callback = None
+                    member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = (
+                        previous
+                    )
+                    group.replace_static_member(instance_id, new_id, old_id)
+                    member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+                    callback(
+                        JoinResult(
+                            error_code=CoordinatorNotAvailableError.code,
+                            member_id="",
+                            generation_id=group.generation_id,
+                            protocol_type=group.protocol_type,
+                            protocol_name=group.protocol_name,
+                            leader_id=previous_leader,
+                        )
+                    )
+                    return
                 if params.supports_skip_assignment:
                     is_leader = group.is_leader(new_id)
                     result = self._join_result(
@@ -522,11 +540,10 @@ class GroupEngine:
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
 
     def _remove_member(self, group: Group, member: Member) -> None:
-        """Drop a member; a JoinGroup or SyncGroup it has waiting is answered UNKNOWN_MEMBER_ID."""
+        """Drop a member; a JoinGroup or SyncGroup it has waiting is answered UNKNOWN_MEMBER_ID
+        (the JoinGroup with no member id, so that a client still running joins afresh)."""
         group.remove(member.member_id)
-        invoke_join(
-            member, JoinResult(error_code=UnknownMemberIdError.code, member_id=member.member_id)
-        )
+        invoke_join(member, JoinResult(error_code=UnknownMemberIdError.code, member_id=""))
         invoke_sync(member, SyncResult(error_code=UnknownMemberIdError.code))
 
     def _remove_member_and_update_group(self, group: Group, member: Member, now_ms: int) -> None:
@@ -568,10 +585,9 @@ class GroupEngine:
             return fail(UnknownMemberIdError.code)
         if group.is_in(GroupState.DEAD):
             return fail(CoordinatorNotAvailableError.code)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return fail(FencedInstanceIdError.code)
-        if not group.has(member_id):
-            return fail(UnknownMemberIdError.code)
+        error = validate_current_member(group, member_id, group_instance_id)
+        if error != NONE:
+            return fail(error)
         if generation_id != group.generation_id:
             return fail(IllegalGenerationError.code)
         if protocol_type is not None and protocol_type != group.protocol_type:
@@ -645,10 +661,9 @@ class GroupEngine:
             return UnknownMemberIdError.code
         if group.is_in(GroupState.DEAD):
             return CoordinatorNotAvailableError.code
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return FencedInstanceIdError.code
-        if not group.has(member_id):
-            return UnknownMemberIdError.code
+        error = validate_current_member(group, member_id, group_instance_id)
+        if error != NONE:
+            return error
         if generation_id != group.generation_id:
             return IllegalGenerationError.code
         if group.is_in(GroupState.EMPTY):
@@ -683,10 +698,8 @@ class GroupEngine:
             elif group.is_pending(member_id):
                 self._remove_pending_member(group, member_id, now_ms)
                 errors.append(NONE)
-            elif group.is_static_member_fenced(instance_id, member_id):
-                errors.append(FencedInstanceIdError.code)
-            elif not group.has(member_id):
-                errors.append(UnknownMemberIdError.code)
+            elif (error := validate_current_member(group, member_id, instance_id)) != NONE:
+                errors.append(error)
             else:
                 self._remove_member_and_update_group(group, group.members[member_id], now_ms)
                 errors.append(NONE)
@@ -747,11 +760,12 @@ class GroupEngine:
     ) -> int:
         if group.is_in(GroupState.DEAD):
             return CoordinatorNotAvailableError.code
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return NONE  # an admin client's or a standalone consumer's commit
         if generation_id >= 0 or member_id or group_instance_id is not None:
-            if group.is_static_member_fenced(group_instance_id, member_id):
-                return FencedInstanceIdError.code
-            if not group.has(member_id):
-                return UnknownMemberIdError.code
+            error = validate_current_member(group, member_id, group_instance_id)
+            if error != NONE:
+                return error
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
             return NONE
@@ -1008,3 +1022,16 @@ def _is_blank(group: Group) -> bool:
         and group.protocol_type is None
         and group.generation_id == 0
     )
+
+
+def validate_current_member(group: Group, member_id: str, group_instance_id: str | None) -> int:
+    """Is the request's sender the current member (Kafka's validateCurrentMember)? An
+    instance id held by another member id is FENCED_INSTANCE_ID; an unknown instance id
+    or member id is UNKNOWN_MEMBER_ID."""
+    if group_instance_id is not None:
+        current = group.static_members.get(group_instance_id)
+        if current is None:
+            return UnknownMemberIdError.code
+        if current != member_id:
+            return FencedInstanceIdError.code
+    return NONE if group.has(member_id) else UnknownMemberIdError.code

@@ -217,11 +217,6 @@ class Group:
             return None
         return self.static_members.get(group_instance_id)
 
-    def is_static_member_fenced(self, group_instance_id: str | None, member_id: str) -> bool:
-        """A request naming an instance id now held by another member id."""
-        current = self.static_member_id(group_instance_id)
-        return current is not None and current != member_id
-
     def add(self, member: Member) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type

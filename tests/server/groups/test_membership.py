@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.server.groups.group import GroupState, JoinResult, SyncResult
-from kafkette.server.groups.store import StoredGroup, StoredMember
-from tests.server.groups.harness import NOW, REBALANCE, SESSION, Harness, subscription
+from kafkette.server.groups.store import MemoryGroupStore, StoredGroup, StoredMember
+from tests.server.groups.harness import NOW, RANGE, REBALANCE, SESSION, Harness, subscription
 
 NONE = 0
+COORDINATOR_NOT_AVAILABLE = 15
 ILLEGAL_GENERATION = 22
 INCONSISTENT_GROUP_PROTOCOL = 23
 INVALID_GROUP_ID = 24
@@ -312,7 +313,7 @@ def test_leaving_while_waiting_for_join_answers_the_join() -> None:
     b_join = h.join(b, protocols=[("range", b"changed")])
     assert b_join == []
     h.engine.leave(h.now, "g", [(b, None)])
-    assert b_join == [JoinResult(error_code=UNKNOWN_MEMBER_ID, member_id=b)]
+    assert b_join == [JoinResult(error_code=UNKNOWN_MEMBER_ID, member_id="")]
 
 
 def test_pending_member_expires_after_its_session() -> None:
@@ -362,6 +363,32 @@ def test_static_member_restart_keeps_its_assignment() -> None:
     )
 
 
+def test_static_member_takeover_reverted_when_the_store_fails() -> None:
+    """If the new member id cannot be stored, the old one stays and the new instance gets
+    COORDINATOR_NOT_AVAILABLE (Kafka reverts the replacement the same way)."""
+    h = Harness()
+    h.join(instance="i1")
+    h.sync("i1-1", 1, {"i1-1": b"P0"}, instance="i1")
+
+    class FullDisk(MemoryGroupStore):
+        def write_group(self, group_id: str, group: StoredGroup | None) -> None:
+            raise OSError("disk full")
+
+    h.engine.store = FullDisk()
+    (failed,) = h.join(instance="i1", protocols=[("range", b"other")])
+    assert failed == JoinResult(
+        error_code=COORDINATOR_NOT_AVAILABLE,
+        member_id="",
+        generation_id=1,
+        protocol_type="consumer",
+        protocol_name="range",
+        leader_id="i1-1",
+    )
+    assert h.group().static_members == {"i1": "i1-1"}
+    assert h.group().members["i1-1"].protocols == list(RANGE)
+    assert h.heartbeat("i1-1", 1, instance="i1") == NONE
+
+
 def test_static_member_with_another_protocol_triggers_a_rebalance() -> None:
     """When the restarted static member would change the chosen protocol, the group rebalances."""
     h = Harness()
@@ -407,7 +434,7 @@ def test_static_member_kept_through_a_rebalance_it_missed() -> None:
     assert h.engine.leave(h.now, "g", [("", "i1")]) == (NONE, [UNKNOWN_MEMBER_ID])
     assert h.engine.leave(h.now, "g", [("x", "nope"), (d, "i9")]) == (
         NONE,
-        [UNKNOWN_MEMBER_ID, NONE],  # a member id alone decides, as in Kafka
+        [UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID],  # d exists, but not as instance i9
     )
 
 

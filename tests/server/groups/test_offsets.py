@@ -60,8 +60,9 @@ def test_commit_checks_membership_and_generation() -> None:
     assert h.commit({key: 1}, member_id=a, generation=2) == {key: NONE}
     assert h.commit({key: 1}, group="new", member_id=a, generation=3) == {key: ILLEGAL_GENERATION}
     assert "new" not in h.engine.groups
-    assert h.commit({key: 1}, group="new", member_id=a) == {key: UNKNOWN_MEMBER_ID}
-    assert "new" not in h.engine.groups
+    # Generation -1 on an Empty (or new) group passes whoever sends it, as an admin's commit.
+    assert h.commit({key: 1}, group="new", member_id=a, instance="i") == {key: NONE}
+    assert h.engine.groups["new"].state is GroupState.EMPTY
     # PreparingRebalance still takes commits; CompletingRebalance does not.
     h.join_new()
     assert h.group().state is GroupState.PREPARING_REBALANCE

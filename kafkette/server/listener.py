@@ -24,7 +24,8 @@ A listener given :class:`~kafkette.server.sasl.SaslSettings` is
 :class:`~kafkette.server.sasl.ServerAuthenticator`, and until it completes
 only ApiVersions, SaslHandshake and SaslAuthenticate (or, after SaslHandshake
 v0, bare size-prefixed tokens) are served; any other request closes the
-connection, as does a failed authentication once its answer is sent.
+connection, as does a failed authentication once its answer is sent (after
+``failed_authentication_delay_ms``, as Kafka does).
 """
 
 from __future__ import annotations
@@ -220,6 +221,7 @@ async def serve_connection(
     """
     io = SocketIO(sock)
     auth = ServerAuthenticator(sasl) if sasl is not None else None
+    sasl_delay_s = sasl.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0
     decoder = FrameDecoder(broker.config.socket_request_max_bytes)
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
@@ -237,6 +239,8 @@ async def serve_connection(
                     if parts:
                         await io.send_parts(parts)
                     if close is not None:
+                        if auth.failed:
+                            await anyio.sleep(sasl_delay_s)
                         raise CloseConnection(close)
                     continue
                 parts = await process_frame(broker, frame, peer, external_records=True)

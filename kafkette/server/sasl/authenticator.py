@@ -69,6 +69,10 @@ class SaslSettings:
 
     mechanisms: Sequence[str]
     store: CredentialStore
+    failed_authentication_delay_ms: int = 100
+    """How long a connection stays open after a failed authentication is answered
+    (Kafka's ``connection.failed.authentication.delay.ms``): it slows down password
+    guessing, and lets clients read the answer before they see the connection close."""
 
     def __attrs_post_init__(self) -> None:
         if not self.mechanisms:
@@ -128,6 +132,10 @@ class ServerAuthenticator:
     @property
     def complete(self) -> bool:
         return self.state is SaslState.COMPLETE
+
+    @property
+    def failed(self) -> bool:
+        return self.state is SaslState.FAILED
 
     @property
     def expects_raw_token(self) -> bool:

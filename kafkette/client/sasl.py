@@ -26,6 +26,7 @@ import attrs
 from kafkette.client.config import ClientConfig
 from kafkette.errors import (
     SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     make_error,
 )
@@ -211,11 +212,14 @@ async def authenticate(
     mechanism = client_mechanism(credentials)
     response = await send(SaslHandshakeRequest(mechanism=mechanism.name), 1)
     assert isinstance(response, SaslHandshakeResponse)
-    if response.error_code != 0:
+    if response.error_code == UnsupportedSaslMechanismError.code:
         offered = ", ".join(response.mechanisms) or "none"
+        raise UnsupportedSaslMechanismError(
+            f"{address} does not enable SASL mechanism {mechanism.name} (it offers: {offered})"
+        )
+    if response.error_code != 0:
         raise make_error(
-            response.error_code,
-            f"{address} does not enable SASL mechanism {mechanism.name} (it offers: {offered})",
+            response.error_code, f"{address} refused SaslHandshake: is it a SASL listener?"
         )
     auth_version = min(auth[1], SaslAuthenticateRequest.VALID_VERSIONS[1])
     token: bytes | None = mechanism.initial()

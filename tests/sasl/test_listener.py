@@ -11,7 +11,11 @@ import pytest
 
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.sasl import SaslCredentials, ScramClient
-from kafkette.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
+from kafkette.errors import (
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import (
     ApiVersionsRequest,
@@ -186,6 +190,7 @@ async def test_handshake_v0_then_raw_tokens(server: Server) -> None:
 
 
 async def test_plaintext_listener_answers_sasl_with_illegal_state() -> None:
+    """As Kafka's request handler does; our client then reports ILLEGAL_SASL_STATE."""
     async with anyio.create_task_group() as tg:
         server = Server(await tg.start(serve_tcp, Broker(), "127.0.0.1", 0))
         client = await server.connect()
@@ -193,6 +198,12 @@ async def test_plaintext_listener_answers_sasl_with_illegal_state() -> None:
         assert response == SaslHandshakeResponse(error_code=34, mechanisms=[])
         auth = await client.request(SaslAuthenticateRequest(auth_bytes=b"\0a\0b"), 2)
         assert isinstance(auth, SaslAuthenticateResponse) and auth.error_code == 34
+        credentials = SaslCredentials("PLAIN", "alice", "secret")
+        with pytest.raises(IllegalSaslStateError) as info:
+            await BrokerConnection.connect("127.0.0.1", server.port, sasl=credentials)
+        assert info.value.detail == (
+            f"127.0.0.1:{server.port} refused SaslHandshake: is it a SASL listener?"
+        )
         await server.aclose()
         tg.cancel_scope.cancel()
 

@@ -74,7 +74,7 @@ from kafkette.server.groups.store import (
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
-    from kafkette.server.cluster import Partition
+    from kafkette.server.cluster import Partition, Topic
 
 logger = logging.getLogger("kafkette.server.groups")
 
@@ -287,7 +287,14 @@ class LogGroupStore:
         """The partition holding ``group_id``'s records."""
         return partition_for(group_id, self.partition_count)
 
-    def _partition(self, group_id: str) -> Partition:
+    def ensure_topic(self) -> Topic:
+        """The offsets topic, created now if it does not exist yet.
+
+        Kafka creates it when a FindCoordinator first needs it, so that no
+        group request waits for it: on disk, making 50 partition logs takes a
+        few hundred milliseconds (fsyncs), which a SyncGroup or commit should
+        not pay.
+        """
         cluster = self.broker.cluster
         topic = cluster.topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -303,6 +310,10 @@ class LogGroupStore:
             )
             assert topic is not None
             logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
+        return topic
+
+    def _partition(self, group_id: str) -> Partition:
+        topic = self.ensure_topic()
         return topic.partitions[partition_for(group_id, len(topic.partitions))]
 
     def _append(

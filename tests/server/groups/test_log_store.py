@@ -121,6 +121,18 @@ def test_topic_made_on_first_write() -> None:
     log = topic.partitions[0].log
     assert log.config.compact
     assert log.config.segment_bytes == 4096
+    assert store.ensure_topic() is topic
+
+
+def test_ensure_topic_makes_it_without_a_write() -> None:
+    """ensure_topic (for FindCoordinator, as Kafka) makes the topic empty, once."""
+    broker = make_broker(FakeClock())
+    store = LogGroupStore(broker)
+    topic = store.ensure_topic()
+    assert broker.cluster.topics[OFFSETS_TOPIC] is topic
+    assert [p.log.log_end_offset for p in topic.partitions] == [0] * PARTITIONS
+    assert store.ensure_topic() is topic
+    assert store.load() == LoadedGroups({}, {})
 
 
 def test_existing_topic_partition_count_wins() -> None:

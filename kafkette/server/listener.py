@@ -111,6 +111,13 @@ async def authenticate_frame(
         step = auth.receive_token(bytes(frame))
         if step.close is not None or step.token is None:
             return (), step.close or "SASL exchange ended"
+        if auth.complete:
+            logger.info(
+                "%s authenticated as %s with %s (SaslHandshake v0, unframed tokens)",
+                peer,
+                auth.principal,
+                auth.mechanism,
+            )
         return frame_parts([step.token]), None
     try:
         header, request = decode_request(frame)

@@ -201,6 +201,23 @@ def test_kafka_python(server: BrokerProcess, mechanism: str) -> None:
     assert read_ours(server, mechanism, topic) == EXPECTED
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_kafka_python_legacy_handshake_v0(server: BrokerProcess, mechanism: str) -> None:
+    """kafka-python told the broker is 0.10.1 uses SaslHandshake v0 and unframed tokens."""
+    topic = f"legacy-{mechanism}"
+    with AdminClient({"bootstrap.servers": server.bootstrap, **ours(mechanism)}) as admin:
+        admin.create_topics([NewTopic(topic, 1)]).all()
+    consumer = KafkaConsumer(**kafka_python(server, mechanism), api_version=(0, 10, 1))
+    try:
+        assert topic in consumer.topics()
+    finally:
+        consumer.close()
+    assert (
+        f"authenticated as User:{USER} with {mechanism} (SaslHandshake v0, unframed tokens)"
+        in server.log()
+    )
+
+
 KAFKA_PYTHON_WRONG_PASSWORD = """
 import logging, sys
 from kafka import KafkaProducer

@@ -7,6 +7,7 @@ wrong passwords fail fast with the client's authentication error.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import KafkaError as ConfluentError
 from confluent_kafka import Producer as ConfluentProducer
@@ -216,6 +219,41 @@ def test_kafka_python_legacy_handshake_v0(server: BrokerProcess, mechanism: str)
         f"authenticated as User:{USER} with {mechanism} (SaslHandshake v0, unframed tokens)"
         in server.log()
     )
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_aiokafka(server: BrokerProcess, mechanism: str) -> None:
+    """aiokafka produces and consumes with SASL."""
+    topic = f"aiokafka-{mechanism}"
+    sasl: dict[str, Any] = {
+        "bootstrap_servers": server.bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+    }
+
+    async def run() -> list[tuple[int, bytes | None, bytes | None]]:
+        producer = AIOKafkaProducer(**sasl)
+        await producer.start()
+        try:
+            for key, value in RECORDS:
+                await producer.send_and_wait(topic, value, key=key, partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**sasl, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partition = AioTopicPartition(topic, 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            batches = await consumer.getmany(partition, timeout_ms=5000)
+            return [(r.offset, r.key, r.value) for r in batches.get(partition, [])]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == EXPECTED
+    assert read_ours(server, mechanism, topic) == EXPECTED
 
 
 KAFKA_PYTHON_WRONG_PASSWORD = """

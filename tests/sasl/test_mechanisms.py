@@ -350,3 +350,22 @@ def test_store_keeps_no_password() -> None:
     assert store.scram_credential("SCRAM-SHA-512", "alice") is None
     with pytest.raises(ValueError, match="GSSAPI"):
         store.add_user("bob", "x", mechanisms=["GSSAPI"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.binary(max_size=80), final=st.binary(max_size=200))
+def test_server_mechanisms_fail_cleanly_on_any_bytes(first: bytes, final: bytes) -> None:
+    """Whatever a client sends, the server answers or fails with AuthenticationFailed."""
+    store = CredentialStore()
+    store.add_scram_credential(
+        "SCRAM-SHA-256",
+        "user",
+        make_scram_credential(SCRAM_SHA_256, "pencil", salt=b"0123456789abcdef"),
+    )
+    for server in (ScramServer(SCRAM_SHA_256, store), PlainServer(store)):
+        try:
+            server.evaluate(first)
+            server.evaluate(final)
+        except AuthenticationFailed:
+            pass
+        assert not server.complete

@@ -28,6 +28,7 @@ from kafkette.server.configs_catalog import (
     TOPIC_CONFIGS,
     validate_topic_configs,
 )
+from kafkette.server.sasl.credentials import MECHANISMS as SASL_MECHANISMS
 
 DEFAULT_PORT = 9092
 
@@ -52,6 +53,16 @@ def _int(low: int) -> Callable[[str], int]:
     return parse
 
 
+def _sasl_mechanisms(value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(m.strip().upper() for m in value.split(",") if m.strip()))
+    if not names:
+        raise ValueError("expected at least one mechanism")
+    for name in names:
+        if name not in SASL_MECHANISMS:
+            raise ValueError(f"{name} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
+    return names
+
+
 _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "node.id": _int(0),
     "num.partitions": _int(1),
@@ -66,6 +77,7 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "offsets.topic.num.partitions": _int(1),
     "offsets.topic.segment.bytes": _int(1),
     "offset.metadata.max.bytes": _int(0),
+    "sasl.enabled.mechanisms": _sasl_mechanisms,
     "transaction.max.timeout.ms": _int(1),
     "transactional.id.expiration.ms": _int(1),
     "producer.id.expiration.ms": _int(1),
@@ -100,6 +112,8 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
     offset_metadata_max_bytes: int = 4096
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    """Offered when the listener has SASL users (``kafkette serve --sasl-user``)."""
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     producer_id_expiration_ms: int = 86_400_000

@@ -560,6 +560,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "The longest metadata string a committed offset may carry.",
             ),
             _broker(
+                "sasl.enabled.mechanisms",
+                ConfigType.LIST,
+                "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "SASL mechanisms the listener offers once users are given (kafkette serve "
+                "--sasl-user); --sasl-mechanisms wins over it.",
+            ),
+            _broker(
                 "transaction.max.timeout.ms",
                 ConfigType.INT,
                 "900000",

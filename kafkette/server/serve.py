@@ -10,9 +10,9 @@ the hard limit, so that many clients can connect.
 
 With ``--sasl-user NAME:PASSWORD`` (repeatable) or ``--sasl-users-file`` the
 listener is SASL_PLAINTEXT: clients must authenticate with one of
-``--sasl-mechanisms`` (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 by default)
-before any other request. Passwords are salted and hashed at start and not
-kept.
+``--sasl-mechanisms`` (or the ``sasl.enabled.mechanisms`` property; PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512 by default) before any other request.
+Passwords are salted and hashed at start and not kept.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sasl.add_argument(
         "--sasl-mechanisms",
         metavar="LIST",
-        help=f"enabled SASL mechanisms, comma-separated (default and choices: "
-        f"{','.join(MECHANISMS)})",
+        help=f"enabled SASL mechanisms, comma-separated (default: the "
+        f"sasl.enabled.mechanisms property, else all of {','.join(MECHANISMS)})",
     )
 
 
@@ -143,10 +143,11 @@ def _sasl_user(text: str, where: str) -> tuple[str, str]:
     return name.strip(), password
 
 
-def build_sasl(args: argparse.Namespace) -> SaslSettings | None:
+def build_sasl(args: argparse.Namespace, config: BrokerConfig | None = None) -> SaslSettings | None:
     """The listener's SASL settings from the ``--sasl-*`` options (None: PLAINTEXT).
 
-    The passwords are dropped from ``args`` once hashed.
+    The mechanisms are ``--sasl-mechanisms``, else the ``sasl.enabled.mechanisms``
+    property of ``config``. The passwords are dropped from ``args`` once hashed.
     """
     users = [_sasl_user(item, "--sasl-user") for item in args.sasl_user]
     if args.sasl_users_file:
@@ -156,12 +157,18 @@ def build_sasl(args: argparse.Namespace) -> SaslSettings | None:
                 if line.strip() and not line.lstrip().startswith("#"):
                     users.append(_sasl_user(line, f"{args.sasl_users_file}:{number}"))
     args.sasl_user = []
+    property_given = config is not None and "sasl.enabled.mechanisms" in config.overrides
     if not users:
-        if args.sasl_mechanisms:
-            raise ConfigError("--sasl-mechanisms", "needs at least one --sasl-user")
+        if args.sasl_mechanisms or property_given:
+            where = "--sasl-mechanisms" if args.sasl_mechanisms else "sasl.enabled.mechanisms"
+            raise ConfigError(where, "needs at least one --sasl-user")
         return None
-    mechanisms = (args.sasl_mechanisms or ",".join(MECHANISMS)).split(",")
-    mechanisms = [m.strip().upper() for m in mechanisms if m.strip()]
+    if args.sasl_mechanisms:
+        mechanisms = [m.strip().upper() for m in args.sasl_mechanisms.split(",") if m.strip()]
+    elif config is not None:
+        mechanisms = list(config.sasl_enabled_mechanisms)
+    else:
+        mechanisms = list(MECHANISMS)
     try:
         return SaslSettings.with_users(mechanisms, users)
     except ValueError as exc:
@@ -245,7 +252,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         config = build_config(args)
-        sasl = build_sasl(args)
+        sasl = build_sasl(args, config)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,8 @@ import pytest
 from kafkette import AdminClient, NewTopic, Producer
 from kafkette.client.config import AdminConfig, ProducerConfig
 from kafkette.errors import ConfigError
-from kafkette.server.serve import add_arguments, build_sasl
+from kafkette.server import BrokerConfig
+from kafkette.server.serve import add_arguments, build_config, build_sasl
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
@@ -115,6 +116,24 @@ def test_serve_bad_sasl_options(argv: tuple[str, ...], setting: str) -> None:
     with pytest.raises(ConfigError) as info:
         build_sasl(parse(*argv))
     assert info.value.setting == setting
+
+
+def test_serve_sasl_enabled_mechanisms_property() -> None:
+    """The Kafka property sets the mechanisms; --sasl-mechanisms wins over it."""
+    config = build_config(parse("--set", "sasl.enabled.mechanisms=scram-sha-256"))
+    assert config.sasl_enabled_mechanisms == ("SCRAM-SHA-256",)
+    settings = build_sasl(parse("--sasl-user", "a:b"), config)
+    assert settings is not None and list(settings.mechanisms) == ["SCRAM-SHA-256"]
+    settings = build_sasl(parse("--sasl-user", "a:b", "--sasl-mechanisms", "PLAIN"), config)
+    assert settings is not None and list(settings.mechanisms) == ["PLAIN"]
+    with pytest.raises(ConfigError) as info:
+        build_sasl(parse(), config)
+    assert info.value.setting == "sasl.enabled.mechanisms"
+    with pytest.raises(ConfigError) as info:
+        build_config(parse("--set", "sasl.enabled.mechanisms=PLAIN,GSSAPI"))
+    assert info.value.setting == "sasl.enabled.mechanisms"
+    assert "GSSAPI is not supported" in str(info.value)
+    assert BrokerConfig().sasl_enabled_mechanisms == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def test_serve_bad_users_file_line_is_named(tmp_path: Path) -> None:

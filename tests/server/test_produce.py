@@ -245,3 +245,13 @@ async def test_topic_compression_type_recompresses(
     ]
     retry = await produce(broker, "t", 0, data)  # still recognised as a duplicate
     assert (retry.error_code, retry.base_offset) == (0, 0)
+
+
+async def test_clients_cannot_append_to_internal_topics() -> None:
+    """As Kafka: only the coordinators (and Kafka's own admin tools) write __consumer_offsets."""
+    broker = make_broker(FakeClock())
+    broker.cluster.create_topic("__consumer_offsets", 1)
+    result = await produce(broker, "__consumer_offsets", 0, batch([(b"k", b"v")]))
+    assert (result.error_code, result.base_offset) == (17, -1)  # INVALID_TOPIC_EXCEPTION
+    assert result.error_message == "Cannot append to internal topic __consumer_offsets"
+    assert broker.cluster.get_partition("__consumer_offsets", 0).log.log_end_offset == 0

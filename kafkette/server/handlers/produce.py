@@ -39,6 +39,7 @@ from kafkette.errors import (
     InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTimestampError,
+    InvalidTopicError,
     MessageTooLargeError,
     RecordListTooLargeError,
     UnknownServerError,
@@ -77,6 +78,10 @@ class RecordErrors(Exception):
         self.errors = errors
 
 
+ADMIN_CLIENT_ID = "__admin_client"
+"""The client id Kafka lets append to internal topics (its admin tools)."""
+
+
 @handler(ProduceRequest, min_version=3)
 async def handle_produce(
     broker: Broker, ctx: RequestContext, request: ProduceRequest
@@ -96,6 +101,11 @@ async def handle_produce(
                 continue
             if topic is None or not 0 <= data.index < len(topic.partitions):
                 results.append(_error(data.index, UnknownTopicOrPartitionError()))
+                continue
+            if topic.is_internal and ctx.client_id != ADMIN_CLIENT_ID:
+                # Only the coordinators write there (as Kafka, which lets its admin tools too).
+                refused = InvalidTopicError(f"Cannot append to internal topic {topic.name}")
+                results.append(_error(data.index, refused))
                 continue
             result = produce_to(topic.partitions[data.index], data, version, now)
             if result.error_code == 0:
@@ -213,7 +223,7 @@ def recompress(records: bytes | bytearray | memoryview, header: StoredHeader, co
 
 
 def _error(index: int, error: ApiError) -> PartitionProduceResponse:
-    message = str(error) or None
+    message = error.detail or None  # as Kafka: the exception's message, not the code's text
     return PartitionProduceResponse(
         index=index, error_code=error.code, base_offset=-1, error_message=message
     )

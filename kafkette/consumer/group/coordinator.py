@@ -173,6 +173,7 @@ class GroupMember:
         self._fatal: KafkaError | None = None
         self._pending_callbacks: list[Invoke] = []
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._scope = anyio.CancelScope()
         self._closed = False
 
     # ---- subscription
@@ -220,15 +221,16 @@ class GroupMember:
 
     async def run(self) -> None:
         """Heartbeats and joins, until :meth:`stop`."""
-        async with anyio.create_task_group() as task_group:
-            self._task_group = task_group
-            task_group.start_soon(self._join_loop)
-            task_group.start_soon(self._heartbeat_loop)
+        with self._scope:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                task_group.start_soon(self._join_loop)
+                task_group.start_soon(self._heartbeat_loop)
 
     def stop(self) -> None:
+        """Cancel :meth:`run` (also when it has not started yet)."""
         self._closed = True
-        if self._task_group is not None:
-            self._task_group.cancel_scope.cancel()
+        self._scope.cancel()
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``func`` in the member's task group (async commits)."""

@@ -82,11 +82,11 @@ async def test_range_split_third_member_and_leaving_eager_async(
 
 
 def test_range_split_third_member_and_leaving_eager_sync(
-    group_target: Target, topic: str, group: str
+    every_group_target: Target, topic: str, group: str
 ) -> None:
-    group_target.create_topic(topic, 4)
+    every_group_target.create_topic(topic, 4)
     log: list[Event] = []
-    config = settings(group_target, group)
+    config = settings(every_group_target, group)
     with Consumer(config) as a, Consumer(config) as b:
         a.subscribe([topic], listener=Recorder("a", log))
         b.subscribe([topic], listener=Recorder("b", log))

@@ -41,6 +41,7 @@ class MemberProcess:
         self.assignments: list[set[int]] = []
         self.processed: list[tuple[int, int, str]] = []
         self.rebalances: list[set[int]] = []
+        self.commit_failures: list[str] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self.process = subprocess.Popen(
@@ -63,6 +64,8 @@ class MemberProcess:
                 if event["event"] == "assigned":
                     self.assigned = set(event["partitions"])
                     self.assignments.append(set(event["partitions"]))
+                elif event["event"] == "commit_failed":
+                    self.commit_failures.append(event["error"])
                 elif event["event"] == "rebalance":
                     self.rebalances.append(set(event["partitions"]))
                 elif event["event"] == "processed":
@@ -112,6 +115,7 @@ def wait_until(
         time.sleep(0.05)
     details = "\n".join(
         f"{m.client}: assigned={sorted(m.assigned)} processed={len(m.processed)} "
+        f"commit failures={m.commit_failures[-3:]} "
         f"stderr={''.join(m.errors)[-2000:]}"
         for m in members
     )

@@ -10,7 +10,10 @@ writes JSON lines to stdout:
 - ``{"event": "assigned", "partitions": [...]}`` whenever its assignment
   changes (also to empty);
 - ``{"event": "processed", "records": [[partition, offset, value], ...]}``
-  after the records' offsets are committed;
+  after the records are processed and a commit of their offsets was tried;
+- ``{"event": "commit_failed", "error": "..."}`` when that commit failed (as
+  it may for a member caught by a rebalance: the records go to the next owner
+  again, at least once);
 - ``{"event": "rebalance", "partitions": [...]}`` from the client's
   partitions-assigned callback, once per rebalance the member takes part in.
 
@@ -26,7 +29,7 @@ import asyncio
 import json
 import select
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 POLL_S = 0.1
@@ -35,6 +38,20 @@ POLL_S = 0.1
 def emit(**fields: Any) -> None:
     sys.stdout.write(json.dumps(fields) + "\n")
     sys.stdout.flush()
+
+
+def try_commit(commit: Callable[[], object]) -> None:
+    try:
+        commit()
+    except Exception as exc:  # a client's commit error, whatever its class
+        emit(event="commit_failed", error=repr(exc))
+
+
+async def try_commit_async(commit: Callable[[], Awaitable[object]]) -> None:
+    try:
+        await commit()
+    except Exception as exc:
+        emit(event="commit_failed", error=repr(exc))
 
 
 def stop_requested() -> bool:
@@ -90,7 +107,7 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
             (m.partition(), m.offset(), m.value().decode()) for m in messages if not m.error()
         ]
         if records:
-            consumer.commit(asynchronous=False)
+            try_commit(lambda: consumer.commit(asynchronous=False))
         reporter.assignment([tp.partition for tp in consumer.assignment()])
         reporter.processed(records)
     consumer.close()
@@ -129,7 +146,7 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
             (m.partition, m.offset, m.value.decode()) for batch in batches.values() for m in batch
         ]
         if records:
-            consumer.commit()
+            try_commit(consumer.commit)
         reporter.assignment([tp.partition for tp in consumer.assignment()])
         reporter.processed(records)
     consumer.close()
@@ -172,7 +189,7 @@ def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
                 for m in batch
             ]
             if records:
-                await consumer.commit()
+                await try_commit_async(consumer.commit)
             reporter.assignment([tp.partition for tp in consumer.assignment()])
             reporter.processed(records)
         await consumer.stop()
@@ -182,6 +199,11 @@ def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
 
 def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
     from kafkette import Consumer
+    from kafkette.consumer.group import ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_assigned(self, partitions: Any) -> None:
+            reporter.rebalance([tp.partition for tp in partitions])
 
     settings: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap,
@@ -195,7 +217,7 @@ def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
     if args.instance_id:
         settings["group.instance.id"] = args.instance_id
     with Consumer(settings) as consumer:
-        consumer.subscribe([args.topic])
+        consumer.subscribe([args.topic], listener=Listener())
         while not stop_requested():
             batches = consumer.poll(timeout_ms=POLL_S * 1000)
             records = [
@@ -204,7 +226,7 @@ def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
                 for r in batch
             ]
             if records:
-                consumer.commit()
+                try_commit(consumer.commit)
             reporter.assignment([tp.partition for tp in consumer.assignment()])
             reporter.processed(records)
 

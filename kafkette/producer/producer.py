@@ -26,10 +26,13 @@ import anyio
 import anyio.abc
 
 from kafkette.client.config import ProducerConfig
+from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
+from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
+from kafkette.structs import TopicPartition
 
 
 class AsyncProducer:
@@ -83,12 +86,17 @@ class AsyncProducer:
         core = self._running()
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
+        if core.transactions is not None:
+            core.check_transaction()
         chosen, key_b, value_b, headers_l, timestamp = core.route(
             topic, value, key, headers, partition, timestamp
         )
         if chosen is None:
             count = await core.wait_for_topic(topic, partition)
             chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
+        if core.transactions is not None:
+            core.check_transaction()  # the transaction may have ended while waiting
+            core.add_to_transaction(topic, chosen)
         try:
             return core.accumulator.append(
                 topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
@@ -142,16 +150,73 @@ class AsyncProducer:
         finally:
             core.accumulator.end_flush()
 
+    # ---- transactions
+
+    def _runner(self) -> TransactionRunner:
+        runner = self._running().transactions
+        if runner is None:
+            raise IllegalStateError(
+                "transactions need a transactional.id in the producer's configuration"
+            )
+        return runner
+
+    def _timeout_s(self, timeout: float | None) -> float:
+        return self.config.max_block_ms / 1000 if timeout is None else timeout
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of the ``transactional.id`` (fencing older
+        producers with the same id and completing their open transaction).
+
+        Call once, before the first transaction; ``timeout`` in seconds (default
+        ``max.block.ms``). After a timeout, call it again to keep waiting. Also
+        valid after a commit or abort that timed out: the epoch is bumped, so
+        the earlier EndTxn cannot apply to a later transaction.
+        """
+        await self._runner().init_transactions(self._timeout_s(timeout))
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on are part of it."""
+        self._runner().manager.begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` as part of the open transaction.
+
+        ``group_metadata`` is the consuming consumer's ``group_metadata()``: a
+        member fenced by a rebalance gets its commit refused.
+        """
+        await self._runner().send_offsets(offsets, group_metadata, self._timeout_s(timeout))
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, then commit it.
+
+        If a record failed, raises its error and the transaction can only be
+        aborted. After a :class:`KafkaTimeoutError`, call it again to wait for
+        the same commit.
+        """
+        await self._runner().commit(self._timeout_s(timeout))
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction: its records never reach read_committed consumers."""
+        await self._runner().abort(self._timeout_s(timeout))
+
     async def close(self, timeout: float | None = None) -> None:
         """Deliver what is pending (up to ``timeout`` seconds), then stop.
 
         Records still undelivered after the timeout fail with
-        :class:`KafkaTimeoutError`. Idempotent.
+        :class:`KafkaTimeoutError`. An open transaction is aborted. Idempotent.
         """
         if self._closed or self._core is None:
             self._closed = True
             return
         core = self._core
+        if core.transactions is not None:
+            with anyio.move_on_after(timeout):
+                await end_open_transaction(core.transactions)
         self._closed = True
         core.accumulator.close()
         core.sender.stop()

@@ -32,8 +32,8 @@ from __future__ import annotations
 import logging
 import random
 from collections import deque
-from collections.abc import Container
-from typing import Any
+from collections.abc import Callable, Container, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -66,6 +66,9 @@ from kafkette.protocol.messages import (
 )
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 
+if TYPE_CHECKING:
+    from kafkette.producer.txn_runner import TransactionRunner
+
 logger = logging.getLogger("kafkette.producer")
 
 KIP360_INIT_PRODUCER_ID_VERSION = 3
@@ -93,6 +96,17 @@ class _Sink:
 class _Everything:
     def __contains__(self, item: object) -> bool:
         return True
+
+
+class _NotInTransaction:
+    """Partitions a transactional producer may not send to yet (or resyncing ones)."""
+
+    def __init__(self, runner: TransactionRunner, muted: Container[TopicPartition]) -> None:
+        self.allowed = runner.manager.send_allowed
+        self.muted = muted
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.muted or not self.allowed(item)  # type: ignore[arg-type]
 
 
 @attrs.define
@@ -146,6 +160,9 @@ class Sender:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
         self._expiry_check_at = 0.0
+        self.txn: TransactionRunner | None = None
+        """The transactional producer's coordinator requests (None without transactional.id)."""
+        self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
     # ---- control (event loop thread only)
 
@@ -173,6 +190,13 @@ class Sender:
     def in_flight(self) -> int:
         return sum(self._node_in_flight.values())
 
+    def start_background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``task`` in the sender's task group (cancelled when the sender is aborted)."""
+        if self._task_group is not None:
+            self._task_group.start_soon(task)
+        else:
+            self._background.append(task)
+
     # ---- the loop
 
     async def run(self) -> None:
@@ -180,6 +204,9 @@ class Sender:
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
+                for task in self._background:
+                    tg.start_soon(task)
+                self._background.clear()
                 while self._abort_error is None:
                     if self._stopping and self.accumulator.incomplete == 0:
                         break
@@ -201,6 +228,8 @@ class Sender:
                 self.metrics.errors += 1
                 if self.idempotence is not None and batch.base_sequence >= 0:
                     self.idempotence.bump_needed = True  # its sequence left a gap
+                if self.txn is not None and batch.result.error is not None:
+                    self.txn.manager.on_batch_failed(batch.result.error)
             # queued batches only get younger, and retries lower this again
             oldest = self.accumulator.next_expiry_ms(now)
             self._expiry_check_at = now + (
@@ -209,7 +238,10 @@ class Sender:
         delays: list[float] = [self._expiry_check_at - now]
         muted: Container[TopicPartition] = self._muted()
         idem = self.idempotence
-        if idem is not None and (not idem.has_id or idem.bump_needed):
+        txn = self.txn
+        if txn is not None:
+            muted = self._transaction_muted(tg, txn, muted)
+        elif idem is not None and (not idem.has_id or idem.bump_needed):
             muted = _Everything()
             if self.accumulator.incomplete and not self._pid_busy and self.in_flight == 0:
                 if now >= self._pid_retry_at:
@@ -261,6 +293,37 @@ class Sender:
                 await self._wake.wait()
         else:
             await anyio.sleep(0)
+
+    def _transaction_muted(
+        self,
+        tg: anyio.abc.TaskGroup,
+        txn: TransactionRunner,
+        muted: Container[TopicPartition],
+    ) -> Container[TopicPartition]:
+        """What a transactional producer may not send now; adds partitions when needed.
+
+        In an abortable or fatal error state, or aborting, records not sent yet
+        fail at once (Java's abortUndrainedBatches): their transaction is lost.
+        """
+        from kafkette.producer.transactions import TransactionAbortedError, TxnState
+
+        manager = txn.manager
+        if (
+            manager.state
+            in (
+                TxnState.ABORTABLE_ERROR,
+                TxnState.ABORTING_TRANSACTION,
+                TxnState.FATAL_ERROR,
+            )
+            and self.accumulator.queued()
+        ):
+            self.accumulator.abort(manager.last_error or TransactionAbortedError())
+        if manager.new_partitions and not txn.adding_busy and not manager.adding:
+            txn.adding_busy = True
+            tg.start_soon(txn.add_partitions)
+        if self.idempotence is None or not self.idempotence.has_id:
+            return _Everything()
+        return _NotInTransaction(txn, muted)
 
     def _dispatch(self, tg: anyio.abc.TaskGroup, node: int, batches: list[ProducerBatch]) -> None:
         sink = self._sinks.get(node)
@@ -413,7 +476,7 @@ class Sender:
                 PartitionProduceData(index=batch.partition, records=batch.data)
             )
         return ProduceRequest(
-            transactional_id=None,
+            transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
             topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()],
@@ -517,6 +580,10 @@ class Sender:
                 # An earlier batch of this partition failed: this one follows it again.
                 self._retry_or_fail(batch, error, count_attempt=False)
                 return
+            if self.txn is not None:
+                # the transaction is lost: aborting it bumps the epoch (as Java does)
+                self._fail(batch, error)
+                return
             idem.bump_needed = True
             if isinstance(error, UnknownProducerIdError):
                 # The broker kept no state for us (none of our batches remains):
@@ -545,6 +612,8 @@ class Sender:
             # partition could only get OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch
             # starts the sequences again
             idem.bump_needed = True
+        if self.txn is not None:
+            self.txn.manager.on_batch_failed(error)
         self.accumulator.fail(batch, error)
 
     def _retry_or_fail(

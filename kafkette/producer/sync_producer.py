@@ -25,10 +25,13 @@ import sniffio
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture
+from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
+from kafkette.structs import TopicPartition
 
 QUEUE_SOFT_LIMIT = 2
 """Full batches queued for one partition before ``send`` waits briefly for the sender."""
@@ -103,6 +106,8 @@ class Producer:
         core = self._core
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
+        if core.transactions is not None:
+            core.check_transaction()
         chosen, key_b, value_b, headers_l, timestamp = core.route(
             topic, value, key, headers, partition, timestamp
         )
@@ -113,6 +118,9 @@ class Producer:
                 )
             count = self._loop.call(core.wait_for_topic, topic, partition)
             chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
+        if core.transactions is not None:
+            core.check_transaction()
+            core.add_to_transaction(topic, chosen)
         if threading.get_ident() != self._loop_thread:
             return core.accumulator.append(
                 topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
@@ -148,11 +156,78 @@ class Producer:
         finally:
             accumulator.end_flush()
 
+    # ---- transactions
+
+    def _runner(self) -> TransactionRunner:
+        if self._closed:
+            raise IllegalStateError("the producer is closed")
+        runner = self._core.transactions
+        if runner is None:
+            raise IllegalStateError(
+                "transactions need a transactional.id in the producer's configuration"
+            )
+        return runner
+
+    def _timeout_s(self, timeout: float | None) -> float:
+        return self.config.max_block_ms / 1000 if timeout is None else timeout
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of the ``transactional.id`` (fencing older
+        producers with the same id and completing their open transaction).
+
+        Call once, before the first transaction; ``timeout`` in seconds (default
+        ``max.block.ms``). After a timeout, call it again to keep waiting. Also
+        valid after a commit or abort that timed out: the epoch is bumped, so
+        the earlier EndTxn cannot apply to a later transaction.
+        """
+        runner = self._runner()
+        self._loop.call(runner.init_transactions, self._timeout_s(timeout))
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on are part of it."""
+        runner = self._runner()
+
+        async def begin() -> None:
+            runner.manager.begin_transaction()
+
+        self._loop.call(begin)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer group's ``offsets`` as part of the open transaction.
+
+        ``group_metadata`` is the consuming consumer's ``group_metadata()``: a
+        member fenced by a rebalance gets its commit refused.
+        """
+        runner = self._runner()
+        self._loop.call(
+            runner.send_offsets, dict(offsets), group_metadata, self._timeout_s(timeout)
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, then commit it.
+
+        If a record failed, raises its error and the transaction can only be
+        aborted. After a :class:`KafkaTimeoutError`, call it again to wait for
+        the same commit.
+        """
+        runner = self._runner()
+        self._loop.call(runner.commit, self._timeout_s(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction: its records never reach read_committed consumers."""
+        runner = self._runner()
+        self._loop.call(runner.abort, self._timeout_s(timeout))
+
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is pending (up to ``timeout`` seconds), then stop the background thread.
 
         Records still undelivered after the timeout fail with
-        :class:`KafkaTimeoutError`. Idempotent.
+        :class:`KafkaTimeoutError`. An open transaction is aborted. Idempotent.
         """
         if self._closed:
             return
@@ -164,6 +239,9 @@ class Producer:
 
     async def _stop(self, timeout: float | None) -> None:
         core = self._core
+        if core.transactions is not None:
+            with anyio.move_on_after(timeout):
+                await end_open_transaction(core.transactions)
         core.accumulator.close()
         core.sender.stop()
         try:

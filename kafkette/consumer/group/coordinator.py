@@ -165,6 +165,7 @@ class GroupMember:
         self._join_requested = False
         self._assignment: tuple[TopicPartition, ...] = ()
         self._group_topic_counts: dict[str, int] = {}
+        self._pattern_refreshed_ms = float("-inf")
         self._join_done = anyio.Event()
         self._join_wanted = anyio.Event()
         self._join_error: BaseException | None = None
@@ -515,7 +516,7 @@ class GroupMember:
         if not self.subscribed:
             return
         self._check_metadata()
-        if self.client.metadata.needs_update(self.client.clock()):
+        if self._metadata_due(self.client.clock()):
             yield Call(self._refresh_metadata)
             self._check_metadata()
         if self.state == STABLE and not self.rejoin_needed and not self._join_requested:
@@ -617,9 +618,17 @@ class GroupMember:
 
     # ---- metadata
 
+    def _metadata_due(self, now: float) -> bool:
+        # A pattern needs every topic's name: the fetcher's refreshes of the assigned
+        # topics keep the cache fresh but would never show a new matching topic.
+        if self.pattern is not None:
+            return now - self._pattern_refreshed_ms >= self.config.metadata_max_age_ms
+        return self.client.metadata.needs_update(now)
+
     async def _refresh_metadata(self) -> None:
         try:
             if self.pattern is not None:
+                self._pattern_refreshed_ms = self.client.clock()
                 await self.client.refresh_metadata(None)
             else:
                 wanted = self.topics | set(self._group_topic_counts)

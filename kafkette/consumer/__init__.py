@@ -1,7 +1,13 @@
-"""kafkette.consumer: AsyncConsumer and Consumer (manual assignment for now)."""
+"""kafkette.consumer: AsyncConsumer and Consumer, on assigned partitions or in a group."""
 
 from kafkette.consumer.async_consumer import AsyncConsumer
 from kafkette.consumer.consumer import Consumer
+from kafkette.consumer.group import (
+    CommitFailedError,
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    OffsetAndMetadata,
+)
 from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import OffsetAndTimestamp
 from kafkette.consumer.record import (
@@ -17,9 +23,13 @@ __all__ = [
     "LOG_APPEND_TIME",
     "NO_TIMESTAMP_TYPE",
     "AsyncConsumer",
+    "CommitFailedError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerMetrics",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import anyio
 import pytest
 
-from kafkette import AsyncConsumer, Consumer, TopicPartition
+from kafkette import AsyncAdminClient, AsyncConsumer, Consumer, NewPartitions, TopicPartition
+from kafkette.errors import FencedInstanceIdError
 from tests.consumer.group.helpers import Event, Recorder, apoll_until, numbers, poll_until
 from tests.consumer.group.test_membership import settings, split_in_two
 from tests.consumer.targets import Target
@@ -152,3 +154,61 @@ async def test_pattern_subscription_follows_new_topics(
             TopicPartition(f"{topic}-a", 1),
             TopicPartition(f"{topic}-b", 0),
         ]
+
+
+@pytest.mark.anyio
+async def test_more_partitions_make_the_leader_rebalance(
+    group_target: Target, topic: str, group: str
+) -> None:
+    """The leader watches its group's topics: a partition count change triggers a rejoin."""
+    group_target.create_topic(topic, 2)
+    config = settings(group_target, group, metadata_max_age_ms=300)
+    async with AsyncConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        await apoll_until([consumer], lambda: len(consumer.assignment()) == 2)
+        async with AsyncAdminClient(bootstrap_servers=group_target.bootstrap) as admin:
+            (await admin.create_partitions({topic: NewPartitions(3)})).all()
+        await apoll_until([consumer], lambda: len(consumer.assignment()) == 3)
+        assert numbers(consumer.assignment()) == [0, 1, 2]
+
+
+@pytest.mark.anyio
+async def test_async_listener_methods_are_awaited(
+    group_target: Target, topic: str, group: str
+) -> None:
+    group_target.create_topic(topic, 2)
+    log: list[Event] = []
+
+    class AsyncRecorder:
+        async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+            await anyio.sleep(0)
+            log.append(("x", "assigned", numbers(partitions)))
+
+        async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+            await anyio.sleep(0)
+            log.append(("x", "revoked", numbers(partitions)))
+
+    async with AsyncConsumer(settings(group_target, group)) as consumer:
+        consumer.subscribe([topic], listener=AsyncRecorder())
+        await apoll_until([consumer], lambda: len(consumer.assignment()) == 2)
+        assert log == [("x", "assigned", [0, 1])]
+        await consumer.unsubscribe()
+        assert log == [("x", "assigned", [0, 1]), ("x", "revoked", [0, 1])]
+        assert consumer.assignment() == set()
+        assert consumer.subscription() == set()
+
+
+def test_second_member_with_the_same_instance_id_fences_the_first(
+    group_target: Target, topic: str, group: str
+) -> None:
+    """Static membership: a newer member with the same group.instance.id takes over; the
+    old one's poll raises FencedInstanceIdError (fatal, as in Java)."""
+    group_target.create_topic(topic, 2)
+    config = settings(group_target, group, group_instance_id="only-one")
+    with Consumer(config) as old, Consumer(config) as new:
+        old.subscribe([topic])
+        poll_until([old], lambda: len(old.assignment()) == 2)
+        new.subscribe([topic])
+        poll_until([new], lambda: len(new.assignment()) == 2)
+        with pytest.raises(FencedInstanceIdError):
+            poll_until([old], lambda: False)

@@ -30,6 +30,7 @@ from kafkette.server.config import BrokerConfig
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.producer_ids import ProducerIdManager
+from kafkette.server.txn.coordinator import TransactionCoordinator
 
 logger = logging.getLogger("kafkette.server")
 
@@ -102,8 +103,9 @@ def handler(
 class Broker:
     """One Kafka broker: this node leads every partition and coordinates every group.
 
-    Its group timers run in :func:`~kafkette.server.groups.timer.group_timer_loop`,
-    which whoever runs the broker starts next to the maintenance loop.
+    Its group and transaction timers run in
+    :func:`~kafkette.server.groups.timer.group_timer_loop`, which whoever runs the
+    broker starts next to the maintenance loop.
     """
 
     def __init__(
@@ -137,6 +139,9 @@ class Broker:
         self.groups = GroupCoordinator(self.config, store, self.clock)
         """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
         self.groups.restore(store.load())
+        self.transactions = TransactionCoordinator(self, self.clock)
+        """Transactional ids and their transactions, kept in ``__transaction_state``."""
+        self.transactions.load()
 
     @property
     def producer_ids(self) -> ProducerIdManager:
@@ -144,7 +149,7 @@ class Broker:
         if self._producer_ids is None:
             logs = [p.log for p in self.cluster.partitions()]
             ids = [pid for log in logs for pid in log.producer_state().producers]
-            highest = max(ids, default=-1)
+            highest = max(max(ids, default=-1), self.transactions.highest_producer_id())
             self._producer_ids = ProducerIdManager(self.config.data_dir, at_least=highest + 1)
         return self._producer_ids
 

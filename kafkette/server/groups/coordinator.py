@@ -15,6 +15,12 @@ from typing import Generic, TypeVar
 
 import anyio
 
+from kafkette.errors import (
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    IllegalGenerationError,
+    UnknownMemberIdError,
+)
 from kafkette.server.config import BrokerConfig
 from kafkette.server.groups.engine import (
     GroupEngine,
@@ -22,7 +28,7 @@ from kafkette.server.groups.engine import (
     GroupSummary,
     JoinParams,
 )
-from kafkette.server.groups.group import JoinResult, SyncResult
+from kafkette.server.groups.group import Group, GroupState, JoinResult, SyncResult
 from kafkette.server.groups.store import CommittedOffset, GroupStore, LoadedGroups, PartitionKey
 
 T = TypeVar("T")
@@ -160,6 +166,47 @@ class GroupCoordinator:
     ) -> tuple[int, dict[PartitionKey, int]]:
         """OffsetDelete: (group error, error per partition)."""
         return self.engine.delete_offsets(self.now_ms(), group_id, partitions)
+
+    # -- transactional offsets (TxnOffsetCommit) -----------------------------------------
+
+    def validate_transactional_commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> int:
+        """TxnOffsetCommit's checks of the sender (Kafka's ``doTxnCommitOffsets``): an error
+        code. Unlike OffsetCommit, an empty member id and generation -1 always pass, and a
+        rebalance in progress does not stop the commit."""
+        group = self.engine.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return UnknownMemberIdError.code
+            return IllegalGenerationError.code if generation_id > 0 else 0
+        if group.is_in(GroupState.DEAD):
+            return CoordinatorNotAvailableError.code
+        if group_instance_id is not None:
+            static = group.static_members.get(group_instance_id)
+            if static is not None and static != member_id:
+                return FencedInstanceIdError.code
+        if member_id and not group.has(member_id):
+            return UnknownMemberIdError.code
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return IllegalGenerationError.code
+        return 0
+
+    def apply_transactional_offsets(
+        self, group_id: str, offsets: Mapping[PartitionKey, CommittedOffset]
+    ) -> None:
+        """Make a committed transaction's offsets the group's (already in the log: not
+        written again); a group that does not exist yet is made, Empty."""
+        if not offsets:
+            return
+        group = self.engine.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            group = self.engine.groups[group_id] = Group(group_id, GroupState.EMPTY, self.now_ms())
+        group.offsets.update(offsets)
 
     # -- administration -----------------------------------------------------------------
 

@@ -365,6 +365,80 @@ class LogGroupStore:
             InvalidCommitOffsetSizeError,
         )
 
+    # -- transactional offset commits (TxnOffsetCommit) ---------------------------------
+
+    def write_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[PartitionKey, CommittedOffset],
+    ) -> None:
+        """Append a TxnOffsetCommit's offsets as one transactional batch of the producer.
+
+        They count once the transaction coordinator appends the COMMIT marker
+        (:meth:`transactional_offsets` reads them back then); an ABORT drops them.
+        """
+        if not offsets:
+            return
+        partition = self._partition(group_id)
+        now = self.broker.now_ms()
+        builder = RecordBatchBuilder(
+            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True
+        )
+        for (topic, index), offset in offsets.items():
+            builder.append(
+                now, encode_offset_key(group_id, topic, index), encode_offset_value(offset)
+            )
+        log = partition.log
+        try:
+            log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
+        except (RecordListTooLargeError, MessageTooLargeError) as exc:
+            raise InvalidCommitOffsetSizeError(f"group {group_id!r}: {exc}") from exc
+        self.broker.appended(log)
+
+    def transactional_offsets(
+        self, partition: int, producer_id: int
+    ) -> dict[str, dict[PartitionKey, CommittedOffset]]:
+        """The offsets of ``producer_id``'s open transaction in one offsets partition, by group.
+
+        Read from the log, from the transaction's first offset: call it just
+        before the COMMIT marker is appended. An offset also committed by a
+        plain commit appended later is left out: that commit stays (Kafka's rule).
+        """
+        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return {}
+        log = topic.partitions[partition].log
+        entry = log.producer_state().producers.get(producer_id)
+        if entry is None or entry.txn_first_offset < 0:
+            return {}
+        pending: dict[OffsetKey, CommittedOffset] = {}
+        for batch in _batches(log, entry.txn_first_offset):
+            ours = batch.producer_id == producer_id and batch.is_transactional
+            if batch.is_control or (batch.is_transactional and not ours):
+                continue
+            for record in batch:
+                if record.key is None:
+                    continue
+                try:
+                    key = decode_key(record.key)
+                except (UnknownRecordKey, ProtocolError):
+                    continue
+                if not isinstance(key, OffsetKey):
+                    continue
+                if not ours:
+                    pending.pop(key, None)  # a later plain commit wins
+                elif record.value is not None:
+                    try:
+                        pending[key] = decode_offset_value(record.value)
+                    except ProtocolError as exc:
+                        logger.warning("transactional offset of %s skipped: %s", key, exc)
+        by_group: dict[str, dict[PartitionKey, CommittedOffset]] = {}
+        for key, offset in pending.items():
+            by_group.setdefault(key.group_id, {})[(key.topic, key.partition)] = offset
+        return by_group
+
     def load(self) -> LoadedGroups:
         """Read every partition of the offsets topic from its start (empty when absent)."""
         loader = _Loader()
@@ -478,8 +552,8 @@ class _Loader:
         return LoadedGroups(groups, offsets)
 
 
-def _batches(log: Log) -> Iterator[RecordBatch]:
-    offset = log.log_start_offset
+def _batches(log: Log, start: int | None = None) -> Iterator[RecordBatch]:
+    offset = log.log_start_offset if start is None else max(start, log.log_start_offset)
     end = log.log_end_offset
     while offset < end:
         data = log.read(offset, READ_CHUNK_BYTES, end).to_bytes()

@@ -1,14 +1,16 @@
-"""The group coordinator's timer: runs its deadlines as they come due.
+"""The coordinators' timer: runs the group and transaction coordinators' deadlines as
+they come due.
 
-:func:`group_timer_loop` sleeps until the coordinator's next deadline, but
-never longer than :data:`MAX_SLEEP_S` of real time, so that a deadline added
-meanwhile, or an injected clock moved forward by a test, is seen promptly.
+:func:`group_timer_loop` sleeps until the next deadline of either
+coordinator, but never longer than :data:`MAX_SLEEP_S` of real time, so that
+a deadline added meanwhile, or an injected clock moved forward by a test, is
+seen promptly.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -20,18 +22,36 @@ logger = logging.getLogger("kafkette.server.groups")
 MAX_SLEEP_S = 0.1
 
 
+class Timed(Protocol):
+    """A coordinator with deadlines."""
+
+    def next_deadline_ms(self) -> int | None: ...
+
+    def tick(self, now_ms: int | None = None) -> None: ...
+
+
 async def group_timer_loop(broker: Broker) -> None:
-    """Call ``broker.groups.tick`` whenever a deadline is due, until cancelled."""
-    groups = broker.groups
+    """Call ``broker.groups.tick`` and ``broker.transactions.tick`` whenever a deadline
+    of theirs is due, until cancelled."""
+    coordinators: tuple[tuple[str, Timed], ...] = (
+        ("group", broker.groups),
+        ("transaction", broker.transactions),
+    )
     while True:
         now = broker.now_ms()
-        deadline = groups.next_deadline_ms()
-        if deadline is not None and deadline <= now:
+        deadlines = [(name, c, c.next_deadline_ms()) for name, c in coordinators]
+        due = [(name, c) for name, c, d in deadlines if d is not None and d <= now]
+        failed = False
+        for name, coordinator in due:
             try:
-                groups.tick(now)
+                coordinator.tick(now)
             except Exception:
-                logger.exception("group coordinator timers failed")
-                await anyio.sleep(MAX_SLEEP_S)
+                logger.exception("%s coordinator timers failed", name)
+                failed = True
+        if failed:
+            await anyio.sleep(MAX_SLEEP_S)
+        if due:
             continue
-        wait_s = MAX_SLEEP_S if deadline is None else min(MAX_SLEEP_S, (deadline - now) / 1000)
+        pending = [d for _, _, d in deadlines if d is not None]
+        wait_s = MAX_SLEEP_S if not pending else min(MAX_SLEEP_S, (min(pending) - now) / 1000)
         await anyio.sleep(max(wait_s, 0.001))

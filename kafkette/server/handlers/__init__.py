@@ -17,6 +17,7 @@ from kafkette.server.handlers import (
     produce,
     sasl,
     topics,
+    transactions,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "produce",
     "sasl",
     "topics",
+    "transactions",
 ]

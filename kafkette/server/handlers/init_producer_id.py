@@ -1,32 +1,41 @@
-"""InitProducerId (key 22) for idempotent producers.
+"""InitProducerId (key 22) for idempotent and transactional producers.
 
-Without a transactional id every request gets a new producer id at epoch 0,
-as Kafka's coordinator does (also when the producer passes its current id
-and epoch, KIP-360: a fresh id is as good as a bumped epoch). Ids come from
-:class:`~kafkette.server.producer_ids.ProducerIdManager`, unique across
-restarts. A transactional id is the transaction coordinator's business: when
-the broker has none, the answer is ``COORDINATOR_NOT_AVAILABLE``.
+Without a transactional id (null) every request gets a new producer id at
+epoch 0, as Kafka's coordinator does (also when the producer passes its
+current id and epoch, KIP-360: a fresh id is as good as a bumped epoch). Ids
+come from :class:`~kafkette.server.producer_ids.ProducerIdManager`, unique
+across restarts. With a transactional id the broker's
+:class:`~kafkette.server.txn.coordinator.TransactionCoordinator` answers
+(an empty one is ``INVALID_REQUEST``, as in Kafka); clients before v4 get
+``INVALID_PRODUCER_EPOCH`` where it says ``PRODUCER_FENCED``.
 """
 
 from __future__ import annotations
 
-from kafkette.errors import CoordinatorNotAvailableError
+from kafkette.errors import InvalidProducerEpochError, ProducerFencedError
 from kafkette.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kafkette.server.broker import Broker, RequestContext, handler
+
+FIRST_PRODUCER_FENCED_VERSION = 4
 
 
 @handler(InitProducerIdRequest)
 async def handle_init_producer_id(
     broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
-    if request.transactional_id:
-        coordinator = getattr(broker, "init_transactional_producer", None)
-        if coordinator is None:
-            return InitProducerIdResponse(
-                error_code=CoordinatorNotAvailableError.code, producer_id=-1, producer_epoch=-1
-            )
-        response: InitProducerIdResponse = await coordinator(ctx, request)
-        return response
+    if request.transactional_id is not None:
+        result = broker.transactions.init_producer_id(
+            request.transactional_id,
+            request.transaction_timeout_ms,
+            request.producer_id,
+            request.producer_epoch,
+        )
+        error = result.error
+        if error == ProducerFencedError.code and ctx.api_version < FIRST_PRODUCER_FENCED_VERSION:
+            error = InvalidProducerEpochError.code
+        return InitProducerIdResponse(
+            error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+        )
     return InitProducerIdResponse(
         error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0
     )

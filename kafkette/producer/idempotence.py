@@ -25,23 +25,35 @@ from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_MASK,
 )
 
 SEQUENCE_MODULUS = 2**31
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 _CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 
 
-def stamp(data: bytearray, producer_id: int, epoch: int, base_sequence: int) -> None:
-    """Write producer id, epoch and base sequence into a built batch and fix its CRC."""
+def stamp(
+    data: bytearray, producer_id: int, epoch: int, base_sequence: int, transactional: bool = False
+) -> None:
+    """Write producer id, epoch and base sequence into a built batch and fix its CRC.
+
+    ``transactional`` sets the batch's transactional attribute: its records
+    stay invisible to read_committed consumers until the transaction ends.
+    """
     _PRODUCER_FIELDS.pack_into(data, PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
+    if transactional:
+        (attributes,) = _ATTRIBUTES.unpack_from(data, ATTRIBUTES_OFFSET)
+        _ATTRIBUTES.pack_into(data, ATTRIBUTES_OFFSET, attributes | TRANSACTIONAL_MASK)
     _CRC.pack_into(data, CRC_OFFSET, crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]))
 
 
 class IdempotenceState:
     """Producer id, epoch and per-partition sequences of one idempotent producer."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, transactional: bool = False) -> None:
+        self.transactional = transactional
         self.producer_id = -1
         self.epoch = -1
         self.bump_needed = False
@@ -74,7 +86,7 @@ class IdempotenceState:
         batch.base_sequence = sequence
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.epoch
-        stamp(batch.build(), self.producer_id, self.epoch, sequence)
+        stamp(batch.build(), self.producer_id, self.epoch, sequence, self.transactional)
 
     def acknowledged(self, batch: ProducerBatch) -> None:
         """The broker stored ``batch``."""

@@ -141,7 +141,11 @@ class Sender:
         self.config = config
         self.clock = clock
         self.rng = rng or random.Random()
-        self.idempotence = IdempotenceState() if config.idempotent else None
+        self.idempotence = (
+            IdempotenceState(transactional=config.transactional_id is not None)
+            if config.idempotent
+            else None
+        )
         self.metrics = SenderMetrics()
         self.fatal_error: BaseException | None = None
         self._wake = anyio.Event()

@@ -55,6 +55,7 @@ from kafkette.consumer.group.rebalance import (
 )
 from kafkette.consumer.group.timers import MemberTimers
 from kafkette.consumer.group.types import (
+    CommitFailedError,
     ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     OffsetAndMetadata,
@@ -175,6 +176,7 @@ class GroupMember:
         self._pending_callbacks: list[Invoke] = []
         self._task_group: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
+        self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._closed = False
 
     # ---- subscription
@@ -227,6 +229,9 @@ class GroupMember:
                 self._task_group = task_group
                 task_group.start_soon(self._join_loop)
                 task_group.start_soon(self._heartbeat_loop)
+                for func in self._early_tasks:
+                    task_group.start_soon(func)
+                self._early_tasks.clear()
 
     def stop(self) -> None:
         """Cancel :meth:`run` (also when it has not started yet)."""
@@ -234,10 +239,11 @@ class GroupMember:
         self._scope.cancel()
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run ``func`` in the member's task group (async commits)."""
+        """Run ``func`` in the member's task group (async commits), once :meth:`run` runs."""
         if self._task_group is None:
-            raise IllegalStateError("the group member is not running")
-        self._task_group.start_soon(func)
+            self._early_tasks.append(func)
+        else:
+            self._task_group.start_soon(func)
 
     async def _join_loop(self) -> None:
         while True:
@@ -668,7 +674,14 @@ class GroupMember:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float
     ) -> None:
         """Commit ``offsets`` with this member's generation (CommitFailedError when stale)."""
-        generation = self.generation_id if self.state == STABLE else NO_GENERATION
+        generation = NO_GENERATION
+        if self.subscribed:
+            # As Java: the group's partitions are committed only within a stable generation.
+            if self.state != STABLE or self.generation_id == NO_GENERATION:
+                if self.state == JOINING:
+                    raise RebalanceInProgressError("the consumer is rejoining its group")
+                raise CommitFailedError("the consumer is not part of an active group generation")
+            generation = self.generation_id
         try:
             await commit_offsets(
                 self.client,
@@ -726,7 +739,7 @@ class GroupMember:
         """Commit (auto commit), revoke through the listener and leave the group."""
         yield from self._callbacks()
         owned = self.subscriptions.assigned()
-        if self.generation_id != NO_GENERATION and self.state == STABLE:
+        if self.generation_id != NO_GENERATION:
             if commit and owned:
                 yield Call(self._commit_quietly)
             if owned:

@@ -75,11 +75,11 @@ def test_auto_commit_on_close_sync(every_group_target: Target, topic: str, group
 
 
 def test_commit_async_callback_runs_in_poll_sync(
-    every_group_target: Target, topic: str, group: str
+    group_target: Target, topic: str, group: str
 ) -> None:
-    fill(every_group_target, topic, 1, 2)
+    fill(group_target, topic, 1, 2)
     tp = TopicPartition(topic, 0)
-    config = settings(every_group_target, group, enable_auto_commit=False)
+    config = settings(group_target, group, enable_auto_commit=False)
     results: list[Any] = []
     with Consumer(config) as consumer:
         consumer.subscribe([topic])

@@ -1,0 +1,194 @@
+"""Transactions of confluent-kafka (librdkafka) against ``kafkette serve``.
+
+- 20 transactions of 50 records over 3 partitions, every third aborted: a
+  read_committed consumer sees exactly the committed records, in order, and a
+  read_uncommitted one every record;
+- zombie fencing: a second producer with the same transactional id fences the
+  first, whose commit then fails with a fencing error; none of its records is
+  ever visible to read_committed;
+- consume-transform-produce: a group consumer's offsets sent with
+  ``send_offsets_to_transaction`` are the group's only once the transaction
+  commits, and never when it aborts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.brokers import BrokerProcess, kafkette_broker
+
+PARTITIONS = 3
+TXNS = 20
+PER_TXN = 50
+TIMEOUT_S = 30.0
+OFFSET_INVALID = -1001
+
+
+@pytest.fixture
+def server() -> Iterator[BrokerProcess]:
+    yield from kafkette_broker(None, "--set", f"num.partitions={PARTITIONS}")
+
+
+def producer(bootstrap: str, transactional_id: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "linger.ms": 5,
+        }
+    )
+
+
+def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> dict[int, list[bytes]]:
+    """Every record of ``topic`` an assigned consumer reads from the start: ``expected``
+    of them, then a last poll for any extra."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: dict[int, list[bytes]] = {}
+    count = 0
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while count < expected and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.2):
+                assert message.error() is None, message.error()
+                seen.setdefault(message.partition() or 0, []).append(message.value() or b"")
+                count += 1
+        for message in consumer.consume(1000, 0.5):
+            assert message.error() is None, message.error()
+            seen.setdefault(message.partition() or 0, []).append(message.value() or b"")
+    finally:
+        consumer.close()
+    return seen
+
+
+def by_partition(values: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    result: dict[int, list[bytes]] = {}
+    for partition, value in values:
+        result.setdefault(partition, []).append(value)
+    return result
+
+
+def test_committed_and_aborted_transactions(server: BrokerProcess) -> None:
+    """read_committed sees exactly the 14 committed transactions' records, in the order
+    produced; read_uncommitted all 1,000."""
+    p = producer(server.bootstrap, "batches")
+    p.init_transactions(TIMEOUT_S)
+    committed: list[tuple[int, bytes]] = []
+    everything: list[tuple[int, bytes]] = []
+    for t in range(TXNS):
+        p.begin_transaction()
+        for i in range(PER_TXN):
+            value = b"%02d-%02d" % (t, i)
+            partition = i % PARTITIONS
+            p.produce("txns", value, partition=partition)
+            everything.append((partition, value))
+            if t % 3 != 2:
+                committed.append((partition, value))
+        if t % 3 == 2:
+            p.flush(TIMEOUT_S)  # else librdkafka drops the records it has not sent yet
+            p.abort_transaction(TIMEOUT_S)
+        else:
+            p.commit_transaction(TIMEOUT_S)
+    assert len(committed) == 14 * PER_TXN
+    read_committed = consume(server.bootstrap, "txns", "read_committed", len(committed))
+    assert read_committed == by_partition(committed)
+    read_uncommitted = consume(server.bootstrap, "txns", "read_uncommitted", len(everything))
+    assert read_uncommitted == by_partition(everything)
+
+
+def test_zombie_producer_is_fenced(server: BrokerProcess) -> None:
+    """The older of two producers sharing a transactional id cannot commit: its commit
+    raises a fatal fencing error and its records are never visible."""
+    zombie = producer(server.bootstrap, "shared")
+    zombie.init_transactions(TIMEOUT_S)
+    zombie.begin_transaction()
+    for i in range(10):
+        zombie.produce("fence", b"zombie-%d" % i, partition=0)
+    zombie.flush(TIMEOUT_S)
+    successor = producer(server.bootstrap, "shared")
+    successor.init_transactions(TIMEOUT_S)  # fences the zombie, aborting its transaction
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(TIMEOUT_S)
+    error: KafkaError = raised.value.args[0]
+    assert error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), error
+    assert error.fatal()
+    successor.begin_transaction()
+    for i in range(5):
+        successor.produce("fence", b"successor-%d" % i, partition=0)
+    successor.commit_transaction(TIMEOUT_S)
+    seen = consume(server.bootstrap, "fence", "read_committed", 5)
+    assert seen == {0: [b"successor-%d" % i for i in range(5)]}
+    uncommitted = consume(server.bootstrap, "fence", "read_uncommitted", 15)
+    assert uncommitted[0][:10] == [b"zombie-%d" % i for i in range(10)]
+
+
+def committed_offsets(consumer: Consumer, topic: str) -> list[int]:
+    found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], TIMEOUT_S)
+    return [tp.offset for tp in sorted(found, key=lambda tp: tp.partition)]
+
+
+def test_send_offsets_to_transaction(server: BrokerProcess) -> None:
+    """A copier's consumed positions become the group's committed offsets only when its
+    transaction commits; an aborted transaction's offsets are dropped."""
+    source = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(30):
+        source.produce("source", b"%d" % i, partition=i % PARTITIONS)
+    source.flush(TIMEOUT_S)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "copier",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe(["source"])
+    copier = producer(server.bootstrap, "copier-1")
+    copier.init_transactions(TIMEOUT_S)
+    try:
+        copied = 0
+        deadline = time.monotonic() + TIMEOUT_S
+        copier.begin_transaction()
+        while copied < 30 and time.monotonic() < deadline:
+            for message in consumer.consume(100, 0.2):
+                assert message.error() is None, message.error()
+                copier.produce("sink", message.value(), partition=message.partition() or 0)
+                copied += 1
+        assert copied == 30
+        positions = consumer.position(consumer.assignment())
+        copier.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+        assert committed_offsets(consumer, "source") == [OFFSET_INVALID] * PARTITIONS
+        copier.commit_transaction(TIMEOUT_S)
+        assert committed_offsets(consumer, "source") == [10, 10, 10]
+        # An aborted transaction's offsets never count.
+        copier.begin_transaction()
+        copier.produce("sink", b"dropped", partition=0)
+        copier.send_offsets_to_transaction(
+            [TopicPartition("source", p, 99) for p in range(PARTITIONS)],
+            consumer.consumer_group_metadata(),
+            TIMEOUT_S,
+        )
+        copier.abort_transaction(TIMEOUT_S)
+        assert committed_offsets(consumer, "source") == [10, 10, 10]
+    finally:
+        consumer.close()
+    sink = consume(server.bootstrap, "sink", "read_committed", 30)
+    assert sorted(v for values in sink.values() for v in values) == sorted(
+        b"%d" % i for i in range(30)
+    )

@@ -192,3 +192,88 @@ def test_send_offsets_to_transaction(server: BrokerProcess) -> None:
     assert sorted(v for values in sink.values() for v in values) == sorted(
         b"%d" % i for i in range(30)
     )
+
+
+def test_transaction_left_open_past_its_timeout_is_aborted(server: BrokerProcess) -> None:
+    """A producer that never ends its transaction: once transaction.timeout.ms passes the
+    broker aborts it, the LSO moves past its records (a later transaction becomes
+    readable) and its records never do; its late commit is refused as fenced."""
+    stale = Producer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "transactional.id": "slow",
+            "transaction.timeout.ms": 1000,
+            "message.timeout.ms": 1000,
+        }
+    )
+    stale.init_transactions(TIMEOUT_S)
+    stale.begin_transaction()
+    for i in range(3):
+        stale.produce("timeouts", b"stale-%d" % i, partition=0)
+    stale.flush(TIMEOUT_S)
+    fresh = producer(server.bootstrap, "fast")
+    fresh.init_transactions(TIMEOUT_S)
+    fresh.begin_transaction()
+    fresh.produce("timeouts", b"after", partition=0)
+    fresh.commit_transaction(TIMEOUT_S)
+    # Readable only once the broker has aborted the stale transaction (about 1 s).
+    assert consume(server.bootstrap, "timeouts", "read_committed", 1) == {0: [b"after"]}
+    with pytest.raises(KafkaException) as raised:
+        stale.commit_transaction(TIMEOUT_S)
+    error: KafkaError = raised.value.args[0]
+    assert error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), error
+
+
+def run_aiokafka(bootstrap: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def scenario() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aiokafka")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("peers", b"c1", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait("peers", b"a1", partition=0)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send_and_wait("peers", b"c2", partition=0)
+        finally:
+            await p.stop()
+
+    asyncio.run(scenario())
+
+
+def run_kafka_python(bootstrap: str) -> None:
+    import kafka
+
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kafka-python")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("peers", b"c1", partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("peers", b"a1", partition=0)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send("peers", b"c2", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("peer", ["aiokafka", "kafka-python"])
+def test_other_clients_commit_and_abort(server: BrokerProcess, peer: str) -> None:
+    """aiokafka's and kafka-python's transactional producers (older request versions):
+    commit, abort, commit; read_committed sees the two committed records only."""
+    (run_aiokafka if peer == "aiokafka" else run_kafka_python)(server.bootstrap)
+    assert consume(server.bootstrap, "peers", "read_committed", 2) == {0: [b"c1", b"c2"]}
+    assert consume(server.bootstrap, "peers", "read_uncommitted", 3) == {0: [b"c1", b"a1", b"c2"]}

@@ -211,6 +211,7 @@ def _write_offsets(
         )
     except ApiError as exc:
         return exc.code
+    broker.transactions.offsets_written(request.transactional_id, request.group_id, offsets)
     return NONE
 
 

@@ -94,6 +94,8 @@ class TransactionCoordinator:
         self.store = store or TxnLogStore(broker)
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
+        self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}
+        """Transactional id -> group -> partitions with offsets its open transaction wrote."""
 
     def now_ms(self) -> int:
         return int(self._clock())
@@ -109,6 +111,14 @@ class TransactionCoordinator:
         between PrepareCommit/PrepareAbort and their Complete state. Ongoing ones stay
         open: their producer may still end them, else they time out."""
         self.transactions = self.store.load()
+        store = self.broker.groups.store
+        for meta in self.transactions.values():
+            if meta.state == TxnState.ONGOING and isinstance(store, LogGroupStore):
+                for topic, index in meta.partitions:
+                    if topic == OFFSETS_TOPIC:
+                        written = store.transactional_offsets(index, meta.producer_id)
+                        for group_id, offsets in written.items():
+                            self.offsets_written(meta.transactional_id, group_id, offsets)
         for meta in list(self.transactions.values()):
             if meta.state in PREPARING:
                 logger.info(
@@ -234,6 +244,21 @@ class TransactionCoordinator:
             return InvalidTxnStateError.code
         return NONE
 
+    def offsets_written(
+        self, transactional_id: str, group_id: str, partitions: Iterable[PartitionKey]
+    ) -> None:
+        """Note that a TxnOffsetCommit of the open transaction wrote these offsets."""
+        groups = self._pending_offsets.setdefault(transactional_id, {})
+        groups.setdefault(group_id, set()).update(partitions)
+
+    def has_pending_offsets(self, group_id: str, partition: PartitionKey) -> bool:
+        """Whether an unfinished transaction holds an offset of ``group_id`` for
+        ``partition``: OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT
+        then (KIP-447), as Kafka does."""
+        return any(
+            partition in groups.get(group_id, ()) for groups in self._pending_offsets.values()
+        )
+
     # -- administration ---------------------------------------------------------------
 
     def list_transactions(
@@ -349,6 +374,7 @@ class TransactionCoordinator:
             )
             self.transactions[prepared.transactional_id] = prepared
             return
+        self._pending_offsets.pop(prepared.transactional_id, None)
         complete = prepare_complete(prepared, self.now_ms())
         if not self._persist(complete):
             # The markers are written: a restart that finds Prepare* writes them again.

@@ -359,3 +359,18 @@ async def test_describe_producers_reports_the_partition_state() -> None:
     again = await call(broker, DescribeProducersRequest([TopicRequest("t", [0])]), 0)
     [after] = again.topics[0].partitions[0].active_producers
     assert (after.current_txn_start_offset, after.coordinator_epoch) == (-1, 0)
+
+
+async def test_pending_transactional_offsets_are_reported_until_the_transaction_ends() -> None:
+    """has_pending_offsets (for OffsetFetch's require_stable) holds the partitions a
+    TxnOffsetCommit wrote while its transaction is open, for that group only."""
+    broker = txn_broker()
+    pid, epoch = await begin(broker)
+    await add_offsets(broker, "tx", pid, epoch, "g")
+    assert not broker.transactions.has_pending_offsets("g", ("t", 0))
+    await txn_commit(broker, "tx", "g", pid, epoch, {("t", 0): 3})
+    assert broker.transactions.has_pending_offsets("g", ("t", 0))
+    assert not broker.transactions.has_pending_offsets("g", ("t", 1))
+    assert not broker.transactions.has_pending_offsets("other", ("t", 0))
+    assert await end(broker, "tx", pid, epoch, False) == NONE
+    assert not broker.transactions.has_pending_offsets("g", ("t", 0))

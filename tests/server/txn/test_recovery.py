@@ -238,3 +238,25 @@ async def test_idle_transactional_ids_expire() -> None:
     assert broker.transactions.store.load() == {}
     again = await init(broker, "tx")
     assert (again.producer_id, again.producer_epoch) == (first.producer_id + 1, 0)
+
+
+async def test_pending_offsets_of_an_open_transaction_survive_a_restart(tmp_path: Path) -> None:
+    """An Ongoing transaction's TxnOffsetCommit is read back at start: still pending, and
+    the group's once the transaction commits."""
+    clock = FakeClock()
+    broker = make_broker(clock, str(tmp_path), offsets_topic_num_partitions=3)
+    broker.cluster.create_topic("t", 1)
+    response = await init(broker, "tx")
+    pid, epoch = response.producer_id, response.producer_epoch
+    await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
+    await add_offsets(broker, "tx", pid, epoch, "g")
+    await txn_commit(broker, "tx", "g", pid, epoch, {("t", 0): 7})
+    broker.close()
+    again = make_broker(clock, str(tmp_path), offsets_topic_num_partitions=3)
+    assert again.transactions.has_pending_offsets("g", ("t", 0))
+    assert again.groups.fetch_offsets("g", [("t", 0)]) == {("t", 0): None}
+    assert await end(again, "tx", pid, epoch, True) == NONE
+    assert not again.transactions.has_pending_offsets("g", ("t", 0))
+    committed = again.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
+    assert committed is not None and committed.offset == 7
+    again.close()

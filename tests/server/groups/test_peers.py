@@ -60,11 +60,17 @@ def create_topic(bootstrap: str) -> None:
 
 
 def start_pair(client: str, bootstrap: str) -> list[MemberProcess]:
-    """Two members of group ``g`` on ``t``, once they own two partitions each."""
-    members = [
-        MemberProcess(client, bootstrap, "g", "t", session_timeout_ms=2_000) for _ in range(2)
-    ]
+    """Two members of group ``g`` on ``t``, once they own two partitions each.
+
+    The second starts once the first owns every partition: kafka-python 3.0 can miss its
+    own SyncGroup response when a metadata response lands at the same moment, which its
+    first rebalances (made while it learns the topic's partitions) make likely.
+    """
+    members: list[MemberProcess] = []
     try:
+        members.append(MemberProcess(client, bootstrap, "g", "t", session_timeout_ms=2_000))
+        wait_until(lambda: members[0].assigned == set(range(PARTITIONS)), "a first member", members)
+        members.append(MemberProcess(client, bootstrap, "g", "t", session_timeout_ms=2_000))
         wait_until(lambda: partitions_split(members, PARTITIONS), "a 2+2 split", members)
     except BaseException:
         for m in members:

@@ -208,6 +208,10 @@ class GroupCoordinator:
             group = self.engine.groups[group_id] = Group(group_id, GroupState.EMPTY, self.now_ms())
         group.offsets.update(offsets)
 
+    def topics_deleted(self, topics: Iterable[str]) -> int:
+        """Forget the committed offsets of deleted topics (call when topics are deleted)."""
+        return self.engine.remove_topic_offsets(self.now_ms(), topics)
+
     # -- administration -----------------------------------------------------------------
 
     def list_groups(

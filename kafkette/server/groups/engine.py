@@ -825,6 +825,18 @@ class GroupEngine:
             self.groups.pop(group.group_id, None)
             self.store.write_group(group.group_id, None)
 
+    def remove_topic_offsets(self, now_ms: int, topics: Iterable[str]) -> int:
+        """Drop every group's offsets of deleted ``topics`` (Kafka's handleDeletedPartitions);
+        returns how many were removed."""
+        gone = set(topics)
+        count = 0
+        for group in list(self.groups.values()):
+            removed = {key: group.offsets.pop(key) for key in list(group.offsets) if key[0] in gone}
+            if removed:
+                count += len(removed)
+                self._cleanup(group, removed, now_ms)
+        return count
+
     # -- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------
 
     def list_groups(

@@ -279,3 +279,15 @@ def test_restore_from_the_store() -> None:
     engine.tick(later + SESSION)
     assert list(engine.groups["g"].members) == []  # neither heartbeats: both expire
     assert engine.groups["g"].state is GroupState.EMPTY
+
+
+def test_offsets_of_deleted_topics_go() -> None:
+    """Offsets of a deleted topic are removed from every group; a group left Empty without
+    offsets goes too."""
+    h = Harness()
+    h.commit({("gone", 0): 1, ("kept", 0): 2}, group="a")
+    h.commit({("gone", 1): 3}, group="b")
+    assert h.engine.remove_topic_offsets(h.now, ["gone"]) == 2
+    assert h.engine.fetch_offsets("a", None) == {("kept", 0): offset(2)}
+    assert "b" not in h.engine.groups and "b" not in h.store.offsets
+    assert h.store.offsets["a"] == {("kept", 0): offset(2)}

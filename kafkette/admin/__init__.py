@@ -1,7 +1,15 @@
-"""The admin client: topics, partitions, configs, records, offsets and consumer groups."""
+"""The admin client: topics, partitions, configs, records, offsets, consumer groups
+and transactions."""
 
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.sync_client import AdminClient
+from kafkette.admin.txn_types import (
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+    TransactionListings,
+    TransactionState,
+)
 from kafkette.admin.types import (
     AlterConfigOp,
     AlterOp,
@@ -51,7 +59,12 @@ __all__ = [
     "OffsetSpec",
     "Outcome",
     "PartitionDescription",
+    "ProducerState",
     "ResourceType",
     "Results",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
+    "TransactionListings",
+    "TransactionState",
 ]

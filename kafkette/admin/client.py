@@ -10,7 +10,9 @@ per-item errors are retried with backoff until ``default.api.timeout.ms``
 with :class:`~kafkette.errors.KafkaTimeoutError`.
 
 Consumer group operations (listing, describing and deleting groups, their
-committed offsets) are in :mod:`kafkette.admin.groups`.
+committed offsets) are in :mod:`kafkette.admin.groups`, transaction operations
+(listing and describing transactions, describing producers) in
+:mod:`kafkette.admin.transactions`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 import anyio
 
 from kafkette.admin.groups import GroupOperations
+from kafkette.admin.transactions import TransactionOperations
 from kafkette.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -104,7 +107,7 @@ def _error(code: int, message: str | None = None) -> ApiError:
     return make_error(code, message)
 
 
-class AsyncAdminClient(GroupOperations):
+class AsyncAdminClient(TransactionOperations, GroupOperations):
     """Manage topics, partitions, configs, records and consumer groups of a Kafka cluster.
 
     ``AsyncAdminClient(bootstrap_servers="localhost:9092")``; settings in

@@ -7,6 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafkette.admin.client import AsyncAdminClient
+from kafkette.admin.txn_types import (
+    ProducerState,
+    TransactionDescription,
+    TransactionListings,
+    TransactionState,
+)
 from kafkette.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -220,6 +226,43 @@ class AdminClient:
             lambda: self._async.delete_consumer_group_offsets(
                 group_id, wanted, timeout_ms=timeout_ms
             )
+        )
+
+    # ---- transactions
+
+    def list_transactions(
+        self,
+        *,
+        states: Iterable[TransactionState | str] | None = None,
+        producer_ids: Iterable[int] | None = None,
+        duration_ms: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> TransactionListings:
+        wanted_states = None if states is None else list(states)
+        wanted_ids = None if producer_ids is None else list(producer_ids)
+        return self._loop.call(
+            lambda: self._async.list_transactions(
+                states=wanted_states,
+                producer_ids=wanted_ids,
+                duration_ms=duration_ms,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> Results[str, TransactionDescription]:
+        wanted = list(transactional_ids)
+        return self._loop.call(
+            lambda: self._async.describe_transactions(wanted, timeout_ms=timeout_ms)
+        )
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+    ) -> Results[TopicPartition, tuple[ProducerState, ...]]:
+        wanted = list(partitions)
+        return self._loop.call(
+            lambda: self._async.describe_producers(wanted, timeout_ms=timeout_ms)
         )
 
 

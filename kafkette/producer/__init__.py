@@ -8,6 +8,9 @@ File map::
     futures.py       RecordMetadata; one BatchResult per batch, a light
                      RecordFuture per record (awaitable and Future-like)
     idempotence.py   producer id, epoch, sequence numbers, header stamping
+    transactions.py  the transactional producer's state machine (sans I/O):
+                     Java's states, error classification, requests it builds
+    txn_runner.py    its coordinator requests, run in the sender's task group
     sender.py        the event-loop task: drain, ProduceRequests, retries,
                      leader hints (KIP-951), epoch bumps (KIP-360)
     core.py          what both producers share: serialization, routing,
@@ -25,5 +28,6 @@ the event loop thread.
 from kafkette.producer.futures import RecordFuture, RecordMetadata
 from kafkette.producer.producer import AsyncProducer
 from kafkette.producer.sync_producer import Producer
+from kafkette.producer.transactions import TransactionAbortedError
 
-__all__ = ["AsyncProducer", "Producer", "RecordFuture", "RecordMetadata"]
+__all__ = ["AsyncProducer", "Producer", "RecordFuture", "RecordMetadata", "TransactionAbortedError"]

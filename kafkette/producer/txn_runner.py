@@ -411,7 +411,6 @@ class TransactionRunner:
                 # an answer that never came (or a coordinator not found yet): the same
                 # request again, to a coordinator found again
                 logger.info("transactional request to the coordinator of %r: %s", key, exc)
-                client.invalidate_coordinator(key, key_type)
                 if add_partitions:
                     self.manager.requeue_partitions()
                 reply = Reply(Action.FIND_COORDINATOR)

@@ -109,7 +109,7 @@ def script(producer: AsyncProducer, *answers: Any) -> FakeClient:
     client = FakeClient(*answers)
     runner = producer._core.transactions  # type: ignore[union-attr]
     assert runner is not None
-    runner.client = client  # type: ignore[assignment]
+    runner.client = client
     return client
 
 

@@ -267,9 +267,19 @@ class ProducerConfig(ClientConfig):
                     "retries", "must be greater than 0 to use the idempotent producer"
                 )
         if self.transactional_id is not None and not self.idempotent:
+            # name the setting that turned idempotence off, as Java's checks do
+            if not self.enable_idempotence:
+                raise ConfigError(
+                    "enable.idempotence",
+                    "cannot be false with a transactional.id: transactions need idempotence",
+                )
+            if self.acks != -1:
+                raise ConfigError("acks", "must be all (-1) with a transactional.id")
+            if self.retries == 0:
+                raise ConfigError("retries", "must be greater than 0 with a transactional.id")
             raise ConfigError(
-                "enable.idempotence",
-                "cannot be false with a transactional.id: transactions need idempotence",
+                "max.in.flight.requests.per.connection",
+                "must be at most 5 with a transactional.id",
             )
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(

@@ -127,13 +127,21 @@ def test_calls_out_of_order_are_refused(cluster: str) -> None:
         plain.init_transactions()
 
 
-def test_transactional_id_needs_idempotence() -> None:
-    """A transactional id with idempotence turned off is refused, naming the setting."""
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"enable_idempotence": False}, "enable.idempotence"),
+        ({"acks": 1}, "acks"),
+        ({"retries": 0}, "retries"),
+        ({"max_in_flight_requests_per_connection": 6}, "max.in.flight.requests.per.connection"),
+    ],
+)
+def test_transactional_id_needs_idempotence(settings: dict[str, Any], named: str) -> None:
+    """A transactional id with idempotence off (or a setting that turns it off) is
+    refused, naming that setting."""
     with pytest.raises(ConfigError) as info:
-        Producer(
-            bootstrap_servers="memory://unused", transactional_id="x", enable_idempotence=False
-        )
-    assert info.value.setting == "enable.idempotence"
+        Producer(bootstrap_servers="memory://unused", transactional_id="x", **settings)
+    assert info.value.setting == named
 
 
 def test_older_producer_is_fenced(cluster: str) -> None:

@@ -77,3 +77,42 @@ async def read_all_async(
 
 def values(records: list[Stored]) -> list[bytes | None]:
     return [value for _, _, value in records]
+
+
+def confluent_read(
+    bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 20
+) -> list[Stored]:
+    """:func:`read_all` with confluent-kafka (librdkafka) as an independent reader:
+    until every partition reports its end (the LSO with read_committed)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError
+    from confluent_kafka import Consumer as ConfluentConsumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oracle-{topic}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        consumer.assign([ConfluentPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        records: list[Stored] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read {len(records)} records"
+            for message in consumer.consume(1000, 0.1):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(int(message.partition()))
+                    continue
+                assert error is None, str(error)
+                at_end.discard(int(message.partition()))
+                records.append((int(message.partition()), int(message.offset()), message.value()))
+        return sorted(records)
+    finally:
+        consumer.close()

@@ -12,7 +12,7 @@ import time
 
 from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from tests.brokers import BrokerProcess
-from tests.producer.transactions.helpers import read_all
+from tests.producer.transactions.helpers import confluent_read, read_all
 
 PARTITIONS = 3
 PER_PARTITION = 400
@@ -114,3 +114,6 @@ def test_exactly_once_copy_with_aborts_and_a_replaced_copier(
         assert [value for partition, _, value in out if partition == p] == expected[p]
     everything = read_all(bootstrap, "out", PARTITIONS, "read_uncommitted")
     assert len(everything) > total  # the aborted copies are in the log, filtered out
+    # librdkafka, an independent reader, sees the same
+    assert confluent_read(bootstrap, "out", PARTITIONS, "read_committed") == out
+    assert confluent_read(bootstrap, "out", PARTITIONS, "read_uncommitted") == everything

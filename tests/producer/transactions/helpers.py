@@ -107,12 +107,14 @@ def confluent_read(
             assert time.monotonic() < deadline, f"read {len(records)} records"
             for message in consumer.consume(1000, 0.1):
                 error = message.error()
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(int(message.partition()))
+                    at_end.add(partition)
                     continue
-                assert error is None, str(error)
-                at_end.discard(int(message.partition()))
-                records.append((int(message.partition()), int(message.offset()), message.value()))
+                assert error is None and offset is not None, str(error)
+                at_end.discard(partition)
+                records.append((partition, offset, message.value()))
         return sorted(records)
     finally:
         consumer.close()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 import anyio
 import pytest
 
 from kafkette import AsyncAdminClient, AsyncConsumer, Consumer, NewPartitions, TopicPartition
 from kafkette.errors import FencedInstanceIdError
+from kafkette.testing import ManualClock, close_memory_cluster, memory_cluster
+from kafkette.testing.clock import DEFAULT_START_MS
 from tests.consumer.group.helpers import Event, Recorder, apoll_until, numbers, poll_until
 from tests.consumer.group.test_membership import settings, split_in_two
 from tests.consumer.targets import Target
@@ -212,3 +215,42 @@ def test_second_member_with_the_same_instance_id_fences_the_first(
         poll_until([new], lambda: len(new.assignment()) == 2)
         with pytest.raises(FencedInstanceIdError):
             poll_until([old], lambda: False)
+
+
+@pytest.mark.anyio
+async def test_crashed_member_loses_its_partitions_when_its_session_expires(
+    topic: str, group: str
+) -> None:
+    """memory:// on a ManualClock: a member that vanishes without LeaveGroup keeps its
+    partitions until the broker's clock passes its session timeout; then the survivor,
+    still heartbeating, gets everything."""
+    clock = ManualClock()
+    url = memory_cluster(
+        f"crash-{uuid.uuid4().hex[:8]}",
+        clock=clock,
+        properties={"group.min.session.timeout.ms": "500"},
+    )
+    target = Target("memory", url)
+    try:
+        target.create_topic(topic, 4)
+        log: list[Event] = []
+        # The broker's fetch long-poll waits in broker time, which stands still here.
+        config = settings(target, group, session_timeout_ms=1_000, fetch_max_wait_ms=0)
+        async with AsyncConsumer(config) as a, AsyncConsumer(config) as b:
+            a.subscribe([topic], listener=Recorder("a", log))
+            b.subscribe([topic], listener=Recorder("b", log))
+            await apoll_until([a, b], lambda: split_in_two(a.assignment(), b.assignment()))
+            kept = numbers(b.assignment())
+            log.clear()
+            await a._c.close()  # a crash: no commit, no listener, no LeaveGroup
+            for _ in range(3):  # broker time stands still: nothing moves
+                await b.poll(timeout_ms=100)
+            assert numbers(b.assignment()) == kept
+            while len(b.assignment()) < 4:
+                clock.advance(300)
+                await b.poll(timeout_ms=250)  # b heartbeats meanwhile (every 200 ms)
+                assert clock.now_ms < DEFAULT_START_MS + 10_000, "b never got a's partitions"
+            assert log == [("b", "revoked", kept), ("b", "assigned", [0, 1, 2, 3])]
+    finally:
+        target.close()
+        close_memory_cluster(url)

@@ -321,7 +321,7 @@ class Sender:
             )
             and self.accumulator.queued()
         ):
-            self.accumulator.abort(manager.last_error or TransactionAbortedError())
+            txn.drop_queued(manager.last_error or TransactionAbortedError())
         if manager.new_partitions and not txn.adding_busy and not manager.adding:
             txn.adding_busy = True
             tg.start_soon(txn.add_partitions)

@@ -174,9 +174,17 @@ class TransactionRunner:
             op = pending.handle
         else:
             self.manager.begin_abort()
-            self.accumulator.abort(TransactionAbortedError())
+            self.drop_queued(TransactionAbortedError())
             op = self._start("abort_transaction", TxnState.ABORTING_TRANSACTION, self._run_end)
         await self._wait(op, timeout_s)
+
+    def drop_queued(self, error: BaseException) -> None:
+        """Fail the records not sent yet: their transaction is lost (Java's
+        abortUndrainedBatches). A batch that was sent before (it waits for a retry)
+        leaves a gap in its partition's sequences: the abort then bumps the epoch."""
+        for batch in self.accumulator.abort(error):
+            if batch.base_sequence >= 0 and batch.producer_epoch == self.idempotence.epoch:
+                self.idempotence.bump_needed = True
 
     def _start(
         self, name: str, state: TxnState, run: Callable[..., Coroutine[Any, Any, None]], *args: Any
@@ -324,6 +332,9 @@ class TransactionRunner:
 
                 reply = await self._exchange(build, answer)
             if reply.action is Action.DONE:
+                if self.idempotence.bump_needed and manager.bump_supported:
+                    # a batch whose sequence never reached the log: start again from 0
+                    manager.epoch_bump_required = True
                 manager.complete()
                 if manager.state is TxnState.INITIALIZING:
                     reply = await self._init_producer_id(bump=True)

@@ -303,11 +303,18 @@ class KafkaClient:
     ) -> Response:
         """Send ``request`` to the coordinator of ``key`` over the coordinator connection.
 
-        A broken connection forgets the coordinator before the error is
-        raised; error codes in the response are the caller's to read.
+        A broken connection forgets the coordinator (before the error is
+        raised, or before the next request when it broke in between); error
+        codes in the response are the caller's to read.
         """
         await self._close_forgotten()
         node_id = await self.coordinator(key, key_type)
+        existing = self._coordinator_connections.get(node_id)
+        if existing is not None and existing.closed:
+            # The connection broke since: the coordinator may have moved, look it up again.
+            del self._coordinator_connections[node_id]
+            self._forget_coordinator_node(node_id)
+            node_id = await self.coordinator(key, key_type)
         try:
             connection = await self.coordinator_connection(node_id)
             response = await connection.request(request, version=version)

@@ -63,6 +63,11 @@ class ConsumerCore:
     def __init__(self, config: ConsumerConfig) -> None:
         self.config = config
         self.client = KafkaClient(config)
+        if config.group_id is not None:
+            # A JoinGroup waits for the whole rebalance (up to max.poll.interval.ms).
+            self.client.coordinator_request_timeout_ms = max(
+                config.request_timeout_ms, config.max_poll_interval_ms + 5_000
+            )
         self.subscriptions = SubscriptionState(config.auto_offset_reset)
         self.buffer = FetchBuffer()
         self.metrics_recorder = MetricsRecorder()

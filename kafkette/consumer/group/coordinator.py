@@ -148,10 +148,6 @@ class GroupMember:
             auto_commit_interval_ms=config.auto_commit_interval_ms,
             now_ms=now,
         )
-        # JoinGroup waits for the whole rebalance: give it the rebalance timeout and more.
-        client.coordinator_request_timeout_ms = max(
-            config.request_timeout_ms, config.max_poll_interval_ms + 5_000
-        )
         self.topics: set[str] = set()
         self.pattern: re.Pattern[str] | None = None
         self.listener: ConsumerRebalanceListener | Any | None = None
@@ -474,7 +470,9 @@ class GroupMember:
             for m in response.members
         }
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
-        snapshot = await self.client.refresh_metadata(topics)
+        snapshot = await self.client.refresh_metadata(
+            topics, allow_auto_topic_creation=self.config.allow_auto_create_topics
+        )
         counts = {t: n for t in topics if (n := snapshot.partition_count(t))}
         self._group_topic_counts = counts
         result: Mapping[str, Assignment] = assignor.assign(counts, subscriptions)
@@ -639,7 +637,10 @@ class GroupMember:
             else:
                 wanted = self.topics | set(self._group_topic_counts)
                 self.client.metadata.wanted_topics.update(wanted)
-                await self.client.refresh_metadata(self.client.metadata.wanted_topics)
+                await self.client.refresh_metadata(
+                    self.client.metadata.wanted_topics,
+                    allow_auto_topic_creation=self.config.allow_auto_create_topics,
+                )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("group %s: metadata refresh failed: %s", self.group_id, exc)
 

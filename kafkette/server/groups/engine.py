@@ -77,8 +77,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """How long a new member's first join may wait (Kafka's NewMemberJoinTimeoutMs)."""
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 """Kafka's ``offsets.retention.check.interval.ms`` default."""
-OFFSET_METADATA_MAX_BYTES = 4096
-"""Kafka's ``offset.metadata.max.bytes`` default."""
 CLASSIC_GROUP_TYPE = "classic"
 
 ACTIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
@@ -739,7 +737,7 @@ class GroupEngine:
         result: dict[PartitionKey, int] = {}
         accepted: dict[PartitionKey, CommittedOffset] = {}
         for key, offset in offsets.items():
-            if len(offset.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+            if len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
                 result[key] = OffsetMetadataTooLargeError.code
             else:
                 accepted[key] = offset

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafkette.errors import InvalidRequestError, UnknownTopicOrPartitionError
+from kafkette.errors import (
+    InvalidRequestError,
+    UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
+)
 from kafkette.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -263,20 +267,28 @@ async def handle_offset_commit(
     )
 
 
+Fetched = list[tuple[str, list[tuple[int, CommittedOffset | None, int]]]]
+
+
 def _fetched(
-    broker: Broker, group_id: str, topics: Iterable[tuple[str, list[int]]] | None
-) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
-    """(topic, [(partition, committed or None)]) in request order (sorted for all)."""
+    broker: Broker,
+    group_id: str,
+    topics: Iterable[tuple[str, list[int]]] | None,
+    require_stable: bool,
+) -> Fetched:
+    """(topic, [(partition, committed or None, error)]) in request order (sorted for all).
+    With ``require_stable`` (KIP-447), an offset an open transaction holds is
+    UNSTABLE_OFFSET_COMMIT."""
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     found = broker.groups.fetch_offsets(group_id, wanted)
-    by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
-    if topics is None:
-        for (topic, partition), offset in found.items():
-            by_topic.setdefault(topic, []).append((partition, offset))
-    else:
-        for topic, parts in topics:
-            entries = by_topic.setdefault(topic, [])
-            entries.extend((p, found.get((topic, p))) for p in parts)
+    keys = list(found) if topics is None else [(t, p) for t, parts in topics for p in parts]
+    by_topic: dict[str, list[tuple[int, CommittedOffset | None, int]]] = {}
+    for topic, partition in keys:
+        entries = by_topic.setdefault(topic, [])
+        if require_stable and broker.transactions.has_pending_offsets(group_id, (topic, partition)):
+            entries.append((partition, None, UnstableOffsetCommitError.code))
+        else:
+            entries.append((partition, found.get((topic, partition)), 0))
     return list(by_topic.items())
 
 
@@ -284,6 +296,7 @@ def _fetched(
 async def handle_offset_fetch(
     broker: Broker, ctx: RequestContext, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
+    stable = request.require_stable
     if ctx.api_version < 8:
         topics = (
             None
@@ -300,11 +313,12 @@ async def handle_offset_fetch(
                             committed_offset=-1 if o is None else o.offset,
                             committed_leader_epoch=-1 if o is None else o.leader_epoch,
                             metadata="" if o is None else o.metadata,
+                            error_code=error,
                         )
-                        for p, o in parts
+                        for p, o, error in parts
                     ],
                 )
-                for topic, parts in _fetched(broker, request.group_id, topics)
+                for topic, parts in _fetched(broker, request.group_id, topics, stable)
             ]
         )
     groups = []
@@ -326,11 +340,12 @@ async def handle_offset_fetch(
                                 committed_offset=-1 if o is None else o.offset,
                                 committed_leader_epoch=-1 if o is None else o.leader_epoch,
                                 metadata="" if o is None else o.metadata,
+                                error_code=error,
                             )
-                            for p, o in parts
+                            for p, o, error in parts
                         ],
                     )
-                    for topic, parts in _fetched(broker, group.group_id, wanted)
+                    for topic, parts in _fetched(broker, group.group_id, wanted, stable)
                 ],
             )
         )

@@ -9,10 +9,12 @@ import anyio
 import pytest
 
 from kafkette.protocol.messages import (
+    AddOffsetsToTxnRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
+    InitProducerIdRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
     ListGroupsRequest,
@@ -20,6 +22,7 @@ from kafkette.protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 from kafkette.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from kafkette.protocol.messages.leave_group_request import MemberIdentity
@@ -37,6 +40,10 @@ from kafkette.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
+from kafkette.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.testing import ManualClock
@@ -54,6 +61,7 @@ NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNSTABLE_OFFSET_COMMIT = 88
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
@@ -466,3 +474,53 @@ async def test_groups_and_offsets_survive_a_restart_on_disk(tmp_path: Path) -> N
         ]
     finally:
         reopened.close()
+
+
+async def test_offset_fetch_require_stable_with_an_open_transaction() -> None:
+    """KIP-447: while a transaction holds a group's offset, OffsetFetch with require_stable
+    answers UNSTABLE_OFFSET_COMMIT for that partition; without it, the last committed one."""
+    broker = group_broker()
+    broker.cluster.create_topic("t", 2)
+    init = await call(
+        broker, InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000), 4
+    )
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    added = await call(broker, AddOffsetsToTxnRequest("tx", pid, epoch, "g"), 3)
+    assert added.error_code == 0
+    committed = await call(
+        broker,
+        TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=[TxnOffsetCommitRequestTopic("t", [TxnOffsetCommitRequestPartition(0, 7)])],
+        ),
+        3,
+    )
+    assert committed.topics[0].partitions[0].error_code == 0
+    wanted = [OffsetFetchRequestTopic("t", [0, 1])]
+    stable = await call(
+        broker, OffsetFetchRequest(group_id="g", topics=wanted, require_stable=True), 7
+    )
+    assert [
+        (p.partition_index, p.committed_offset, p.error_code) for p in stable.topics[0].partitions
+    ] == [
+        (0, -1, UNSTABLE_OFFSET_COMMIT),
+        (1, -1, 0),
+    ]
+    batched = await call(
+        broker,
+        OffsetFetchRequest(
+            groups=[OffsetFetchRequestGroup("g", topics=[OffsetFetchRequestTopics("t", [0])])],
+            require_stable=True,
+        ),
+        8,
+    )
+    assert batched.groups[0].topics[0].partitions[0].error_code == UNSTABLE_OFFSET_COMMIT
+    relaxed = await call(broker, OffsetFetchRequest(group_id="g", topics=wanted), 7)
+    assert [(p.committed_offset, p.error_code) for p in relaxed.topics[0].partitions] == [
+        (-1, 0),
+        (-1, 0),
+    ]

@@ -26,12 +26,19 @@ from kafkette.producer.transactions import TxnState
 from kafkette.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
     EndTxnRequest,
     EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+)
+from kafkette.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
+from kafkette.protocol.messages.add_partitions_to_txn_response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnTopicResult,
 )
 from kafkette.protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
@@ -272,3 +279,33 @@ async def test_fenced_end_txn_is_fatal(producer: AsyncProducer) -> None:
         producer.begin_transaction()
     with pytest.raises(KafkaError):
         await producer.abort_transaction()
+
+
+async def test_batches_wait_until_their_partition_is_added(producer: AsyncProducer) -> None:
+    """A record to a new partition: AddPartitionsToTxn first; its batch is not sent
+    until the coordinator added the partition."""
+    held = Hold(
+        AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnTopicResult("t", [AddPartitionsToTxnPartitionResult(0, 0)])
+            ]
+        )
+    )
+    client = script(producer, init_ok(), held, EndTxnResponse())  # EndTxn: close aborts
+    await producer.init_transactions()
+    producer.begin_transaction()
+    future = await producer.send("t", b"v", partition=0)
+    with anyio.move_on_after(0.3):
+        await future
+    assert not future.done()
+    assert producer.metrics()["requests_sent"] == 0
+    assert client.requests[1] == AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=7,
+        v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[AddPartitionsToTxnTopic("t", [0])],
+    )
+    held.release.set()
+    with anyio.fail_after(10):
+        while producer.metrics()["requests_sent"] == 0:
+            await anyio.sleep(0.01)

@@ -448,7 +448,11 @@ async def end_open_transaction(runner: TransactionRunner) -> None:
     manager = runner.manager
     pending = manager.pending
     try:
-        if pending is not None and not pending.acked:
+        if (
+            pending is not None
+            and not pending.acked
+            and pending.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+        ):
             await pending.handle.finished.wait()
         elif manager.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
             logger.info("aborting the open transaction as the producer closes")

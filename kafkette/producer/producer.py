@@ -14,6 +14,16 @@ resolves when the broker acknowledges the record. So a task sending in a
 tight loop does not let the sender run until it awaits something (a future,
 ``flush``, or a full buffer): that is the fastest way to produce, but await
 now and then if delivery latency matters.
+
+With a ``transactional_id``, records are sent in transactions (Java's
+semantics: see :mod:`kafkette.producer.transactions`)::
+
+    async with AsyncProducer(bootstrap_servers=..., transactional_id="copier-1") as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send("out", b"value")
+        await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+        await producer.commit_transaction()   # or abort_transaction()
 """
 
 from __future__ import annotations

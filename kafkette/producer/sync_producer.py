@@ -9,6 +9,10 @@ yet waits for the loop. Delivery callbacks run in the background thread::
     with Producer(bootstrap_servers="localhost:9092") as producer:
         future = producer.send("events", b"value", key=b"key")
         metadata = future.result(timeout=10)
+
+Transactions (with a ``transactional_id``): ``init_transactions()`` once, then
+``begin_transaction()``, sends, ``send_offsets_to_transaction(...)`` and
+``commit_transaction()`` or ``abort_transaction()``, as in Java.
 """
 
 from __future__ import annotations

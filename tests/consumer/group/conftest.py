@@ -1,8 +1,8 @@
 """Brokers for the group tests: memory://, ``kafkette serve`` and Tansu.
 
 ``group_target`` runs a test on memory:// and ``kafkette serve``;
-``every_group_target`` on Tansu too (the sync tests use it: Tansu delays a
-new group's first rebalance by 3 s, too slow to run everything there). Our
+``every_group_target`` on Tansu too (few tests use it: Tansu delays a new
+group's first rebalance by 3 s and each rebalance takes seconds). Our
 brokers allow sessions down to 500 ms so that tests can time members out
 quickly. Tansu defects a test works around are named in that test; one
 that keeps a test off Tansu: OffsetFetch answers no metadata for an offset

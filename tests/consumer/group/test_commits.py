@@ -55,11 +55,11 @@ async def test_commit_then_restart_resumes_at_committed_offsets_async(
         }
 
 
-def test_auto_commit_on_close_sync(every_group_target: Target, topic: str, group: str) -> None:
+def test_auto_commit_on_close_sync(group_target: Target, topic: str, group: str) -> None:
     """With enable.auto.commit, close() commits what poll handed out."""
-    fill(every_group_target, topic, 1, 4)
+    fill(group_target, topic, 1, 4)
     tp = TopicPartition(topic, 0)
-    config = settings(every_group_target, group, auto_commit_interval_ms=600_000)
+    config = settings(group_target, group, auto_commit_interval_ms=600_000)
     with Consumer(config) as consumer:
         consumer.subscribe([topic])
         got: list[ConsumerRecord] = []
@@ -67,7 +67,7 @@ def test_auto_commit_on_close_sync(every_group_target: Target, topic: str, group
         assert consumer.committed([tp]) == {tp: None}
     with Consumer(config) as consumer:
         assert consumer.committed([tp]) == {tp: OffsetAndMetadata(4)}
-        every_group_target.produce_values(tp, 1, start=4)
+        group_target.produce_values(tp, 1, start=4)
         consumer.subscribe([topic])
         got = []
         poll_until([consumer], lambda: len(got) >= 1, got)

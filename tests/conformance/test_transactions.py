@@ -9,12 +9,28 @@
 - consume-transform-produce: a group consumer's offsets sent with
   ``send_offsets_to_transaction`` are the group's only once the transaction
   commits, and never when it aborts.
+- exactly-once copy, after Kafka's transactions system test: 100,000 source
+  records over 3 partitions copied by a group of two copiers (consume,
+  produce, ``send_offsets_to_transaction``, commit; one transaction in five
+  aborted on purpose) that are SIGKILLed and restarted with their
+  transactional id, while the broker (on disk) is SIGKILLed and restarted
+  twice: the output read with read_committed holds every source record
+  exactly once, in source order per partition.
+
+The copier runs in a child process: ``python -m tests.conformance.test_transactions
+copier BOOTSTRAP``.
 """
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -277,3 +293,207 @@ def test_other_clients_commit_and_abort(server: BrokerProcess, peer: str) -> Non
     (run_aiokafka if peer == "aiokafka" else run_kafka_python)(server.bootstrap)
     assert consume(server.bootstrap, "peers", "read_committed", 2) == {0: [b"c1", b"c2"]}
     assert consume(server.bootstrap, "peers", "read_uncommitted", 3) == {0: [b"c1", b"a1", b"c2"]}
+
+
+# -- exactly-once copy ---------------------------------------------------------------------
+
+COPY_RECORDS = 100_000
+COPY_SOURCE = "copy-source"
+COPY_SINK = "copy-sink"
+COPY_GROUP = "copiers"
+COPY_TIMEOUT_S = 150.0
+STALL_S = 6.0
+COPIERS = 2
+
+
+def copier_main(bootstrap: str, transactional_id: str = "copier") -> None:
+    """One copier: consume a batch, produce it to the same partition of the sink, send the
+    positions with the transaction, commit (or, one time in five, abort and rewind to the
+    committed offsets). Runs until killed; exits 2 on an error it cannot get past (the
+    parent starts another copier, whose InitProducerId fences this one)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": COPY_GROUP,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 1000,
+            "heartbeat.interval.ms": 200,
+            "reconnect.backoff.ms": 20,
+            "reconnect.backoff.max.ms": 200,
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 10_000,
+            "linger.ms": 5,
+            "reconnect.backoff.ms": 20,
+            "reconnect.backoff.max.ms": 200,
+            "retry.backoff.ms": 20,
+        }
+    )
+    producer.init_transactions(30)
+    consumer.subscribe([COPY_SOURCE])
+    rng = random.Random(os.getpid())
+
+    def rewind() -> None:
+        assignment = consumer.assignment()
+        for tp in consumer.committed(assignment, 30):
+            offset = tp.offset if tp.offset >= 0 else 0
+            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+
+    while True:
+        messages = [m for m in consumer.consume(2000, 0.2) if m.error() is None]
+        if not messages:
+            continue
+        try:
+            producer.begin_transaction()
+            for m in messages:
+                while True:
+                    try:
+                        producer.produce(COPY_SINK, m.value(), partition=m.partition() or 0)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            if rng.random() < 0.2:
+                producer.flush(30)  # the records reach the log, then are aborted
+                producer.abort_transaction(30)
+                rewind()
+                continue
+            while True:
+                try:
+                    producer.commit_transaction(30)
+                    break
+                except KafkaException as exc:
+                    if not exc.args[0].retriable():
+                        raise
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.fatal() or not error.txn_requires_abort():
+                sys.exit(2)
+            producer.abort_transaction(30)
+            rewind()
+
+
+class Copier:
+    """A copier child process."""
+
+    def __init__(self, bootstrap: str, transactional_id: str) -> None:
+        self.transactional_id = transactional_id
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.conformance.test_transactions",
+                "copier",
+                bootstrap,
+                transactional_id,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+
+def copied(bootstrap: str) -> int:
+    """How many source records the group has committed as copied."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": COPY_GROUP})
+    try:
+        found = consumer.committed([TopicPartition(COPY_SOURCE, p) for p in range(PARTITIONS)], 10)
+    except KafkaException:
+        return -1
+    finally:
+        consumer.close()
+    return sum(max(tp.offset, 0) for tp in found)
+
+
+@pytest.fixture
+def disk_server(tmp_path: Path) -> Iterator[BrokerProcess]:
+    yield from kafkette_broker(
+        tmp_path / "data",
+        "--set",
+        f"num.partitions={PARTITIONS}",
+        "--set",
+        "group.min.session.timeout.ms=500",
+        "--set",
+        "offsets.topic.num.partitions=5",
+    )
+
+
+def test_exactly_once_copy_across_copier_and_broker_kills(disk_server: BrokerProcess) -> None:
+    """Every source record lands in the sink exactly once, in order per partition, whatever
+    copiers and broker were killed on the way."""
+    bootstrap = disk_server.bootstrap
+    source = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(COPY_RECORDS):
+        while True:
+            try:
+                source.produce(COPY_SOURCE, b"%06d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                source.poll(0.01)
+    assert source.flush(30) == 0
+    faults = [
+        (0.15, "copier"),
+        (0.35, "broker"),
+        (0.55, "copier"),
+        (0.75, "broker"),
+    ]
+    copiers = [Copier(bootstrap, f"copier-{n}") for n in range(COPIERS)]
+    deadline = time.monotonic() + COPY_TIMEOUT_S
+    progress = (0, time.monotonic())
+    kills = 0
+    try:
+        while (done := copied(bootstrap)) < COPY_RECORDS:
+            now = time.monotonic()
+            assert now < deadline, f"copied {done} of {COPY_RECORDS}"
+            if done != progress[0]:
+                progress = (done, now)
+            if faults and done >= faults[0][0] * COPY_RECORDS:
+                _, target = faults.pop(0)
+                if target == "copier":
+                    copiers[kills % COPIERS].kill()
+                    kills += 1
+                else:
+                    disk_server.kill()
+                    disk_server.start()
+            elif now - progress[1] > STALL_S:
+                # librdkafka 2.16 can wait forever on a TxnOffsetCommit to a broker handle
+                # it dropped when it re-bootstrapped (the broker was down), past the call's
+                # timeout: such copiers are SIGKILLed like the others.
+                for copier in copiers:
+                    copier.kill()
+                progress = (done, now)
+            for n, copier in enumerate(copiers):
+                if not copier.alive():
+                    copier.kill()
+                    copiers[n] = Copier(bootstrap, copier.transactional_id)
+            time.sleep(0.1)
+    finally:
+        for copier in copiers:
+            copier.kill()
+    assert faults == []
+    sink = consume(bootstrap, COPY_SINK, "read_committed", COPY_RECORDS)
+    for partition in range(PARTITIONS):
+        want = [b"%06d" % i for i in range(COPY_RECORDS) if i % PARTITIONS == partition]
+        got = sink.get(partition, [])
+        assert len(got) == len(want), (partition, len(got), len(want))
+        assert got == want
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["copier"]:
+        copier_main(sys.argv[2], sys.argv[3])

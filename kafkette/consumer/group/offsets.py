@@ -165,6 +165,7 @@ async def commit_offsets(
             node = await client.coordinator(group_id)
             connection = await client.coordinator_connection(node)
             version = connection.version_for(OffsetCommitRequest, OFFSET_COMMIT_MAX_VERSION)
+            request.group_instance_id = group_instance_id if version >= 7 else None
             response = await client.send_to_coordinator(group_id, request, version=version)
             assert isinstance(response, OffsetCommitResponse)
             errors = commit_errors(response)

@@ -1,0 +1,133 @@
+"""GroupMember.poll_steps without a broker: which listener calls and operations a poll
+makes in each state (the decisions of Java's onJoinPrepare / onJoinComplete)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import ConsumerConfig
+from kafkette.consumer.group.coordinator import STABLE, GroupMember, Invoke, Step
+from kafkette.consumer.subscription import SubscriptionState
+from kafkette.structs import TopicPartition
+
+pytestmark = pytest.mark.anyio
+
+A0, A1, A2 = (TopicPartition("a", p) for p in range(3))
+
+
+class Listener:
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
+
+
+def member(strategy: str, **settings: Any) -> tuple[GroupMember, SubscriptionState]:
+    config = ConsumerConfig.from_user(
+        bootstrap_servers="memory://unused",
+        group_id="g",
+        partition_assignment_strategy=[strategy],
+        **settings,
+    )
+    state = SubscriptionState()
+    client = KafkaClient(config, clock=lambda: 1_000.0)
+    client.metadata.update(client.metadata.snapshot, 1_000.0)  # fresh: no refresh step
+    m = GroupMember(client, config, state, lambda tps: state.assign(tps) and None)
+    m.subscribe(["a"], None, Listener())
+    return m, state
+
+
+def stable(m: GroupMember, state: SubscriptionState, owned: list[TopicPartition]) -> None:
+    state.assign(owned)
+    m.generation_id, m.member_id, m.state = 3, "m-1", STABLE
+    m.rejoin_needed = False
+
+
+def describe(steps: Iterator[Step]) -> list[tuple[str, Any]]:
+    """The steps as (name, partitions argument or None); nothing is run."""
+    out: list[tuple[str, Any]] = []
+    for step in steps:
+        if isinstance(step, Invoke):
+            out.append((step.func.__name__, sorted(step.args[0])))
+            continue
+        func = step.func
+        name = getattr(func, "func", func).__name__
+        args = getattr(func, "args", ())
+        out.append((name, sorted(args[0]) if args and isinstance(args[0], list) else None))
+    return out
+
+
+async def test_stable_member_polls_without_group_work() -> None:
+    m, state = member("range", enable_auto_commit=False)
+    stable(m, state, [A0])
+    assert describe(m.poll_steps(2_000)) == []
+
+
+async def test_eager_rejoin_commits_then_revokes_everything_then_joins() -> None:
+    m, state = member("range")
+    stable(m, state, [A0, A1])
+    m.request_rejoin("test")
+    assert describe(m.poll_steps(2_000)) == [
+        ("_commit_quietly", None),
+        ("on_partitions_revoked", [A0, A1]),
+        ("_apply", []),
+        ("_request_join", None),
+        ("_await_join", None),
+    ]
+
+
+async def test_cooperative_rejoin_keeps_the_partitions() -> None:
+    m, state = member("cooperative-sticky", enable_auto_commit=False)
+    stable(m, state, [A0, A1])
+    m.request_rejoin("test")
+    assert describe(m.poll_steps(2_000)) == [("_request_join", None), ("_await_join", None)]
+
+
+async def test_member_without_generation_reports_its_partitions_lost() -> None:
+    m, state = member("range")
+    stable(m, state, [A0, A1])
+    m.generation_id = -1
+    m.request_rejoin("fenced")
+    assert describe(m.poll_steps(2_000)) == [
+        ("on_partitions_lost", [A0, A1]),
+        ("_apply", []),
+        ("_request_join", None),
+        ("_await_join", None),
+    ]
+
+
+async def test_cooperative_join_result_revokes_moved_partitions_and_rejoins() -> None:
+    m, state = member("cooperative-sticky", enable_auto_commit=False)
+    stable(m, state, [A0, A1])
+    m._join_requested = m._join_finished = True
+    m._assignment = (A1, A2)
+    assert describe(m.poll_steps(2_000)) == [
+        ("on_partitions_revoked", [A0]),
+        ("_apply_with_positions", [A1, A2]),
+        ("on_partitions_assigned", [A2]),
+    ]
+    assert m.rejoin_needed
+
+
+async def test_eager_join_result_assigns_everything() -> None:
+    m, state = member("range", enable_auto_commit=False)
+    stable(m, state, [])
+    m._join_requested = m._join_finished = True
+    m._assignment = (A0, A2)
+    assert describe(m.poll_steps(2_000)) == [
+        ("_apply_with_positions", [A0, A2]),
+        ("on_partitions_assigned", [A0, A2]),
+    ]
+    assert not m.rejoin_needed
+
+
+async def test_auto_commit_when_due() -> None:
+    m, state = member("range", auto_commit_interval_ms=500)
+    stable(m, state, [A0])
+    assert describe(m.poll_steps(2_000)) == []
+    m.timers.next_auto_commit_ms = 1_000
+    assert describe(m.poll_steps(2_000)) == [("_start_auto_commit", None)]
+    assert describe(m.poll_steps(2_000)) == []

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kafkette.server.txn")
 
 MARKER_RETRY_MS = 1000
-"""How soon the timer retries markers whose write failed."""
+"""How soon the timer retries a marker or state write that failed."""
 
 
 @attrs.frozen
@@ -95,6 +95,8 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
         self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}
+        self._retry_at: dict[str, int] = {}
+        """Transactional id -> when the timer may try again a write that failed."""
         """Transactional id -> group -> partitions with offsets its open transaction wrote."""
 
     def now_ms(self) -> int:
@@ -299,11 +301,14 @@ class TransactionCoordinator:
         deadlines = []
         for meta in self.transactions.values():
             if meta.state == TxnState.ONGOING:
-                deadlines.append(meta.txn_start_ms + meta.timeout_ms + 1)
+                due = meta.txn_start_ms + meta.timeout_ms + 1
             elif meta.state in PREPARING:
-                deadlines.append(meta.last_update_ms + MARKER_RETRY_MS)
+                due = meta.last_update_ms + MARKER_RETRY_MS
             elif meta.state != TxnState.DEAD:
-                deadlines.append(meta.last_update_ms + expiration)
+                due = meta.last_update_ms + expiration
+            else:
+                continue
+            deadlines.append(max(due, self._retry_at.get(meta.transactional_id, due)))
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int | None = None) -> None:
@@ -311,17 +316,26 @@ class TransactionCoordinator:
         now = self.now_ms() if now_ms is None else now_ms
         expiration = self.broker.config.transactional_id_expiration_ms
         for meta in list(self.transactions.values()):
+            tid = meta.transactional_id
+            if self._retry_at.get(tid, now) > now:
+                continue
+            self._retry_at.pop(tid, None)
+            done = True
             if timed_out(meta, now):
                 logger.info(
                     "transactional id %r: transaction open for more than %d ms, aborting it",
-                    meta.transactional_id,
+                    tid,
                     meta.timeout_ms,
                 )
-                self._abort_fenced(prepare_fence(meta, now))
+                done = self._abort_fenced(prepare_fence(meta, now)) == NONE
             elif meta.state in PREPARING and meta.last_update_ms + MARKER_RETRY_MS <= now:
                 self._finish(meta)
-            elif expired(meta, now, expiration) and self._persist(prepare_dead(meta, now)):
-                del self.transactions[meta.transactional_id]
+            elif expired(meta, now, expiration):
+                done = self._persist(prepare_dead(meta, now))
+                if done:
+                    del self.transactions[tid]
+            if not done:  # a write failed: try again later, not in a tight loop
+                self._retry_at[tid] = now + MARKER_RETRY_MS
 
     # -- internals ----------------------------------------------------------------------
 

@@ -34,6 +34,12 @@ from tests.server.txn.helpers import (
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """One backend here: these tests are about storage, and each opens 50-partition logs."""
+    return "asyncio"
+
+
 def test_records_are_kafkas_version_0_key_and_value() -> None:
     """Key: int16 version 0 then the id; value: version 0 with Kafka's state id, the
     partitions grouped by topic, and null partitions for Empty."""
@@ -131,7 +137,7 @@ async def test_a_restart_completes_a_transaction_caught_in_prepare_commit(tmp_pa
     """PrepareCommit persisted but no marker written (a crash): the restarted broker writes
     the markers, with the offsets of the transaction, and persists CompleteCommit."""
     clock = FakeClock()
-    broker = make_broker(clock, str(tmp_path))
+    broker = make_broker(clock, str(tmp_path), offsets_topic_num_partitions=3)
     broker.cluster.create_topic("t", 2)
     response = await init(broker, "tx")
     pid, epoch = response.producer_id, response.producer_epoch
@@ -144,14 +150,16 @@ async def test_a_restart_completes_a_transaction_caught_in_prepare_commit(tmp_pa
     assert not isinstance(prepared, int)
     broker.transactions.store.write(prepared)
     broker.close()
-    again = make_broker(clock, str(tmp_path))
+    again = make_broker(clock, str(tmp_path), offsets_topic_num_partitions=3)
     assert again.transactions.transactions["tx"].state == TxnState.COMPLETE_COMMIT
     assert await visible(again, "t", 0, committed=True) == [b"a", b"b"]
     assert await visible(again, "t", 1, committed=True) == [b"c"]
     committed = again.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
     assert committed is not None and committed.offset == 42
     again.close()
-    third = make_broker(clock, str(tmp_path))  # CompleteCommit was persisted, offsets too
+    third = make_broker(
+        clock, str(tmp_path), offsets_topic_num_partitions=3
+    )  # CompleteCommit was persisted, offsets too
     assert third.transactions.transactions["tx"].state == TxnState.COMPLETE_COMMIT
     restored = third.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
     assert restored is not None and restored.offset == 42
@@ -260,3 +268,49 @@ async def test_pending_offsets_of_an_open_transaction_survive_a_restart(tmp_path
     committed = again.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
     assert committed is not None and committed.offset == 7
     again.close()
+
+
+async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A marker write that fails leaves the transaction in PrepareCommit (EndTxn still
+    answers OK: the outcome is decided) and the timer writes it a second later; a failed
+    state write on timeout is retried a second later too, not in a tight loop."""
+    import kafkette.server.txn.coordinator as coordinator_module
+
+    clock = FakeClock()
+    broker = make_broker(clock)
+    broker.cluster.create_topic("t", 1)
+    response = await init(broker, "tx", timeout_ms=1_000)
+    pid, epoch = response.producer_id, response.producer_epoch
+    await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
+    await send(broker, "t", 0, pid, epoch, 0, [b"a"])
+    from kafkette.server.txn.markers import write_markers as real
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(coordinator_module, "write_markers", broken)
+    assert await end(broker, "tx", pid, epoch, True) == NONE
+    prepared = broker.transactions.transactions["tx"]
+    assert prepared.state == TxnState.PREPARE_COMMIT
+    assert broker.transactions.next_deadline_ms() == NOW + 1_000
+    monkeypatch.setattr(coordinator_module, "write_markers", real)
+    clock.advance(1_000)
+    broker.transactions.tick()
+    completed = broker.transactions.transactions["tx"]
+    assert completed.state == TxnState.COMPLETE_COMMIT
+    assert await visible(broker, "t", 0, committed=True) == [b"a"]
+
+    await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
+    writes: list[object] = []
+
+    def refuse(meta: object) -> None:
+        writes.append(meta)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(broker.transactions.store, "write", refuse)
+    clock.advance(1_001)
+    broker.transactions.tick()
+    broker.transactions.tick()
+    assert len(writes) == 1
+    assert broker.transactions.next_deadline_ms() == clock.now + 1_000
+    assert broker.transactions.transactions["tx"].state == TxnState.ONGOING

@@ -107,8 +107,9 @@ async def handle_find_coordinator(
     node, host, port = (broker.node_id, host, port) if valid else (-1, "", -1)
     message = None if valid else f"unknown coordinator key type {request.key_type}"
     if ctx.api_version < 4:
+        # Kafka sets the message of NONE ("NONE") here, and none per key from v4.
         return FindCoordinatorResponse(
-            error_code=error, error_message=message, node_id=node, host=host, port=port
+            error_code=error, error_message=message or "NONE", node_id=node, host=host, port=port
         )
     return FindCoordinatorResponse(
         coordinators=[

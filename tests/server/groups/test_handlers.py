@@ -94,6 +94,7 @@ async def test_find_coordinator_every_version() -> None:
             "kafka.local",
             9999,
         )
+        assert response.error_message == ("" if version == 0 else "NONE")
     response = await call(broker, FindCoordinatorRequest(key="g", key_type=5), 3)
     assert (response.error_code, response.node_id, response.port) == (INVALID_REQUEST, -1, -1)
     for version in (4, 5, 6):

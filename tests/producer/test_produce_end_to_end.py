@@ -14,7 +14,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkette import AsyncProducer, Producer, RecordMetadata
 from kafkette.errors import (
     BufferExhaustedError,
-    ConfigError,
     IllegalStateError,
     KafkaTimeoutError,
     MessageTooLargeError,
@@ -363,11 +362,6 @@ async def test_async_delivery_callbacks_and_flush(kafkette_server: BrokerProcess
         assert p.metrics()["records_sent"] == 5
     with pytest.raises(IllegalStateError):
         await p.send(topic, b"closed")
-
-
-def test_transactional_id_is_refused_until_transactions_exist() -> None:
-    with pytest.raises(ConfigError, match=r"transactional\.id"):
-        Producer(bootstrap_servers="127.0.0.1:1", transactional_id="tx")
 
 
 def test_send_from_a_delivery_callback(kafkette_server: BrokerProcess) -> None:

@@ -173,6 +173,7 @@ class GroupMember:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
         self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._join_scope: anyio.CancelScope | None = None
         self._closed = False
 
     # ---- subscription
@@ -245,10 +246,13 @@ class GroupMember:
         while True:
             await self._join_wanted.wait()
             self._join_wanted = anyio.Event()
-            try:
-                await self._join_and_sync()
-            except Exception as exc:  # handed to poll, which raises it
-                self._join_error = exc
+            with anyio.CancelScope() as scope:
+                self._join_scope = scope
+                try:
+                    await self._join_and_sync()
+                except Exception as exc:  # handed to poll, which raises it
+                    self._join_error = exc
+            self._join_scope = None
             self._join_finished = True
             self._join_done.set()
 
@@ -486,7 +490,8 @@ class GroupMember:
     async def leave_group(self, reason: str) -> None:
         """Leave (LeaveGroup for a dynamic member) and forget the generation; rejoin on poll."""
         member_id = self.member_id
-        if self.instance_id is None and member_id and self.generation_id != NO_GENERATION:
+        joined = self.generation_id != NO_GENERATION or self.state == JOINING
+        if self.instance_id is None and member_id and joined:
 
             def leave_request(version: int) -> LeaveGroupRequest:
                 if version >= 3:
@@ -507,6 +512,11 @@ class GroupMember:
             except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
                 logger.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         self._reset_generation(reset_member_id=True)
+        if self._join_scope is not None:
+            # Leaving mid-join (unsubscribe, close): that join must not complete.
+            self._join_scope.cancel()
+            self._join_requested = False
+        self.state = UNJOINED
         self.request_rejoin(reason)
 
     # ---- poll (steps)

@@ -256,3 +256,26 @@ async def test_crashed_member_loses_its_partitions_when_its_session_expires(
     finally:
         target.close()
         close_memory_cluster(url)
+
+
+@pytest.mark.anyio
+async def test_unsubscribe_during_a_join_leaves_the_group(
+    group_target: Target, topic: str, group: str
+) -> None:
+    group_target.create_topic(topic, 4)
+    config = settings(group_target, group)
+    async with AsyncConsumer(config) as a, AsyncConsumer(config) as b:
+        a.subscribe([topic])
+        await apoll_until([a], lambda: len(a.assignment()) == 4)
+        b.subscribe([topic])
+        await b.poll(timeout_ms=0)  # b's JoinGroup is on its way
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(b.unsubscribe)
+            await apoll_until([a], lambda: b.subscription() == set())
+        for _ in range(5):
+            await a.poll(timeout_ms=50)
+            await b.poll(timeout_ms=50)
+        assert len(a.assignment()) == 4
+        assert b.assignment() == set()
+        assert b.group_metadata().generation_id == -1
+        assert a.group_metadata().generation_id >= 1

@@ -3,6 +3,7 @@ makes in each state (the decisions of Java's onJoinPrepare / onJoinComplete)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,8 +11,10 @@ import pytest
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
+from kafkette.consumer.core import ConsumerCore
 from kafkette.consumer.group.coordinator import STABLE, GroupMember, Invoke, Step
 from kafkette.consumer.subscription import SubscriptionState
+from kafkette.errors import IllegalStateError
 from kafkette.structs import TopicPartition
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +134,23 @@ async def test_auto_commit_when_due() -> None:
     m.timers.next_auto_commit_ms = 1_000
     assert describe(m.poll_steps(2_000)) == [("_start_auto_commit", None)]
     assert describe(m.poll_steps(2_000)) == []
+
+
+async def test_subscribe_reads_patterns_and_names() -> None:
+    config = ConsumerConfig.from_user(bootstrap_servers="memory://unused", group_id="g")
+    core = ConsumerCore(config)
+    core.start_task = lambda func: None
+    core.subscribe("^a.*")
+    group = core.member()
+    assert group.pattern == re.compile("^a.*")
+    core.subscribe(re.compile("b+"))
+    assert group.pattern == re.compile("b+")
+    core.subscribe("plain")
+    assert (group.pattern, group.topics) == (None, {"plain"})
+    core.subscribe(["x", "y"])
+    assert (group.pattern, group.topics) == (None, {"x", "y"})
+    with pytest.raises(ValueError):
+        core.subscribe([])
+    with pytest.raises(IllegalStateError):
+        core.assign([A0])
+    await core.close()

@@ -86,7 +86,7 @@ async def test_member_that_stops_polling_leaves_and_rejoins_on_poll(
     poll reports the partitions lost and rejoins."""
     group_target.create_topic(topic, 4)
     log: list[Event] = []
-    config = settings(group_target, group, max_poll_interval_ms=1_000)
+    config = settings(group_target, group, max_poll_interval_ms=600)
     async with AsyncConsumer(config) as a, AsyncConsumer(config) as b:
         a.subscribe([topic], listener=Recorder("a", log))
         b.subscribe([topic], listener=Recorder("b", log))
@@ -136,9 +136,8 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("as_text", [False, True])
 async def test_pattern_subscription_follows_new_topics(
-    group_target: Target, topic: str, group: str, as_text: bool
+    group_target: Target, topic: str, group: str
 ) -> None:
     """A topic created later that matches the pattern joins the assignment after a
     metadata refresh (metadata.max.age.ms)."""
@@ -147,8 +146,7 @@ async def test_pattern_subscription_follows_new_topics(
     log: list[Event] = []
     config = settings(group_target, group, metadata_max_age_ms=300)
     async with AsyncConsumer(config) as consumer:
-        pattern = "^" + re.escape(topic) + "-.*"
-        consumer.subscribe(pattern if as_text else re.compile(pattern), listener=Recorder("c", log))
+        consumer.subscribe(re.compile(re.escape(topic) + "-.*"), listener=Recorder("c", log))
         await apoll_until([consumer], lambda: len(consumer.assignment()) == 2)
         assert consumer.subscription() == {f"{topic}-a"}
         group_target.create_topic(f"{topic}-b", 1)

@@ -305,6 +305,8 @@ class ConsumerConfig(ClientConfig):
 
     group_id: str | None = setting("group.id", None, _optional_str)
     group_instance_id: str | None = setting("group.instance.id", None, _optional_str)
+    group_protocol: str = setting("group.protocol", "classic", _choice("classic"))
+    """Only the classic group protocol (JoinGroup/SyncGroup) is implemented, not KIP-848's."""
     auto_offset_reset: str = setting(
         "auto.offset.reset", "latest", _choice("earliest", "latest", "none")
     )

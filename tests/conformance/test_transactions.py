@@ -153,8 +153,8 @@ def test_zombie_producer_is_fenced(server: BrokerProcess) -> None:
     assert uncommitted[0][:10] == [b"zombie-%d" % i for i in range(10)]
 
 
-def committed_offsets(consumer: Consumer, topic: str) -> list[int]:
-    found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], TIMEOUT_S)
+def committed_offsets(consumer: Consumer, topic: str, timeout_s: float = TIMEOUT_S) -> list[int]:
+    found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout_s)
     return [tp.offset for tp in sorted(found, key=lambda tp: tp.partition)]
 
 
@@ -189,7 +189,23 @@ def test_send_offsets_to_transaction(server: BrokerProcess) -> None:
         assert copied == 30
         positions = consumer.position(consumer.assignment())
         copier.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
-        assert committed_offsets(consumer, "source") == [OFFSET_INVALID] * PARTITIONS
+        # A read_uncommitted consumer's OffsetFetch sees no offset yet; a read_committed
+        # one asks for stable offsets (KIP-447) and is told UNSTABLE_OFFSET_COMMIT, which
+        # librdkafka retries until the transaction ends (here: until its call times out).
+        unstable_ok = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": "copier",
+                "isolation.level": "read_uncommitted",
+            }
+        )
+        try:
+            assert committed_offsets(unstable_ok, "source") == [OFFSET_INVALID] * PARTITIONS
+        finally:
+            unstable_ok.close()
+        with pytest.raises(KafkaException) as raised:
+            committed_offsets(consumer, "source", timeout_s=1.0)
+        assert raised.value.args[0].code() == KafkaError._TIMED_OUT
         copier.commit_transaction(TIMEOUT_S)
         assert committed_offsets(consumer, "source") == [10, 10, 10]
         # An aborted transaction's offsets never count.

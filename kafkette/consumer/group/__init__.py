@@ -5,6 +5,20 @@ metadata, the rebalance listener), :mod:`.timers` the heartbeat, session and
 poll deadlines, :mod:`.offsets` the OffsetCommit/OffsetFetch exchanges,
 :mod:`.rebalance` what a new assignment changes, and :mod:`.coordinator` the
 member itself: join, sync, heartbeats, commits, leave.
+
+Usage, through the consumers::
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, partitions):
+            consumer.commit()            # commit what was processed
+
+    with Consumer(bootstrap_servers=..., group_id="billing",
+                  enable_auto_commit=False) as consumer:
+        consumer.subscribe(["invoices"], listener=Listener())
+        while True:
+            for tp, records in consumer.poll(timeout_ms=1_000).items():
+                process(records)
+            consumer.commit_async()      # or commit({tp: OffsetAndMetadata(next_offset)})
 """
 
 from kafkette.consumer.group.types import (

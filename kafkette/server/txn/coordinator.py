@@ -95,9 +95,9 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
         self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}
+        """Transactional id -> group -> partitions with offsets its open transaction wrote."""
         self._retry_at: dict[str, int] = {}
         """Transactional id -> when the timer may try again a write that failed."""
-        """Transactional id -> group -> partitions with offsets its open transaction wrote."""
 
     def now_ms(self) -> int:
         return int(self._clock())

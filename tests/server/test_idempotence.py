@@ -46,10 +46,15 @@ async def test_init_producer_id_hands_out_new_ids_at_epoch_zero() -> None:
     assert first == (0, 0) and second == (1, 0)
 
 
-async def test_transactional_id_without_coordinator() -> None:
+async def test_transactional_ids_and_plain_ids_share_one_sequence() -> None:
+    """The transaction coordinator takes its producer ids from the same allocator."""
     broker = make_broker(FakeClock())
-    response = await call(broker, InitProducerIdRequest(transactional_id="tx"), 4)
-    assert response.error_code == 15  # COORDINATOR_NOT_AVAILABLE
+    plain = await init_pid(broker)
+    request = InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000)
+    response = await call(broker, request, 4)
+    again = await init_pid(broker)
+    assert (response.error_code, response.producer_id, response.producer_epoch) == (0, 1, 0)
+    assert (plain[0], again[0]) == (0, 2)
 
 
 async def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:

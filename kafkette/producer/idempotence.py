@@ -88,6 +88,24 @@ class IdempotenceState:
         batch.producer_epoch = self.epoch
         stamp(batch.build(), self.producer_id, self.epoch, sequence, self.transactional)
 
+    def owns(self, batch: ProducerBatch) -> bool:
+        """Whether ``batch`` got its sequence under the current producer id and epoch."""
+        return (
+            batch.base_sequence >= 0
+            and batch.producer_id == self.producer_id
+            and batch.producer_epoch == self.epoch
+        )
+
+    def reuse_sequences(self, batch: ProducerBatch, parts: list[ProducerBatch]) -> None:
+        """Give the parts of a split ``batch`` its sequence numbers, in order, and stamp them."""
+        sequence = batch.base_sequence
+        for part in parts:
+            part.producer_id = self.producer_id
+            part.producer_epoch = self.epoch
+            part.base_sequence = sequence
+            stamp(part.build(), self.producer_id, self.epoch, sequence, self.transactional)
+            sequence = (sequence + part.record_count) % SEQUENCE_MODULUS
+
     def acknowledged(self, batch: ProducerBatch) -> None:
         """The broker stored ``batch``."""
         if batch.producer_id == self.producer_id and batch.producer_epoch == self.epoch:

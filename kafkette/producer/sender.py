@@ -571,11 +571,16 @@ class Sender:
             and batch.record_count > 1
         ):
             # as the Java client does: send the records again in smaller batches
-            self.accumulator.split(batch)
+            parts = self.accumulator.split(batch)
             self.metrics.batches_split += 1
             if idem is not None and batch.base_sequence >= 0:
-                idem.bump_needed = True  # the parts need sequences the broker expects
                 self._resyncing.add(batch.tp)
+                if self.txn is not None and idem.owns(batch):
+                    # no epoch bump inside a transaction: the parts take the sequences
+                    # of the batch, which the broker did not store
+                    idem.reuse_sequences(batch, parts)
+                else:
+                    idem.bump_needed = True  # the parts need sequences the broker expects
             return
         if idem is not None and isinstance(
             error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)

@@ -330,3 +330,23 @@ async def test_close_aborts_an_open_transaction(cluster: str) -> None:
             await producer.init_transactions()  # would wait for an open transaction
     assert await read_all_async(cluster, "t", 1, "read_committed") == []
     assert values(await read_all_async(cluster, "t", 1, "read_uncommitted")) == [b"open"]
+
+
+def test_batch_split_by_the_broker_keeps_its_sequences(cluster: str) -> None:
+    """A batch the broker finds too large is cut in parts that reuse its sequence numbers
+    (the broker stored none of them): the transaction commits with every record, in
+    order, and no epoch bump."""
+    create(cluster, "t", 1, **{"max.message.bytes": "1000"})
+    with txn_producer(cluster, linger_ms=500) as producer:
+        producer.init_transactions()
+        manager = producer._core.transactions.manager  # type: ignore[union-attr]
+        epoch = manager.epoch
+        producer.begin_transaction()
+        futures = [producer.send("t", b"%02d" % i + b"x" * 198) for i in range(10)]
+        producer.send("t", b"after")
+        producer.commit_transaction()
+        assert [f.result(0).offset for f in futures] == list(range(10))
+        assert producer.metrics()["batches_split"] >= 1
+        assert (manager.state, manager.epoch) == (TxnState.READY, epoch)
+    records = read_all(cluster, "t", 1, "read_committed")
+    assert [v[:2] for v in values(records)] == [b"%02d" % i for i in range(10)] + [b"af"]

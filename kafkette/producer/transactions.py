@@ -725,6 +725,8 @@ class TransactionManager:
                 return self.fatal(make_error(code, "TxnOffsetCommit"))
             elif code == TransactionAbortableError.code:
                 return self.abortable(make_error(code, "TxnOffsetCommit"))
+            elif _retriable(code):  # CONCURRENT_TRANSACTIONS (KIP-890 verification)...
+                action = _RETRY if action is _DONE else action
             else:
                 return self.fatal(make_error(code, f"unexpected error in TxnOffsetCommit for {tp}"))
         if not pending:
@@ -796,6 +798,11 @@ class TransactionManager:
             self.epoch_bump_required = True
         if self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR):
             self.abortable(error)
+
+
+def _retriable(code: int) -> bool:
+    error_class = error_for_code(code)
+    return error_class is not None and error_class.retriable
 
 
 def check_group_metadata(group_metadata: ConsumerGroupMetadata) -> None:

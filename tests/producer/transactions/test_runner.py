@@ -12,6 +12,8 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkette import AsyncProducer, TopicPartition
 from kafkette.consumer.group.types import ConsumerGroupMetadata
@@ -309,3 +311,89 @@ async def test_batches_wait_until_their_partition_is_added(producer: AsyncProduc
     with anyio.fail_after(10):
         while producer.metrics()["requests_sent"] == 0:
             await anyio.sleep(0.01)
+
+
+# ---- any sequence of transient faults
+
+
+class FlakyCoordinator(FakeClient):
+    """Answers every request correctly, after the transient fault the script gives it
+    (a retriable code, a moved coordinator, a lost connection) or at once."""
+
+    def __init__(self, faults: list[int | str | None]) -> None:
+        super().__init__()
+        self.faults = list(faults)
+
+    async def coordinator_connection(self, node: int) -> FakeConnection:
+        return FlakyConnection(self, node)
+
+
+class FlakyConnection(FakeConnection):
+    client: FlakyCoordinator
+
+    async def request(self, request: Request, *, version: int | None = None) -> Any:
+        client = self.client
+        fault = client.faults.pop(0) if client.faults else None
+        client.log.append(("request", type(request).__name__, fault))
+        if fault == "cut":
+            raise KafkaConnectionError("cut")
+        code = fault if isinstance(fault, int) else 0
+        if isinstance(request, InitProducerIdRequest):
+            return InitProducerIdResponse(error_code=code, producer_id=7, producer_epoch=0)
+        if isinstance(request, AddOffsetsToTxnRequest):
+            return AddOffsetsToTxnResponse(error_code=code)
+        if isinstance(request, TxnOffsetCommitRequest):
+            partition = TxnOffsetCommitResponsePartition(partition_index=0, error_code=code)
+            return TxnOffsetCommitResponse(topics=[TxnOffsetCommitResponseTopic("in", [partition])])
+        assert isinstance(request, EndTxnRequest)
+        if not code:
+            client.requests.append(request)
+        return EndTxnResponse(error_code=code)
+
+
+FAULTS = st.lists(
+    st.sampled_from([None, None, NOT_COORDINATOR, 15, 14, CONCURRENT, "cut"]), max_size=25
+)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(faults=FAULTS)
+async def test_transient_faults_delay_but_never_change_the_outcome(
+    anyio_backend: str, faults: list[int | str | None]
+) -> None:
+    """Whatever transient faults come first, init, offsets, commit, offsets, abort all
+    succeed, each EndTxn says what the caller asked, and the producer ends READY."""
+    async with AsyncProducer(
+        bootstrap_servers="memory://unused-by-these-tests",
+        transactional_id="tx",
+        retry_backoff_ms=1,
+        retry_backoff_max_ms=1,
+    ) as producer:
+        client = FlakyCoordinator(faults)
+        producer._core.transactions.client = client  # type: ignore[union-attr, assignment]
+        with anyio.fail_after(10):
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_offsets_to_transaction({TP: 1}, GROUP)
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            await producer.send_offsets_to_transaction({TP: 2}, GROUP)
+            await producer.abort_transaction()
+        assert manager_of(producer).state is TxnState.READY
+    assert [r.committed for r in client.requests if isinstance(r, EndTxnRequest)] == [
+        True,
+        False,
+    ]
+    answered = [name for _, name, fault in client.log if fault is None]
+    assert answered == [
+        "InitProducerIdRequest",
+        "AddOffsetsToTxnRequest",
+        "TxnOffsetCommitRequest",
+        "EndTxnRequest",
+        "AddOffsetsToTxnRequest",
+        "TxnOffsetCommitRequest",
+        "EndTxnRequest",
+    ]

@@ -373,7 +373,7 @@ async def test_transient_faults_delay_but_never_change_the_outcome(
         retry_backoff_max_ms=1,
     ) as producer:
         client = FlakyCoordinator(faults)
-        producer._core.transactions.client = client  # type: ignore[union-attr, assignment]
+        producer._core.transactions.client = client  # type: ignore[union-attr]
         with anyio.fail_after(10):
             await producer.init_transactions()
             producer.begin_transaction()

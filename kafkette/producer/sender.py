@@ -25,6 +25,13 @@ retry sends one batch at a time until it succeeds again. Without
 idempotence and with ``max.in.flight.requests.per.connection=1`` a partition
 with a batch in flight is not drained; with more in flight, a retry may
 reorder records, as in Kafka.
+
+Transactions: with a ``transactional.id`` the producer id comes from
+``init_transactions`` (not from here), batches carry the transactional
+attribute, and a partition's batches wait until the transaction coordinator
+added the partition (AddPartitionsToTxn, started from here). A failed batch
+makes the transaction abortable instead of bumping the epoch, which only the
+abort may do.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from kafkette.errors import (
 )
 from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from kafkette.producer.idempotence import IdempotenceState
+from kafkette.producer.transactions import TransactionAbortedError, TxnState
 from kafkette.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -309,8 +317,6 @@ class Sender:
         In an abortable or fatal error state, or aborting, records not sent yet
         fail at once (Java's abortUndrainedBatches): their transaction is lost.
         """
-        from kafkette.producer.transactions import TransactionAbortedError, TxnState
-
         manager = txn.manager
         if (
             manager.state

@@ -24,6 +24,11 @@ def broker() -> Iterator[BrokerProcess]:
             f"num.partitions={PARTITIONS}",
             "--set",
             "group.min.session.timeout.ms=500",
+            # Kafka's default is 3 s: a new group's first member waits a little, by when
+            # kafka-python knows the topic's partitions. Assigning before it does makes it
+            # rejoin at once, where kafka-python 3.0 can drop its own SyncGroup answer.
+            "--set",
+            "group.initial.rebalance.delay.ms=300",
         )
     ) as running:
         yield running
@@ -62,9 +67,8 @@ def create_topic(bootstrap: str) -> None:
 def start_pair(client: str, bootstrap: str) -> list[MemberProcess]:
     """Two members of group ``g`` on ``t``, once they own two partitions each.
 
-    The second starts once the first owns every partition: kafka-python 3.0 can miss its
-    own SyncGroup response when a metadata response lands at the same moment, which its
-    first rebalances (made while it learns the topic's partitions) make likely.
+    The second starts once the first owns every partition, so that the first's early
+    rebalances (while it learns the topic's partitions) are over.
     """
     members: list[MemberProcess] = []
     try:

@@ -324,3 +324,37 @@ async def test_create_partitions_assignments_and_validate_only() -> None:
     assert len(broker.cluster.topics["t"].partitions) == 1
     assert await grow(3, [[1], [1]]) == NONE
     assert len(broker.cluster.topics["t"].partitions) == 3
+
+
+async def test_deleting_a_topic_drops_its_committed_offsets() -> None:
+    """As Kafka: a topic recreated under the same name starts with no committed offsets."""
+    from kafkette.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+    from kafkette.protocol.messages.offset_commit_request import (
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+    from kafkette.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
+
+    broker = Broker()
+    for name in ("gone", "kept"):
+        broker.cluster.create_topic(name, 1)
+    commit = OffsetCommitRequest(
+        group_id="g",
+        topics=[
+            OffsetCommitRequestTopic(name, [OffsetCommitRequestPartition(0, 42)])
+            for name in ("gone", "kept")
+        ],
+    )
+    committed = await call(broker, commit, 8)
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [NONE, NONE]
+    await call(broker, DeleteTopicsRequest(topic_names=["gone"]), 5)
+    broker.cluster.create_topic("gone", 1)
+    fetch = OffsetFetchRequest(
+        group_id="g",
+        topics=[OffsetFetchRequestTopic(name, [0]) for name in ("gone", "kept")],
+    )
+    fetched = await call(broker, fetch, 7)
+    assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [
+        ("gone", -1),
+        ("kept", 42),
+    ]

@@ -207,6 +207,7 @@ def _delete_one(
         if topic.is_internal:
             raise _internal(topic.name, "deleted")
         cluster.delete_topic(topic.name)
+        broker.groups.topics_deleted([topic.name])  # as Kafka: their committed offsets go too
         broker.data_changed.notify()
         logger.info("deleted topic %s", topic.name)
         return DeletableTopicResult(

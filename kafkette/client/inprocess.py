@@ -56,15 +56,20 @@ class InProcessCluster:
         self._loop.call_soon(maintenance_loop, self.broker)
         self._loop.call_soon(group_timer_loop, self.broker)
 
-    async def serve_frame(self, frame: memoryview) -> list[bytes]:
-        """Serve one request frame in the broker's loop; returns the response frame's parts."""
+    async def serve_frame(
+        self, frame: memoryview, limiter: anyio.CapacityLimiter | None = None
+    ) -> list[bytes]:
+        """Serve one request frame in the broker's loop; returns the response frame's parts.
+
+        The caller waits in a worker thread taken under ``limiter`` (default: the
+        event loop's shared one)."""
         data = bytes(frame)  # the caller's buffer may be reused once we return
 
         def call() -> list[bytes]:
             parts = self._loop.call(process_frame, self.broker, memoryview(data), self.url)
             return [bytes(p) for p in parts]
 
-        return await anyio.to_thread.run_sync(call)
+        return await anyio.to_thread.run_sync(call, limiter=limiter)
 
     def open_stream(self) -> InProcessStream:
         return InProcessStream(self)
@@ -85,6 +90,12 @@ class InProcessStream(anyio.abc.ByteStream):
         self._pending = bytearray()
         self._ready = anyio.Event()
         self._closed = False
+        # A request can wait at the broker for long (a long-poll Fetch, a JoinGroup
+        # held for a rebalance), in a worker thread. Each stream has a limiter of
+        # its own, so waiting requests never use up the event loop's shared thread
+        # limit and hold back the request that would end their wait. One is
+        # enough: like a Kafka broker, this serves one request per connection at a time.
+        self._limiter = anyio.CapacityLimiter(1)
 
     async def send(self, item: bytes) -> None:
         if self._closed:
@@ -92,7 +103,7 @@ class InProcessStream(anyio.abc.ByteStream):
         try:
             self._decoder.feed(item)
             while (frame := self._decoder.next_frame()) is not None:
-                for part in await self._cluster.serve_frame(frame):
+                for part in await self._cluster.serve_frame(frame, self._limiter):
                     self._pending += part
                 self._ready.set()
         except (CloseConnection, ProtocolError):

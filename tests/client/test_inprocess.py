@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,11 @@ from kafkette.client.config import AdminConfig
 from kafkette.client.inprocess import close_cluster, get_cluster
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.errors import ConfigError
+from kafkette.protocol.framing import encode_frame
+from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import MetadataRequest
 from kafkette.server.data_dir_lock import DataDirLockedError
+from tests.server.dataplane import batch, fetch_request, produce_request, records_of
 
 
 @pytest.fixture
@@ -179,3 +183,40 @@ def test_file_cluster_keeps_records_across_reopen(tmp_path: Path) -> None:
         assert received == sent
     finally:
         close_cluster(url)
+
+
+@pytest.mark.anyio
+async def test_long_polls_do_not_starve_other_requests_of_worker_threads(
+    memory_url: str,
+) -> None:
+    """Each stream waits for the broker in a worker thread of its own limiter: requests
+    blocked at the broker (long-poll fetches, JoinGroups) cannot use up the event loop's
+    shared thread limit and hold back a request that would wake them."""
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    saved, limiter.total_tokens = limiter.total_tokens, 2
+    cluster = get_cluster(memory_url)
+    cluster.broker.cluster.create_topic("polled", 1)
+    results: list[bytes | None] = []
+
+    async def long_poll() -> None:
+        stream = cluster.open_stream()
+        request = fetch_request("polled", {0: 0}, max_wait_ms=10_000)
+        await stream.send(encode_frame(encode_request(request, 12, 1, "t")))
+        _, response = decode_response((await stream.receive(1 << 20))[4:], 1, 12)
+        results.append(records_of(response.responses[0].partitions[0].records)[0].value)
+
+    try:
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(long_poll)
+            await anyio.sleep(0.2)  # both fetches are now parked at the broker
+            producer = cluster.open_stream()
+            request = produce_request("polled", 0, batch([(b"k", b"v")]))
+            await producer.send(encode_frame(encode_request(request, 9, 2, "t")))
+            _, produced = decode_response((await producer.receive(1 << 20))[4:], 0, 9)
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        assert results == [b"v", b"v"]
+        assert time.monotonic() - started < 5  # not the fetches' 10 s wait
+    finally:
+        limiter.total_tokens = saved

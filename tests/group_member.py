@@ -3,14 +3,16 @@
 ``python -m tests.group_member CLIENT BOOTSTRAP GROUP TOPIC [--assignor NAME]
 [--instance-id ID] [--session-timeout-ms N]`` joins ``GROUP`` with one of
 ``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette`` (the sync
-Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records,
-commit their offsets synchronously (commit after processing), report. It
+Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records
+(report them), commit their offsets synchronously (commit after processing). It
 writes JSON lines to stdout:
 
 - ``{"event": "assigned", "partitions": [...]}`` whenever its assignment
   changes (also to empty);
 - ``{"event": "processed", "records": [[partition, offset, value], ...]}``
-  after the records are processed and a commit of their offsets was tried;
+  as the records are processed, before their offsets are committed (a member
+  killed in between has reported records that the next owner gets again:
+  at least once, never lost from the report);
 - ``{"event": "commit_failed", "error": "..."}`` when that commit failed (as
   it may for a member caught by a rebalance: the records go to the next owner
   again, at least once);
@@ -106,10 +108,10 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
         records = [
             (m.partition(), m.offset(), m.value().decode()) for m in messages if not m.error()
         ]
+        reporter.processed(records)
         if records:
             try_commit(lambda: consumer.commit(asynchronous=False))
         reporter.assignment([tp.partition for tp in consumer.assignment()])
-        reporter.processed(records)
     consumer.close()
 
 
@@ -145,10 +147,10 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         records = [
             (m.partition, m.offset, m.value.decode()) for batch in batches.values() for m in batch
         ]
+        reporter.processed(records)
         if records:
             try_commit(consumer.commit)
         reporter.assignment([tp.partition for tp in consumer.assignment()])
-        reporter.processed(records)
     consumer.close()
 
 
@@ -188,10 +190,10 @@ def run_aiokafka(args: argparse.Namespace, reporter: Reporter) -> None:
                 for batch in batches.values()
                 for m in batch
             ]
+            reporter.processed(records)
             if records:
                 await try_commit_async(consumer.commit)
             reporter.assignment([tp.partition for tp in consumer.assignment()])
-            reporter.processed(records)
         await consumer.stop()
 
     asyncio.run(main())
@@ -225,10 +227,10 @@ def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
                 for batch in batches.values()
                 for r in batch
             ]
+            reporter.processed(records)
             if records:
                 try_commit(consumer.commit)
             reporter.assignment([tp.partition for tp in consumer.assignment()])
-            reporter.processed(records)
 
 
 CLIENTS: dict[str, Callable[[argparse.Namespace, Reporter], None]] = {

@@ -91,6 +91,18 @@ async def test_long_poll_returns_empty_after_max_wait_on_the_broker_clock() -> N
     assert (part.error_code, part.high_watermark, bytes(part.records)) == (0, 0, b"")
 
 
+async def test_long_poll_ends_in_real_time_when_the_broker_clock_stands_still() -> None:
+    """A test's clock held still does not park a consumer's fetch for ever."""
+    broker, clock = await setup()
+    started = anyio.current_time()
+    with anyio.fail_after(5):
+        result = await call(broker, fetch_request("t", {0: 0}, max_wait_ms=200), 12)
+    assert anyio.current_time() - started >= 0.2
+    assert clock.now == NOW
+    part = result.responses[0].partitions[0]
+    assert (part.error_code, bytes(part.records)) == (0, b"")
+
+
 async def test_long_poll_waits_for_min_bytes() -> None:
     broker, _ = await setup()
     result: list[Any] = []

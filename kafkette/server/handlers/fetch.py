@@ -15,7 +15,8 @@ what they read. An offset outside ``[log start, log end]`` is
 
 Long poll: when fewer than ``min_bytes`` are available (and nothing is in
 error), the request waits for appends (:attr:`Broker.data_changed`) until
-``max_wait_ms`` has passed on the broker's clock.
+``max_wait_ms`` has passed on the broker's clock (or in real time, should an
+injected clock stand still).
 
 Fetch sessions (KIP-227): this broker never creates one. A request with
 ``session_id`` 0 is a full fetch; one asking for a new session (epoch 0)
@@ -33,6 +34,8 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import cast
+
+import anyio
 
 from kafkette.backends import Log
 from kafkette.errors import (
@@ -71,14 +74,19 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchReques
         )
     max_wait = max(request.max_wait_ms, 0)
     deadline = broker.now_ms() + max_wait
+    # Also bounded in real time: a broker clock that tests hold still must not park
+    # consumers' fetches for ever.
+    real_deadline = anyio.current_time() + max_wait / 1000.0
     while True:
         response, size, failed = read_partitions(broker, ctx.api_version, request)
         if max_wait == 0 or size >= request.min_bytes or failed or not request.topics:
             return response
-        remaining = deadline - broker.now_ms()
-        if remaining <= 0:
+        remaining_s = min(
+            (deadline - broker.now_ms()) / 1000.0, real_deadline - anyio.current_time()
+        )
+        if remaining_s <= 0:
             return response
-        await broker.data_changed.wait(remaining / 1000.0)
+        await broker.data_changed.wait(remaining_s)
 
 
 def read_partitions(

@@ -368,11 +368,16 @@ class TransactionManager:
     # ---- user calls
 
     def begin_init(self) -> bool:
-        """``init_transactions``: enter INITIALIZING; True if the epoch is to be bumped.
+        """``init_transactions``: enter INITIALIZING; True when this re-initialises after
+        a commit or abort whose outcome is unknown.
 
-        From a pending commit or abort whose outcome is unknown, re-initialises
-        with the current producer id and epoch: the coordinator completes the
-        old transaction and bumps the epoch, fencing any late EndTxn.
+        The InitProducerId is the one a new producer sends (no producer id or
+        epoch): the coordinator completes the old transaction (aborting it if its
+        EndTxn never arrived) and bumps the epoch, so a late EndTxn of the old
+        epoch is fenced. Sending the current id and epoch instead (KIP-360) would
+        get PRODUCER_FENCED on the retry after the coordinator aborted an open
+        transaction. The caller also drops the coordinator connection, where the
+        abandoned EndTxn may still be queued.
         """
         pending = self.pending
         if (
@@ -491,6 +496,7 @@ class TransactionManager:
             self.bump_supported = version >= EPOCH_BUMP_INIT_VERSION
             self._bumping = False
             self.epoch_bump_required = False
+            self._forget_transaction()  # after a re-init, the old one is the coordinator's
             self.transition(S.READY)
             logger.info(
                 "transactional id %r: producer id %d epoch %d",
@@ -779,10 +785,14 @@ class TransactionManager:
         bump = self.needs_epoch_bump()
         self.transition(S.INITIALIZING if bump else S.READY)
         self._bumping = bump
+        self._forget_transaction()
+
+    def _forget_transaction(self) -> None:
         self.transaction_started = False
-        self.partitions.clear()
-        self.new_partitions.clear()
-        self.adding.clear()
+        with self._partitions_lock:
+            self.partitions.clear()
+            self.new_partitions.clear()
+            self.adding = set()
 
     # ---- produce results
 

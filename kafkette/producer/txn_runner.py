@@ -125,6 +125,8 @@ class TransactionRunner:
         self.sender: Sender | None = None
         self._lock = anyio.Lock()
         self.adding_busy = False
+        self._request_connection: BrokerConnection | None = None
+        """The connection of the coordinator request in flight (one at a time)."""
 
     # ---- user calls (event loop)
 
@@ -136,12 +138,20 @@ class TransactionRunner:
             op = pending.handle
         else:
             abandoned = pending.handle if pending is not None and not pending.acked else None
-            bump = manager.begin_init()
-            if abandoned is not None:
+            if manager.begin_init() and abandoned is not None:
                 abandoned.cancel()
                 abandoned.fail(KafkaError(f"{abandoned.name} was abandoned by init_transactions"))
-            op = self._start("init_transactions", TxnState.INITIALIZING, self._run_init, bump)
+                await self._drop_coordinator_connection()
+            op = self._start("init_transactions", TxnState.INITIALIZING, self._run_init, False)
         await self._wait(op, timeout_s)
+
+    async def _drop_coordinator_connection(self) -> None:
+        """Close the connection of the abandoned request and forget the coordinator:
+        our next requests go over a new connection, not queued behind it."""
+        connection, self._request_connection = self._request_connection, None
+        if connection is not None:
+            await connection.aclose()
+        self.client.invalidate_coordinator(self.manager.transactional_id, TRANSACTION_KEY)
 
     async def send_offsets(
         self,
@@ -415,7 +425,11 @@ class TransactionRunner:
                 if built is None:
                     return Reply(Action.DONE)
                 request, version = built
-                response = await connection.request(request, version=version)
+                self._request_connection = connection
+                try:
+                    response = await connection.request(request, version=version)
+                finally:
+                    self._request_connection = None
                 assert response is not None
                 reply = answer(response, version)
             except (KafkaConnectionError, KafkaTimeoutError, RetriableError) as exc:

@@ -368,17 +368,18 @@ def test_a_pending_commit_blocks_other_operations_until_acked() -> None:
 
 
 def test_reinit_after_a_commit_of_unknown_outcome_bumps_the_epoch() -> None:
-    """init_transactions after a timed-out commit: InitProducerId with the current id and
-    epoch, so a late EndTxn of the old epoch is fenced by the coordinator."""
+    """init_transactions after a timed-out commit: allowed (True: a re-init); the new
+    epoch fences a late EndTxn, and the old transaction's partitions are forgotten."""
     manager = in_transaction(("t", 0))
     manager.begin_commit()
     manager.pending = Pending(S.COMMITTING_TRANSACTION, "commit_transaction", object())
     assert manager.begin_init() is True
     assert manager.state is S.INITIALIZING and manager.pending is None
     assert manager.has_ongoing_transaction
-    assert manager.init_request(bump=True).producer_epoch == 3
-    manager.on_init_producer_id(0, 7, 4, version=4, bump=True)
-    assert (manager.state, manager.epoch) == (S.READY, 4)
+    manager.on_init_producer_id(0, 7, 5, version=4, bump=False)
+    assert (manager.state, manager.epoch) == (S.READY, 5)
+    assert manager.partitions == set() and not manager.transaction_started
+    assert not manager.send_allowed(("t", 0))
 
 
 def test_offsets_requests() -> None:

@@ -72,6 +72,9 @@ class FakeConnection:
         highest: int = request.VALID_VERSIONS[1]
         return highest if maximum is None else min(highest, maximum)
 
+    async def aclose(self) -> None:
+        self.client.log.append(("close", self.node))
+
     async def request(self, request: Request, *, version: int | None = None) -> Any:
         self.client.log.append(("request", self.node, type(request).__name__))
         self.client.requests.append(request)
@@ -226,10 +229,11 @@ async def test_an_end_txn_without_answer_is_sent_again(producer: AsyncProducer) 
 async def test_init_after_a_commit_of_unknown_outcome_bumps_the_epoch(
     producer: AsyncProducer,
 ) -> None:
-    """init_transactions after a timed-out commit abandons the EndTxn and sends
-    InitProducerId with the current id and epoch: the coordinator finishes the old
-    transaction and bumps the epoch, so a late EndTxn of epoch 0 is fenced and the next
-    transaction runs at epoch 1."""
+    """init_transactions after a timed-out commit abandons the EndTxn, closes its
+    connection and sends the InitProducerId of a new producer: the coordinator finishes
+    the old transaction and bumps the epoch, so a late EndTxn of epoch 0 is fenced and
+    the next transaction runs at epoch 1. (With the current id and epoch, KIP-360, the
+    retry after the coordinator aborted an open transaction would be fenced.)"""
     held = Hold(EndTxnResponse())
     client = script(
         producer,
@@ -251,9 +255,15 @@ async def test_init_after_a_commit_of_unknown_outcome_bumps_the_epoch(
     await producer.init_transactions()
     manager = manager_of(producer)
     assert (manager.state, manager.epoch) == (TxnState.READY, 1)
-    bump = client.requests[4]
-    assert bump == InitProducerIdRequest(
-        transactional_id="tx", transaction_timeout_ms=60_000, producer_id=7, producer_epoch=0
+    assert manager.partitions == set() and not manager.transaction_started
+    end = client.log.index(("request", 1, "EndTxnRequest"))
+    assert client.log[end + 1 : end + 4] == [
+        ("close", 1),
+        ("invalidate", "tx", 1),
+        ("find", "tx", 1),
+    ]
+    assert client.requests[4] == InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
     )
     producer.begin_transaction()
     await producer.send_offsets_to_transaction({TP: 2}, GROUP)

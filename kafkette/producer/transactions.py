@@ -35,9 +35,10 @@ A commit or abort that the caller stopped waiting for (a timeout) stays
 pending (:attr:`TransactionManager.pending`): calling the same operation
 again waits for the same EndTxn, as Java does, and no other operation may
 start meanwhile, except :meth:`TransactionManager.begin_init`: it abandons
-the pending EndTxn and bumps the epoch, so that whether or not the late
-EndTxn lands, it cannot touch a later transaction (the coordinator completes
-the old one before answering, and fences the old epoch).
+the pending EndTxn (closing its connection) and sends the InitProducerId of a
+new producer, which bumps the epoch, so that whether or not the late EndTxn
+lands, it cannot touch a later transaction (the coordinator completes or
+aborts the old one before answering, and fences the old epoch).
 
 No I/O here: :mod:`kafkette.producer.txn_runner` sends the requests this
 class builds and feeds it the answers.

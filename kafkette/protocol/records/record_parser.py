@@ -28,6 +28,12 @@ thousand of them alive at once trigger collections that cost as much as the
 parsing. Records outside runs are kept as plain tuples (which the collector
 stops tracking) until iteration.
 
+The C extension. When :mod:`~kafkette.protocol.records.speedups` provides
+it, a C function parses the whole records section and makes the Records
+(untracked by the garbage collector, so laziness buys nothing there); on data
+that is not well formed it returns None and the Python code below runs, so
+errors are the same with and without the extension.
+
 Bounds: every length is checked against the record's declared end and the
 record's end against the data; any IndexError (a field running past the data)
 becomes a :class:`CorruptRecordError`. Nothing here allocates more than the
@@ -45,7 +51,7 @@ from kafkette.protocol.errors import (
     InvalidLengthError,
     InvalidStringError,
 )
-from kafkette.protocol.records import record_runs
+from kafkette.protocol.records import record_runs, speedups
 from kafkette.protocol.records.record import Header, Record
 from kafkette.protocol.records.record_runs import Segment
 from kafkette.protocol.records.varint import DECODED_1, read_varint
@@ -84,6 +90,12 @@ def parse_segments(
     """
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}")
+    c_parse = speedups.parse_records
+    if c_parse is not None:
+        # None: data not well formed, and the Python parser below raises the error
+        records = c_parse(data, count, base_offset, base_timestamp, fixed_timestamp, Record)
+        if records is not None:
+            return [(records, None)]
     try:
         return _parse(data, count, base_offset, base_timestamp, fixed_timestamp)
     except IndexError:
@@ -101,6 +113,8 @@ def iter_records(segments: list[Segment]) -> Iterator[Record]:
 def _segment_records(segment: Segment) -> Iterator[Record]:
     if len(segment) == 1:  # plain tuples of records parsed one by one
         return map(_tuple_new, repeat(Record), segment[0])
+    if len(segment) == 2:  # Records made by the C extension
+        return iter(segment[0])
     r, offsets, ts_get, ts_column, keys, values, header_columns = segment
     headers: Iterator[tuple[Header, ...]]
     if header_columns is None:

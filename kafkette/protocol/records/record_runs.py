@@ -17,7 +17,8 @@ from kafkette.protocol.records.varint import DECODED_1, read_varint
 Segment = tuple[Any, ...]
 """Records of a batch not yet turned into objects.
 
-Either ``(plain,)``, a list of record tuples, or ``(count, offsets,
+Either ``(plain,)``, a list of record tuples, ``(records, None)``, a list
+of Records made by the C extension, or ``(count, offsets,
 ts_get, ts_column, keys, values, header_columns)`` for a run: see
 :func:`kafkette.protocol.records.record_parser.iter_records`.
 """

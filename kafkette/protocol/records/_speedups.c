@@ -1,0 +1,328 @@
+/*
+ * Optional C accelerator for kafkette's record parsing.
+ *
+ * parse_records() does what record_parser._parse does record by record, for
+ * the records section of a (decompressed) magic 2 batch, and makes the Record
+ * objects directly.
+ *
+ * Errors. This code never raises for bad data: whenever the input is not a
+ * well-formed records section it can represent (a length or varint out of
+ * bounds, a negative length, a varint wider than 64 bits, a header key that
+ * is not UTF-8, an offset or timestamp that overflows 64 bits, bytes left
+ * over...), it returns None and the Python wrapper parses the same data with
+ * the pure-Python parser, which raises the exact exception and message.
+ * Hostile input therefore costs two parses, valid input one, and the two
+ * implementations cannot disagree on errors. The only exceptions raised here
+ * are MemoryError and TypeError for bad arguments.
+ *
+ * Bounds. Every read is checked against the end of the record being parsed
+ * (itself checked against the end of the data), so nothing is read past the
+ * buffer whatever the lengths and varints say.
+ *
+ * Garbage collection. Records, header tuples and (name, value) pairs hold
+ * only ints, bytes, str, None and such tuples: they can never be part of a
+ * reference cycle, so they are untracked by the cyclic collector once built
+ * (as CPython itself does for tuples of atomic objects). A batch's thousand
+ * records then cost the collector nothing.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* Result of the readers below: OK, or NOT_HANDLED (leave it to Python). */
+#define OK 0
+#define NOT_HANDLED 1
+
+/*
+ * Read the zig-zag varint at *pos (all of it before `end`) into *out.
+ * Up to ten bytes, as Kafka's varlong; a value beyond 64 bits (which the
+ * Python parser turns into a big int) is NOT_HANDLED.
+ */
+static int
+read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
+{
+    Py_ssize_t p = *pos;
+    uint64_t z = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= end)
+            return NOT_HANDLED;
+        unsigned char b = buf[p++];
+        if (shift == 63 && b > 1)
+            return NOT_HANDLED; /* bits beyond the 64th, or an 11th byte */
+        z |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+    }
+    *pos = p;
+    /* zig-zag, written without signed overflow */
+    *out = (z & 1) ? -(int64_t)(z >> 1) - 1 : (int64_t)(z >> 1);
+    return OK;
+}
+
+/*
+ * Read a length-prefixed nullable byte field ending before `end` into *out
+ * (a new reference: bytes, or None for length -1).
+ */
+static int
+read_bytes(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject **out)
+{
+    int64_t length;
+    if (read_varint(buf, pos, end, &length) != OK)
+        return NOT_HANDLED;
+    if (length == -1) {
+        Py_INCREF(Py_None);
+        *out = Py_None;
+        return OK;
+    }
+    if (length < 0 || length > end - *pos)
+        return NOT_HANDLED;
+    *out = PyBytes_FromStringAndSize((const char *)buf + *pos, (Py_ssize_t)length);
+    if (*out == NULL)
+        return -1;
+    *pos += (Py_ssize_t)length;
+    return OK;
+}
+
+/* Untrack a tuple whose items can never form a cycle (see the top comment). */
+static PyObject *
+untracked(PyObject *tuple)
+{
+    PyObject_GC_UnTrack(tuple);
+    return tuple;
+}
+
+/*
+ * Read the headers at *pos, ending at `end`, into *out (a new reference to
+ * a tuple of (str, bytes | None) pairs). Returns OK, NOT_HANDLED or -1.
+ */
+static int
+read_headers(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject **out)
+{
+    int64_t count;
+    if (read_varint(buf, pos, end, &count) != OK)
+        return NOT_HANDLED;
+    if (count < 0 || count > end - *pos) /* each header takes at least two bytes */
+        return NOT_HANDLED;
+    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    if (headers == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        int64_t key_length;
+        int status = NOT_HANDLED;
+        if (read_varint(buf, pos, end, &key_length) != OK || key_length < 0
+            || key_length > end - *pos)
+            goto fail;
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)buf + *pos,
+                                              (Py_ssize_t)key_length, NULL);
+        if (name == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                status = -1;
+                goto fail;
+            }
+            PyErr_Clear(); /* Python raises InvalidStringError for it */
+            goto fail;
+        }
+        *pos += (Py_ssize_t)key_length;
+        PyObject *value;
+        status = read_bytes(buf, pos, end, &value);
+        if (status != OK) {
+            Py_DECREF(name);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(name);
+            Py_DECREF(value);
+            status = -1;
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, name);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyTuple_SET_ITEM(headers, i, untracked(pair));
+        continue;
+    fail:
+        Py_DECREF(headers); /* unset items are NULL, which tuple dealloc skips */
+        return status;
+    }
+    *out = count ? untracked(headers) : headers;
+    return OK;
+}
+
+/*
+ * Parse one record of `length` bytes at buf[pos:end] into a new Record.
+ * Returns OK, NOT_HANDLED or -1 (an exception is set).
+ */
+static int
+read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
+            PyTypeObject *record_type, int64_t base_offset, int64_t base_ts,
+            PyObject *fixed_ts, PyObject **last_ts, int64_t *last_ts_value,
+            PyObject **out)
+{
+    int64_t ts_delta, offset_delta, offset, ts;
+    PyObject *key = NULL, *value = NULL, *headers = NULL, *offset_obj = NULL;
+    PyObject *ts_obj;
+    int status;
+
+    pos++; /* the attributes byte, unused by Kafka */
+    if (read_varint(buf, &pos, end, &ts_delta) != OK
+        || read_varint(buf, &pos, end, &offset_delta) != OK)
+        return NOT_HANDLED;
+    if (__builtin_add_overflow(base_offset, offset_delta, &offset))
+        return NOT_HANDLED; /* Python would make a big int */
+    if (fixed_ts == Py_None && __builtin_add_overflow(base_ts, ts_delta, &ts))
+        return NOT_HANDLED;
+    status = read_bytes(buf, &pos, end, &key);
+    if (status != OK)
+        return status;
+    status = read_bytes(buf, &pos, end, &value);
+    if (status != OK)
+        goto fail;
+    if (pos < end && buf[pos] == 0) { /* no headers, the usual case */
+        pos++;
+        headers = PyTuple_New(0);
+        if (headers == NULL) {
+            status = -1;
+            goto fail;
+        }
+    }
+    else {
+        status = read_headers(buf, &pos, end, &headers);
+        if (status != OK)
+            goto fail;
+    }
+    if (pos != end) {
+        status = NOT_HANDLED;
+        goto fail;
+    }
+    offset_obj = PyLong_FromLongLong(offset);
+    if (offset_obj == NULL) {
+        status = -1;
+        goto fail;
+    }
+    if (fixed_ts != Py_None) {
+        ts_obj = fixed_ts;
+    }
+    else {
+        /* records share timestamps in runs: reuse the previous record's int */
+        if (*last_ts == NULL || *last_ts_value != ts) {
+            PyObject *made = PyLong_FromLongLong(ts);
+            if (made == NULL) {
+                status = -1;
+                goto fail;
+            }
+            Py_XSETREF(*last_ts, made);
+            *last_ts_value = ts;
+        }
+        ts_obj = *last_ts;
+    }
+    PyObject *record = record_type->tp_alloc(record_type, 5);
+    if (record == NULL) {
+        status = -1;
+        goto fail;
+    }
+    Py_INCREF(ts_obj);
+    PyTuple_SET_ITEM(record, 0, offset_obj);
+    PyTuple_SET_ITEM(record, 1, ts_obj);
+    PyTuple_SET_ITEM(record, 2, key);
+    PyTuple_SET_ITEM(record, 3, value);
+    PyTuple_SET_ITEM(record, 4, headers);
+    *out = untracked(record);
+    return OK;
+
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(offset_obj);
+    return status;
+}
+
+static PyObject *
+parse_records(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t count;
+    long long base_offset, base_ts;
+    PyObject *fixed_ts, *record_type;
+    PyObject *records = NULL, *last_ts = NULL;
+    int64_t last_ts_value = 0;
+
+    if (!PyArg_ParseTuple(args, "y*nLLOO:parse_records", &view, &count, &base_offset,
+                          &base_ts, &fixed_ts, &record_type))
+        return NULL;
+    if (!PyType_Check(record_type)
+        || !PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        goto error;
+    }
+    if (fixed_ts != Py_None && !PyLong_Check(fixed_ts)) {
+        PyErr_SetString(PyExc_TypeError, "fixed_timestamp must be an int or None");
+        goto error;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t n = view.len;
+    /* every record takes at least one byte: more records than bytes is bad data */
+    if (count < 0 || count > n)
+        goto not_handled;
+    records = PyList_New(count);
+    if (records == NULL)
+        goto error;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length;
+        if (read_varint(buf, &pos, n, &length) != OK || length < 0 || length > n - pos)
+            goto not_handled;
+        PyObject *record;
+        int status = read_record(buf, pos, pos + (Py_ssize_t)length,
+                                 (PyTypeObject *)record_type, base_offset, base_ts,
+                                 fixed_ts, &last_ts, &last_ts_value, &record);
+        if (status < 0)
+            goto error;
+        if (status == NOT_HANDLED)
+            goto not_handled;
+        PyList_SET_ITEM(records, i, record);
+        pos += (Py_ssize_t)length;
+    }
+    if (pos != n)
+        goto not_handled;
+    Py_XDECREF(last_ts);
+    PyBuffer_Release(&view);
+    return records;
+
+not_handled:
+    Py_XDECREF(records); /* unset items are NULL, which list dealloc skips */
+    Py_XDECREF(last_ts);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+
+error:
+    Py_XDECREF(records);
+    Py_XDECREF(last_ts);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"parse_records", parse_records, METH_VARARGS,
+     "parse_records(data, count, base_offset, base_timestamp, fixed_timestamp, record_type)\n"
+     "--\n\n"
+     "The records of a magic 2 records section as a list of record_type, or None\n"
+     "when the data is not well formed (the pure-Python parser then raises)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kafkette.protocol.records._speedups",
+    .m_doc = "C accelerator for record batch decoding (optional).",
+    .m_size = 0,
+    .m_methods = speedups_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&speedups_module);
+}

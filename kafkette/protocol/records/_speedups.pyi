@@ -1,0 +1,14 @@
+"""Types of the optional C accelerator (see _speedups.c)."""
+
+from typing import Any
+
+def parse_records(
+    data: bytes | bytearray | memoryview,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+    record_type: type[tuple[Any, ...]],
+    /,
+) -> list[Any] | None:
+    """The records of a magic 2 records section, or None for data not well formed."""

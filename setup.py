@@ -1,0 +1,17 @@
+"""Build of the optional C accelerator; the project's metadata is in pyproject.toml.
+
+``optional=True``: without a compiler (or Python headers) the build skips the
+extension and kafkette runs its pure-Python code.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "kafkette.protocol.records._speedups",
+            sources=["kafkette/protocol/records/_speedups.c"],
+            optional=True,
+        )
+    ]
+)

@@ -34,7 +34,7 @@ with warnings.catch_warnings():
     import kafka.record.default_records as kp_default
     import kafka.record.memory_records as kp_memory
 
-from kafkette.protocol.records import LZ4, NONE, RecordBatchBuilder, iter_batches
+from kafkette.protocol.records import LZ4, NONE, RecordBatchBuilder, iter_batches, speedups
 
 BATCH = 1000
 BASE_TS = 1_700_000_000_000
@@ -145,6 +145,12 @@ def main() -> None:
         "aiokafka": decode_peer(aio_memory.MemoryRecords),
     }
     print(f"aiokafka record code: {aiokafka_impl()}")
+    kafkette_impl = (
+        "C extension (kafkette.protocol.records._speedups)"
+        if speedups.EXTENSION_USED
+        else "pure Python"
+    )
+    print(f"kafkette record parser: {kafkette_impl}")
     print(f"{n_records:,} records, batches of {BATCH}, 100-byte values, best of {args.rounds}")
     print()
 

@@ -38,10 +38,15 @@
  * Up to ten bytes, as Kafka's varlong; a value beyond 64 bits (which the
  * Python parser turns into a big int) is NOT_HANDLED.
  */
-static int
+static inline int
 read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
 {
     Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) { /* one byte: most lengths and deltas */
+        *out = (buf[p] & 1) ? -(int64_t)(buf[p] >> 1) - 1 : (int64_t)(buf[p] >> 1);
+        *pos = p + 1;
+        return OK;
+    }
     uint64_t z = 0;
     int shift = 0;
     for (;;) {
@@ -240,7 +245,7 @@ fail:
 }
 
 static PyObject *
-parse_records(PyObject *module, PyObject *args)
+parse_records(PyObject *Py_UNUSED(module), PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t count;

@@ -342,7 +342,7 @@ class RecordBatch:
         end = self._pos + header.size
         codec = header.attributes & COMPRESSION_MASK
         if codec == NONE:
-            data = bytes(self._buf[start:end])
+            data: Buffer = memoryview(self._buf)[start:end]  # parse_segments copies if needed
         else:
             data = decompress(
                 codec, memoryview(self._buf)[start:end], max_size=self._max_decompressed

@@ -78,13 +78,15 @@ def parse_records(
 
 
 def parse_segments(
-    data: bytes,
+    data: bytes | bytearray | memoryview,
     count: int,
     base_offset: int,
     base_timestamp: int,
     fixed_timestamp: int | None = None,
 ) -> list[Segment]:
     """Validate the ``count`` records filling ``data``; return them as segments.
+
+    ``data`` may be any buffer: the records' keys and values are bytes.
 
     Every error is raised here; :func:`iter_records` then cannot fail.
     """
@@ -96,6 +98,8 @@ def parse_segments(
         records = c_parse(data, count, base_offset, base_timestamp, fixed_timestamp, Record)
         if records is not None:
             return [(records, None)]
+    if not isinstance(data, bytes):
+        data = bytes(data)  # keys and values must be bytes, not slices of a view
     try:
         return _parse(data, count, base_offset, base_timestamp, fixed_timestamp)
     except IndexError:

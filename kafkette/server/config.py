@@ -77,6 +77,8 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "offsets.topic.num.partitions": _int(1),
     "offsets.topic.segment.bytes": _int(1),
     "offset.metadata.max.bytes": _int(0),
+    "transaction.state.log.num.partitions": _int(1),
+    "transaction.state.log.segment.bytes": _int(1),
     "sasl.enabled.mechanisms": _sasl_mechanisms,
     "transaction.max.timeout.ms": _int(1),
     "transactional.id.expiration.ms": _int(1),
@@ -112,6 +114,8 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
     offset_metadata_max_bytes: int = 4096
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104_857_600
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
     """Offered when the listener has SASL users (``kafkette serve --sasl-user``)."""
     transaction_max_timeout_ms: int = 900_000

@@ -560,6 +560,18 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "The longest metadata string a committed offset may carry.",
             ),
             _broker(
+                "transaction.state.log.num.partitions",
+                ConfigType.INT,
+                "50",
+                "Partitions of the internal topic __transaction_state, made on first use.",
+            ),
+            _broker(
+                "transaction.state.log.segment.bytes",
+                ConfigType.INT,
+                "104857600",
+                "segment.bytes of __transaction_state.",
+            ),
+            _broker(
                 "sasl.enabled.mechanisms",
                 ConfigType.LIST,
                 "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",

@@ -38,10 +38,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kafkette.server.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-DEFAULT_PARTITIONS = 50
-"""Kafka's ``transaction.state.log.num.partitions`` default."""
-SEGMENT_BYTES = 104_857_600
-"""Kafka's ``transaction.state.log.segment.bytes`` default."""
 KEY_VERSION = 0
 VALUE_VERSION = 0
 READ_CHUNK_BYTES = 1 << 20
@@ -124,9 +120,15 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
 class TxnLogStore:
     """Writes and reads transaction metadata in ``__transaction_state``."""
 
-    def __init__(self, broker: Broker, partitions: int = DEFAULT_PARTITIONS) -> None:
+    def __init__(self, broker: Broker, partitions: int | None = None) -> None:
+        """``partitions`` defaults to ``transaction.state.log.num.partitions``; a topic
+        that already exists keeps its own count."""
         self.broker = broker
-        self._partitions = partitions
+        self._partitions = (
+            partitions
+            if partitions is not None
+            else broker.config.transaction_state_log_num_partitions
+        )
 
     def topic(self) -> Topic:
         """The topic, created now if it does not exist yet."""
@@ -138,7 +140,7 @@ class TxnLogStore:
                 self._partitions,
                 {
                     "cleanup.policy": "compact",
-                    "segment.bytes": str(SEGMENT_BYTES),
+                    "segment.bytes": str(self.broker.config.transaction_state_log_segment_bytes),
                     "compression.type": "uncompressed",
                 },
             )

@@ -314,3 +314,20 @@ async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.Monkey
     assert len(writes) == 1
     assert broker.transactions.next_deadline_ms() == clock.now + 1_000
     assert broker.transactions.transactions["tx"].state == TxnState.ONGOING
+
+
+async def test_the_state_topic_takes_its_partitions_and_segment_size_from_the_config() -> None:
+    """``transaction.state.log.num.partitions`` and ``...segment.bytes``, as Kafka names them."""
+    broker = make_broker(
+        FakeClock(),
+        transaction_state_log_num_partitions=3,
+        transaction_state_log_segment_bytes=1 << 20,
+    )
+    await init(broker, "tx")
+    topic = broker.cluster.topics[TRANSACTION_STATE_TOPIC]
+    assert len(topic.partitions) == 3
+    assert (topic.configs["cleanup.policy"], topic.configs["segment.bytes"]) == (
+        "compact",
+        str(1 << 20),
+    )
+    broker.close()

@@ -1,5 +1,5 @@
 /*
- * Optional C accelerator for kafkette's record parsing.
+ * Optional C accelerator for kafkette's record parsing and encoding.
  *
  * parse_records() does what record_parser._parse does record by record, for
  * the records section of a (decompressed) magic 2 batch, and makes the Record
@@ -14,6 +14,10 @@
  * Hostile input therefore costs two parses, valid input one, and the two
  * implementations cannot disagree on errors. The only exceptions raised here
  * are MemoryError and TypeError for bad arguments.
+ *
+ * encode_record() writes one record without headers as RecordBatchBuilder
+ * does, byte for byte; what it does not handle (non-bytes keys or values,
+ * deltas beyond 64 bits) it leaves to the Python encoder by returning None.
  *
  * Bounds. Every read is checked against the end of the record being parsed
  * (itself checked against the end of the data), so nothing is read past the
@@ -309,7 +313,102 @@ error:
     return NULL;
 }
 
+/* Write the zig-zag varint of v at out; return the number of bytes (1 to 10). */
+static Py_ssize_t
+write_varint(unsigned char *out, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (v < 0 ? UINT64_MAX : 0);
+    Py_ssize_t n = 0;
+    while (z >= 0x80) {
+        out[n++] = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    out[n++] = (unsigned char)z;
+    return n;
+}
+
+/* Bytes of a key or value argument: bytes -> 0 with *data/*length set, None -> length -1. */
+static int
+field_bytes(PyObject *field, const char **data, int64_t *length)
+{
+    if (field == Py_None) {
+        *data = NULL;
+        *length = -1;
+        return OK;
+    }
+    if (!PyBytes_CheckExact(field))
+        return NOT_HANDLED; /* other buffers: the Python encoder's business */
+    *data = PyBytes_AS_STRING(field);
+    *length = PyBytes_GET_SIZE(field);
+    return OK;
+}
+
+static PyObject *
+encode_record(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *ts_obj, *od_obj, *key, *value;
+    if (!PyArg_ParseTuple(args, "OOOO:encode_record", &ts_obj, &od_obj, &key, &value))
+        return NULL;
+    int overflow_ts = 0, overflow_od = 0;
+    long long ts_delta = PyLong_AsLongLongAndOverflow(ts_obj, &overflow_ts);
+    if (ts_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long offset_delta = PyLong_AsLongLongAndOverflow(od_obj, &overflow_od);
+    if (offset_delta == -1 && PyErr_Occurred())
+        return NULL;
+    const char *key_data, *value_data;
+    int64_t key_length, value_length;
+    if (overflow_ts || overflow_od || field_bytes(key, &key_data, &key_length) != OK
+        || field_bytes(value, &value_data, &value_length) != OK)
+        Py_RETURN_NONE; /* the Python encoder raises or copes */
+
+    /* the body: attributes, deltas, key, value, no headers */
+    unsigned char head[1 + 4 * 10], *p = head;
+    *p++ = 0;
+    p += write_varint(p, ts_delta);
+    p += write_varint(p, offset_delta);
+    p += write_varint(p, key_length);
+    Py_ssize_t key_size = key_length < 0 ? 0 : (Py_ssize_t)key_length;
+    Py_ssize_t value_size = value_length < 0 ? 0 : (Py_ssize_t)value_length;
+    unsigned char value_varint[10];
+    Py_ssize_t value_varint_size = write_varint(value_varint, value_length);
+    Py_ssize_t head_size = p - head;
+    if (key_size > PY_SSIZE_T_MAX / 2 - value_size - 64) {
+        PyErr_SetString(PyExc_OverflowError, "record too large");
+        return NULL;
+    }
+    Py_ssize_t body_size = head_size + key_size + value_varint_size + value_size + 1;
+    unsigned char length_varint[10];
+    Py_ssize_t length_size = write_varint(length_varint, body_size);
+
+    PyObject *out = PyBytes_FromStringAndSize(NULL, length_size + body_size);
+    if (out == NULL)
+        return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    memcpy(o, length_varint, length_size);
+    o += length_size;
+    memcpy(o, head, head_size);
+    o += head_size;
+    if (key_size) {
+        memcpy(o, key_data, key_size);
+        o += key_size;
+    }
+    memcpy(o, value_varint, value_varint_size);
+    o += value_varint_size;
+    if (value_size) {
+        memcpy(o, value_data, value_size);
+        o += value_size;
+    }
+    *o = 0; /* header count */
+    return out;
+}
+
 static PyMethodDef speedups_methods[] = {
+    {"encode_record", encode_record, METH_VARARGS,
+     "encode_record(timestamp_delta, offset_delta, key, value)\n"
+     "--\n\n"
+     "The bytes of a record without headers (length prefix included), or None\n"
+     "when a delta does not fit 64 bits or the key or value is not bytes or None."},
     {"parse_records", parse_records, METH_VARARGS,
      "parse_records(data, count, base_offset, base_timestamp, fixed_timestamp, record_type)\n"
      "--\n\n"

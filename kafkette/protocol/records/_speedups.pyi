@@ -12,3 +12,8 @@ def parse_records(
     /,
 ) -> list[Any] | None:
     """The records of a magic 2 records section, or None for data not well formed."""
+
+def encode_record(
+    timestamp_delta: int, offset_delta: int, key: object, value: object, /
+) -> bytes | None:
+    """A record without headers, length prefix included, or None to leave it to Python."""

@@ -21,6 +21,7 @@ from kafkette.protocol.errors import (
     TruncatedError,
     UnsupportedCompressionError,
 )
+from kafkette.protocol.records import speedups
 from kafkette.protocol.records.batch_header import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -139,6 +140,14 @@ class RecordBatchBuilder:
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         ts_delta = timestamp - base
+        c_encode = speedups.encode_record
+        if c_encode is not None and not headers:
+            raw = c_encode(ts_delta, delta, key, value)
+            if raw is not None:  # None: left to the Python code below
+                self._parts.append(raw)
+                self._size += len(raw)
+                self._count = delta + 1
+                return delta
         ts_raw = ENCODED[ts_delta << 1] if 0 <= ts_delta < 8192 else encode_varint(ts_delta)
         od_raw = ENCODED[delta << 1] if delta < 8192 else encode_varint(delta)
         if key is None:

@@ -111,6 +111,8 @@ def iter_records(segments: list[Segment]) -> Iterator[Record]:
 
     May be called any number of times on the same segments.
     """
+    if len(segments) == 1 and len(segments[0]) == 2:  # the C parser's list of Records
+        return iter(segments[0][0])
     return chain.from_iterable(map(_segment_records, segments))
 
 

@@ -1,33 +1,42 @@
-"""Selection of the optional C accelerator for record parsing.
+"""Selection of the optional C accelerator for record parsing and encoding.
 
-``parse_records`` is the compiled
-:func:`kafkette.protocol.records._speedups.parse_records` when the extension
-was built and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
-``1``, else None (the pure-Python parser then does all the work).
+``parse_records`` and ``encode_record`` are the compiled functions of
+:mod:`kafkette.protocol.records._speedups` when the extension was built and
+the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None
+(the pure-Python code then does all the work).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 ParseRecords = Callable[[Any, int, int, int, "int | None", type], "list[Any] | None"]
+EncodeRecord = Callable[[int, int, Any, Any], "bytes | None"]
 
 
-def _load() -> ParseRecords | None:
+def _load() -> ModuleType | None:
     if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1":
         return None
     try:
         from kafkette.protocol.records import _speedups
     except ImportError:  # not built: no compiler at install time
         return None
-    return _speedups.parse_records
+    return _speedups
 
 
-parse_records: ParseRecords | None = _load()
+_module = _load()
+
+parse_records: ParseRecords | None = None if _module is None else _module.parse_records
 """``(data, count, base_offset, base_timestamp, fixed_timestamp, record_type)``:
 the Records of a records section, or None for data not well formed."""
+
+encode_record: EncodeRecord | None = None if _module is None else _module.encode_record
+"""``(timestamp_delta, offset_delta, key, value)``: the bytes of a record
+without headers, length prefix included, as RecordBatchBuilder writes them;
+None for what only the Python encoder handles."""
 
 EXTENSION_USED: bool = parse_records is not None
 """Whether record parsing uses the C extension."""

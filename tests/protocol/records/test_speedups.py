@@ -269,3 +269,54 @@ def test_truncated_error_message_is_pythons() -> None:
     assert speedups.parse_records is not None
     with pytest.raises(CorruptRecordError, match=r"^record length 14 runs past the records$"):
         parse_records(data, 1, 0, 0, None)
+
+
+def build_batch(specs: list[Any], **kwargs: Any) -> bytes:
+    builder = RecordBatchBuilder(**kwargs)
+    for ts, key, value, hdrs in specs:
+        builder.append(ts, key, value, hdrs)
+    return builder.build()
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.one_of(st.integers(-(1 << 40), 1 << 45), int64),
+            # around the two- and three-byte varint lengths; bytearrays take the Python path
+            st.one_of(maybe_bytes, st.integers(8190, 8193).map(b"k".__mul__)),
+            st.one_of(
+                maybe_bytes,
+                st.integers(1 << 20, (1 << 20) + 1).map(b"v".__mul__),
+                st.binary(max_size=5).map(bytearray),
+            ),
+            st.sampled_from([(), (("h", b"v"),), (("n", None),)]),
+        ),
+        max_size=10,
+    ),
+    codec=st.sampled_from([NONE, LZ4]),
+)
+def test_encoder_same_bytes_as_python(specs: list[Any], codec: int) -> None:
+    """RecordBatchBuilder writes the same batch bytes (or raises the same error) either way."""
+
+    def build_or_error() -> Any:
+        try:
+            return build_batch(specs, compression=codec, base_offset=5)
+        except ProtocolError as exc:
+            return type(exc), str(exc)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(speedups, "encode_record", None)
+        expected = build_or_error()
+    assert build_or_error() == expected
+
+
+def test_encode_record_bytes() -> None:
+    """One record: the exact bytes, and None for what the Python encoder handles."""
+    assert _speedups.encode_record(0, 0, None, b"v") == b"\x0e\x00\x00\x00\x01\x02v\x00"
+    assert _speedups.encode_record(1, 2, b"k", None) == bytes([7 * 2, 0, 2, 4, 2]) + b"k\x01\x00"
+    assert _speedups.encode_record(-1, 64, b"", b"") == bytes([7 * 2, 0, 1, 0x80, 1, 0, 0, 0])
+    assert _speedups.encode_record(0, 0, bytearray(b"k"), b"v") is None
+    assert _speedups.encode_record(0, 0, b"k", "v") is None
+    assert _speedups.encode_record(1 << 63, 0, b"k", b"v") is None
+    assert _speedups.encode_record(0, -(1 << 64), b"k", b"v") is None

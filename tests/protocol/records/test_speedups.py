@@ -40,6 +40,15 @@ INT64_MAX = (1 << 63) - 1
 Fields = tuple[int, int, "bytes | None", "bytes | None", tuple[tuple[bytes, "bytes | None"], ...]]
 
 
+@pytest.fixture(autouse=True)
+def c_extension() -> Iterator[None]:
+    """The extension in use here even under KAFKETTE_NO_EXTENSIONS=1."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(speedups, "parse_records", _speedups.parse_records)
+        patch.setattr(speedups, "encode_record", _speedups.encode_record)
+        yield
+
+
 @contextmanager
 def python_parser() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:

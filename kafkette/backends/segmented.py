@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 
 import attrs
+from crc32c import crc32c
 
 from kafkette.backends.batches import batch_info, split_batches
 from kafkette.backends.config import LONG_MAX, LogConfig
@@ -32,6 +33,9 @@ from kafkette.backends.types import (
 )
 from kafkette.errors import KafkaStorageError, OffsetOutOfRangeError
 from kafkette.protocol.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     set_log_append_time,
@@ -43,6 +47,20 @@ Clock = Callable[[], int]
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _BASE_OFFSET = struct.Struct(">q")
+_STORED_PREFIX = struct.Struct(">qii")
+"""Base offset, batch length and partition leader epoch: what a log rewrites."""
+_unpack_header = HEADER_STRUCT.unpack_from
+_new_header = tuple.__new__
+# Header fields by index: on the append path a tuple index is cheaper than a property.
+_BATCH_LENGTH = 1
+_LEADER_EPOCH = 2
+_MAGIC = 3
+_CRC = 4
+_ATTRIBUTES = 5
+_LAST_OFFSET_DELTA = 6
+_MAX_TIMESTAMP = 8
+_PRODUCER_ID = 9
+_RECORD_COUNT = 12
 COPY_LIMIT = 64 << 10
 """Batches up to this size are copied whole before writing; larger ones are written
 as a rewritten header plus a view of the caller's buffer."""
@@ -63,9 +81,9 @@ class SegmentedLog(Log):
         self.topic = topic
         self.partition = partition
         self._config = config
+        self._copy_limit = COPY_LIMIT
         self._cache_config()
         self._clock = clock
-        self._copy_limit = COPY_LIMIT
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._log_start = 0
@@ -128,6 +146,9 @@ class SegmentedLog(Log):
         self._roll_ms = config.segment_ms - config.segment_jitter_ms
         self._flush_messages = config.flush_messages
         self._flush_ms = config.flush_ms if config.flush_ms < LONG_MAX else None
+        # Batches the append fast path takes (0: none, the general path does the work).
+        fast = not (config.compact or config.log_append_time)
+        self._single_batch_limit = config.max_message_bytes if fast else 0
 
     @property
     def log_start_offset(self) -> int:
@@ -190,6 +211,72 @@ class SegmentedLog(Log):
     ) -> AppendInfo:
         if self._closed:
             self._check_open()
+        size = len(records)
+        # Fast path for what producers send: one whole batch, not a control batch, on a
+        # log that neither stamps LogAppendTime nor compacts. It is kept
+        # inline: a call costs as much as the checks. Whatever it does not take (several
+        # batches, a bad length, magic, count or CRC, ...) goes the general way, which
+        # also says what is wrong.
+        if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:
+            fields = _unpack_header(records)
+            if (
+                fields[_BATCH_LENGTH] == size - LOG_OVERHEAD
+                and fields[_MAGIC] == 2
+                and fields[_LAST_OFFSET_DELTA] >= 0
+                and fields[_RECORD_COUNT] >= 0
+                and not fields[_ATTRIBUTES] & CONTROL_MASK
+                and (
+                    not check_crc or crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) == fields[_CRC]
+                )
+            ):
+                offset = self._next_offset
+                epoch = fields[_LEADER_EPOCH]
+                if leader_epoch >= 0:
+                    epoch = leader_epoch
+                    if not self._epochs or leader_epoch > self._epochs[-1].epoch:
+                        self._new_epoch(leader_epoch, offset)
+                # The batch as stored: a new first 16 bytes (base offset, length, leader
+                # epoch; outside the CRC) and the caller's bytes after them. Written with
+                # one writev, this costs less than copying the batch to patch it.
+                parts = (
+                    _STORED_PREFIX.pack(offset, size - LOG_OVERHEAD, epoch),
+                    memoryview(records)[_STORED_PREFIX.size :],
+                )
+                segment = self._segments[-1]
+                if segment.size and (  # _must_roll, inlined
+                    segment.size + size > self._segment_bytes
+                    or segment.is_full
+                    or (
+                        segment.first_timestamp >= 0
+                        and fields[_MAX_TIMESTAMP] - segment.first_timestamp > self._roll_ms
+                    )
+                    or offset + fields[_LAST_OFFSET_DELTA] - segment.base_offset
+                    > MAX_RELATIVE_OFFSET
+                ):
+                    self._roll_at(offset)
+                    segment = self._segments[-1]
+                header: StoredHeader = _new_header(StoredHeader, fields)
+                try:
+                    segment.append_batch(parts, header, offset)
+                except OSError as exc:
+                    raise self._storage_error(exc) from exc
+                infos: tuple[BatchInfo, ...] = ()
+                if fields[_PRODUCER_ID] >= 0:
+                    infos = (batch_info(header, None, base_offset=offset),)
+                    self._track(segment, infos[0])
+                last = offset + fields[_LAST_OFFSET_DELTA]
+                self._next_offset = last + 1
+                self._unflushed_messages += fields[_RECORD_COUNT]
+                if self._unflushed_messages >= self._flush_messages or self._flush_ms is not None:
+                    self._maybe_flush()
+                # Positional: attrs' __init__ takes twice as long with keywords.
+                return AppendInfo(offset, last, -1, self._log_start, infos)
+        return self._append_batches(records, leader_epoch, check_crc)
+
+    def _append_batches(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, check_crc: bool
+    ) -> AppendInfo:
+        """Append any sequence of batches (validated here first)."""
         batches = split_batches(
             records, check_crc=check_crc, max_batch_bytes=self._max_message_bytes
         )
@@ -202,8 +289,7 @@ class SegmentedLog(Log):
         infos: list[BatchInfo] = []
         messages = 0
         if leader_epoch >= 0 and (not self._epochs or leader_epoch > self._epochs[-1].epoch):
-            self._epochs.append(EpochEntry(leader_epoch, offset))
-            self._checkpoint()
+            self._new_epoch(leader_epoch, offset)
         try:
             for pos, header in batches:
                 size = LOG_OVERHEAD + header.batch_length
@@ -225,15 +311,7 @@ class SegmentedLog(Log):
                         set_partition_leader_epoch(head, 0, leader_epoch)
                     parts = (head, view[pos + RECORD_BATCH_OVERHEAD : pos + size])
                 segment = self._segments[-1]
-                if segment.size and (
-                    segment.size + size > self._segment_bytes
-                    or segment.is_full
-                    or (
-                        segment.first_timestamp >= 0
-                        and header.max_timestamp - segment.first_timestamp > self._roll_ms
-                    )
-                    or offset + header.last_offset_delta - segment.base_offset > MAX_RELATIVE_OFFSET
-                ):
+                if segment.size and self._must_roll(segment, size, header, offset):
                     self._roll_at(offset)
                     segment = self._segments[-1]
                 segment.append_batch(parts, header, offset)
@@ -246,18 +324,30 @@ class SegmentedLog(Log):
                 offset += header.last_offset_delta + 1
                 self._next_offset = offset
         except OSError as exc:
-            raise KafkaStorageError(
-                f"cannot append to {self.topic}-{self.partition}: {exc}"
-            ) from exc
+            raise self._storage_error(exc) from exc
         self._unflushed_messages += messages
         if self._unflushed_messages >= self._flush_messages or self._flush_ms is not None:
             self._maybe_flush()
-        return AppendInfo(
-            base_offset=first,
-            last_offset=offset - 1,
-            log_append_time=append_time,
-            log_start_offset=self._log_start,
-            batches=tuple(infos),
+        return AppendInfo(first, offset - 1, append_time, self._log_start, tuple(infos))
+
+    def _new_epoch(self, leader_epoch: int, offset: int) -> None:
+        self._epochs.append(EpochEntry(leader_epoch, offset))
+        self._checkpoint()
+
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        return KafkaStorageError(f"cannot append to {self.topic}-{self.partition}: {exc}")
+
+    def _must_roll(self, segment: Segment, size: int, header: StoredHeader, offset: int) -> bool:
+        """Whether a batch of ``size`` bytes written at ``offset`` needs a new segment
+        (``segment``, the active one, is not empty)."""
+        return (
+            segment.size + size > self._segment_bytes
+            or segment.is_full
+            or (
+                segment.first_timestamp >= 0
+                and header.max_timestamp - segment.first_timestamp > self._roll_ms
+            )
+            or offset + header.last_offset_delta - segment.base_offset > MAX_RELATIVE_OFFSET
         )
 
     def _track(self, segment: Segment, info: BatchInfo) -> None:

@@ -28,6 +28,10 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 SCAN_CHUNK = 1 << 20
 HEADER_CHUNK = 1 << 16
 MAX_RELATIVE_OFFSET = 2**31 - 1
+# Header fields by index: on the append path a tuple index is cheaper than a property.
+_BATCH_LENGTH = 1
+_LAST_OFFSET_DELTA = 6
+_MAX_TIMESTAMP = 8
 
 
 def segment_stem(base_offset: int) -> str:
@@ -92,7 +96,9 @@ class FileSegment(Segment):
         """False when the ``.txnindex`` file was unreadable: the log rebuilds it."""
         try:
             self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-            self.size = os.fstat(self.file.fileno()).st_size
+            self._fd = self.file.fileno()
+            """The file's descriptor for appends (-1 once closed: a write then fails)."""
+            self.size = os.fstat(self._fd).st_size
             self._written = self.size
             self._buffer = bytearray(write_buffer)
             self._buffered = 0
@@ -125,36 +131,52 @@ class FileSegment(Segment):
         self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
     ) -> None:
         position = self.size
-        size = LOG_OVERHEAD + header.batch_length
+        size = LOG_OVERHEAD + header[_BATCH_LENGTH]
         self._dirty = True
         if size <= self._buffer_limit:
-            if self._buffered + size > self._buffer_limit:
-                self._drain()
-            buffer, at = self._buffer, self._buffered
-            for part in parts:
-                end = at + len(part)
-                buffer[at:end] = part
-                at = end
-            self._buffered = at
-            self.size = position + size
+            self._gather(parts, size)
         else:
             if self._buffered:
                 self._drain()
-            fd = self.file.fileno()
+            fd = self._fd
             written = os.write(fd, parts[0]) if len(parts) == 1 else os.writev(fd, parts)
             if written < size:
                 self._write_rest(parts, written)
-            self.size = self._written = position + size
-        self.next_offset = base_offset + header.last_offset_delta + 1
+            self._written = position + size
+        self.size = position + size
+        self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
+        # IndexTracker.observe, inlined: this runs on every append.
         tracker = self._tracker
-        if tracker.observe(position, base_offset, header.max_timestamp, size):
-            self.index.append(base_offset - self.base_offset, position)
-            self.time_index.maybe_append(
-                tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
-            )
-            self._update_full()
+        max_timestamp = header[_MAX_TIMESTAMP]
         if not position:
-            self.first_timestamp = header.max_timestamp
+            self.first_timestamp = tracker.first_timestamp = max_timestamp
+        if max_timestamp > tracker.max_timestamp:
+            tracker.max_timestamp = max_timestamp
+            tracker.offset_of_max_timestamp = base_offset
+        if tracker.bytes_since_entry > tracker.interval:
+            tracker.bytes_since_entry = size
+            index = self.index
+            index.append(base_offset - self.base_offset, position)
+            timestamps = self.time_index.timestamps
+            if not timestamps or tracker.max_timestamp > timestamps[-1]:
+                self.time_index.maybe_append(
+                    tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
+                )
+            # _update_full, inlined
+            self.is_full = len(index.offsets) + 1 >= self._max_index_entries
+        else:
+            tracker.bytes_since_entry += size
+
+    def _gather(self, parts: Sequence[BufferLike], size: int) -> None:
+        """Copy a batch of ``size`` bytes into the write buffer (draining it first if full)."""
+        if self._buffered + size > self._buffer_limit:
+            self._drain()
+        buffer, at = self._buffer, self._buffered
+        for part in parts:
+            end = at + len(part)
+            buffer[at:end] = part
+            at = end
+        self._buffered = at
 
     def flush_buffer(self) -> None:
         self._drain()
@@ -454,6 +476,7 @@ class FileSegment(Segment):
         if not self.file.closed:
             self._drain()
         self.file.close()
+        self._fd = -1
         self.index.close()
         self.time_index.close()
         self.txn_index.close()

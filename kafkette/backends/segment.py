@@ -10,6 +10,8 @@ from kafkette.backends.types import AbortedTxn, LogSlice
 
 BufferLike = bytes | bytearray | memoryview
 
+_new_header = tuple.__new__
+
 
 class Segment(abc.ABC):
     """A run of batches starting at ``base_offset``; only the last segment of a log grows.
@@ -43,6 +45,14 @@ class Segment(abc.ABC):
         A single ``bytearray`` part belongs to the log (a fresh copy): the
         segment may keep it without copying.
         """
+
+    def append_fields(
+        self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
+    ) -> None:
+        """:meth:`append_batch` given the header as a plain tuple of its fields (what
+        ``HEADER_STRUCT.unpack_from`` returns): the append fast path calls this, so a
+        segment that reads the header by index can skip making a :class:`StoredHeader`."""
+        self.append_batch(parts, _new_header(StoredHeader, header), base_offset)
 
     @abc.abstractmethod
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:

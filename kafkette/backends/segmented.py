@@ -49,6 +49,7 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 _BASE_OFFSET = struct.Struct(">q")
 _STORED_PREFIX = struct.Struct(">qii")
 """Base offset, batch length and partition leader epoch: what a log rewrites."""
+_STORED_PREFIX_SIZE = _STORED_PREFIX.size
 _unpack_header = HEADER_STRUCT.unpack_from
 _new_header = tuple.__new__
 # Header fields by index: on the append path a tuple index is cheaper than a property.
@@ -219,15 +220,14 @@ class SegmentedLog(Log):
         # also says what is wrong.
         if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:
             fields = _unpack_header(records)
+            view = memoryview(records)
             if (
                 fields[_BATCH_LENGTH] == size - LOG_OVERHEAD
                 and fields[_MAGIC] == 2
                 and fields[_LAST_OFFSET_DELTA] >= 0
                 and fields[_RECORD_COUNT] >= 0
                 and not fields[_ATTRIBUTES] & CONTROL_MASK
-                and (
-                    not check_crc or crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) == fields[_CRC]
-                )
+                and (not check_crc or crc32c(view[ATTRIBUTES_OFFSET:]) == fields[_CRC])
             ):
                 offset = self._next_offset
                 epoch = fields[_LEADER_EPOCH]
@@ -240,7 +240,7 @@ class SegmentedLog(Log):
                 # one writev, this costs less than copying the batch to patch it.
                 parts = (
                     _STORED_PREFIX.pack(offset, size - LOG_OVERHEAD, epoch),
-                    memoryview(records)[_STORED_PREFIX.size :],
+                    view[_STORED_PREFIX_SIZE:],
                 )
                 segment = self._segments[-1]
                 if segment.size and (  # _must_roll, inlined
@@ -255,13 +255,13 @@ class SegmentedLog(Log):
                 ):
                     self._roll_at(offset)
                     segment = self._segments[-1]
-                header: StoredHeader = _new_header(StoredHeader, fields)
                 try:
-                    segment.append_batch(parts, header, offset)
+                    segment.append_fields(parts, fields, offset)
                 except OSError as exc:
                     raise self._storage_error(exc) from exc
                 infos: tuple[BatchInfo, ...] = ()
                 if fields[_PRODUCER_ID] >= 0:
+                    header: StoredHeader = _new_header(StoredHeader, fields)
                     infos = (batch_info(header, None, base_offset=offset),)
                     self._track(segment, infos[0])
                 last = offset + fields[_LAST_OFFSET_DELTA]

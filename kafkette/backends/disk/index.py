@@ -140,7 +140,9 @@ class OffsetIndex(_IndexFile):
         super().__init__(path)
         self.offsets: array[int] = array("i")
         self.positions: array[int] = array("i")
-        self._unwritten = 0
+        self._queued = 0
+        """How many entries, from the first, are in the file or queued for it; those
+        after them were appended since and :meth:`write_pending` packs them."""
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -149,7 +151,7 @@ class OffsetIndex(_IndexFile):
         """Read the file; False (and empty) when missing or failing its checks."""
         data = _read(self.path)
         self.offsets, self.positions = array("i"), array("i")
-        self._unwritten = 0
+        self._queued = 0
         if data is None or len(data) % _OFFSET_ENTRY.size:
             return False
         values = array("i", data)
@@ -165,21 +167,20 @@ class OffsetIndex(_IndexFile):
         ):
             return False
         self.offsets, self.positions = offsets, positions
+        self._queued = len(offsets)
         return True
 
     def append(self, relative_offset: int, position: int) -> None:
         self.offsets.append(relative_offset)
         self.positions.append(position)
-        self._unwritten += 1
 
     def _discard_pending(self) -> None:
-        self._unwritten = 0
+        self._queued = len(self.offsets)
         super()._discard_pending()
 
     def write_pending(self) -> None:
-        unwritten, self._unwritten = self._unwritten, 0
-        if unwritten:
-            start = len(self.offsets) - unwritten
+        start, self._queued = self._queued, len(self.offsets)
+        if start < self._queued:
             self.write(
                 b"".join(
                     _OFFSET_ENTRY.pack(o, p)
@@ -203,7 +204,7 @@ class OffsetIndex(_IndexFile):
         return self.offsets[i], self.positions[i]
 
     def reset(self, entries: list[tuple[int, int]]) -> None:
-        self._unwritten = 0
+        self._queued = len(entries)
         self.offsets = array("i", (o for o, _ in entries))
         self.positions = array("i", (p for _, p in entries))
         self.replace(b"".join(_OFFSET_ENTRY.pack(o, p) for o, p in entries))

@@ -128,22 +128,18 @@ class FileSegment(Segment):
     # -- writes ----------------------------------------------------------------
 
     def append_batch(
-        self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
+        self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
     ) -> None:
         position = self.size
         size = LOG_OVERHEAD + header[_BATCH_LENGTH]
         self._dirty = True
-        if size <= self._buffer_limit:
+        if self._buffer_limit:
             self._gather(parts, size)
         else:
-            if self._buffered:
-                self._drain()
-            fd = self._fd
-            written = os.write(fd, parts[0]) if len(parts) == 1 else os.writev(fd, parts)
+            written = os.writev(self._fd, parts)
             if written < size:
                 self._write_rest(parts, written)
-            self._written = position + size
-        self.size = position + size
+            self.size = self._written = position + size
         self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
         # IndexTracker.observe, inlined: this runs on every append.
         tracker = self._tracker
@@ -167,16 +163,26 @@ class FileSegment(Segment):
         else:
             tracker.bytes_since_entry += size
 
+    append_fields = append_batch  # it only reads the header by index
+
     def _gather(self, parts: Sequence[BufferLike], size: int) -> None:
-        """Copy a batch of ``size`` bytes into the write buffer (draining it first if full)."""
+        """Append a batch of ``size`` bytes through the write buffer: copied into it
+        (drained first if full), or written after it when larger than the buffer."""
         if self._buffered + size > self._buffer_limit:
             self._drain()
+        if size > self._buffer_limit:
+            written = os.writev(self._fd, parts)
+            if written < size:
+                self._write_rest(parts, written)
+            self.size = self._written = self.size + size
+            return
         buffer, at = self._buffer, self._buffered
         for part in parts:
             end = at + len(part)
             buffer[at:end] = part
             at = end
         self._buffered = at
+        self.size += size
 
     def flush_buffer(self) -> None:
         self._drain()

@@ -62,9 +62,6 @@ _LAST_OFFSET_DELTA = 6
 _MAX_TIMESTAMP = 8
 _PRODUCER_ID = 9
 _RECORD_COUNT = 12
-COPY_LIMIT = 64 << 10
-"""Batches up to this size are copied whole before writing; larger ones are written
-as a rewritten header plus a view of the caller's buffer."""
 
 
 @attrs.frozen(slots=True)
@@ -82,7 +79,6 @@ class SegmentedLog(Log):
         self.topic = topic
         self.partition = partition
         self._config = config
-        self._copy_limit = COPY_LIMIT
         self._cache_config()
         self._clock = clock
         self._segments: list[Segment] = []
@@ -294,22 +290,21 @@ class SegmentedLog(Log):
             for pos, header in batches:
                 size = LOG_OVERHEAD + header.batch_length
                 parts: tuple[BufferLike, ...]
-                if append_time >= 0 or size <= self._copy_limit:
-                    # One copy and one write beat a two-part writev for small batches.
+                if append_time >= 0:
+                    # The timestamp is inside the CRC: this batch is copied and rewritten.
                     whole = bytearray(view[pos : pos + size])
                     _BASE_OFFSET.pack_into(whole, 0, offset)
                     if leader_epoch >= 0:
                         set_partition_leader_epoch(whole, 0, leader_epoch)
-                    if append_time >= 0:
-                        set_log_append_time(whole, 0, append_time)
-                        header = parse_header(whole)
+                    set_log_append_time(whole, 0, append_time)
+                    header = parse_header(whole)
                     parts = (whole,)
                 else:
-                    head = bytearray(view[pos : pos + RECORD_BATCH_OVERHEAD])
-                    _BASE_OFFSET.pack_into(head, 0, offset)
-                    if leader_epoch >= 0:
-                        set_partition_leader_epoch(head, 0, leader_epoch)
-                    parts = (head, view[pos + RECORD_BATCH_OVERHEAD : pos + size])
+                    epoch = header.partition_leader_epoch if leader_epoch < 0 else leader_epoch
+                    parts = (
+                        _STORED_PREFIX.pack(offset, size - LOG_OVERHEAD, epoch),
+                        view[pos + _STORED_PREFIX_SIZE : pos + size],
+                    )
                 segment = self._segments[-1]
                 if segment.size and self._must_roll(segment, size, header, offset):
                     self._roll_at(offset)

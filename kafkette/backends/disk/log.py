@@ -62,8 +62,6 @@ class DiskLog(SegmentedLog):
         super().__init__(topic, partition, config or LogConfig(), clock)
         self.directory = directory
         self._write_buffer = write_buffer_bytes
-        if write_buffer_bytes:
-            self._copy_limit = -1  # the write buffer copies the batches
         self.recovery_point = 0
         self.recovered_bytes_truncated = 0
         """Bytes dropped by recovery when this log was opened (0 after a clean shutdown)."""

@@ -42,25 +42,28 @@ class MemorySegment(Segment):
         self._lasts: list[int] = []
 
     def append_batch(
-        self, parts: Sequence[BufferLike], header: StoredHeader, base_offset: int
+        self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
     ) -> None:
         data: bytes | bytearray
         if len(parts) == 1:
             data = parts[0] if isinstance(parts[0], bytearray) else bytes(parts[0])
         else:
             data = b"".join(parts)
-        if header.base_offset != base_offset:
-            header = parse_header(data)
+        # ``header`` predates the log's rewrite of base offset and leader epoch: the
+        # header kept is read from the bytes kept.
+        stored = parse_header(data)
         self._data.append(memoryview(data))
-        self._headers.append(header)
-        self._lasts.append(header.last_offset)
+        self._headers.append(stored)
+        self._lasts.append(stored.last_offset)
         self.size += len(data)
-        self.next_offset = header.next_offset
+        self.next_offset = stored.next_offset
         if len(self._headers) == 1:
-            self.first_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.base_offset
+            self.first_timestamp = stored.max_timestamp
+        if stored.max_timestamp > self.max_timestamp:
+            self.max_timestamp = stored.max_timestamp
+            self.offset_of_max_timestamp = stored.base_offset
+
+    append_fields = append_batch  # the header passed in is not used
 
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
         index = bisect.bisect_left(self._lasts, offset)

@@ -24,7 +24,7 @@ from kafkette.backends.config import LogConfig
 from kafkette.backends.disk import DiskLog
 from kafkette.backends.memory import MemoryLog
 from kafkette.backends.segmented import SegmentedLog
-from kafkette.backends.types import BatchInfo
+from kafkette.backends.types import BatchInfo, TimestampOffset
 from kafkette.errors import (
     CorruptMessageError,
     InvalidRecordError,
@@ -78,6 +78,18 @@ def test_one_batch_is_stored_with_its_offset_and_epoch_rewritten(make_log: LogFa
         (3, 600),
         (4, 601),
     ]
+
+
+def test_timestamp_lookups_report_the_epoch_written(make_log: LogFactory) -> None:
+    """The stored leader epoch is the one given to append, even for a batch whose base
+    offset needed no rewrite (the memory log once kept the header as received)."""
+    log = make_log()
+    log.append(simple_batch(2, timestamp=100), leader_epoch=4)
+    log.append(make_batch([(300, b"k", b"v")]), leader_epoch=6)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.offset_for_timestamp(0) == TimestampOffset(100, 0, 4)
+    assert log.offset_for_timestamp(200) == TimestampOffset(300, 2, 6)
+    assert log.max_timestamp() == TimestampOffset(300, 2, 6)
 
 
 def test_one_idempotent_batch_reports_and_tracks_its_producer(make_log: LogFactory) -> None:

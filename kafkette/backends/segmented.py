@@ -210,10 +210,10 @@ class SegmentedLog(Log):
             self._check_open()
         size = len(records)
         # Fast path for what producers send: one whole batch, not a control batch, on a
-        # log that neither stamps LogAppendTime nor compacts. It is kept
-        # inline: a call costs as much as the checks. Whatever it does not take (several
-        # batches, a bad length, magic, count or CRC, ...) goes the general way, which
-        # also says what is wrong.
+        # log that neither stamps LogAppendTime nor compacts. It is inline (a call costs
+        # as much as the checks) and reads the header tuple by index. Whatever it does
+        # not take (several batches, a bad length, magic, count or CRC, ...) goes the
+        # general way, which also says what is wrong.
         if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:
             fields = _unpack_header(records)
             view = memoryview(records)

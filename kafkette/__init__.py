@@ -7,7 +7,14 @@ bundled broker (``kafkette serve``) and an in-memory fake (``memory://``).
 __version__ = "0.1.0"  # before the imports below: kafkette.client reads it
 
 from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
-from kafkette.consumer import AsyncConsumer, Consumer, ConsumerRecord
+from kafkette.consumer import (
+    AsyncConsumer,
+    Consumer,
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    OffsetAndMetadata,
+)
 from kafkette.producer import AsyncProducer, Producer, RecordMetadata
 from kafkette.structs import TopicPartition
 
@@ -17,9 +24,12 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "Consumer",
+    "ConsumerGroupMetadata",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "NewPartitions",
     "NewTopic",
+    "OffsetAndMetadata",
     "Producer",
     "RecordMetadata",
     "TopicPartition",

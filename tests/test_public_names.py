@@ -9,10 +9,13 @@ import pytest
 MODULES = [
     "kafkette",
     "kafkette.admin",
+    "kafkette.consumer",
+    "kafkette.consumer.assignors",
     "kafkette.errors",
     "kafkette.protocol.headers",
     "kafkette.protocol.messages",
     "kafkette.protocol.records",
+    "kafkette.testing",
 ]
 
 

@@ -1,6 +1,6 @@
-"""Build of the optional C accelerator; the project's metadata is in pyproject.toml.
+"""Build of the optional C accelerators; the project's metadata is in pyproject.toml.
 
-``optional=True``: without a compiler (or Python headers) the build skips the
+``optional=True``: without a compiler (or Python headers) the build skips an
 extension and kafkette runs its pure-Python code.
 """
 
@@ -12,6 +12,11 @@ setup(
             "kafkette.protocol.records._speedups",
             sources=["kafkette/protocol/records/_speedups.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "kafkette.backends._append",
+            sources=["kafkette/backends/_append.c"],
+            optional=True,
+        ),
     ]
 )

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import abc
+import struct
 from collections.abc import Iterator, Sequence
 
 from kafkette.backends.header import StoredHeader
 from kafkette.backends.types import AbortedTxn, LogSlice
+from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 
 BufferLike = bytes | bytearray | memoryview
 
 _new_header = tuple.__new__
+STORED_PREFIX = struct.Struct(">qii")
+"""Base offset, batch length and partition leader epoch: what a log rewrites."""
+STORED_PREFIX_SIZE = STORED_PREFIX.size
 
 
 class Segment(abc.ABC):
@@ -53,6 +58,16 @@ class Segment(abc.ABC):
         ``HEADER_STRUCT.unpack_from`` returns): the append fast path calls this, so a
         segment that reads the header by index can skip making a :class:`StoredHeader`."""
         self.append_batch(parts, _new_header(StoredHeader, header), base_offset)
+
+    def append_single(
+        self, data: BufferLike, header: tuple[int, ...], base_offset: int, leader_epoch: int
+    ) -> None:
+        """Append the one whole batch ``data`` holds as a log stores it: ``base_offset``,
+        its length and ``leader_epoch`` as the first 16 bytes, then ``data`` after its
+        own first 16 (which are outside the CRC). ``header`` is as for
+        :meth:`append_fields`."""
+        prefix = STORED_PREFIX.pack(base_offset, len(data) - LOG_OVERHEAD, leader_epoch)
+        self.append_fields((prefix, memoryview(data)[STORED_PREFIX_SIZE:]), header, base_offset)
 
     @abc.abstractmethod
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:

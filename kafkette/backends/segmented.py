@@ -23,6 +23,7 @@ from kafkette.backends.log import Log
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.records import control_marker, first_record_at_or_after, require_keys
 from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.speedups import check_batch as _check_batch
 from kafkette.backends.types import (
     AbortedTxn,
     AppendInfo,
@@ -215,29 +216,30 @@ class SegmentedLog(Log):
         # not take (several batches, a bad length, magic, count or CRC, ...) goes the
         # general way, which also says what is wrong.
         if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:
-            fields = _unpack_header(records)
-            view = memoryview(records)
-            if (
-                fields[_BATCH_LENGTH] == size - LOG_OVERHEAD
-                and fields[_MAGIC] == 2
-                and fields[_LAST_OFFSET_DELTA] >= 0
-                and fields[_RECORD_COUNT] >= 0
-                and not fields[_ATTRIBUTES] & CONTROL_MASK
-                and (not check_crc or crc32c(view[ATTRIBUTES_OFFSET:]) == fields[_CRC])
-            ):
+            fields: tuple[int, ...] | None
+            if _check_batch is not None:
+                fields = _check_batch(records, check_crc)
+            else:
+                fields = _unpack_header(records)
+                if not (
+                    fields[_BATCH_LENGTH] == size - LOG_OVERHEAD
+                    and fields[_MAGIC] == 2
+                    and fields[_LAST_OFFSET_DELTA] >= 0
+                    and fields[_RECORD_COUNT] >= 0
+                    and not fields[_ATTRIBUTES] & CONTROL_MASK
+                    and (
+                        not check_crc
+                        or crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) == fields[_CRC]
+                    )
+                ):
+                    fields = None
+            if fields is not None:
                 offset = self._next_offset
                 epoch = fields[_LEADER_EPOCH]
                 if leader_epoch >= 0:
                     epoch = leader_epoch
                     if not self._epochs or leader_epoch > self._epochs[-1].epoch:
                         self._new_epoch(leader_epoch, offset)
-                # The batch as stored: a new first 16 bytes (base offset, length, leader
-                # epoch; outside the CRC) and the caller's bytes after them. Written with
-                # one writev, this costs less than copying the batch to patch it.
-                parts = (
-                    _STORED_PREFIX.pack(offset, size - LOG_OVERHEAD, epoch),
-                    view[_STORED_PREFIX_SIZE:],
-                )
                 segment = self._segments[-1]
                 if segment.size and (  # _must_roll, inlined
                     segment.size + size > self._segment_bytes
@@ -252,7 +254,7 @@ class SegmentedLog(Log):
                     self._roll_at(offset)
                     segment = self._segments[-1]
                 try:
-                    segment.append_fields(parts, fields, offset)
+                    segment.append_single(records, fields, offset, epoch)
                 except OSError as exc:
                     raise self._storage_error(exc) from exc
                 infos: tuple[BatchInfo, ...] = ()

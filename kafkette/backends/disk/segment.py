@@ -10,7 +10,8 @@ import attrs
 
 from kafkette.backends.disk.index import OffsetIndex, TimeIndex, TxnIndex
 from kafkette.backends.header import StoredHeader, parse_header, verify_batch
-from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
+from kafkette.backends.speedups import write_batch as _write_batch
 from kafkette.backends.types import AbortedTxn, FileRef, LogSlice
 from kafkette.errors import KafkaStorageError
 from kafkette.protocol.errors import ProtocolError
@@ -164,6 +165,40 @@ class FileSegment(Segment):
             tracker.bytes_since_entry += size
 
     append_fields = append_batch  # it only reads the header by index
+
+    def append_single(
+        self, data: BufferLike, header: tuple[int, ...], base_offset: int, leader_epoch: int
+    ) -> None:
+        position = self.size
+        size = len(data)
+        if self._buffer_limit or _write_batch is None:
+            prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
+            self.append_batch((prefix, memoryview(data)[STORED_PREFIX_SIZE:]), header, base_offset)
+            return
+        self._dirty = True
+        _write_batch(self._fd, data, base_offset, leader_epoch)
+        self.size = self._written = position + size
+        self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
+        # As in append_batch.
+        tracker = self._tracker
+        max_timestamp = header[_MAX_TIMESTAMP]
+        if not position:
+            self.first_timestamp = tracker.first_timestamp = max_timestamp
+        if max_timestamp > tracker.max_timestamp:
+            tracker.max_timestamp = max_timestamp
+            tracker.offset_of_max_timestamp = base_offset
+        if tracker.bytes_since_entry > tracker.interval:
+            tracker.bytes_since_entry = size
+            index = self.index
+            index.append(base_offset - self.base_offset, position)
+            timestamps = self.time_index.timestamps
+            if not timestamps or tracker.max_timestamp > timestamps[-1]:
+                self.time_index.maybe_append(
+                    tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
+                )
+            self.is_full = len(index.offsets) + 1 >= self._max_index_entries
+        else:
+            tracker.bytes_since_entry += size
 
     def _gather(self, parts: Sequence[BufferLike], size: int) -> None:
         """Append a batch of ``size`` bytes through the write buffer: copied into it

@@ -52,7 +52,7 @@ _STORED_PREFIX = struct.Struct(">qii")
 """Base offset, batch length and partition leader epoch: what a log rewrites."""
 _STORED_PREFIX_SIZE = _STORED_PREFIX.size
 _unpack_header = HEADER_STRUCT.unpack_from
-_new_header = tuple.__new__
+_new_header = _new_tuple = tuple.__new__
 # Header fields by index: on the append path a tuple index is cheaper than a property.
 _BATCH_LENGTH = 1
 _LEADER_EPOCH = 2
@@ -144,6 +144,8 @@ class SegmentedLog(Log):
         self._roll_ms = config.segment_ms - config.segment_jitter_ms
         self._flush_messages = config.flush_messages
         self._flush_ms = config.flush_ms if config.flush_ms < LONG_MAX else None
+        # Unflushed messages from which an append looks at flushing (0: on every append).
+        self._flush_threshold = config.flush_messages if self._flush_ms is None else 0
         # Batches the append fast path takes (0: none, the general path does the work).
         fast = not (config.compact or config.log_append_time)
         self._single_batch_limit = config.max_message_bytes if fast else 0
@@ -265,10 +267,9 @@ class SegmentedLog(Log):
                 last = offset + fields[_LAST_OFFSET_DELTA]
                 self._next_offset = last + 1
                 self._unflushed_messages += fields[_RECORD_COUNT]
-                if self._unflushed_messages >= self._flush_messages or self._flush_ms is not None:
+                if self._unflushed_messages >= self._flush_threshold:
                     self._maybe_flush()
-                # Positional: attrs' __init__ takes twice as long with keywords.
-                return AppendInfo(offset, last, -1, self._log_start, infos)
+                return _new_tuple(AppendInfo, (offset, last, -1, self._log_start, infos))
         return self._append_batches(records, leader_epoch, check_crc)
 
     def _append_batches(

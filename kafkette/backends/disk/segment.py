@@ -190,13 +190,15 @@ class FileSegment(Segment):
         if tracker.bytes_since_entry > tracker.interval:
             tracker.bytes_since_entry = size
             index = self.index
-            index.append(base_offset - self.base_offset, position)
+            offsets = index.offsets
+            offsets.append(base_offset - self.base_offset)
+            index.positions.append(position)
             timestamps = self.time_index.timestamps
             if not timestamps or tracker.max_timestamp > timestamps[-1]:
                 self.time_index.maybe_append(
                     tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
                 )
-            self.is_full = len(index.offsets) + 1 >= self._max_index_entries
+            self.is_full = len(offsets) + 1 >= self._max_index_entries
         else:
             tracker.bytes_since_entry += size
 

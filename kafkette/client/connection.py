@@ -2,10 +2,9 @@
 
 Requests are pipelined: any number of tasks may call :meth:`request` at once;
 frames are written whole, one after another, and responses are matched by
-correlation id. There is no background reader task (so a connection needs no
-task group of its own): the first waiting task reads from the socket and
-hands every response it finds to its owner; when it has its own, the next
-waiting task takes over reading.
+correlation id. How the frames move is a pipe's job
+(:mod:`kafkette.client.pipes`): an asyncio protocol for TCP under asyncio, an
+anyio byte stream otherwise (trio, in-process streams).
 
 On open, the connection negotiates API versions: it sends ApiVersions at our
 newest version and, if the broker does not know it, reads the version-0
@@ -17,6 +16,7 @@ before the connection is handed out.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 
@@ -24,39 +24,33 @@ import anyio
 import anyio.abc
 
 from kafkette import __version__
+from kafkette.client.pipes import AsyncioPipe, FramePipe, StreamPipe
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
-from kafkette.protocol.errors import DecodeError, ProtocolError
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.schema import Request, Response
 
 logger = logging.getLogger("kafkette.client.connection")
 
-RECEIVE_SIZE = 256 * 1024
 API_VERSIONS_KEY = 18
+
+
+def _running_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        return False
+    return True
 
 
 class BrokerConnection:
     """A negotiated connection to one broker; create it with :meth:`connect`."""
 
-    def __init__(
-        self,
-        stream: anyio.abc.ByteStream,
-        *,
-        client_id: str | None,
-        request_timeout_s: float,
-        address: str,
-    ) -> None:
+    def __init__(self, pipe: FramePipe, wire: ClientWire, *, address: str) -> None:
         self.address = address
-        self._stream = stream
-        self._wire = ClientWire(client_id)
-        self._request_timeout_s = request_timeout_s
-        self._send_lock = anyio.Lock()
-        self._responses: dict[int, Response | None] = {}
-        self._reader_active = False
-        self._changed = anyio.Event()
-        self._failure: BaseException | None = None
+        self._pipe = pipe
+        self._wire = wire
         self.broker_versions: dict[int, tuple[int, int]] = {}
 
     @classmethod
@@ -77,14 +71,29 @@ class BrokerConnection:
         (:class:`~kafkette.errors.SaslAuthenticationFailedError`...), not retriable.
         """
         address = f"{host}:{port}"
+        wire = ClientWire(client_id)
         try:
             with anyio.fail_after(connect_timeout_s):
-                stream: anyio.abc.ByteStream
-                if ssl_context is None:
-                    stream = await anyio.connect_tcp(host, port)
+                pipe: FramePipe
+                if _running_asyncio():
+                    pipe = await AsyncioPipe.connect(
+                        host,
+                        port,
+                        wire,
+                        address=address,
+                        request_timeout_s=request_timeout_s,
+                        ssl_context=ssl_context,
+                    )
                 else:
-                    stream = await anyio.connect_tcp(
-                        host, port, ssl_context=ssl_context, tls_standard_compatible=False
+                    stream: anyio.abc.ByteStream
+                    if ssl_context is None:
+                        stream = await anyio.connect_tcp(host, port)
+                    else:
+                        stream = await anyio.connect_tcp(
+                            host, port, ssl_context=ssl_context, tls_standard_compatible=False
+                        )
+                    pipe = StreamPipe(
+                        stream, wire, address=address, request_timeout_s=request_timeout_s
                     )
         except TimeoutError:
             raise KafkaTimeoutError(
@@ -92,9 +101,7 @@ class BrokerConnection:
             ) from None
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {address}: {exc}") from exc
-        connection = cls(
-            stream, client_id=client_id, request_timeout_s=request_timeout_s, address=address
-        )
+        connection = cls(pipe, wire, address=address)
         try:
             await connection._negotiate()
             if sasl is not None:
@@ -119,9 +126,9 @@ class BrokerConnection:
         request_timeout_s: float = 30.0,
     ) -> BrokerConnection:
         """A connection over an already open byte stream (e.g. in-process), negotiated."""
-        connection = cls(
-            stream, client_id=client_id, request_timeout_s=request_timeout_s, address=address
-        )
+        wire = ClientWire(client_id)
+        pipe = StreamPipe(stream, wire, address=address, request_timeout_s=request_timeout_s)
+        connection = cls(pipe, wire, address=address)
         await connection._negotiate()
         return connection
 
@@ -178,7 +185,7 @@ class BrokerConnection:
 
     @property
     def closed(self) -> bool:
-        return self._failure is not None
+        return self._pipe.failure is not None
 
     @property
     def in_flight(self) -> int:
@@ -193,89 +200,18 @@ class BrokerConnection:
         :class:`KafkaTimeoutError` after ``request.timeout.ms``; both close
         the connection, as a late response could no longer be matched safely.
         """
-        if self._failure is not None:
-            raise KafkaConnectionError(f"connection to {self.address} is closed") from self._failure
+        failure = self._pipe.failure
+        if failure is not None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
         if version is None:
             version = self.version_for(request)
-        async with self._send_lock:
-            correlation_id, parts = self._wire.send(
-                request, version, expect_response=expect_response
-            )
-            try:
-                await self._stream.send(b"".join(parts) if len(parts) > 1 else bytes(parts[0]))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                await self._fail(KafkaConnectionError(f"connection to {self.address} broke: {exc}"))
-                raise KafkaConnectionError(f"connection to {self.address} broke: {exc}") from exc
-        if not expect_response:
-            return None
-        try:
-            with anyio.fail_after(self._request_timeout_s):
-                return await self._wait_for(correlation_id)
-        except TimeoutError:
-            error = KafkaTimeoutError(
-                f"no response from {self.address} within {self._request_timeout_s}s"
-            )
-            await self._fail(error)
-            raise error from None
-        except anyio.get_cancelled_exc_class():
-            self._wire.forget(correlation_id)
-            raise
-
-    async def _wait_for(self, correlation_id: int) -> Response | None:
-        while correlation_id not in self._responses:
-            if self._failure is not None:
-                raise KafkaConnectionError(
-                    f"connection to {self.address} is closed"
-                ) from self._failure
-            if self._reader_active:
-                await self._changed.wait()
-                continue
-            self._reader_active = True
-            try:
-                while correlation_id not in self._responses:
-                    await self._read_once()
-            finally:
-                self._reader_active = False
-                self._notify()
-        return self._responses.pop(correlation_id)
-
-    async def _read_once(self) -> None:
-        try:
-            data = await self._stream.receive(RECEIVE_SIZE)
-        except (
-            anyio.EndOfStream,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-            OSError,
-        ) as exc:
-            error = KafkaConnectionError(f"connection to {self.address} closed by the broker")
-            await self._fail(error)
-            raise error from exc
-        try:
-            for correlation_id, response in self._wire.receive_data(data):
-                if response is not None:
-                    self._responses[correlation_id] = response
-        except (DecodeError, ProtocolError) as exc:
-            error = KafkaConnectionError(f"malformed response from {self.address}: {exc}")
-            await self._fail(error)
-            raise error from exc
-        self._notify()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def _fail(self, error: BaseException) -> None:
-        if self._failure is None:
-            self._failure = error
-            logger.info("closing connection to %s: %s", self.address, error)
-            with anyio.CancelScope(shield=True):
-                await self._stream.aclose()
-        self._notify()
+        correlation_id, parts = self._wire.send(request, version, expect_response=expect_response)
+        frame = b"".join(parts) if len(parts) > 1 else bytes(parts[0])
+        return await self._pipe.exchange(frame, correlation_id, expect_response)
 
     async def aclose(self) -> None:
         """Close the connection; requests still waiting fail with KafkaConnectionError."""
-        await self._fail(KafkaConnectionError(f"connection to {self.address} was closed"))
+        await self._pipe.close(KafkaConnectionError(f"connection to {self.address} was closed"))
 
     async def __aenter__(self) -> BrokerConnection:
         return self

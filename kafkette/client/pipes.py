@@ -1,0 +1,318 @@
+"""How a broker connection moves frames: one interface, two implementations.
+
+:class:`BrokerConnection <kafkette.client.connection.BrokerConnection>`
+encodes requests and negotiates versions; a pipe writes the encoded frames
+and hands back the matching responses.
+
+- :class:`StreamPipe` works over any anyio byte stream (TCP under trio, the
+  in-process streams of ``memory://``). There is no background reader task:
+  the first task waiting for a response reads from the stream and hands every
+  response it finds to its owner; when it has its own, the next waiting task
+  takes over reading.
+- :class:`AsyncioPipe` is an :class:`asyncio.Protocol` for TCP (and TLS)
+  under asyncio: responses are parsed in ``data_received`` and delivered to
+  one future per request. anyio's socket streams pause and resume reading
+  around every receive (two ``epoll_ctl`` calls) and yield to the loop on
+  every send; for a producer pipelining thousands of requests a second
+  that overhead was most of a request's cost.
+
+Both close the connection when a request times out (a late response could
+no longer be matched safely) and fail every waiting request when it breaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+import anyio
+import anyio.abc
+
+from kafkette.client.wire import ClientWire
+from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkette.protocol.errors import DecodeError, ProtocolError
+from kafkette.protocol.schema import Response
+
+logger = logging.getLogger("kafkette.client.connection")
+
+RECEIVE_SIZE = 256 * 1024
+WRITE_BUFFER_HIGH = 1 << 20
+"""Bytes queued in an asyncio transport before a request waits for the socket to drain."""
+
+
+class FramePipe(Protocol):
+    """Writes request frames and returns their responses, for one connection."""
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the pipe is closed, or None while it is open."""
+        ...
+
+    async def exchange(
+        self, frame: bytes, correlation_id: int, expect_response: bool
+    ) -> Response | None:
+        """Write ``frame``; return the response to ``correlation_id`` (None if none is expected).
+
+        Raises :class:`KafkaConnectionError` when the connection breaks and
+        :class:`KafkaTimeoutError` when no response comes in time.
+        """
+        ...
+
+    async def close(self, error: BaseException) -> None:
+        """Close the connection; waiting requests fail with ``error``."""
+        ...
+
+
+class StreamPipe:
+    """Frames over an anyio byte stream; waiting tasks take turns reading."""
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        wire: ClientWire,
+        *,
+        address: str,
+        request_timeout_s: float,
+    ) -> None:
+        self._stream = stream
+        self._wire = wire
+        self._address = address
+        self._request_timeout_s = request_timeout_s
+        self._send_lock = anyio.Lock()
+        self._responses: dict[int, Response | None] = {}
+        self._reader_active = False
+        self._changed = anyio.Event()
+        self.failure: BaseException | None = None
+
+    async def exchange(
+        self, frame: bytes, correlation_id: int, expect_response: bool
+    ) -> Response | None:
+        try:
+            with anyio.fail_after(self._request_timeout_s):
+                async with self._send_lock:
+                    await self._send(frame)
+                if not expect_response:
+                    return None
+                return await self._wait_for(correlation_id)
+        except TimeoutError:
+            timeout = KafkaTimeoutError(
+                f"no response from {self._address} within {self._request_timeout_s}s"
+            )
+            await self.close(timeout)
+            raise timeout from None
+        except anyio.get_cancelled_exc_class():
+            self._wire.forget(correlation_id)
+            raise
+
+    async def _send(self, frame: bytes) -> None:
+        try:
+            await self._stream.send(frame)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            error = KafkaConnectionError(f"connection to {self._address} broke: {exc}")
+            await self.close(error)
+            raise error from exc
+
+    async def _wait_for(self, correlation_id: int) -> Response | None:
+        while correlation_id not in self._responses:
+            if self.failure is not None:
+                raise KafkaConnectionError(
+                    f"connection to {self._address} is closed"
+                ) from self.failure
+            if self._reader_active:
+                await self._changed.wait()
+                continue
+            self._reader_active = True
+            try:
+                while correlation_id not in self._responses:
+                    await self._read_once()
+            finally:
+                self._reader_active = False
+                self._notify()
+        return self._responses.pop(correlation_id)
+
+    async def _read_once(self) -> None:
+        try:
+            data = await self._stream.receive(RECEIVE_SIZE)
+        except (
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ) as exc:
+            error = KafkaConnectionError(f"connection to {self._address} closed by the broker")
+            await self.close(error)
+            raise error from exc
+        try:
+            for correlation_id, response in self._wire.receive_data(data):
+                if response is not None:
+                    self._responses[correlation_id] = response
+        except (DecodeError, ProtocolError) as exc:
+            error = KafkaConnectionError(f"malformed response from {self._address}: {exc}")
+            await self.close(error)
+            raise error from exc
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def close(self, error: BaseException) -> None:
+        if self.failure is None:
+            self.failure = error
+            logger.info("closing connection to %s: %s", self._address, error)
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+        self._notify()
+
+
+class AsyncioPipe(asyncio.Protocol):
+    """Frames over an asyncio transport; responses go to per-request futures."""
+
+    def __init__(self, wire: ClientWire, *, address: str, request_timeout_s: float) -> None:
+        self._wire = wire
+        self._address = address
+        self._request_timeout_s = request_timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._waiters: dict[int, asyncio.Future[Response | None]] = {}
+        self._drained: asyncio.Future[None] | None = None
+        self.failure: BaseException | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        wire: ClientWire,
+        *,
+        address: str,
+        request_timeout_s: float,
+        ssl_context: object | None = None,
+    ) -> AsyncioPipe:
+        """Open a TCP (TLS with ``ssl_context``) connection; OSError when it cannot."""
+        loop = asyncio.get_running_loop()
+        _, pipe = await loop.create_connection(
+            lambda: cls(wire, address=address, request_timeout_s=request_timeout_s),
+            host,
+            port,
+            ssl=ssl_context,  # type: ignore[arg-type]
+        )
+        return pipe
+
+    # ---- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            responses = self._wire.receive_data(data)
+        except (DecodeError, ProtocolError) as exc:
+            self._fail(KafkaConnectionError(f"malformed response from {self._address}: {exc}"))
+            return
+        waiters = self._waiters
+        for correlation_id, response in responses:
+            waiter = waiters.pop(correlation_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(response)
+
+    def eof_received(self) -> bool:
+        self._fail(KafkaConnectionError(f"connection to {self._address} closed by the broker"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = KafkaConnectionError(f"connection to {self._address} closed by the broker")
+        if exc is not None:
+            error = KafkaConnectionError(f"connection to {self._address} broke: {exc}")
+        self._fail(error)
+
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    # ---- FramePipe
+
+    async def exchange(
+        self, frame: bytes, correlation_id: int, expect_response: bool
+    ) -> Response | None:
+        if self.failure is not None:
+            raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
+        transport = self._transport
+        assert transport is not None
+        waiter: asyncio.Future[Response | None] | None = None
+        if expect_response:
+            waiter = self._waiters[correlation_id] = self._loop.create_future()
+        transport.write(frame)
+        # the timeout covers waiting for the socket to drain as well as for the answer
+        timer = self._loop.call_later(self._request_timeout_s, self._time_out, waiter)
+        try:
+            if self._drained is not None:
+                await self._wait_drained()
+            if waiter is None:
+                return None
+            return await waiter
+        except BaseException:
+            if waiter is not None:
+                self._discard(correlation_id, waiter)
+            raise
+        finally:
+            timer.cancel()
+
+    def _discard(self, correlation_id: int, waiter: asyncio.Future[Response | None]) -> None:
+        """Give up on a request: its response, should it come, is dropped."""
+        if self._waiters.pop(correlation_id, None) is not None:
+            self._wire.forget(correlation_id)
+        if waiter.done() and not waiter.cancelled():
+            waiter.exception()  # retrieved: asyncio would log it as never retrieved
+        else:
+            waiter.cancel()
+
+    async def _wait_drained(self) -> None:
+        drained = self._drained
+        if drained is not None:
+            await asyncio.shield(drained)  # shared by every writer: one cancelled must not end it
+        failure = self.failure
+        if isinstance(failure, KafkaTimeoutError):
+            raise KafkaTimeoutError(str(failure))
+        if failure is not None:
+            raise KafkaConnectionError(f"connection to {self._address} is closed") from failure
+
+    def _time_out(self, waiter: asyncio.Future[Response | None] | None) -> None:
+        if waiter is not None and waiter.done():
+            return
+        error = KafkaTimeoutError(
+            f"no response from {self._address} within {self._request_timeout_s}s"
+        )
+        if waiter is not None:
+            waiter.set_exception(error)
+        self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        if self.failure is None:
+            self.failure = error
+            logger.info("closing connection to %s: %s", self._address, error)
+            if self._transport is not None:
+                self._transport.abort()
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            if not waiter.done():
+                # one exception object per waiter: each is raised in its own task
+                failure = KafkaConnectionError(
+                    str(error)
+                    if isinstance(error, KafkaConnectionError)
+                    else f"connection to {self._address} is closed"
+                )
+                failure.__cause__ = error
+                waiter.set_exception(failure)
+        self.resume_writing()
+
+    async def close(self, error: BaseException) -> None:
+        self._fail(error)

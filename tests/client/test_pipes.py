@@ -1,0 +1,190 @@
+"""The frame pipes under a connection, against scripted brokers, on asyncio and trio.
+
+Under asyncio a TCP connection uses :class:`AsyncioPipe`, under trio
+:class:`StreamPipe`: each test runs on both, so both keep the same contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+import pytest
+
+from kafkette.client.connection import BrokerConnection
+from kafkette.client.pipes import AsyncioPipe, StreamPipe
+from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkette.protocol.framing import FrameDecoder, encode_frame
+from kafkette.protocol.headers import decode_request, encode_response
+from kafkette.protocol.messages import (
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafkette.protocol.messages.api_versions_response import ApiVersion
+from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
+from kafkette.protocol.messages.metadata_response import MetadataResponseTopic
+from kafkette.protocol.schema import Request
+
+pytestmark = pytest.mark.anyio
+
+# Answer: (request's correlation id, api version, request) -> frame bytes to send, or None
+Answer = Callable[[int, int, Request], Awaitable[bytes | None]]
+
+
+def _api_versions(correlation_id: int, version: int) -> bytes:
+    response = ApiVersionsResponse(
+        api_keys=[
+            ApiVersion(api_key=18, min_version=0, max_version=3),
+            ApiVersion(api_key=3, min_version=0, max_version=12),
+        ]
+    )
+    return encode_frame(encode_response(response, version, correlation_id))
+
+
+def _metadata(correlation_id: int, version: int, name: str) -> bytes:
+    response = MetadataResponse(topics=[MetadataResponseTopic(name=name)])
+    return encode_frame(encode_response(response, version, correlation_id))
+
+
+@asynccontextmanager
+async def scripted_broker(answer: Answer) -> AsyncIterator[int]:
+    """A listener that answers ApiVersions itself and every other request with ``answer``."""
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+
+        async def serve(stream: anyio.abc.SocketStream) -> None:
+            decoder = FrameDecoder(1 << 30)
+            async with stream:
+                try:
+                    while True:
+                        decoder.feed(await stream.receive())
+                        while (frame := decoder.next_frame()) is not None:
+                            header, request = decode_request(frame)
+                            cid, version = header.correlation_id, header.request_api_version
+                            if header.request_api_key == 18:
+                                await stream.send(_api_versions(cid, version))
+                            elif (out := await answer(cid, version, request)) is not None:
+                                await stream.send(out)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, serve)
+            yield listener.extra(anyio.abc.SocketAttribute.local_port)
+            tg.cancel_scope.cancel()
+
+
+def _topic_request(name: str) -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequestTopic(name=name)])
+
+
+async def test_tcp_connections_use_the_pipe_of_their_event_loop(anyio_backend: str) -> None:
+    async def echo(cid: int, version: int, request: Request) -> bytes:
+        assert isinstance(request, MetadataRequest) and request.topics
+        return _metadata(cid, version, request.topics[0].name)
+
+    async with (
+        scripted_broker(echo) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        expected = AsyncioPipe if anyio_backend == "asyncio" else StreamPipe
+        assert type(connection._pipe) is expected
+        response = await connection.request(_topic_request("a"))
+        assert isinstance(response, MetadataResponse)
+        assert [t.name for t in response.topics] == ["a"]
+
+
+async def test_a_cancelled_request_leaves_the_others_and_the_connection_intact() -> None:
+    """The request waiting for "slow" is cancelled; its answer comes after."""
+    received_slow = anyio.Event()
+    release = anyio.Event()
+
+    async def answer(cid: int, version: int, request: Request) -> bytes:
+        assert isinstance(request, MetadataRequest) and request.topics
+        name = request.topics[0].name
+        if name == "slow":
+            received_slow.set()
+            await release.wait()
+        return _metadata(cid, version, name)
+
+    async with (
+        scripted_broker(answer) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        cancelled = []
+
+        async def slow(scope: anyio.CancelScope) -> None:
+            with scope:
+                await connection.request(_topic_request("slow"))
+            cancelled.append(scope.cancelled_caught)
+
+        async with anyio.create_task_group() as tg:
+            scope = anyio.CancelScope()
+            tg.start_soon(slow, scope)
+            await received_slow.wait()
+            scope.cancel()
+        assert cancelled == [True]
+        release.set()
+        names = []
+        for name in ("b", "c"):
+            response = await connection.request(_topic_request(name))
+            assert isinstance(response, MetadataResponse)
+            names.append(response.topics[0].name)
+        assert names == ["b", "c"]  # the late "slow" answer was dropped, not misrouted
+        assert not connection.closed
+        assert connection.in_flight == 0
+
+
+async def test_a_broker_that_stops_reading_times_the_request_out() -> None:
+    """The frame cannot be written whole: waiting for the socket to drain times out too."""
+
+    async def never(cid: int, version: int, request: Request) -> None:
+        await anyio.sleep_forever()
+
+    async with scripted_broker(never) as port:
+        connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.5)
+        # 64 MiB of topic names: more than both sockets' buffers hold
+        big = MetadataRequest(
+            topics=[MetadataRequestTopic(name="x" * 30_000) for _ in range(2_200)]
+        )
+        with anyio.fail_after(10):
+            with pytest.raises(KafkaTimeoutError, match="no response"):
+                await connection.request(big)
+        assert connection.closed
+        with pytest.raises(KafkaConnectionError, match="closed"):
+            await connection.request(_topic_request("a"))
+
+
+async def test_a_malformed_response_fails_every_waiting_request() -> None:
+    received_first = anyio.Event()
+
+    async def garbage(cid: int, version: int, request: Request) -> bytes | None:
+        assert isinstance(request, MetadataRequest) and request.topics
+        if request.topics[0].name == "bad":
+            return encode_frame(cid.to_bytes(4, "big") + b"\xff" * 7)
+        received_first.set()
+        return None  # never answered
+
+    async with (
+        scripted_broker(garbage) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        errors: dict[str, KafkaConnectionError] = {}
+
+        async def call(name: str) -> None:
+            try:
+                await connection.request(_topic_request(name))
+            except KafkaConnectionError as exc:
+                errors[name] = exc
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "waiting")
+                await received_first.wait()
+                tg.start_soon(call, "bad")
+        assert sorted(errors) == ["bad", "waiting"]
+        for exc in errors.values():
+            assert "malformed response" in f"{exc} {exc.__cause__}"
+        assert connection.closed

@@ -236,6 +236,37 @@ def test_untracked_records_are_freed() -> None:
     assert sys.getrefcount(value) == held - 1  # the record's reference is gone with it
 
 
+class WithDict(tuple):  # type: ignore[type-arg]
+    """A tuple subclass whose instances have a __dict__ (and a weakref slot)."""
+
+
+class Slotless(tuple):  # type: ignore[type-arg]
+    """A tuple subclass laid out as a tuple, like Record."""
+
+    __slots__ = ()
+
+
+@pytest.mark.parametrize("record_type", [Record, WithDict, Slotless])
+def test_record_types(record_type: type[tuple[Any, ...]]) -> None:
+    """Records of any tuple subclass: exact items, untracked, list untracked, freed."""
+    specs = [(i, i, b"k%d" % i, b"v" * i, ((b"h", b"x"),) if i % 2 else ()) for i in range(5)]
+    data = b"".join(encode_record(spec, 0) for spec in specs)
+    records = _speedups.parse_records(data, 5, 100, 1000, None, record_type)
+    assert records is not None
+    assert [type(r) for r in records] == [record_type] * 5
+    assert [tuple(r) for r in records] == [
+        (100 + i, 1000 + i, b"k%d" % i, b"v" * i, (("h", b"x"),) if i % 2 else ()) for i in range(5)
+    ]
+    assert not gc.is_tracked(records)
+    assert not any(gc.is_tracked(r) for r in records)
+    if record_type is WithDict:
+        records[0].note = "instances keep a working __dict__"
+        assert records[0].__dict__ == {"note": "instances keep a working __dict__"}
+    refs = sys.getrefcount(record_type)
+    del records
+    assert sys.getrefcount(record_type) == refs - 5  # each record held its type
+
+
 LEAK_SCRIPT = """
 import resource, sys
 from kafkette.protocol.records import Record, _speedups

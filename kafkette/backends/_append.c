@@ -465,8 +465,8 @@ write_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     long fd = PyLong_AsLong(args[0]);
     if (fd == -1 && PyErr_Occurred())
         return NULL;
-    if (fd < 0 || fd > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+    if (fd < INT_MIN || fd > INT_MAX) { /* -1 (a closed segment) fails in writev: EBADF */
+        PyErr_SetString(PyExc_OverflowError, "file descriptor out of int range");
         return NULL;
     }
     long long base_offset = PyLong_AsLongLong(args[2]);
@@ -532,19 +532,37 @@ crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* The CRC-32C implementations this CPU can run, by name (for tests). */
+typedef struct {
+    const char *name;
+    uint32_t (*update)(uint32_t, const unsigned char *, size_t);
+} crc_implementation;
+
+static crc_implementation implementations[3];
+static int implementation_count;
+
 static PyObject *
-crc32c_table(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+crc32c_with(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "crc32c_table(data) takes 1 argument");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32c_with(name, data) takes 2 arguments");
         return NULL;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    const char *name = PyUnicode_AsUTF8(args[0]);
+    if (name == NULL)
         return NULL;
-    uint32_t crc = ~crc_table(~0u, view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(crc);
+    for (int i = 0; i < implementation_count; i++) {
+        if (strcmp(name, implementations[i].name) == 0) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+                return NULL;
+            uint32_t crc = ~implementations[i].update(~0u, view.buf, (size_t)view.len);
+            PyBuffer_Release(&view);
+            return PyLong_FromUnsignedLong(crc);
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "no CRC-32C implementation %R on this machine", args[0]);
+    return NULL;
 }
 
 static PyMethodDef append_methods[] = {
@@ -556,19 +574,31 @@ static PyMethodDef append_methods[] = {
      "to fd with its first 16 bytes rewritten (base offset, length, leader epoch)."},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL,
      "crc32c(data, value=0) -> the CRC-32C of data continuing from value."},
-    {"crc32c_table", (PyCFunction)(void (*)(void))crc32c_table, METH_FASTCALL,
-     "crc32c_table(data) -> the CRC-32C of data by the table code (tests)."},
+    {"crc32c_with", (PyCFunction)(void (*)(void))crc32c_with, METH_FASTCALL,
+     "crc32c_with(name, data) -> the CRC-32C of data by the named implementation (one of\n"
+     "CRC_IMPLEMENTATIONS; for tests)."},
     {NULL, NULL, 0, NULL},
 };
+
+static void
+add_implementation(const char *name, uint32_t (*update)(uint32_t, const unsigned char *, size_t))
+{
+    implementations[implementation_count].name = name;
+    implementations[implementation_count].update = update;
+    implementation_count++;
+    crc_update = update; /* the last one added is the fastest */
+}
 
 static int
 append_exec(PyObject *module)
 {
     build_tables();
+    implementation_count = 0;
+    add_implementation("table", crc_table);
 #ifdef HAVE_SSE42_PATH
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2"))
-        crc_update = crc_sse42;
+        add_implementation("sse4.2", crc_sse42);
 #endif
 #ifdef HAVE_AVX512_PATH
     if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
@@ -578,15 +608,26 @@ append_exec(PyObject *module)
         fold_384 = fold_constant(384);
         fold_256 = fold_constant(256);
         fold_128 = fold_constant(128);
-        crc_update = crc_avx512;
+        add_implementation("avx512-vpclmulqdq", crc_avx512);
     }
 #endif
-    const char *name = crc_update == crc_table ? "table" : "sse4.2";
-#ifdef HAVE_AVX512_PATH
-    if (crc_update == crc_avx512)
-        name = "avx512-vpclmulqdq";
-#endif
-    return PyModule_AddStringConstant(module, "CRC_IMPLEMENTATION", name);
+    PyObject *names = PyTuple_New(implementation_count);
+    if (names == NULL)
+        return -1;
+    for (int i = 0; i < implementation_count; i++) {
+        PyObject *name = PyUnicode_FromString(implementations[i].name);
+        if (name == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        PyTuple_SET_ITEM(names, i, name);
+    }
+    if (PyModule_AddObject(module, "CRC_IMPLEMENTATIONS", names) < 0) {
+        Py_DECREF(names);
+        return -1;
+    }
+    return PyModule_AddStringConstant(module, "CRC_IMPLEMENTATION",
+                                      implementations[implementation_count - 1].name);
 }
 
 static PyModuleDef_Slot append_slots[] = {

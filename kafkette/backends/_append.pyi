@@ -2,6 +2,8 @@
 
 CRC_IMPLEMENTATION: str
 """``"avx512-vpclmulqdq"``, ``"sse4.2"`` or ``"table"``: what computes CRC-32C here."""
+CRC_IMPLEMENTATIONS: tuple[str, ...]
+"""Every CRC-32C implementation this machine can run, slowest first."""
 
 def check_batch(data: bytes | bytearray | memoryview, check_crc: bool, /) -> tuple[int, ...] | None:
     """The 13 header fields of the one batch in ``data``, or None to leave it to Python."""
@@ -14,5 +16,5 @@ def write_batch(
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0, /) -> int:
     """The CRC-32C of ``data`` continuing from ``value``."""
 
-def crc32c_table(data: bytes | bytearray | memoryview, /) -> int:
-    """The CRC-32C of ``data`` by the portable table code."""
+def crc32c_with(name: str, data: bytes | bytearray | memoryview, /) -> int:
+    """The CRC-32C of ``data`` by the named implementation (tests)."""

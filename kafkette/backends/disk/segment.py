@@ -137,9 +137,13 @@ class FileSegment(Segment):
         if self._buffer_limit:
             self._gather(parts, size)
         else:
-            written = os.writev(self._fd, parts)
-            if written < size:
-                self._write_rest(parts, written)
+            try:
+                written = os.writev(self._fd, parts)
+                if written < size:
+                    self._write_rest(parts, written)
+            except BaseException:
+                self._cut_back(position)
+                raise
             self.size = self._written = position + size
         self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
         # IndexTracker.observe, inlined: this runs on every append.
@@ -176,7 +180,11 @@ class FileSegment(Segment):
             self.append_batch((prefix, memoryview(data)[STORED_PREFIX_SIZE:]), header, base_offset)
             return
         self._dirty = True
-        _write_batch(self._fd, data, base_offset, leader_epoch)
+        try:
+            _write_batch(self._fd, data, base_offset, leader_epoch)
+        except BaseException:
+            self._cut_back(position)
+            raise
         self.size = self._written = position + size
         self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
         # As in append_batch.
@@ -208,10 +216,15 @@ class FileSegment(Segment):
         if self._buffered + size > self._buffer_limit:
             self._drain()
         if size > self._buffer_limit:
-            written = os.writev(self._fd, parts)
-            if written < size:
-                self._write_rest(parts, written)
-            self.size = self._written = self.size + size
+            position = self.size
+            try:
+                written = os.writev(self._fd, parts)
+                if written < size:
+                    self._write_rest(parts, written)
+            except BaseException:
+                self._cut_back(position)
+                raise
+            self.size = self._written = position + size
             return
         buffer, at = self._buffer, self._buffered
         for part in parts:
@@ -245,6 +258,12 @@ class FileSegment(Segment):
         if self._buffered and position + length > self._written:
             self._drain()
         return self.file.pread(length, position)
+
+    def _cut_back(self, size: int) -> None:
+        """Drop what a failed write left after ``size`` bytes (the next batch would
+        otherwise land after a torn one)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
 
     def _write_rest(self, parts: Sequence[BufferLike], written: int) -> None:
         rest = memoryview(b"".join(bytes(p) for p in parts))[written:]

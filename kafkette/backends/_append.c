@@ -14,7 +14,8 @@
  * and the caller's bytes after their own first 16, with one writev (more on a
  * short write), straight to the file: the bytes are in the OS page cache when
  * it returns. Errors raise OSError from errno, EINTR is retried after running
- * signal handlers (PEP 475), as os.writev does.
+ * signal handlers (PEP 475), as os.writev does. Not built without writev
+ * (Windows): the segment then writes with os.writev.
  *
  * crc32c(data, value=0) is the CRC-32C of data continuing from value (as the
  * crc32c package computes it), for tests and for callers wanting the same
@@ -452,7 +453,6 @@ write_all(int fd, struct iovec *iov, int count)
     }
     return 0;
 }
-#endif
 
 static PyObject *
 write_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -482,30 +482,26 @@ write_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    if (view.len < PREFIX_SIZE) {
+    if (view.len < PREFIX_SIZE || view.len - LOG_OVERHEAD > INT32_MAX) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "a batch has at least 16 bytes");
+        PyErr_SetString(PyExc_ValueError, "a batch has 16 bytes to 2 GiB");
         return NULL;
     }
     unsigned char prefix[PREFIX_SIZE];
     put_be64(prefix, (uint64_t)base_offset);
     put_be32(prefix + 8, (uint32_t)(view.len - LOG_OVERHEAD));
     put_be32(prefix + 12, (uint32_t)epoch);
-#ifdef HAVE_WRITEV
     struct iovec iov[2] = {
         {prefix, PREFIX_SIZE},
         {(char *)view.buf + PREFIX_SIZE, (size_t)(view.len - PREFIX_SIZE)},
     };
     int status = write_all((int)fd, iov, view.len > PREFIX_SIZE ? 2 : 1);
-#else
-    int status = -1;
-    PyErr_SetString(PyExc_NotImplementedError, "no writev on this platform");
-#endif
     PyBuffer_Release(&view);
     if (status < 0)
         return NULL;
     Py_RETURN_NONE;
 }
+#endif /* HAVE_WRITEV */
 
 static PyObject *
 crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -569,9 +565,11 @@ static PyMethodDef append_methods[] = {
     {"check_batch", (PyCFunction)(void (*)(void))check_batch, METH_FASTCALL,
      "check_batch(data, check_crc) -> the 13 header fields of the one batch in data, or None\n"
      "when the append fast path must leave it to the general path."},
+#ifdef HAVE_WRITEV /* without it (Windows) the segment writes with os.writev */
     {"write_batch", (PyCFunction)(void (*)(void))write_batch, METH_FASTCALL,
      "write_batch(fd, data, base_offset, leader_epoch) -> None: write the batch in data\n"
      "to fd with its first 16 bytes rewritten (base offset, length, leader epoch)."},
+#endif
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL,
      "crc32c(data, value=0) -> the CRC-32C of data continuing from value."},
     {"crc32c_with", (PyCFunction)(void (*)(void))crc32c_with, METH_FASTCALL,

@@ -34,7 +34,7 @@ check_batch: CheckBatch | None = None if _module is None else _module.check_batc
 ``HEADER_STRUCT.unpack_from`` returns them) when the append fast path takes it,
 else None (the general path then says what is wrong)."""
 
-write_batch: WriteBatch | None = None if _module is None else _module.write_batch
+write_batch: WriteBatch | None = getattr(_module, "write_batch", None)
 """``(fd, data, base_offset, leader_epoch)``: write the batch in ``data`` to ``fd``
 as a log stores it (base offset, length and leader epoch rewritten), all of it
 or OSError."""

@@ -271,7 +271,7 @@ def test_write_batch_writes_the_stored_form(tmp_path: Path, kind: Callable[[byte
 def test_write_batch_argument_errors(tmp_path: Path) -> None:
     fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
     try:
-        with pytest.raises(ValueError, match="at least 16 bytes"):
+        with pytest.raises(ValueError, match="a batch has 16 bytes to 2 GiB"):
             _append.write_batch(fd, b"x" * 15, 0, 0)
         with pytest.raises(OverflowError):
             _append.write_batch(fd, simple_batch(1), 0, 2**31)

@@ -214,7 +214,8 @@ class SegmentedLog(Log):
         size = len(records)
         # Fast path for what producers send: one whole batch, not a control batch, on a
         # log that neither stamps LogAppendTime nor compacts. It is inline (a call costs
-        # as much as the checks) and reads the header tuple by index. Whatever it does
+        # as much as the checks) and reads the header tuple by index; the C accelerator,
+        # when built, makes the same checks (and the CRC) in one call. Whatever it does
         # not take (several batches, a bad length, magic, count or CRC, ...) goes the
         # general way, which also says what is wrong.
         if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import Final, NoReturn
 
 from crc32c import crc32c
 
@@ -23,9 +23,11 @@ from kafkette.protocol.errors import (
 )
 from kafkette.protocol.records import speedups
 from kafkette.protocol.records.batch_header import (
+    ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
     DELETE_HORIZON_MASK,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -35,7 +37,6 @@ from kafkette.protocol.records.batch_header import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
-    batch_crc,
 )
 from kafkette.protocol.records.compression import (
     CODEC_NAMES,
@@ -57,6 +58,8 @@ _AFTER_CRC: Final = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _INT32_MAX: Final = 0x7FFFFFFF
 _NULL: Final = b"\x01"  # varint -1: a null key, value or header value
 _TABLE_LIMIT: Final = len(ENCODED)
+_MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_tuple_new: Final = tuple.__new__
 
 
 class RecordBatchBuilder:
@@ -261,24 +264,38 @@ class RecordBatch:
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     ) -> RecordBatch:
         """View the batch at ``pos`` of ``buf`` (which must hold all of it)."""
-        header = BatchHeader.parse(buf, pos)
-        if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-            raise CorruptRecordError(f"record batch length {header.batch_length} is too small")
-        if pos + header.size > len(buf):
-            raise TruncatedError(
-                f"record batch of {header.size} bytes runs past the end of the buffer "
-                f"({len(buf) - pos} bytes available)"
-            )
+        # The checks of BatchHeader.parse, batch_crc and header.size, inlined on
+        # the unpacked fields: this runs once per batch of every fetch.
+        available = len(buf) - pos
+        if available < RECORD_BATCH_OVERHEAD:
+            return cls._refuse(buf, pos)
+        fields = HEADER_STRUCT.unpack_from(buf, pos)
+        header: BatchHeader = _tuple_new(BatchHeader, fields)
+        batch_length = fields[1]
+        size = LOG_OVERHEAD + batch_length
+        if fields[3] != 2 or batch_length < _MIN_BATCH_LENGTH or size > available:
+            return cls._refuse(buf, pos)
         if check_crc:
-            actual = batch_crc(buf, pos, header.size)
-            if actual != header.crc:
+            actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+            if actual != fields[4]:
                 raise CorruptRecordError(
-                    f"record batch at offset {header.base_offset} has CRC {actual:#010x}, "
-                    f"header says {header.crc:#010x}"
+                    f"record batch at offset {fields[0]} has CRC {actual:#010x}, "
+                    f"header says {fields[4]:#010x}"
                 )
-        if header.record_count < 0:
-            raise CorruptRecordError(f"negative record count {header.record_count}")
+        if fields[12] < 0:
+            raise CorruptRecordError(f"negative record count {fields[12]}")
         return cls(buf, pos, header, max_decompressed)
+
+    @staticmethod
+    def _refuse(buf: Buffer, pos: int) -> NoReturn:
+        """Raise the error for a batch whose header or length :meth:`from_buffer` refused."""
+        header = BatchHeader.parse(buf, pos)  # raises for a short buffer or a wrong magic
+        if header.batch_length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {header.batch_length} is too small")
+        raise TruncatedError(
+            f"record batch of {header.size} bytes runs past the end of the buffer "
+            f"({len(buf) - pos} bytes available)"
+        )
 
     @property
     def size(self) -> int:
@@ -346,20 +363,20 @@ class RecordBatch:
         segments = self._segments
         if segments is not None:
             return segments
-        header = self.header
-        start = self._pos + RECORD_BATCH_OVERHEAD
-        end = self._pos + header.size
-        codec = header.attributes & COMPRESSION_MASK
-        if codec == NONE:
-            data: Buffer = memoryview(self._buf)[start:end]  # parse_segments copies if needed
-        else:
-            data = decompress(
-                codec, memoryview(self._buf)[start:end], max_size=self._max_decompressed
-            )
-        fixed = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-        segments = self._segments = parse_segments(
-            data, header.record_count, header.base_offset, header.base_timestamp, fixed
+        # one unpacking instead of an attribute lookup per field
+        base_offset, batch_length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count = (
+            self.header
         )
+        pos = self._pos
+        data: Buffer = memoryview(self._buf)[
+            pos + RECORD_BATCH_OVERHEAD : pos + LOG_OVERHEAD + batch_length
+        ]
+        codec = attributes & COMPRESSION_MASK
+        if codec != NONE:
+            data = decompress(codec, data, max_size=self._max_decompressed)
+        # else the view itself: parse_segments copies it if needed
+        fixed = max_ts if attributes & TIMESTAMP_TYPE_MASK else None
+        segments = self._segments = parse_segments(data, count, base_offset, base_ts, fixed)
         return segments
 
     def __iter__(self) -> Iterator[Record]:

@@ -173,6 +173,8 @@ class ProducerCore:
                 return None, key, value, header_list, timestamp
             self._counts[topic] = count
         if partition is None and self.partitioner is None and (key is None or self.ignore_keys):
+            if count == 1:  # nothing to choose (and no sticky state to keep)
+                return 0, key, value, header_list, timestamp
             size = 21 + (len(value) if value is not None else 0)
             return self.sticky.partition(topic, count, size), key, value, header_list, timestamp
         if partition is not None:

@@ -93,7 +93,9 @@ class AsyncProducer:
         record is acknowledged or fails. ``timestamp`` is in ms since the
         epoch (default: now).
         """
-        core = self._running()
+        core = self._core
+        if core is None or self._closed:
+            core = self._running()  # raises
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
         if core.transactions is not None:

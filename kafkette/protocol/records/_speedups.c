@@ -75,7 +75,7 @@ read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *
  * Read a length-prefixed nullable byte field ending before `end` into *out
  * (a new reference: bytes, or None for length -1).
  */
-static int
+static inline int
 read_bytes(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject **out)
 {
     int64_t length;
@@ -200,15 +200,25 @@ new_record(PyTypeObject *record_type, int plain_layout)
     return record == NULL ? NULL : untracked(record);
 }
 
+/* What every record of one records section shares. */
+typedef struct {
+    PyTypeObject *record_type;
+    int plain_layout;       /* has_tuple_layout(record_type) */
+    int64_t base_offset;
+    int64_t base_ts;
+    PyObject *fixed_ts;     /* the LogAppendTime, or None */
+    PyObject *empty;        /* (), the headers of most records */
+    PyObject *last_ts;      /* the previous record's timestamp int, or NULL */
+    int64_t last_ts_value;
+} Section;
+
 /*
  * Parse one record of `length` bytes at buf[pos:end] into a new Record.
  * Returns OK, NOT_HANDLED or -1 (an exception is set).
  */
 static int
-read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
-            PyTypeObject *record_type, int plain_layout, int64_t base_offset,
-            int64_t base_ts, PyObject *fixed_ts, PyObject **last_ts,
-            int64_t *last_ts_value, PyObject **out)
+read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Section *section,
+            PyObject **out)
 {
     int64_t ts_delta, offset_delta, offset, ts = 0;
     PyObject *key = NULL, *value = NULL, *headers = NULL, *offset_obj = NULL;
@@ -219,9 +229,10 @@ read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
     if (read_varint(buf, &pos, end, &ts_delta) != OK
         || read_varint(buf, &pos, end, &offset_delta) != OK)
         return NOT_HANDLED;
-    if (__builtin_add_overflow(base_offset, offset_delta, &offset))
+    if (__builtin_add_overflow(section->base_offset, offset_delta, &offset))
         return NOT_HANDLED; /* Python would make a big int */
-    if (fixed_ts == Py_None && __builtin_add_overflow(base_ts, ts_delta, &ts))
+    if (section->fixed_ts == Py_None
+        && __builtin_add_overflow(section->base_ts, ts_delta, &ts))
         return NOT_HANDLED;
     status = read_bytes(buf, &pos, end, &key);
     if (status != OK)
@@ -231,11 +242,7 @@ read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
         goto fail;
     if (pos < end && buf[pos] == 0) { /* no headers, the usual case */
         pos++;
-        headers = PyTuple_New(0);
-        if (headers == NULL) {
-            status = -1;
-            goto fail;
-        }
+        headers = Py_NewRef(section->empty);
     }
     else {
         status = read_headers(buf, &pos, end, &headers);
@@ -251,23 +258,23 @@ read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
         status = -1;
         goto fail;
     }
-    if (fixed_ts != Py_None) {
-        ts_obj = fixed_ts;
+    if (section->fixed_ts != Py_None) {
+        ts_obj = section->fixed_ts;
     }
     else {
         /* records share timestamps in runs: reuse the previous record's int */
-        if (*last_ts == NULL || *last_ts_value != ts) {
+        if (section->last_ts == NULL || section->last_ts_value != ts) {
             PyObject *made = PyLong_FromLongLong(ts);
             if (made == NULL) {
                 status = -1;
                 goto fail;
             }
-            Py_XSETREF(*last_ts, made);
-            *last_ts_value = ts;
+            Py_XSETREF(section->last_ts, made);
+            section->last_ts_value = ts;
         }
-        ts_obj = *last_ts;
+        ts_obj = section->last_ts;
     }
-    PyObject *record = new_record(record_type, plain_layout);
+    PyObject *record = new_record(section->record_type, section->plain_layout);
     if (record == NULL) {
         status = -1;
         goto fail;
@@ -296,8 +303,8 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t count;
     long long base_offset, base_ts;
     PyObject *fixed_ts, *record_type;
-    PyObject *records = NULL, *last_ts = NULL;
-    int64_t last_ts_value = 0;
+    PyObject *records = NULL;
+    Section section = {.last_ts = NULL, .empty = NULL};
 
     if (!PyArg_ParseTuple(args, "y*nLLOO:parse_records", &view, &count, &base_offset,
                           &base_ts, &fixed_ts, &record_type))
@@ -316,6 +323,15 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
     /* every record takes at least one byte: more records than bytes is bad data */
     if (count < 0 || count > n)
         goto not_handled;
+    section.empty = PyTuple_New(0);
+    if (section.empty == NULL)
+        goto error;
+    section.record_type = (PyTypeObject *)record_type;
+    section.plain_layout = has_tuple_layout(section.record_type);
+    section.base_offset = base_offset;
+    section.base_ts = base_ts;
+    section.fixed_ts = fixed_ts;
+    section.last_ts_value = 0;
     records = PyList_New(count);
     if (records == NULL)
         goto error;
@@ -323,16 +339,13 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
        untracked records in it, it cannot be in a cycle either, and the
        collections our allocations trigger need not walk it. */
     PyObject_GC_UnTrack(records);
-    int plain_layout = has_tuple_layout((PyTypeObject *)record_type);
     Py_ssize_t pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length;
         if (read_varint(buf, &pos, n, &length) != OK || length < 0 || length > n - pos)
             goto not_handled;
         PyObject *record = NULL;
-        int status = read_record(buf, pos, pos + (Py_ssize_t)length,
-                                 (PyTypeObject *)record_type, plain_layout, base_offset,
-                                 base_ts, fixed_ts, &last_ts, &last_ts_value, &record);
+        int status = read_record(buf, pos, pos + (Py_ssize_t)length, &section, &record);
         if (status < 0)
             goto error;
         if (status == NOT_HANDLED)
@@ -342,19 +355,22 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
     }
     if (pos != n)
         goto not_handled;
-    Py_XDECREF(last_ts);
+    Py_XDECREF(section.last_ts);
+    Py_DECREF(section.empty);
     PyBuffer_Release(&view);
     return records;
 
 not_handled:
     Py_XDECREF(records); /* unset items are NULL, which list dealloc skips */
-    Py_XDECREF(last_ts);
+    Py_XDECREF(section.last_ts);
+    Py_XDECREF(section.empty);
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
 
 error:
     Py_XDECREF(records);
-    Py_XDECREF(last_ts);
+    Py_XDECREF(section.last_ts);
+    Py_XDECREF(section.empty);
     PyBuffer_Release(&view);
     return NULL;
 }

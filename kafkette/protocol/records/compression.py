@@ -113,6 +113,25 @@ def decompress(
 
 
 def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
+    """Decode lz4 frames as Kafka's reader does, with liblz4's stricter checks on top.
+
+    Kafka's reader (KafkaLZ4BlockInputStream, now Lz4BlockInputStream)
+    verifies the header checksum (except for magic 0, see :func:`decompress`)
+    and each block's xxh32 checksum when the frame has them ("Block checksum
+    mismatch"); it refuses other magic numbers (skippable frames too),
+    dependent blocks (KIP-57) and blocks over the frame's maximum size, and
+    skips the content size. Released versions skip the content checksum too
+    (a TODO in the code); KAFKA-20528 verifies it. liblz4's frame decoder,
+    used here, verifies all of these, the content checksum and the content
+    size (against the decoded size) included: what Kafka refuses is refused,
+    and a content checksum or size that does not match raises too.
+
+    liblz4 decodes into its output buffer directly and checks block checksums
+    in C. Decoding block by block with ``lz4.block`` after parsing the frame
+    here measured slower (~36 us against ~29 us for a 110 KB batch of two
+    blocks: one bytes object per block, then a join), and a C decoder of our
+    own writing straight into the result gained nothing beyond the noise.
+    """
     out: list[bytes] = []
     total = 0
     rest: Buffer = data
@@ -121,6 +140,12 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     # max_size itself would cost a huge allocation per call. Each call may
     # return one byte over the budget, which is how going over is detected.
     while True:
+        if len(rest) >= 4 and rest[:4] != _LZ4_MAGIC:  # skippable frames too, as Kafka
+            raise CorruptRecordError("not an lz4 frame")
+        if len(rest) > 4 and not rest[4] & _LZ4_BLOCK_INDEPENDENCE:
+            raise CorruptRecordError(
+                "lz4 frame with dependent blocks (Kafka reads only independent ones)"
+            )
         dec = lz4.frame.LZ4FrameDecompressor()
         try:
             chunk = dec.decompress(rest, max_length=min(max_size - total + 1, _LZ4_CHUNK))
@@ -283,6 +308,7 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
 
 
 _LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK_INDEPENDENCE: Final = 0x20  # in the frame's FLG byte
 _PRIME1: Final = 2654435761
 _PRIME2: Final = 2246822519
 _PRIME3: Final = 3266489917

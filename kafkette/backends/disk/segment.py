@@ -67,6 +67,33 @@ class IndexTracker:
 class FileSegment(Segment):
     """One segment's files. Positions are byte positions in the ``.log`` file."""
 
+    # Slots: the C append path (_append.append_fast) reads and updates them.
+    __slots__ = (
+        "_buffer",
+        "_buffer_limit",
+        "_buffered",
+        "_dirty",
+        "_fd",
+        "_indexes_missing",
+        "_max_index_entries",
+        "_tracker",
+        "_written",
+        "aborted",
+        "base_offset",
+        "directory",
+        "file",
+        "first_timestamp",
+        "index",
+        "is_full",
+        "log_path",
+        "next_offset",
+        "sealed",
+        "size",
+        "time_index",
+        "txn_index",
+        "txn_index_valid",
+    )
+
     def __init__(
         self,
         directory: str,

@@ -218,6 +218,32 @@ class SocketIO:
         self.sock.close()
 
 
+async def _serve_data(
+    broker: Broker,
+    io: SocketIO,
+    decoder: FrameDecoder,
+    data: bytes,
+    auth: ServerAuthenticator | None,
+    sasl_delay_s: float,
+    peer: str,
+) -> None:
+    """Answer every whole request in ``data`` (in order), keeping the rest for later."""
+    decoder.feed(data)
+    while (frame := decoder.next_frame()) is not None:
+        if auth is not None and not auth.complete:
+            parts, close = await authenticate_frame(broker, auth, frame, peer)
+            if parts:
+                await io.send_parts(parts)
+            if close is not None:
+                if auth.failed:
+                    await anyio.sleep(sasl_delay_s)
+                raise CloseConnection(close)
+            continue
+        parts = await process_frame(broker, frame, peer, external_records=True)
+        if parts:
+            await io.send_parts(parts)
+
+
 async def serve_connection(
     broker: Broker, sock: socket.socket, peer: str, sasl: SaslSettings | None = None
 ) -> None:
@@ -232,27 +258,18 @@ async def serve_connection(
     decoder = FrameDecoder(broker.config.socket_request_max_bytes)
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
+    # One scope for the connection's life; each receive moves its deadline
+    # (cheaper than a new scope per request).
+    idle = anyio.CancelScope()
     try:
-        while True:
-            with anyio.move_on_after(idle_s) as idle:
+        with idle:
+            while True:
+                idle.deadline = anyio.current_time() + idle_s
                 data = await io.receive(RECEIVE_SIZE)
-            if idle.cancelled_caught:
-                logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
-                return
-            decoder.feed(data)
-            while (frame := decoder.next_frame()) is not None:
-                if auth is not None and not auth.complete:
-                    parts, close = await authenticate_frame(broker, auth, frame, peer)
-                    if parts:
-                        await io.send_parts(parts)
-                    if close is not None:
-                        if auth.failed:
-                            await anyio.sleep(sasl_delay_s)
-                        raise CloseConnection(close)
-                    continue
-                parts = await process_frame(broker, frame, peer, external_records=True)
-                if parts:
-                    await io.send_parts(parts)
+                idle.deadline = math.inf  # a request may take long (a fetch long poll)
+                await _serve_data(broker, io, decoder, data, auth, sasl_delay_s, peer)
+        if idle.cancelled_caught:
+            logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if decoder.has_partial_frame:
             logger.info("client %s went away in the middle of a request", peer)

@@ -81,3 +81,43 @@ async def test_serve_tcp_pipelined_and_limit() -> None:
                 await stream.receive()
         tg.cancel_scope.cancel()
     assert sorted(broker.cluster.topics) == [f"t{i}" for i in range(10)]
+
+
+async def _roundtrip(
+    stream: anyio.abc.ByteStream, request: object, version: int, key: int
+) -> object:
+    payload = bytes(body(request, version, 1))
+    await stream.send(struct.pack(">i", len(payload)) + payload)
+    received = b""
+    while len(received) < 4 or len(received) < 4 + struct.unpack(">i", received[:4])[0]:
+        received += await stream.receive()
+    return decode_response(received[4:], key, version)[1]
+
+
+async def test_idle_connections_close_but_a_long_request_is_not_idle() -> None:
+    """connections.max.idle.ms counts time waiting for a request, not time serving one."""
+    from kafkette.protocol.messages import FetchRequest, FetchResponse
+    from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
+
+    broker = Broker(BrokerConfig(connections_max_idle_ms=300))
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            create = CreateTopicsRequest(topics=[CreatableTopic("quiet", 1, 1)])
+            await _roundtrip(stream, create, 7, 19)
+            # a long poll of 700 ms on an empty partition: served, not cut as idle
+            fetch = FetchRequest(
+                max_wait_ms=700,
+                min_bytes=1,
+                topics=[FetchTopic(topic="quiet", partitions=[FetchPartition(partition=0)])],
+            )
+            started = anyio.current_time()
+            response = await _roundtrip(stream, fetch, 12, 1)
+            assert isinstance(response, FetchResponse)
+            assert response.responses[0].partitions[0].error_code == 0
+            assert anyio.current_time() - started >= 0.6
+            # then nothing is sent: the broker closes the connection
+            with anyio.fail_after(5):
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    await stream.receive()
+        tg.cancel_scope.cancel()

@@ -537,9 +537,13 @@ class SegmentedLog(Log):
         self._check_open()
         if offset >= self._next_offset:
             return
-        if offset <= self._log_start:
+        if offset < self._segments[0].base_offset:
             self._truncate_fully(offset)
             return
+        # As Kafka: below the first segment the log starts afresh; otherwise the batches
+        # before ``offset`` stay (those under the log start too: with the snapshots they
+        # rebuild the producer state at ``offset``) and the log start is at most ``offset``.
+        self._log_start = min(self._log_start, offset)
         while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
             self._bases.pop()
             self._segments.pop().delete()

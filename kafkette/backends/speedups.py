@@ -2,7 +2,8 @@
 
 ``append_fast``, ``check_batch`` and ``write_batch`` are the compiled functions
 of :mod:`kafkette.backends._append` when the extension was built and the
-environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None (the
+environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1`` and the machine has
+CRC-32C instructions the extension uses (x86-64 SSE4.2), else None (the
 pure-Python code then does all the work).
 """
 
@@ -25,6 +26,10 @@ def _load() -> ModuleType | None:
     try:
         from kafkette.backends import _append
     except ImportError:  # not built: no compiler at install time
+        return None
+    if _append.CRC_IMPLEMENTATION == "table":
+        # No CRC instructions this code knows (e.g. ARM): the crc32c package's own
+        # code is faster than our table fallback, so the Python path keeps the append.
         return None
     return _append
 

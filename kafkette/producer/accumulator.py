@@ -37,7 +37,8 @@ from kafkette.errors import (
     MessageTooLargeError,
 )
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
-from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder
+from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, speedups
+from kafkette.protocol.records.default_records import encode_record
 
 TopicPartition = tuple[str, int]
 Clock = Callable[[], float]
@@ -47,6 +48,9 @@ RECORD_OVERHEAD = 21
 """Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
 BATCH_OVERHEAD = 61
 SOFT_WAIT_S = 0.02
+
+_encode_plain = speedups.encode_record
+"""The C encoder of a record without headers (None without the extension)."""
 
 
 def monotonic_ms() -> float:
@@ -72,19 +76,28 @@ class BufferFull(Exception):
 
 
 class ProducerBatch:
-    """Records for one partition, sent and acknowledged together."""
+    """Records for one partition, sent and acknowledged together.
+
+    While open, the batch holds its records encoded (``records``, as
+    :func:`~kafkette.protocol.records.default_records.encode_record` writes
+    them, offset deltas 0, 1, ...) with their first and highest timestamps;
+    :meth:`build` makes the batch's bytes once, when it is drained.
+    """
 
     __slots__ = (
         "attempts",
         "base_sequence",
-        "builder",
+        "base_timestamp",
+        "compression",
         "created_ms",
         "data",
         "full",
         "last_error",
+        "max_timestamp",
         "partition",
         "producer_epoch",
         "producer_id",
+        "records",
         "reserved",
         "result",
         "retry_at_ms",
@@ -92,10 +105,15 @@ class ProducerBatch:
         "topic",
     )
 
-    def __init__(self, topic: str, partition: int, compression: int, now_ms: float) -> None:
+    def __init__(
+        self, topic: str, partition: int, compression: int, now_ms: float, first_timestamp: int
+    ) -> None:
         self.topic = topic
         self.partition = partition
-        self.builder: RecordBatchBuilder | None = RecordBatchBuilder(compression=compression)
+        self.compression = compression
+        self.records: list[bytes] | None = []
+        self.base_timestamp = first_timestamp
+        self.max_timestamp = first_timestamp
         self.result = BatchResult(topic, partition)
         self.created_ms = now_ms
         self.reserved = 0
@@ -115,19 +133,40 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.builder) if self.builder is not None else self._built_count
+        return len(self.records) if self.records is not None else self._built_count
 
     @property
     def _built_count(self) -> int:
         assert self.data is not None
         return int.from_bytes(self.data[57:61], "big")
 
+    def add(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+    ) -> int:
+        """Encode and add a record; its offset delta."""
+        records = self.records
+        assert records is not None
+        delta = len(records)
+        raw = encode_record(timestamp - self.base_timestamp, delta, key, value, headers)
+        records.append(raw)
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.size += len(raw)
+        return delta
+
     def build(self) -> bytearray:
         """The batch's bytes (compressed); built once, on first call."""
         if self.data is None:
-            assert self.builder is not None
-            self.data = bytearray(self.builder.build())
-            self.builder = None
+            assert self.records is not None
+            builder = RecordBatchBuilder.from_encoded(
+                self.records, self.base_timestamp, self.max_timestamp, compression=self.compression
+            )
+            self.data = bytearray(builder.build())
+            self.records = None
         return self.data
 
     def __repr__(self) -> str:
@@ -191,21 +230,13 @@ class RecordAccumulator:
         block: bool = True,
     ) -> RecordFuture:
         """Add a record to its partition's open batch (opening one if needed)."""
-        # the hot path of every send: kept flat on purpose
-        size = RECORD_OVERHEAD
-        if key is not None:
-            size += len(key)
-        if value is not None:
-            size += len(value)
-        if headers:
-            size = record_size(key, value, headers)
+        size = record_size(key, value, headers)
         if size + BATCH_OVERHEAD > self._max_record:
             raise MessageTooLargeError(
                 f"a record of up to {size + BATCH_OVERHEAD} bytes (in its batch) is larger than "
                 f"buffer.memory ({self.buffer_memory}) or max.request.size "
                 f"({self.max_request_size})"
             )
-        wake = False
         with self._lock:
             if self._closed:
                 raise IllegalStateError("the producer is closed")
@@ -213,33 +244,68 @@ class RecordAccumulator:
                 if not block:
                     raise BufferFull(size)
                 self._wait_for_space(size)
-            tp = (topic, partition)
-            queue = self._queues.get(tp)
-            if queue is None:
-                queue = self._queues[tp] = deque()
-            batch = queue[-1] if queue else None
-            if (
-                batch is None
-                or batch.full
-                or (batch.size + size > self.batch_size and batch.size > BATCH_OVERHEAD)
-            ):
-                if batch is not None:
-                    batch.full = True
-                batch = ProducerBatch(topic, partition, self.compression, self.clock())
-                queue.append(batch)
-                self._incomplete.add(batch)
-                wake = True
-            builder = batch.builder
-            assert builder is not None
-            future = RecordFuture(
-                batch.result, builder.append(timestamp, key, value, headers), timestamp
-            )
-            batch.reserved += size
-            self._used += size
+            batch, wake = self._open_batch(topic, partition, timestamp, size)
+            delta = batch.add(timestamp, key, value, headers)
+            future = RecordFuture(batch.result, delta, timestamp)
             if on_delivery is not None:
                 batch.result.add_callback(future, on_delivery, True)
-            batch.size = built = builder.size_in_bytes()
-            if built >= self.batch_size:
+            wake = self._reserve(batch, size, wake)
+        if wake and self.wakeup is not None:
+            self.wakeup()
+        if batch.full and block and self.queue_soft_limit is not None:
+            self._soft_wait(topic, partition)
+        return future
+
+    def append_plain(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        block: bool,
+    ) -> RecordFuture | None:
+        """:meth:`append` of a record without headers or callback, when it fits now.
+
+        The hot path of most sends, kept flat: None when the record is not
+        taken (no room in ``buffer.memory``, a record too large, the producer
+        closed, a key or value the C encoder leaves to Python), for the caller
+        to go through :meth:`append`, which waits or raises the right error.
+        """
+        encode = _encode_plain
+        if encode is None:
+            return None
+        size = RECORD_OVERHEAD
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        with self._lock:
+            if self._closed or self._used + size > self.buffer_memory:
+                return None
+            queue = self._queues.get((topic, partition))
+            batch = queue[-1] if queue else None
+            wake = False
+            if batch is None or batch.full or batch.size + size > self.batch_size:
+                if size + BATCH_OVERHEAD > self._max_record:
+                    return None
+                batch, wake = self._open_batch(topic, partition, timestamp, size)
+            records = batch.records
+            assert records is not None
+            delta = len(records)
+            raw = encode(timestamp - batch.base_timestamp, delta, key, value)
+            if raw is None:  # not bytes, or a timestamp delta past 64 bits
+                if wake:  # the batch just opened stays empty: take it back
+                    self._queues[(topic, partition)].pop()
+                    self._incomplete.discard(batch)
+                return None
+            records.append(raw)
+            if timestamp > batch.max_timestamp:
+                batch.max_timestamp = timestamp
+            batch.size += len(raw)
+            batch.reserved += size
+            self._used += size
+            if batch.size >= self.batch_size:
                 batch.full = True
                 wake = True
             if wake:
@@ -248,10 +314,45 @@ class RecordAccumulator:
         if wake and self.wakeup is not None:
             self.wakeup()
         if batch.full and block and self.queue_soft_limit is not None:
-            self._soft_wait(queue)
-        return future
+            self._soft_wait(topic, partition)
+        return RecordFuture(batch.result, delta, timestamp)
 
-    def _soft_wait(self, queue: deque[ProducerBatch]) -> None:
+    def _open_batch(
+        self, topic: str, partition: int, timestamp: int, size: int
+    ) -> tuple[ProducerBatch, bool]:
+        """The partition's open batch with room for ``size`` more bytes (a new one if
+        needed), and whether the sender must look (a batch was opened); under the lock."""
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = queue[-1] if queue else None
+        if (
+            batch is not None
+            and not batch.full
+            and (batch.size + size <= self.batch_size or batch.size == BATCH_OVERHEAD)
+        ):
+            return batch, False
+        if batch is not None:
+            batch.full = True
+        batch = ProducerBatch(topic, partition, self.compression, self.clock(), timestamp)
+        queue.append(batch)
+        self._incomplete.add(batch)
+        return batch, True
+
+    def _reserve(self, batch: ProducerBatch, size: int, wake: bool) -> bool:
+        """Account a record of ``size`` added to ``batch``; whether to wake the sender."""
+        batch.reserved += size
+        self._used += size
+        if batch.size >= self.batch_size:
+            batch.full = True
+            wake = True
+        if wake:
+            wake = not self._wake_pending
+            self._wake_pending = True
+        return wake
+
+    def _soft_wait(self, topic: str, partition: int) -> None:
         """Let the sender catch up when full batches pile up (sync producer only).
 
         Appending from another thread keeps the GIL busy, and the event loop
@@ -261,6 +362,7 @@ class RecordAccumulator:
         limit = self.queue_soft_limit
         assert limit is not None
         with self._lock:
+            queue = self._queues[(topic, partition)]
             if len(queue) <= limit:
                 return
             deadline = time.monotonic() + SOFT_WAIT_S
@@ -383,12 +485,11 @@ class RecordAccumulator:
         half = len(records) // 2
         parts: list[ProducerBatch] = []
         for chunk in (records[:half], records[half:]):
-            part = ProducerBatch(batch.topic, batch.partition, self.compression, batch.created_ms)
-            builder = part.builder
-            assert builder is not None
+            part = ProducerBatch(
+                batch.topic, batch.partition, self.compression, batch.created_ms, chunk[0].timestamp
+            )
             for record in chunk:
-                builder.append(record.timestamp, record.key, record.value, record.headers)
-            part.size = builder.size_in_bytes()
+                part.add(record.timestamp, record.key, record.value, record.headers)
             part.full = True
             part.attempts = batch.attempts
             part.base_sequence = batch.base_sequence

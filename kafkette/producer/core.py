@@ -31,6 +31,7 @@ from kafkette.errors import (
     error_for_code,
 )
 from kafkette.producer.accumulator import RecordAccumulator, record_size
+from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
 from kafkette.producer.transactions import TransactionManager
@@ -133,6 +134,14 @@ class ProducerCore:
         self.ignore_keys = config.partitioner_ignore_keys
         self._snapshot: ClusterMetadata | None = None
         self._counts: dict[str, int] = {}
+        self.plain = (
+            self.transactions is None
+            and self.key_serializer is None
+            and self.value_serializer is None
+            and self.partitioner is None
+        )
+        """Whether :meth:`append_plain` may take records: no transactions, serializers
+        or user partitioner to go through."""
 
     # ---- per record
 
@@ -183,6 +192,41 @@ class ProducerCore:
                 return None, key, value, header_list, timestamp
         chosen = self.choose_partition(topic, key, value, header_list, partition, count)
         return chosen, key, value, header_list, timestamp
+
+    def append_plain(
+        self, topic: str, value: Any, key: Any, timestamp: int | None, block: bool
+    ) -> RecordFuture | None:
+        """Queue a record without headers, explicit partition or callback: the common send.
+
+        Returns None when the general path must take it (a producer with
+        serializers, a partitioner or transactions; a key or value that is
+        not bytes; a topic whose partition count is not cached; no room in
+        ``buffer.memory``...): that path then does the same, or waits, or
+        raises the right error. The caller checked the producer is running.
+        """
+        if not self.plain:
+            return None
+        if (value is not None and type(value) is not bytes) or (
+            key is not None and type(key) is not bytes
+        ):
+            return None
+        if timestamp is None:
+            timestamp = int(_now() * 1000)
+        elif type(timestamp) is not int or timestamp < 0:
+            return None
+        if self.client.metadata.snapshot is not self._snapshot:
+            return None  # route() refreshes the cached partition counts
+        count = self._counts.get(topic)
+        if count is None:
+            return None
+        if count == 1:
+            partition = 0
+        elif key is not None and not self.ignore_keys:
+            partition = keyed_partition(key, count)
+        else:
+            size = 21 + (len(value) if value is not None else 0)
+            partition = self.sticky.partition(topic, count, size)
+        return self.accumulator.append_plain(topic, partition, timestamp, key, value, block)
 
     def choose_partition(
         self,

@@ -98,6 +98,10 @@ class AsyncProducer:
             core = self._running()  # raises
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
+        if not headers and partition is None and on_delivery is None:
+            future = core.append_plain(topic, value, key, timestamp, False)
+            if future is not None:
+                return future
         if core.transactions is not None:
             core.check_transaction()
         chosen, key_b, value_b, headers_l, timestamp = core.route(

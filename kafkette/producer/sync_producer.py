@@ -110,6 +110,12 @@ class Producer:
         core = self._core
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
+        if not headers and partition is None and on_delivery is None:
+            future = core.append_plain(
+                topic, value, key, timestamp, threading.get_ident() != self._loop_thread
+            )
+            if future is not None:
+                return future
         if core.transactions is not None:
             core.check_transaction()
         chosen, key_b, value_b, headers_l, timestamp = core.route(

@@ -18,7 +18,7 @@ from kafkette.errors import (
 from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccumulator, record_size
 from kafkette.producer.futures import RecordMetadata
 from kafkette.producer.idempotence import IdempotenceState
-from kafkette.protocol.records import GZIP, NONE, ZSTD, RecordBatch
+from kafkette.protocol.records import GZIP, NONE, ZSTD, RecordBatch, speedups
 from kafkette.protocol.records.batch_header import verify_crc
 
 
@@ -415,3 +415,59 @@ def test_split_batch_reports_each_record_from_its_part() -> None:
     assert len(seen) == 5 and seen[2] == (error, None)
     assert seen[4] == (None, RecordMetadata("t", 0, 201, 14))
     assert acc.buffer_used == 0 and acc.incomplete == 0
+
+
+_plain_records = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=2**40),
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.one_of(st.none(), st.binary(max_size=300)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_plain_records)
+def test_append_plain_builds_the_batches_append_builds(
+    records: list[tuple[int, bytes | None, bytes | None]],
+) -> None:
+    """The hot path and the general one cut the same batches, byte for byte."""
+    general, plain = make(FakeClock()), make(FakeClock())
+    for timestamp, key, value in records:
+        expected = general.append("t", 0, timestamp, key, value)
+        future = plain.append_plain("t", 0, timestamp, key, value, True)
+        if speedups.encode_record is None:  # without the C encoder the general path does all
+            assert future is None
+            future = plain.append("t", 0, timestamp, key, value)
+        assert future is not None
+        assert (future._index, future._timestamp) == (expected._index, expected._timestamp)
+    assert plain.buffer_used == general.buffer_used
+    assert plain.ready(0)[0] == general.ready(0)[0]
+    general_batches = general.drain([("t", 0)] * len(records), 1 << 30)
+    plain_batches = plain.drain([("t", 0)] * len(records), 1 << 30)
+    assert [bytes(b.build()) for b in plain_batches] == [bytes(b.build()) for b in general_batches]
+    assert sum(b.record_count for b in plain_batches) == len(records)
+
+
+def test_append_plain_leaves_to_append_what_it_does_not_take() -> None:
+    """No room, a record over the limits, a closed producer, a value that is not
+    bytes: append_plain takes nothing and says so; append then waits or raises."""
+    clock = FakeClock()
+    acc = make(clock, buffer_memory=200, max_request_size=250)
+    acc.append("t", 0, 1, None, b"x" * 100)
+    used = acc.buffer_used
+    assert acc.append_plain("t", 0, 1, None, b"y" * 100, False) is None  # no room
+    with pytest.raises(BufferFull):
+        acc.append("t", 0, 1, None, b"y" * 100, block=False)
+    assert acc.append_plain("t", 1, 1, None, b"z" * 140, False) is None  # over the limits
+    with pytest.raises(MessageTooLargeError):
+        acc.append("t", 1, 1, None, b"z" * 140)
+    assert acc.append_plain("t", 2, 1, None, "text", False) is None  # type: ignore[arg-type]
+    assert acc.queued() == 1  # no batch was left behind empty
+    assert acc.buffer_used == used
+    acc.close()
+    assert acc.append_plain("t", 0, 1, None, b"v", False) is None
+    with pytest.raises(IllegalStateError):
+        acc.append("t", 0, 1, None, b"v")

@@ -151,37 +151,31 @@ class RecordBatchBuilder:
                 self._size += len(raw)
                 self._count = delta + 1
                 return delta
-        ts_raw = ENCODED[ts_delta << 1] if 0 <= ts_delta < 8192 else encode_varint(ts_delta)
-        od_raw = ENCODED[delta << 1] if delta < 8192 else encode_varint(delta)
-        if key is None:
-            key_raw = _NULL
-            key = b""
-        else:
-            n = len(key)
-            key_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
-        if value is None:
-            value_raw = _NULL
-            value = b""
-        else:
-            n = len(value)
-            value_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
-        tail = _encode_headers(headers) if headers else b"\x00"
-        # attributes byte + fields; the pieces are joined once, in build()
-        size = (
-            1
-            + len(ts_raw)
-            + len(od_raw)
-            + len(key_raw)
-            + len(key)
-            + len(value_raw)
-            + len(value)
-            + len(tail)
-        )
-        length_raw = ENCODED[size << 1] if size < 8192 else encode_varint(size)
-        self._parts += (length_raw, b"\x00", ts_raw, od_raw, key_raw, key, value_raw, value, tail)
-        self._size += len(length_raw) + size
+        raw = encode_record(ts_delta, delta, key, value, headers)
+        self._parts.append(raw)
+        self._size += len(raw)
         self._count = delta + 1
         return delta
+
+    @classmethod
+    def from_encoded(
+        cls,
+        records: list[bytes],
+        base_timestamp: int,
+        max_timestamp: int,
+        *,
+        compression: int = NONE,
+    ) -> RecordBatchBuilder:
+        """A builder holding ``records`` as :func:`encode_record` wrote them, offset
+        deltas 0, 1, ... and timestamp deltas from ``base_timestamp`` (the first
+        record's timestamp). The list is taken, not copied."""
+        builder = cls(compression=compression)
+        builder._parts = records
+        builder._count = len(records)
+        builder._size = sum(map(len, records))
+        builder._base_timestamp = base_timestamp
+        builder._max_timestamp = max_timestamp
+        return builder
 
     def size_in_bytes(self) -> int:
         """Size of the batch if built now, before compression."""
@@ -217,6 +211,47 @@ class RecordBatchBuilder:
             raise EncodeError(f"record batch of {batch_length} bytes is too large")
         prefix = _PREFIX.pack(self._base_offset, batch_length, self._partition_leader_epoch, 2)
         return b"".join((prefix, _CRC.pack(crc), after_crc, records))
+
+
+def encode_record(
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> bytes:
+    """One record of a batch as :class:`RecordBatchBuilder` writes it, length prefix included."""
+    c_encode = speedups.encode_record
+    if c_encode is not None and not headers:
+        raw = c_encode(timestamp_delta, offset_delta, key, value)
+        if raw is not None:  # None: left to the Python code below
+            return raw
+    ts_raw = (
+        ENCODED[timestamp_delta << 1]
+        if 0 <= timestamp_delta < 8192
+        else encode_varint(timestamp_delta)
+    )
+    od_raw = ENCODED[offset_delta << 1] if offset_delta < 8192 else encode_varint(offset_delta)
+    if key is None:
+        key_raw = _NULL
+        key = b""
+    else:
+        n = len(key)
+        key_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
+    if value is None:
+        value_raw = _NULL
+        value = b""
+    else:
+        n = len(value)
+        value_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
+    tail = _encode_headers(headers) if headers else b"\x00"
+    parts = (b"\x00", ts_raw, od_raw, key_raw, key, value_raw, value, tail)
+    try:
+        body = b"".join(parts)
+    except TypeError:
+        raise EncodeError("record keys, values and header values must be bytes") from None
+    size = len(body)
+    return (ENCODED[size << 1] if size < 8192 else encode_varint(size)) + body
 
 
 def _encode_headers(headers: Sequence[Header]) -> bytes:

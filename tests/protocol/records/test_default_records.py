@@ -248,9 +248,9 @@ def test_records_whose_lengths_share_a_first_byte() -> None:
 def test_values_that_cannot_be_encoded() -> None:
     """Non-bytes values, out-of-range fields and unknown codecs raise protocol errors."""
     builder = RecordBatchBuilder()
-    builder.append(1, None, "text, not bytes")  # type: ignore[arg-type]
-    with pytest.raises(EncodeError):
-        builder.build()
+    with pytest.raises(EncodeError, match="must be bytes"):
+        builder.append(1, None, "text, not bytes")  # type: ignore[arg-type]
+    assert len(builder) == 0
     with pytest.raises(EncodeError):
         build([(1, None, b"v", ())], producer_id=1 << 70)
     with pytest.raises(EncodeError):

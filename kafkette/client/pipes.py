@@ -29,6 +29,7 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
+from kafkette.client.events import event_factory
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.errors import DecodeError, ProtocolError
@@ -82,7 +83,8 @@ class StreamPipe:
         self._send_lock = anyio.Lock()
         self._responses: dict[int, Response | None] = {}
         self._reader_active = False
-        self._changed = anyio.Event()
+        self._new_event = event_factory()
+        self._changed = self._new_event()
         self.failure: BaseException | None = None
 
     async def exchange(
@@ -155,7 +157,7 @@ class StreamPipe:
 
     def _notify(self) -> None:
         self._changed.set()
-        self._changed = anyio.Event()
+        self._changed = self._new_event()
 
     async def close(self, error: BaseException) -> None:
         if self.failure is None:

@@ -28,7 +28,7 @@ semantics: see :mod:`kafkette.producer.transactions`)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +36,7 @@ import anyio
 import anyio.abc
 
 from kafkette.client.config import ProducerConfig
+from kafkette.client.events import event_factory
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
@@ -53,6 +54,7 @@ class AsyncProducer:
         self._core: ProducerCore | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._space: anyio.Event | None = None
+        self._new_event: Callable[[], anyio.Event] = anyio.Event  # the loop's own, once started
         self._closed = False
 
     async def start(self) -> None:
@@ -62,6 +64,7 @@ class AsyncProducer:
         core = self._core = ProducerCore(self.config)
         core.accumulator.wakeup = core.sender.wakeup
         core.accumulator.on_space = self._space_freed
+        self._new_event = event_factory()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(core.sender.run)
@@ -121,7 +124,7 @@ class AsyncProducer:
             pass
         deadline = core.clock() + self.config.max_block_ms
         while True:
-            self._space = anyio.Event()
+            self._space = self._new_event()
             try:
                 return core.accumulator.append(
                     topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False

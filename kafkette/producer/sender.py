@@ -49,6 +49,7 @@ import attrs
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient, monotonic_ms
 from kafkette.client.config import ProducerConfig
+from kafkette.client.events import event_factory
 from kafkette.client.metadata import BrokerInfo, PartitionInfo
 from kafkette.errors import (
     DuplicateSequenceNumberError,
@@ -156,7 +157,8 @@ class Sender:
         )
         self.metrics = SenderMetrics()
         self.fatal_error: BaseException | None = None
-        self._wake = anyio.Event()
+        self._new_event = event_factory()
+        self._wake = self._new_event()
         self.finished = anyio.Event()
         self._stopping = False
         self._abort_error: BaseException | None = None
@@ -233,7 +235,7 @@ class Sender:
             self.finished.set()
 
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
-        self._wake = anyio.Event()
+        self._wake = self._new_event()
         now = self.clock()
         if now >= self._expiry_check_at:
             for batch in self.accumulator.expire(now):
@@ -350,7 +352,7 @@ class Sender:
         while True:
             while sink.queue:
                 await self._produce(sink.node, sink.queue.popleft())
-            parked = anyio.Event()
+            parked = self._new_event()
             sink.idle.append(parked)
             await parked.wait()
 

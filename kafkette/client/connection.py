@@ -205,8 +205,7 @@ class BrokerConnection:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
         if version is None:
             version = self.version_for(request)
-        correlation_id, parts = self._wire.send(request, version, expect_response=expect_response)
-        frame = b"".join(parts) if len(parts) > 1 else bytes(parts[0])
+        correlation_id, frame = self._wire.send(request, version, expect_response=expect_response)
         return await self._pipe.exchange(frame, correlation_id, expect_response)
 
     async def aclose(self) -> None:

@@ -51,7 +51,7 @@ class FramePipe(Protocol):
         ...
 
     async def exchange(
-        self, frame: bytes, correlation_id: int, expect_response: bool
+        self, frame: bytes | bytearray, correlation_id: int, expect_response: bool
     ) -> Response | None:
         """Write ``frame``; return the response to ``correlation_id`` (None if none is expected).
 
@@ -88,12 +88,12 @@ class StreamPipe:
         self.failure: BaseException | None = None
 
     async def exchange(
-        self, frame: bytes, correlation_id: int, expect_response: bool
+        self, frame: bytes | bytearray, correlation_id: int, expect_response: bool
     ) -> Response | None:
         try:
             with anyio.fail_after(self._request_timeout_s):
                 async with self._send_lock:
-                    await self._send(frame)
+                    await self._send(bytes(frame))
                 if not expect_response:
                     return None
                 return await self._wait_for(correlation_id)
@@ -243,7 +243,7 @@ class AsyncioPipe(asyncio.Protocol):
     # ---- FramePipe
 
     async def exchange(
-        self, frame: bytes, correlation_id: int, expect_response: bool
+        self, frame: bytes | bytearray, correlation_id: int, expect_response: bool
     ) -> Response | None:
         if self.failure is not None:
             raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure

@@ -12,8 +12,8 @@ from __future__ import annotations
 import attrs
 
 from kafkette.protocol.errors import DecodeError
-from kafkette.protocol.framing import FrameDecoder, frame_parts
-from kafkette.protocol.headers import decode_response, encode_request, peek_correlation_id
+from kafkette.protocol.framing import FrameDecoder
+from kafkette.protocol.headers import decode_response, encode_request_frame, peek_correlation_id
 from kafkette.protocol.schema import Request, Response
 
 DEFAULT_MAX_RESPONSE_SIZE = 2**31 - 1
@@ -48,14 +48,14 @@ class ClientWire:
 
     def send(
         self, request: Request, version: int, *, expect_response: bool = True
-    ) -> tuple[int, list[bytes | bytearray | memoryview]]:
-        """Encode ``request``: returns its correlation id and the frame's parts."""
+    ) -> tuple[int, bytearray]:
+        """Encode ``request``: returns its correlation id and the whole frame."""
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        body = encode_request(request, version, correlation_id, self.client_id)
+        frame = encode_request_frame(request, version, correlation_id, self.client_id)
         if expect_response:
             self._in_flight[correlation_id] = InFlight(request.API_KEY, version)
-        return correlation_id, frame_parts([body])
+        return correlation_id, frame
 
     def forget(self, correlation_id: int) -> None:
         """Stop expecting a response (the caller gave up on it); it is dropped on arrival."""

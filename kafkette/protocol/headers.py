@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkette.protocol.errors import (
+    EncodeError,
     TruncatedError,
     UnknownApiKeyError,
     UnsupportedVersionError,
@@ -22,7 +23,7 @@ from kafkette.protocol.errors import (
 from kafkette.protocol.messages import REQUESTS, RESPONSES
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.messages.response_header import ResponseHeader
-from kafkette.protocol.primitives import INT16, Buffer, PartsWriter
+from kafkette.protocol.primitives import INT16, INT32, Buffer, PartsWriter
 from kafkette.protocol.schema import Request, Response
 
 API_VERSIONS_KEY = 18
@@ -74,6 +75,21 @@ def encode_request(
     out = bytearray()
     header.encode_into(out, request_header_version(request.API_KEY, version))
     request.encode_into(out, version)
+    return out
+
+
+def encode_request_frame(
+    request: Request, version: int, correlation_id: int, client_id: str | None
+) -> bytearray:
+    """The whole frame of ``request``: size prefix, header and body, in one buffer."""
+    header = RequestHeader(request.API_KEY, version, correlation_id, client_id)
+    out = bytearray(4)
+    header.encode_into(out, request_header_version(request.API_KEY, version))
+    request.encode_into(out, version)
+    size = len(out) - 4
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    INT32.pack_into(out, 0, size)
     return out
 
 

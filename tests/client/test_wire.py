@@ -19,11 +19,12 @@ from kafkette.protocol.messages.api_versions_response import ApiVersion
 def test_responses_matched_by_correlation_id_byte_by_byte() -> None:
     """Two pipelined requests; responses fed one byte at a time, out of order."""
     wire = ClientWire("me")
-    first, parts1 = wire.send(MetadataRequest(topics=None), 12)
+    first, frame1 = wire.send(MetadataRequest(topics=None), 12)
     second, _ = wire.send(ApiVersionsRequest(), 3)
     assert (first, second) == (0, 1)
     assert wire.in_flight == 2
-    header, request = decode_request(b"".join(parts1)[4:])
+    assert int.from_bytes(frame1[:4], "big") == len(frame1) - 4
+    header, request = decode_request(bytes(frame1[4:]))
     assert (header.correlation_id, header.client_id, request) == (
         0,
         "me",

@@ -10,6 +10,7 @@ from kafkette.protocol.headers import (
     decode_request,
     decode_response,
     encode_request,
+    encode_request_frame,
     encode_response,
     peek_correlation_id,
     request_header_version,
@@ -108,3 +109,20 @@ def test_api_versions_request_v0_has_empty_body() -> None:
         encode_request(ApiVersionsRequest(), 0, 1, "c")
         == b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x01c"
     )
+
+
+@pytest.mark.parametrize("client_id", ["kafkette", None])
+@pytest.mark.parametrize(
+    ("request_", "version"),
+    [
+        (ApiVersionsRequest(), 0),
+        (ApiVersionsRequest(client_software_name="k"), 3),
+        (MetadataRequest(topics=[MetadataRequestTopic(name="t")]), 12),
+    ],
+)
+def test_request_frame_is_the_size_prefix_and_the_encoded_request(
+    request_: ApiVersionsRequest | MetadataRequest, version: int, client_id: str | None
+) -> None:
+    body = bytes(encode_request(request_, version, 41, client_id))
+    frame = encode_request_frame(request_, version, 41, client_id)
+    assert bytes(frame) == len(body).to_bytes(4, "big") + body

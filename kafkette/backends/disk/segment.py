@@ -172,28 +172,7 @@ class FileSegment(Segment):
                 self._cut_back(position)
                 raise
             self.size = self._written = position + size
-        self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
-        # IndexTracker.observe, inlined: this runs on every append.
-        tracker = self._tracker
-        max_timestamp = header[_MAX_TIMESTAMP]
-        if not position:
-            self.first_timestamp = tracker.first_timestamp = max_timestamp
-        if max_timestamp > tracker.max_timestamp:
-            tracker.max_timestamp = max_timestamp
-            tracker.offset_of_max_timestamp = base_offset
-        if tracker.bytes_since_entry > tracker.interval:
-            tracker.bytes_since_entry = size
-            index = self.index
-            index.append(base_offset - self.base_offset, position)
-            timestamps = self.time_index.timestamps
-            if not timestamps or tracker.max_timestamp > timestamps[-1]:
-                self.time_index.maybe_append(
-                    tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
-                )
-            # _update_full, inlined
-            self.is_full = len(index.offsets) + 1 >= self._max_index_entries
-        else:
-            tracker.bytes_since_entry += size
+        self._written_batch(position, size, header, base_offset)
 
     append_fields = append_batch  # it only reads the header by index
 
@@ -213,8 +192,15 @@ class FileSegment(Segment):
             self._cut_back(position)
             raise
         self.size = self._written = position + size
+        self._written_batch(position, size, header, base_offset)
+
+    def _written_batch(
+        self, position: int, size: int, header: tuple[int, ...], base_offset: int
+    ) -> None:
+        """Bookkeeping after a batch of ``size`` bytes was written at ``position``:
+        next offset, tracked timestamps, index entries every ``index.interval.bytes``.
+        (IndexTracker.observe and _update_full, inlined; the C append path does the same.)"""
         self.next_offset = base_offset + header[_LAST_OFFSET_DELTA] + 1
-        # As in append_batch.
         tracker = self._tracker
         max_timestamp = header[_MAX_TIMESTAMP]
         if not position:
@@ -225,15 +211,14 @@ class FileSegment(Segment):
         if tracker.bytes_since_entry > tracker.interval:
             tracker.bytes_since_entry = size
             index = self.index
-            offsets = index.offsets
-            offsets.append(base_offset - self.base_offset)
-            index.positions.append(position)
+            index.append(base_offset - self.base_offset, position)
             timestamps = self.time_index.timestamps
             if not timestamps or tracker.max_timestamp > timestamps[-1]:
                 self.time_index.maybe_append(
                     tracker.max_timestamp, tracker.offset_of_max_timestamp - self.base_offset
                 )
-            self.is_full = len(offsets) + 1 >= self._max_index_entries
+            # the time index never has more than one entry more than the offset index
+            self.is_full = len(index.offsets) + 1 >= self._max_index_entries
         else:
             tracker.bytes_since_entry += size
 

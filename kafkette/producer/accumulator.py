@@ -245,7 +245,11 @@ class RecordAccumulator:
                     raise BufferFull(size)
                 self._wait_for_space(size)
             batch, wake = self._open_batch(topic, partition, timestamp, size)
-            delta = batch.add(timestamp, key, value, headers)
+            try:
+                delta = batch.add(timestamp, key, value, headers)
+            except BaseException:  # e.g. EncodeError: a header value that is not bytes
+                self._drop_if_empty(batch)
+                raise
             future = RecordFuture(batch.result, delta, timestamp)
             if on_delivery is not None:
                 batch.result.add_callback(future, on_delivery, True)
@@ -295,9 +299,7 @@ class RecordAccumulator:
             delta = len(records)
             raw = encode(timestamp - batch.base_timestamp, delta, key, value)
             if raw is None:  # not bytes, or a timestamp delta past 64 bits
-                if wake:  # the batch just opened stays empty: take it back
-                    self._queues[(topic, partition)].pop()
-                    self._incomplete.discard(batch)
+                self._drop_if_empty(batch)
                 return None
             records.append(raw)
             if timestamp > batch.max_timestamp:
@@ -339,6 +341,15 @@ class RecordAccumulator:
         queue.append(batch)
         self._incomplete.add(batch)
         return batch, True
+
+    def _drop_if_empty(self, batch: ProducerBatch) -> None:
+        """Take back a batch just opened for a record that could not be added; under the lock."""
+        if batch.records:
+            return
+        queue = self._queues[batch.tp]
+        if queue and queue[-1] is batch:
+            queue.pop()
+            self._incomplete.discard(batch)
 
     def _reserve(self, batch: ProducerBatch, size: int, wake: bool) -> bool:
         """Account a record of ``size`` added to ``batch``; whether to wake the sender."""

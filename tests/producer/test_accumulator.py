@@ -18,6 +18,7 @@ from kafkette.errors import (
 from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccumulator, record_size
 from kafkette.producer.futures import RecordMetadata
 from kafkette.producer.idempotence import IdempotenceState
+from kafkette.protocol.errors import EncodeError
 from kafkette.protocol.records import GZIP, NONE, ZSTD, RecordBatch, speedups
 from kafkette.protocol.records.batch_header import verify_crc
 
@@ -471,3 +472,18 @@ def test_append_plain_leaves_to_append_what_it_does_not_take() -> None:
     assert acc.append_plain("t", 0, 1, None, b"v", False) is None
     with pytest.raises(IllegalStateError):
         acc.append("t", 0, 1, None, b"v")
+
+
+def test_a_record_that_cannot_be_encoded_leaves_no_empty_batch() -> None:
+    """The batch opened for it is taken back; the partition's earlier records are unharmed."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=200)
+    acc.append("t", 0, 1, None, b"a" * 150)
+    with pytest.raises(EncodeError, match="must be bytes"):
+        acc.append("t", 0, 1, None, b"b" * 150, [("h", "not bytes")])  # type: ignore[list-item]
+    with pytest.raises(EncodeError):
+        acc.append("t", 1, 1, None, b"v", [("h", "not bytes")])  # type: ignore[list-item]
+    assert acc.queued() == 1
+    assert acc.incomplete == 1
+    (batch,) = acc.drain([("t", 0), ("t", 1)], 1 << 20)
+    assert records_of(batch) == [(0, 1, None, b"a" * 150, ())]

@@ -264,9 +264,14 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
         parts.append(raw)
         if hvalue is None:
             parts.append(_NULL)
-        else:
-            parts.append(encode_varint(len(hvalue)))
-            parts.append(bytes(hvalue))
+        elif isinstance(hvalue, (bytes, bytearray, memoryview)):
+            value = bytes(hvalue)
+            parts.append(encode_varint(len(value)))
+            parts.append(value)
+        else:  # bytes(5) would quietly make five zero bytes
+            raise EncodeError(
+                f"record keys, values and header values must be bytes, not {type(hvalue).__name__}"
+            )
     return b"".join(parts)
 
 

@@ -250,6 +250,8 @@ def test_values_that_cannot_be_encoded() -> None:
     builder = RecordBatchBuilder()
     with pytest.raises(EncodeError, match="must be bytes"):
         builder.append(1, None, "text, not bytes")  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="not int"):  # not five zero bytes
+        builder.append(1, None, b"v", [("h", 5)])  # type: ignore[list-item]
     assert len(builder) == 0
     with pytest.raises(EncodeError):
         build([(1, None, b"v", ())], producer_id=1 << 70)

@@ -153,40 +153,42 @@ shift(uint32_t table[4][256], uint32_t crc)
 }
 
 #ifdef HAVE_SSE42_PATH
+/*
+ * Three interleaved crc32 streams over whole runs of three `block`-byte blocks
+ * (the instruction's latency hides behind the other two), joined with the
+ * shift table for `block`; *p and *n advance past the runs.
+ */
+__attribute__((target("sse4.2"))) static inline uint64_t
+crc_sse42_runs(uint64_t c0, const unsigned char **p, size_t *n, size_t block,
+               uint32_t table[4][256])
+{
+    const unsigned char *q = *p;
+    size_t left = *n;
+    while (left >= 3 * block) {
+        uint64_t c1 = 0, c2 = 0;
+        for (const unsigned char *end = q + block; q < end; q += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, q, 8);
+            memcpy(&w1, q + block, 8);
+            memcpy(&w2, q + 2 * block, 8);
+            c0 = _mm_crc32_u64(c0, w0);
+            c1 = _mm_crc32_u64(c1, w1);
+            c2 = _mm_crc32_u64(c2, w2);
+        }
+        c0 = shift(table, shift(table, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        q += 2 * block;
+        left -= 3 * block;
+    }
+    *p = q;
+    *n = left;
+    return c0;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t
 crc_sse42(uint32_t crc, const unsigned char *p, size_t n)
 {
-    uint64_t c0 = crc;
-    while (n >= 3 * LONG_BLOCK) {
-        uint64_t c1 = 0, c2 = 0;
-        for (const unsigned char *end = p + LONG_BLOCK; p < end; p += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + LONG_BLOCK, 8);
-            memcpy(&w2, p + 2 * LONG_BLOCK, 8);
-            c0 = _mm_crc32_u64(c0, w0);
-            c1 = _mm_crc32_u64(c1, w1);
-            c2 = _mm_crc32_u64(c2, w2);
-        }
-        c0 = shift(shift_long, shift(shift_long, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 2 * LONG_BLOCK;
-        n -= 3 * LONG_BLOCK;
-    }
-    while (n >= 3 * SHORT_BLOCK) {
-        uint64_t c1 = 0, c2 = 0;
-        for (const unsigned char *end = p + SHORT_BLOCK; p < end; p += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + SHORT_BLOCK, 8);
-            memcpy(&w2, p + 2 * SHORT_BLOCK, 8);
-            c0 = _mm_crc32_u64(c0, w0);
-            c1 = _mm_crc32_u64(c1, w1);
-            c2 = _mm_crc32_u64(c2, w2);
-        }
-        c0 = shift(shift_short, shift(shift_short, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 2 * SHORT_BLOCK;
-        n -= 3 * SHORT_BLOCK;
-    }
+    uint64_t c0 = crc_sse42_runs(crc, &p, &n, LONG_BLOCK, shift_long);
+    c0 = crc_sse42_runs(c0, &p, &n, SHORT_BLOCK, shift_short);
     for (; n >= 8; p += 8, n -= 8) {
         uint64_t w;
         memcpy(&w, p, 8);

@@ -122,7 +122,7 @@ async def handle_produce(
             if p.error_code
         ]
         if failed:
-            from kafkette.server.listener import CloseConnection  # (the listener imports us)
+            from kafkette.server.frames import CloseConnection  # (frames imports the handlers)
 
             # As Kafka: the only way to tell an acks=0 producer is to drop its connection,
             # which makes it refresh its metadata.

@@ -1,0 +1,353 @@
+"""A connection served under asyncio with an :class:`asyncio.BufferedProtocol`.
+
+The socket stays registered for reading for the connection's life (no
+``add_reader``/``remove_reader`` per wait) and is read into one buffer kept
+for the connection: :meth:`ConnectionProtocol.buffer_updated` feeds the
+:class:`~kafkette.protocol.framing.FrameDecoder` and wakes the connection's
+one serving task only once a whole request has arrived. That task serves the
+requests strictly in order (so pipelined requests are answered in order, as
+Kafka does). Answers are queued and handed to the transport in one write once
+no whole request is left to serve: a client that pipelines several requests
+gets their answers in one ``send`` rather than one each (on loopback a
+``send`` costs tens of microseconds of CPU, the wake-up of the reader
+included). An answer never waits behind a request that blocks (a
+long-polling fetch, a JoinGroup): when the task yields to the event loop with
+answers queued, a callback already scheduled writes them. The task waits for
+the transport to drain above its high-water mark, and log segment regions go
+out with ``loop.sendfile`` (``os.sendfile``) after the bytes queued before
+them.
+
+A client that sends faster than it is served cannot grow memory without
+bound: reading pauses while whole requests over :data:`READ_HIGH_WATER`
+bytes wait, and resumes once they are served. Bytes of one request still
+arriving are bounded by ``socket.request.max.bytes``.
+
+``connections.max.idle.ms`` counts time waiting for a request (since the
+last bytes received), never time serving one, so a long-polling fetch is not
+cut. One timer per connection checks it, rescheduled only when it fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.framing import FrameDecoder
+from kafkette.server.broker import Broker
+from kafkette.server.frames import CloseConnection, process_frame, serve_sasl_frame
+from kafkette.server.sasl import SaslSettings, ServerAuthenticator
+
+logger = logging.getLogger("kafkette.server.listener")
+
+READ_HIGH_WATER = 1024 * 1024
+"""Reading pauses while more than this many bytes of whole requests wait to be served."""
+
+RECEIVE_SIZE = 256 * 1024
+"""Bytes read from the socket at most at once."""
+
+FLUSH_SIZE = 256 * 1024
+"""Queued answers are handed to the transport at once past this many bytes."""
+
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
+class ConnectionClosed(Exception):
+    """The peer closed the connection or it broke."""
+
+
+class ConnectionProtocol(asyncio.BufferedProtocol):
+    """The transport's side of one connection: buffers requests, wakes the serving task.
+
+    The transport receives into one buffer kept for the connection's life
+    (``recv_into``) rather than a new bytes object per read.
+    """
+
+    def __init__(self, decoder: FrameDecoder, idle_s: float) -> None:
+        self.decoder = decoder
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        self.closed = False
+        """The peer closed the connection, or it broke."""
+        self.idle = False
+        """``connections.max.idle.ms`` passed while waiting for a request."""
+        self.reading_paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._drain: asyncio.Future[None] | None = None
+        self._writing_paused = False
+        self._idle_s = idle_s
+        self._last_received = 0.0
+        self._waiting_since = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._receive_view = memoryview(bytearray(RECEIVE_SIZE))
+        self._out: list[Any] = []
+        self._out_size = 0
+        self._flush_scheduled = False
+
+    # transport callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if self._idle_s != math.inf:
+            self._last_received = self.loop.time()
+            self._idle_timer = self.loop.call_at(
+                self._last_received + self._idle_s, self._check_idle
+            )
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._receive_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        decoder = self.decoder
+        if self._idle_timer is not None:
+            self._last_received = self.loop.time()
+        try:
+            decoder.feed(self._receive_view[:nbytes])
+        except ProtocolError:
+            # next_frame raises it again once the requests before it are served.
+            self._pause_reading()
+            self._wake()
+            return
+        if not decoder.has_partial_frame:  # a whole request is at the front
+            if self._waiter is not None:
+                self._wake()
+            if decoder.buffered > READ_HIGH_WATER:
+                self._pause_reading()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport (connection_lost follows)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        self._wake()
+        drain = self._drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        drain = self._drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    # the serving task's side
+
+    async def next_frame(self) -> memoryview | None:
+        """The next whole request; None once the connection is closed or idle.
+
+        Raises the decoder's :class:`ProtocolError` for a bad size prefix.
+        """
+        decoder = self.decoder
+        while True:
+            frame = decoder.next_frame()
+            if frame is not None:
+                if self.reading_paused and decoder.buffered <= READ_HIGH_WATER // 2:
+                    self._resume_reading()
+                return frame
+            if self._out:
+                self.flush()  # every whole request is answered: send the answers now
+            if self.reading_paused:
+                self._resume_reading()
+            if self.closed or self.idle:
+                return None
+            waiter = self._waiter = self.loop.create_future()
+            if self._idle_timer is not None:
+                self._waiting_since = self.loop.time()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+    def write(self, parts: Sequence[Any]) -> None:
+        """Queue bytes-like parts; they go out in one write once no whole request is
+        left to serve (see :meth:`flush_soon`), or at once past :data:`FLUSH_SIZE`
+        queued bytes."""
+        if self.closed:
+            raise ConnectionClosed
+        self._out.extend(parts)
+        self._out_size += sum(len(part) for part in parts)
+        if self._out_size >= FLUSH_SIZE:
+            self.flush()
+
+    def flush_soon(self) -> None:
+        """Make sure queued answers go out if the serving task yields to the loop
+        before it flushes them itself (a request that waits, such as a long poll)."""
+        if self._out and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Hand the queued bytes to the transport (in one write)."""
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_size = 0
+        if self.closed:
+            return
+        assert self.transport is not None
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    async def send_parts(self, parts: Sequence[Any]) -> None:
+        """Send bytes parts and log slices, in order; file regions with ``loop.sendfile``."""
+        if self.closed:
+            raise ConnectionClosed
+        pending: list[Any] = []
+        for part in parts:
+            if isinstance(part, _BUFFERS):
+                pending.append(part)
+            elif part.file is None:
+                pending.extend(part.buffers)
+            else:
+                if pending:
+                    self.write(pending)
+                    pending = []
+                self.flush()  # loop.sendfile waits for the transport's buffer to empty
+                await self._sendfile(part.file, part.position, part.size)
+        if pending:
+            self.write(pending)
+        if self._writing_paused:
+            await self._wait_drained()
+
+    async def send_parts_now(self, parts: Sequence[Any]) -> None:
+        """:meth:`send_parts`, then hand everything queued to the transport."""
+        await self.send_parts(parts)
+        self.flush()
+
+    async def _sendfile(self, file: Any, position: int, size: int) -> None:
+        if size == 0:
+            return
+        assert self.transport is not None
+        try:
+            sent = await self.loop.sendfile(self.transport, file, position, size, fallback=False)
+        except asyncio.SendfileNotAvailableError:
+            if self.closed:
+                raise ConnectionClosed from None
+            data = file.pread(size, position)
+            if len(data) != size:
+                raise CloseConnection(
+                    "a log segment is shorter than the region read from it"
+                ) from None
+            self.write([data])
+            return
+        except (ConnectionError, RuntimeError) as exc:  # RuntimeError: transport closing
+            raise ConnectionClosed from exc
+        if sent != size:
+            raise CloseConnection("a log segment is shorter than the region read from it")
+
+    async def _wait_drained(self) -> None:
+        while self._writing_paused and not self.closed:
+            drain = self._drain = self.loop.create_future()
+            try:
+                await drain
+            finally:
+                self._drain = None
+        if self.closed:
+            raise ConnectionClosed
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        self.reading_paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def _check_idle(self) -> None:
+        now = self.loop.time()
+        if self._waiter is None:  # serving a request: idle time starts after its answer
+            deadline = now + self._idle_s
+        else:
+            deadline = max(self._last_received, self._waiting_since) + self._idle_s
+            if now >= deadline:
+                self._idle_timer = None
+                self.idle = True
+                self._wake()
+                return
+        self._idle_timer = self.loop.call_at(deadline, self._check_idle)
+
+    def close(self) -> None:
+        """Close the connection (bytes already written still go out first)."""
+        self.flush()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Close the connection at once, dropping unsent bytes."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self.transport is not None:
+            self.transport.abort()
+
+
+async def serve_asyncio_connection(
+    broker: Broker, sock: socket.socket, peer: str, sasl: SaslSettings | None = None
+) -> None:
+    """Serve one client connection (under asyncio) until it closes or misbehaves.
+
+    With ``sasl``, the client must authenticate before anything but
+    ApiVersions is served.
+    """
+    idle_ms = broker.config.connections_max_idle_ms
+    idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
+    decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+    loop = asyncio.get_running_loop()
+    try:
+        _, conn = await loop.connect_accepted_socket(
+            lambda: ConnectionProtocol(decoder, idle_s), sock
+        )
+    except BaseException:
+        sock.close()
+        raise
+    auth = ServerAuthenticator(sasl) if sasl is not None else None
+    sasl_delay_s = sasl.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0
+    aborted = True
+    try:
+        while (frame := await conn.next_frame()) is not None:
+            conn.flush_soon()
+            if auth is not None and not auth.complete:
+                await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
+                continue
+            parts = await process_frame(broker, frame, peer, external_records=True)
+            if parts:
+                await conn.send_parts(parts)
+        if conn.idle:
+            logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
+        elif decoder.has_partial_frame:
+            logger.info("client %s went away in the middle of a request", peer)
+        aborted = False
+    except ConnectionClosed:
+        aborted = False
+    except (CloseConnection, ProtocolError) as exc:
+        logger.warning("closing connection from %s: %s", peer, exc)
+        aborted = False
+    except Exception:
+        logger.exception("closing connection from %s after an internal error", peer)
+    finally:
+        if aborted:  # cancelled (the listener is shutting down) or an internal error
+            conn.abort()
+        else:
+            conn.close()

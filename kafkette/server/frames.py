@@ -1,0 +1,144 @@
+"""One request frame in, the response frame's parts out: the part of a connection
+that does not depend on how bytes reach the socket.
+
+Both connection implementations (:mod:`kafkette.server.socket_connection` for
+any anyio backend, :mod:`kafkette.server.asyncio_connection` under asyncio) call
+:func:`process_frame` for each request and, on a SASL listener, :func:`serve_sasl_frame`
+until the client has authenticated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.framing import frame_parts
+from kafkette.protocol.headers import (
+    API_VERSIONS_KEY,
+    UnsupportedRequestVersionError,
+    decode_request,
+    encode_response,
+    encode_response_parts,
+)
+from kafkette.protocol.primitives import INT32
+from kafkette.server.broker import HANDLERS, Broker, RequestContext
+from kafkette.server.handlers.api_versions import unsupported_version_response
+from kafkette.server.sasl import ServerAuthenticator
+
+logger = logging.getLogger("kafkette.server.listener")
+
+
+class CloseConnection(Exception):
+    """The connection must be closed (after one log line)."""
+
+
+def _unsupported_api_versions(broker: Broker, correlation_id: int) -> list[Any]:
+    """ApiVersions v0 with UNSUPPORTED_VERSION and our ranges (KIP-511)."""
+    body = encode_response(unsupported_version_response(broker), 0, correlation_id)
+    return frame_parts([body])
+
+
+async def process_frame(
+    broker: Broker, frame: memoryview, peer: str, *, external_records: bool = False
+) -> Sequence[Any]:
+    """Serve one request frame; returns the response frame's parts (none for acks=0).
+
+    Parts are bytes-like; with ``external_records`` a part may also be a log
+    segment region (``LogSlice``) for the caller to send with ``os.sendfile``.
+    """
+    try:
+        header, request = decode_request(frame)
+    except UnsupportedRequestVersionError as exc:
+        if exc.header.request_api_key == API_VERSIONS_KEY:
+            return _unsupported_api_versions(broker, exc.header.correlation_id)
+        raise CloseConnection(str(exc)) from None
+    except ProtocolError as exc:
+        raise CloseConnection(f"malformed request: {exc}") from None
+    version = header.request_api_version
+    # Broker.supports, inlined: this runs for every request.
+    entry = HANDLERS.get(header.request_api_key)
+    if entry is None or not entry.min_version <= version <= entry.max_version:
+        if header.request_api_key == API_VERSIONS_KEY:
+            return _unsupported_api_versions(broker, header.correlation_id)
+        raise CloseConnection(
+            f"{type(request).NAME} version {version} is not served by this broker"
+        )
+    response = await broker.handle(RequestContext(header, peer), request)
+    if response is None:
+        return ()
+    if not external_records:
+        return frame_parts([encode_response(response, version, header.correlation_id)])
+    parts = encode_response_parts(response, version, header.correlation_id)
+    if len(parts) == 1:
+        return [INT32.pack(len(parts[0])), parts[0]]
+    return [INT32.pack(sum(len(p) for p in parts)), *parts]
+
+
+async def authenticate_frame(
+    broker: Broker, auth: ServerAuthenticator, frame: memoryview, peer: str
+) -> tuple[Sequence[Any], str | None]:
+    """Serve one frame of a connection not yet authenticated.
+
+    Returns the parts to send and, when the connection must then close, why.
+    """
+    if auth.expects_raw_token:
+        step = auth.receive_token(bytes(frame))
+        if step.close is not None or step.token is None:
+            return (), step.close or "SASL exchange ended"
+        if auth.complete:
+            logger.info(
+                "%s authenticated as %s with %s (SaslHandshake v0, unframed tokens)",
+                peer,
+                auth.principal,
+                auth.mechanism,
+            )
+        return frame_parts([step.token]), None
+    try:
+        header, request = decode_request(frame)
+    except UnsupportedRequestVersionError as exc:
+        if exc.header.request_api_key == API_VERSIONS_KEY:
+            return await process_frame(broker, frame, peer), None
+        raise CloseConnection(f"during SASL authentication: {exc}") from None
+    except ProtocolError as exc:
+        raise CloseConnection(
+            f"not a Kafka request during SASL authentication (is the client using "
+            f"security.protocol=SASL_PLAINTEXT?): {exc}"
+        ) from None
+    version = header.request_api_version
+    step = auth.receive_request(header.request_api_key, version, request)
+    if step.to_broker:
+        return await process_frame(broker, frame, peer), None
+    parts: Sequence[Any] = ()
+    if step.response is not None:
+        body = encode_response(step.response, version, header.correlation_id)
+        parts = frame_parts([body])
+    if auth.complete:
+        logger.info("%s authenticated as %s with %s", peer, auth.principal, auth.mechanism)
+    return parts, step.close
+
+
+async def serve_sasl_frame(
+    broker: Broker,
+    auth: ServerAuthenticator,
+    frame: memoryview,
+    peer: str,
+    delay_s: float,
+    send: Callable[[Sequence[Any]], Awaitable[None]],
+) -> None:
+    """Serve one frame before authentication completes, sending its answer with ``send``.
+
+    Raises :class:`CloseConnection` when the connection must close; after a
+    failed authentication, only once ``delay_s`` has passed since the answer
+    (Kafka's ``connection.failed.authentication.delay.ms``).
+    """
+    parts, close = await authenticate_frame(broker, auth, frame, peer)
+    if parts:
+        await send(parts)
+    if close is not None:
+        if auth.failed:
+            await anyio.sleep(delay_s)
+        raise CloseConnection(close)

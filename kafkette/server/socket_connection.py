@@ -1,0 +1,168 @@
+"""A connection served on any anyio backend: the socket driven by hand.
+
+The listener uses this under trio (and under asyncio when asked to): one task
+reads with ``recv``, waiting with ``anyio.wait_readable`` when nothing is
+there, serves every whole request read, in order, and writes each answer
+before reading again. Under asyncio the listener prefers
+:mod:`kafkette.server.asyncio_connection`, which keeps the socket registered
+for reading instead of registering it anew for every wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.framing import FrameDecoder
+from kafkette.server.broker import Broker
+from kafkette.server.frames import CloseConnection, process_frame, serve_sasl_frame
+from kafkette.server.sasl import SaslSettings, ServerAuthenticator
+
+logger = logging.getLogger("kafkette.server.listener")
+
+RECEIVE_SIZE = 256 * 1024
+
+
+class SocketIO:
+    """Non-blocking socket I/O on anyio (asyncio or trio), with ``os.sendfile``.
+
+    The listener drives sockets itself rather than through anyio streams so
+    that log segment regions can go to the socket with ``os.sendfile`` (no
+    copy through Python) in order with the bytes around them: a stream's
+    transport may still hold earlier bytes when a raw sendfile would start.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    async def receive(self, max_bytes: int) -> bytes:
+        """The next bytes received (at most ``max_bytes``); ``EndOfStream`` at the end."""
+        while True:
+            try:
+                data = self.sock.recv(max_bytes)
+            except (BlockingIOError, InterruptedError):
+                await anyio.wait_readable(self.sock)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def send(self, data: bytes | bytearray | memoryview) -> None:
+        """Send all of ``data``."""
+        view = memoryview(data).cast("B")
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except (BlockingIOError, InterruptedError):
+                await anyio.wait_writable(self.sock)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[sent:]
+
+    async def sendfile(self, in_fd: int, offset: int, count: int) -> None:
+        """Send ``count`` bytes of file ``in_fd`` from ``offset`` with ``os.sendfile``."""
+        out_fd = self.sock.fileno()
+        while count > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, offset, count)
+            except (BlockingIOError, InterruptedError):
+                await anyio.wait_writable(self.sock)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if sent == 0:
+                raise CloseConnection("a log segment is shorter than the region read from it")
+            offset += sent
+            count -= sent
+
+    async def send_parts(self, parts: Sequence[Any]) -> None:
+        """Send bytes parts (coalesced) and file regions (with ``os.sendfile``), in order."""
+        pending = bytearray()
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending += part
+                continue
+            if pending:
+                await self.send(pending)
+                pending = bytearray()
+            file = getattr(part, "file", None)
+            if file is not None:
+                await self.sendfile(file.fileno(), part.position, part.size)
+            else:
+                await self.send(part.to_bytes())
+        if pending:
+            await self.send(pending)
+
+    def close(self) -> None:
+        """Close the socket, waking whoever waits on it."""
+        anyio.notify_closing(self.sock)
+        self.sock.close()
+
+
+async def _serve_data(
+    broker: Broker,
+    io: SocketIO,
+    decoder: FrameDecoder,
+    data: bytes,
+    auth: ServerAuthenticator | None,
+    sasl_delay_s: float,
+    peer: str,
+) -> None:
+    """Answer every whole request in ``data`` (in order), keeping the rest for later."""
+    decoder.feed(data)
+    while (frame := decoder.next_frame()) is not None:
+        if auth is not None and not auth.complete:
+            await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, io.send_parts)
+            continue
+        parts = await process_frame(broker, frame, peer, external_records=True)
+        if parts:
+            await io.send_parts(parts)
+
+
+async def serve_connection(
+    broker: Broker, sock: socket.socket, peer: str, sasl: SaslSettings | None = None
+) -> None:
+    """Serve one client connection until it closes or misbehaves.
+
+    With ``sasl``, the client must authenticate before anything but
+    ApiVersions is served.
+    """
+    io = SocketIO(sock)
+    auth = ServerAuthenticator(sasl) if sasl is not None else None
+    sasl_delay_s = sasl.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0
+    decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+    idle_ms = broker.config.connections_max_idle_ms
+    idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
+    # One scope for the connection's life; each receive moves its deadline
+    # (cheaper than a new scope per request).
+    idle = anyio.CancelScope()
+    try:
+        with idle:
+            while True:
+                idle.deadline = anyio.current_time() + idle_s
+                data = await io.receive(RECEIVE_SIZE)
+                idle.deadline = math.inf  # a request may take long (a fetch long poll)
+                await _serve_data(broker, io, decoder, data, auth, sasl_delay_s, peer)
+        if idle.cancelled_caught:
+            logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        if decoder.has_partial_frame:
+            logger.info("client %s went away in the middle of a request", peer)
+    except CloseConnection as exc:
+        logger.warning("closing connection from %s: %s", peer, exc)
+    except ProtocolError as exc:
+        logger.warning("closing connection from %s: %s", peer, exc)
+    except Exception:
+        logger.exception("closing connection from %s after an internal error", peer)
+    finally:
+        io.close()

@@ -12,27 +12,35 @@ them once, on first use:
   generated code does), unless the field is ignorable.
 
 Runs of fixed-width fields are read and written with one ``struct`` call.
-Only the tables (which are generated from Kafka's definitions, never from
-input) reach the compiled source. Functions are named after the class and
-version so that tracebacks stay readable.
+Lengths, strings, bytes, uuids and tagged-field sections are read and written
+inline: the one-byte unsigned varint (a length under 127, an empty tagged
+section) takes no function call, longer varints go through
+:func:`~kafkette.protocol.primitives.read_uvarint`. Only the tables (which are
+generated from Kafka's definitions, never from input) reach the compiled
+source. Functions are named after the class and version so that tracebacks
+stay readable.
 
-Decoding errors from the standard library (``struct.error`` on a short
-buffer) are translated to :class:`TruncatedError` at the top level; encoding
-errors (a wrong type, an out-of-range integer) to :class:`EncodeError`.
+The compiled decoders let the standard library report a short buffer
+(``struct.error``, ``IndexError`` on a byte past the end) and bad UTF-8
+(``UnicodeDecodeError``); every entry point translates them with
+:func:`decode_error` into :class:`TruncatedError` or
+:class:`InvalidStringError` naming the message and version. Encoding errors
+(a wrong type, an out-of-range integer) become :class:`EncodeError`
+(:data:`ENCODE_FAILURES` lists what is translated).
 """
 
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from kafkette.protocol import primitives as p
 from kafkette.protocol.errors import (
+    DecodeError,
     EncodeError,
     InvalidLengthError,
-    ProtocolError,
+    InvalidStringError,
     TruncatedError,
     UnsupportedVersionError,
 )
@@ -62,37 +70,85 @@ _FIXED_FORMATS = {
 }
 _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8}
 
+DECODE_FAILURES = (struct.error, IndexError, UnicodeDecodeError)
+"""What a compiled decoder raises on malformed input besides :class:`ProtocolError`."""
+
+ENCODE_FAILURES = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
+"""What a compiled encoder raises on a bad value besides :class:`ProtocolError`."""
+
 _codecs: dict[tuple[type[Struct], int, bool], tuple[Encoder, Decoder]] = {}
+# (message class, version) -> compiled function, for versions already checked valid
+_message_decoders: dict[tuple[type[Message], int], Decoder] = {}
+_message_encoders: dict[tuple[type[Message], int], Encoder] = {}
 
 
 # -- public entry points ----------------------------------------------------------
 
 
+def decode_error(exc: Exception, what: str) -> DecodeError:
+    """The protocol error for an exception a compiled decoder of ``what`` let through.
+
+    ``what`` names the message and version (``"ProduceResponse v11"``).
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        return InvalidStringError(f"{what}: string is not valid UTF-8: {exc.reason}")
+    return TruncatedError(f"{what} is truncated: {exc}")
+
+
+def encode_error(exc: Exception, what: str) -> EncodeError:
+    """The protocol error for an exception a compiled encoder of ``what`` let through."""
+    return EncodeError(f"cannot encode {what}: {exc}")
+
+
+def message_decoder(cls: type[M], version: int) -> Callable[[Any, int], tuple[M, int]]:
+    """The compiled decoder of message ``cls`` at ``version``, checked valid once.
+
+    It raises the standard library's exceptions on malformed input (see
+    :data:`DECODE_FAILURES`); translate them with :func:`decode_error`.
+    """
+    key = (cls, version)
+    decoder = _message_decoders.get(key)
+    if decoder is None:
+        cls.check_version(version)
+        decoder = codec_for(cls, version, cls.is_flexible(version))[1]
+        _message_decoders[key] = decoder
+    return decoder
+
+
+def message_encoder(cls: type[Message], version: int) -> Encoder:
+    """The compiled encoder of message ``cls`` at ``version``, checked valid once.
+
+    It raises the standard library's exceptions on bad values (see
+    :data:`ENCODE_FAILURES`); translate them with :func:`encode_error`.
+    """
+    key = (cls, version)
+    encoder = _message_encoders.get(key)
+    if encoder is None:
+        cls.check_version(version)
+        encoder = codec_for(cls, version, cls.is_flexible(version))[0]
+        _message_encoders[key] = encoder
+    return encoder
+
+
 def encode_message(msg: Message, version: int, out: bytearray) -> None:
     """Append ``msg`` encoded at ``version`` to ``out``."""
     cls = type(msg)
-    cls.check_version(version)
-    encoder = codec_for(cls, version, cls.is_flexible(version))[0]
+    encoder = _message_encoders.get((cls, version)) or message_encoder(cls, version)
     try:
         encoder(out, msg)
-    except ProtocolError:
-        raise
-    except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as exc:
-        raise EncodeError(f"cannot encode {cls.NAME} v{version}: {exc}") from exc
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"{cls.NAME} v{version}") from exc
 
 
 def decode_message(
     cls: type[M], data: bytes | bytearray | memoryview, pos: int, version: int
 ) -> tuple[M, int]:
     """Decode a ``cls`` at ``version`` from ``data[pos:]``."""
-    cls.check_version(version)
-    decoder = codec_for(cls, version, cls.is_flexible(version))[1]
+    decoder = _message_decoders.get((cls, version)) or message_decoder(cls, version)
     try:
         obj, pos = decoder(data, pos)
-    except ProtocolError:
-        raise
-    except (struct.error, IndexError) as exc:
-        raise TruncatedError(f"{cls.NAME} v{version} is truncated: {exc}") from exc
+    except DECODE_FAILURES as exc:
+        raise decode_error(exc, f"{cls.NAME} v{version}") from exc
     return obj, pos
 
 
@@ -109,14 +165,30 @@ def codec_for(cls: type[Struct], version: int, flexible: bool) -> tuple[Encoder,
 # -- helpers the compiled code calls ---------------------------------------------------
 
 
-def _fail_absent(cls_name: str, field: str, version: int) -> None:
+def _fail_absent(cls_name: str, field: str, version: int) -> NoReturn:
     raise UnsupportedVersionError(
         f"{cls_name}.{field} has a non-default value but cannot be sent at version {version}"
     )
 
 
-def _fail_null(cls_name: str, field: str, version: int) -> None:
+def _fail_null(cls_name: str, field: str, version: int) -> NoReturn:
     raise EncodeError(f"{cls_name}.{field} is not nullable at version {version}")
+
+
+def _fail_span(what: str, length: int, buf: Any, pos: int) -> NoReturn:
+    raise TruncatedError(
+        f"{what} of {length} bytes runs past the end of the buffer ({len(buf) - pos} available)"
+    )
+
+
+def _fail_count(count: int, buf: Any, pos: int) -> NoReturn:
+    raise InvalidLengthError(
+        f"array of {count} elements cannot fit in {len(buf) - pos} remaining bytes"
+    )
+
+
+def _fail_long_string(length: int) -> NoReturn:
+    raise EncodeError(f"string of {length} bytes exceeds the int16 length limit")
 
 
 def _read_null_marker(buf: Any, pos: int) -> tuple[bool, int]:
@@ -129,19 +201,17 @@ def _read_null_marker(buf: Any, pos: int) -> tuple[bool, int]:
     return True, pos + 1
 
 
-def _read_fixed_array(fmt: str, size: int, buf: Any, pos: int, count: int) -> tuple[list[Any], int]:
-    end = pos + size * count
-    if end > len(buf):
-        raise TruncatedError("array runs past the end of the buffer")
-    return list(struct.unpack_from(f">{count}{fmt}", buf, pos)), end
-
-
-def _read_uuid_array(buf: Any, pos: int, count: int) -> tuple[list[uuid.UUID], int]:
-    values = []
+def _skip_tagged_fields(buf: Any, pos: int) -> int:
+    """Skip a tagged-field section none of whose tags is known; returns the position after."""
+    count, pos = p.read_uvarint(buf, pos)
     for _ in range(count):
-        value, pos = p.read_uuid(buf, pos)
-        values.append(value)
-    return values, pos
+        _tag, pos = p.read_uvarint(buf, pos)
+        size, pos = p.read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise TruncatedError("tagged field runs past the end of the buffer")
+        pos = end
+    return pos
 
 
 def _write_fixed_array(out: bytearray, fmt: str, values: list[Any]) -> None:
@@ -150,16 +220,22 @@ def _write_fixed_array(out: bytearray, fmt: str, values: list[Any]) -> None:
 
 _HELPERS: dict[str, Any] = {
     "p": p,
-    "uuid": uuid,
     "InvalidLengthError": InvalidLengthError,
     "TruncatedError": TruncatedError,
     "_fail_absent": _fail_absent,
     "_fail_null": _fail_null,
+    "_fail_span": _fail_span,
+    "_fail_count": _fail_count,
+    "_fail_long_string": _fail_long_string,
     "_read_null_marker": _read_null_marker,
-    "_read_fixed_array": _read_fixed_array,
-    "_read_uuid_array": _read_uuid_array,
+    "_skip_tagged_fields": _skip_tagged_fields,
     "_write_fixed_array": _write_fixed_array,
+    "_unpack_from": struct.unpack_from,
+    "_uuid": p.uuid_from_bytes,
+    "_ruv": p.read_uvarint,
     "_uv": p.encode_uvarint,
+    "_I16": p.INT16,
+    "_I32": p.INT32,
 }
 
 
@@ -193,6 +269,50 @@ def _min_size(ftype: Any, flexible: bool, version: int, nullable: bool = False) 
     return total
 
 
+def _indent(lines: list[str], levels: int = 1) -> list[str]:
+    return ["    " * levels + line for line in lines]
+
+
+def _read_uvarint_lines(buf: str) -> list[str]:
+    """Lines that read an unsigned varint at ``pos`` into ``n``, inline when one byte long."""
+    return [
+        f"n = {buf}[pos]",
+        "if n < 0x80:",
+        "    pos += 1",
+        "else:",
+        f"    n, pos = _ruv({buf}, pos)",
+    ]
+
+
+def _write_uvarint_lines(expr: str, out: str) -> list[str]:
+    """Lines that append the unsigned varint ``expr``, inline when one byte long."""
+    return [
+        f"n = {expr}",
+        "if n < 0x80:",
+        f"    {out}.append(n)",
+        "else:",
+        f"    {out} += _uv(n)",
+    ]
+
+
+# What a length-prefixed primitive is called in errors, and how its value is built from
+# the bytes [pos:end] of buf.
+_SPAN_NAMES = {"string": "string", "bytes": "bytes", "records": "records"}
+_NULL_MESSAGES = {
+    # (type, compact) -> message for a null where the field is not nullable
+    ("string", True): "null where a non-nullable compact string is required",
+    ("bytes", True): "null where non-nullable compact bytes are required",
+}
+
+
+def _span_value(ftype: str, buf: str) -> str:
+    if ftype == "string":
+        return f"str({buf}[pos:end], 'utf-8')"
+    if ftype == "bytes":
+        return f"bytes({buf}[pos:end])"
+    return f"memoryview({buf})[pos:end]"  # records: a zero-copy view
+
+
 class _Source:
     """Accumulates the lines of one generated function."""
 
@@ -201,6 +321,10 @@ class _Source:
 
     def add(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
+
+    def extend(self, indent: int, lines: list[str]) -> None:
+        for line in lines:
+            self.add(indent, line)
 
 
 class _Compiler:
@@ -224,17 +348,22 @@ class _Compiler:
         enc, dec = codec_for(cls, self.version, self.flexible)
         return self.const(enc, "enc_" + cls.__name__), self.const(dec, "dec_" + cls.__name__)
 
+    def fail_null(self, field: Field) -> str:
+        return f"_fail_null({self.cls.__name__!r}, {field.name!r}, {self.version})"
+
     # ---- decoding
 
-    def read_expr(
+    def read_value(
         self, field: Field, ftype: Any, nullable: bool, flexible: bool, target: str, buf: str
     ) -> list[str]:
-        """Lines that read one value of ``ftype`` from ``buf`` into ``target``."""
+        """Lines that read one value of ``ftype`` from ``buf`` at ``pos`` into ``target``.
+
+        They may use the locals ``n`` and ``end``.
+        """
         if isinstance(ftype, Array):
             return self.read_array(field, ftype, nullable, flexible, target, buf)
         if isinstance(ftype, str):
-            reader = self.primitive_reader(ftype, nullable, flexible)
-            return [f"{target}, pos = {reader}({buf}, pos)"]
+            return self.read_primitive(ftype, nullable, flexible, target, buf)
         _enc, dec = self.child(ftype)
         if nullable:
             return [
@@ -246,65 +375,114 @@ class _Compiler:
             ]
         return [f"{target}, pos = {dec}({buf}, pos)"]
 
-    def primitive_reader(self, ftype: str, nullable: bool, flexible: bool) -> str:
+    def read_primitive(
+        self, ftype: str, nullable: bool, flexible: bool, target: str, buf: str
+    ) -> list[str]:
         if ftype in _FIXED_FORMATS:
-            fmt = struct.Struct(">" + _FIXED_FORMATS[ftype])
-            return f"(lambda b, q, _f={self.const(fmt, 'fmt')}: p.read_fixed(_f, b, q))"
+            st = struct.Struct(">" + _FIXED_FORMATS[ftype])
+            return [
+                f"{target}, = {self.const(st, 'st')}.unpack_from({buf}, pos)",
+                f"pos += {st.size}",
+            ]
         if ftype == "uuid":
-            return "p.read_uuid"
-        if ftype == "string":
-            return {
-                (False, False): "p.read_string",
-                (False, True): "p.read_nullable_string",
-                (True, False): "p.read_compact_string",
-                (True, True): "p.read_compact_nullable_string",
-            }[flexible, nullable]
-        if ftype == "bytes":
-            return {
-                (False, False): "p.read_bytes",
-                (False, True): "p.read_nullable_bytes",
-                (True, False): "p.read_compact_bytes",
-                (True, True): "p.read_compact_nullable_bytes",
-            }[flexible, nullable]
-        if ftype == "records":
-            return "p.read_compact_records" if flexible else "p.read_records"
-        raise AssertionError(f"unknown primitive type {ftype}")
+            return [
+                "end = pos + 16",
+                f"if end > len({buf}):",
+                "    raise TruncatedError('uuid runs past the end of the buffer')",
+                f"{target} = _uuid({buf}[pos:end])",
+                "pos = end",
+            ]
+        if ftype not in _SPAN_NAMES:
+            raise AssertionError(f"unknown primitive type {ftype}")
+        nullable = nullable or ftype == "records"
+        what = _SPAN_NAMES[ftype]
+        if flexible:
+            if nullable:
+                on_null = [f"{target} = None"]
+            else:
+                on_null = [f"raise InvalidLengthError({_NULL_MESSAGES[ftype, True]!r})"]
+            return [
+                *_read_uvarint_lines(buf),
+                "if n == 0:",
+                *_indent(on_null),
+                "else:",
+                "    end = pos + n - 1",
+                f"    if end > len({buf}):",
+                f"        _fail_span({what!r}, n - 1, {buf}, pos)",
+                f"    {target} = {_span_value(ftype, buf)}",
+                "    pos = end",
+            ]
+        length = "_I16" if ftype == "string" else "_I32"
+        if nullable:
+            invalid = f"invalid {what} length {{n}}"
+            on_negative = [
+                "if n != -1:",
+                f"    raise InvalidLengthError(f{invalid!r})",
+                f"{target} = None",
+            ]
+        else:
+            a = "a " if ftype == "string" else ""
+            negative = f"negative length {{n}} for {a}non-nullable {what}"
+            on_negative = [f"raise InvalidLengthError(f{negative!r})"]
+        return [
+            f"n, = {length}.unpack_from({buf}, pos)",
+            f"pos += {2 if ftype == 'string' else 4}",
+            "if n < 0:",
+            *_indent(on_negative),
+            "else:",
+            "    end = pos + n",
+            f"    if end > len({buf}):",
+            f"        _fail_span({what!r}, n, {buf}, pos)",
+            f"    {target} = {_span_value(ftype, buf)}",
+            "    pos = end",
+        ]
 
     def read_array(
         self, field: Field, ftype: Array, nullable: bool, flexible: bool, target: str, buf: str
     ) -> list[str]:
         elem = ftype.element
         min_size = _min_size(elem, flexible, self.version)
-        length_reader = "p.read_compact_array_length" if flexible else "p.read_array_length"
-        lines = [f"n, pos = {length_reader}({buf}, pos, {min_size})", "if n < 0:"]
         if nullable:
-            lines.append(f"    {target} = None")
+            on_null = [f"{target} = None"]
         else:
             message = f"null array for non-nullable field {field.kafka_name}"
-            lines.append(f"    raise InvalidLengthError({message!r})")
-        lines.append("else:")
+            on_null = [f"raise InvalidLengthError({message!r})"]
+        if flexible:
+            lines = [*_read_uvarint_lines(buf), "if n == 0:", *_indent(on_null), "else:"]
+            lines.append("    n -= 1")
+        else:
+            lines = [
+                f"n, = _I32.unpack_from({buf}, pos)",
+                "pos += 4",
+                "if n < 0:",
+                "    if n != -1:",
+                "        raise InvalidLengthError(f'invalid array length {n}')",
+                *_indent(on_null),
+                "else:",
+            ]
+        # A count that cannot fit in the bytes left is refused before any element is read,
+        # so a forged count cannot make a decoder loop or allocate.
+        lines += [
+            f"    if n * {min_size} > len({buf}) - pos:",
+            f"        _fail_count(n, {buf}, pos)",
+        ]
         if isinstance(elem, str) and elem in _FIXED_FORMATS:
             fmt = _FIXED_FORMATS[elem]
-            size = _FIXED_SIZES[elem]
-            lines.append(f"    {target}, pos = _read_fixed_array({fmt!r}, {size}, {buf}, pos, n)")
-            return lines
-        if elem == "uuid":
-            lines.append(f"    {target}, pos = _read_uuid_array({buf}, pos, n)")
-            return lines
-        if isinstance(elem, str):
-            reader = self.primitive_reader(elem, False, flexible)
+            # the count check guarantees the bytes are there
             lines += [
-                f"    {target} = []",
-                "    for _ in range(n):",
-                f"        e, pos = {reader}({buf}, pos)",
-                f"        {target}.append(e)",
+                f"    {target} = list(_unpack_from(f'>{{n}}{fmt}', {buf}, pos)) if n else []",
+                f"    pos += n * {_FIXED_SIZES[elem]}",
             ]
             return lines
-        _enc, dec = self.child(elem)
+        if isinstance(elem, str):
+            inner = self.read_primitive(elem, False, flexible, "e", buf)
+        else:
+            _enc, dec = self.child(elem)
+            inner = [f"e, pos = {dec}({buf}, pos)"]
         lines += [
             f"    {target} = []",
             "    for _ in range(n):",
-            f"        e, pos = {dec}({buf}, pos)",
+            *_indent(inner, 2),
             f"        {target}.append(e)",
         ]
         return lines
@@ -356,38 +534,46 @@ class _Compiler:
             flush_run()
             nullable = in_range(v, field.nullable)
             flexible = _field_flexible(field, self.flexible, v)
-            for line in self.read_expr(field, field.type, nullable, flexible, target, "buf"):
-                src.add(1, line)
+            src.extend(1, self.read_value(field, field.type, nullable, flexible, target, "buf"))
         flush_run()
         if self.flexible:
-            src.add(1, "ntags, pos = p.read_uvarint(buf, pos)")
-            src.add(1, "for _ in range(ntags):")
-            src.add(2, "tag, pos = p.read_uvarint(buf, pos)")
-            src.add(2, "size, pos = p.read_uvarint(buf, pos)")
-            src.add(2, "end = pos + size")
-            src.add(2, "if end > len(buf):")
-            src.add(3, "raise TruncatedError('tagged field runs past the end of the buffer')")
-            first = True
-            for field, target in tagged:
-                kw = "if" if first else "elif"
-                first = False
-                src.add(2, f"{kw} tag == {field.tag}:")
-                src.add(3, "sub = memoryview(buf)[:end]")
-                nullable = in_range(v, field.nullable)
-                for line in self.read_expr(field, field.type, nullable, True, target, "sub"):
-                    src.add(3, line)
-            # Unknown tags are skipped, as the protocol requires.
-            src.add(2, "pos = end")
+            # An empty tagged section (one zero byte) is by far the most common.
+            src.add(1, "if buf[pos] == 0:")
+            src.add(2, "pos += 1")
+            src.add(1, "else:")
+            if not tagged:
+                src.add(2, "pos = _skip_tagged_fields(buf, pos)")
+            else:
+                src.add(2, "ntags, pos = _ruv(buf, pos)")
+                src.add(2, "for _ in range(ntags):")
+                src.add(3, "tag, pos = _ruv(buf, pos)")
+                src.add(3, "size, pos = _ruv(buf, pos)")
+                src.add(3, "tag_end = pos + size")
+                src.add(3, "if tag_end > len(buf):")
+                src.add(4, "raise TruncatedError('tagged field runs past the end of the buffer')")
+                first = True
+                for field, target in tagged:
+                    kw = "if" if first else "elif"
+                    first = False
+                    src.add(3, f"{kw} tag == {field.tag}:")
+                    src.add(4, "sub = memoryview(buf)[:tag_end]")
+                    nullable = in_range(v, field.nullable)
+                    src.extend(4, self.read_value(field, field.type, nullable, True, target, "sub"))
+                # Unknown tags are skipped, as the protocol requires.
+                src.add(3, "pos = tag_end")
         cls_name = self.const(self.cls, "cls")
         src.add(1, f"return {cls_name}({', '.join(targets)}), pos")
         return self._build(src, fname)
 
     # ---- encoding
 
-    def write_lines(
+    def write_value(
         self, field: Field, ftype: Any, nullable: bool, flexible: bool, value: str, out: str
     ) -> list[str]:
-        """Lines that append ``value`` (an expression) of ``ftype`` to ``out``."""
+        """Lines that append ``value`` (an expression) of ``ftype`` to ``out``.
+
+        They may use the locals ``v``, ``s``, ``n`` and ``a``.
+        """
         if isinstance(ftype, Array):
             return self.write_array(field, ftype, nullable, flexible, value, out)
         if isinstance(ftype, str):
@@ -403,7 +589,7 @@ class _Compiler:
             ]
         return [
             f"if {value} is None:",
-            f"    _fail_null({self.cls.__name__!r}, {field.name!r}, {self.version})",
+            f"    {self.fail_null(field)}",
             f"{enc}({out}, {value})",
         ]
 
@@ -415,49 +601,74 @@ class _Compiler:
             return [f"{out} += {self.const(st, 'st')}.pack({value})"]
         if ftype == "uuid":
             return [f"{out} += {value}.bytes"]
-        null_check = (
-            []
-            if nullable
-            else [
-                f"if {value} is None:",
-                f"    _fail_null({self.cls.__name__!r}, {field.name!r}, {self.version})",
-            ]
-        )
+        if ftype not in _SPAN_NAMES:
+            raise AssertionError(f"unknown primitive type {ftype}")
+        null_marker = b"\x00" if flexible else (b"\xff\xff" if ftype == "string" else b"\xff" * 4)
+        on_null = f"{out} += {null_marker!r}" if nullable else self.fail_null(field)
         if ftype == "string":
+            if flexible:
+                length = _write_uvarint_lines("len(s) + 1", out)
+            else:
+                length = [
+                    "if len(s) > 0x7FFF:",
+                    "    _fail_long_string(len(s))",
+                    f"{out} += _I16.pack(len(s))",
+                ]
             return [
-                *null_check,
-                f"p.write_string({out}, {value}, compact={flexible}, nullable={nullable})",
+                f"v = {value}",
+                "if v is None:",
+                f"    {on_null}",
+                "else:",
+                "    s = v.encode('utf-8')",
+                *_indent(length),
+                f"    {out} += s",
             ]
-        # bytes and records
-        nullable = nullable or ftype == "records"
-        call = f"p.write_bytes({out}, {value}, compact={flexible}, nullable={nullable})"
-        return [*null_check, call]
+        # bytes and records: plain bytes inline; views and external record regions
+        # (which a PartsWriter keeps as parts of their own) through write_bytes
+        if flexible:
+            length = _write_uvarint_lines("len(v) + 1", out)
+        else:
+            length = [f"{out} += _I32.pack(len(v))"]
+        write_any = (
+            f"p.write_bytes({out}, v, compact={flexible}, "
+            f"nullable={nullable or ftype == 'records'})"
+        )
+        return [
+            f"v = {value}",
+            "if v is None:",
+            f"    {on_null}",
+            "elif v.__class__ is bytes:",
+            *_indent(length),
+            f"    {out} += v",
+            "else:",
+            f"    {write_any}",
+        ]
 
     def write_array(
         self, field: Field, ftype: Array, nullable: bool, flexible: bool, value: str, out: str
     ) -> list[str]:
         null_array = b"\x00" if flexible else b"\xff\xff\xff\xff"
-        lines = [f"if {value} is None:"]
+        lines = [f"a = {value}", "if a is None:"]
         if nullable:
             lines.append(f"    {out} += {null_array!r}")
         else:
-            lines.append(f"    _fail_null({self.cls.__name__!r}, {field.name!r}, {self.version})")
+            lines.append(f"    {self.fail_null(field)}")
         lines.append("else:")
         if flexible:
-            lines.append(f"    {out} += _uv(len({value}) + 1)")
+            lines += _indent(_write_uvarint_lines("len(a) + 1", out))
         else:
-            lines.append(f"    {out} += p.INT32.pack(len({value}))")
+            lines.append(f"    {out} += _I32.pack(len(a))")
         elem = ftype.element
         if isinstance(elem, str) and elem in _FIXED_FORMATS:
-            lines.append(f"    _write_fixed_array({out}, {_FIXED_FORMATS[elem]!r}, {value})")
+            lines.append(f"    _write_fixed_array({out}, {_FIXED_FORMATS[elem]!r}, a)")
             return lines
-        lines.append(f"    for e in {value}:")
+        lines.append("    for e in a:")
         if isinstance(elem, str):
             inner = self.write_primitive(field, elem, False, flexible, "e", out)
         else:
             enc, _dec = self.child(elem)
             inner = [f"{enc}({out}, e)"]
-        lines += ["        " + line for line in inner]
+        lines += _indent(inner, 2)
         return lines
 
     def non_default_test(self, field: Field, value: str) -> str:
@@ -466,7 +677,8 @@ class _Compiler:
             return f"({value} is None or len({value}) > 0)"
         if field.default is NEW_STRUCT:
             assert isinstance(field.type, type)
-            return f"({value} != {self.const(field.type, 'cls')}())"
+            # one default instance, compared with and never handed out
+            return f"({value} != {self.const(field.type(), 'default')})"
         if field.default is None:
             return f"({value} is not None)"
         return f"({value} != {self.default_expr(field)})"
@@ -504,10 +716,9 @@ class _Compiler:
             flush_run()
             nullable = in_range(v, field.nullable)
             flexible = _field_flexible(field, self.flexible, v)
-            for line in self.write_lines(
-                field, field.type, nullable, flexible, f"o.{field.name}", "out"
-            ):
-                src.add(1, line)
+            src.extend(
+                1, self.write_value(field, field.type, nullable, flexible, f"o.{field.name}", "out")
+            )
         flush_run()
         if self.flexible:
             if not tagged:
@@ -519,10 +730,12 @@ class _Compiler:
                     value = f"o.{field.name}"
                     src.add(1, f"if {self.non_default_test(field, value)}:")
                     src.add(2, "t = bytearray()")
-                    for line in self.write_lines(field, field.type, nullable, True, value, "t"):
-                        src.add(2, line)
+                    src.extend(2, self.write_value(field, field.type, nullable, True, value, "t"))
                     src.add(2, f"tagged.append(({field.tag}, t))")
-                src.add(1, "p.write_tagged_fields(out, tagged)")
+                src.add(1, "if tagged:")
+                src.add(2, "p.write_tagged_fields(out, tagged)")
+                src.add(1, "else:")
+                src.add(2, "out.append(0)")
         src.add(1, "return None")
         return self._build(src, fname)
 

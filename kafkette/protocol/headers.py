@@ -12,10 +12,22 @@ message body. Which header version applies depends on the API and version:
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
+from kafkette.protocol.codec import (
+    DECODE_FAILURES,
+    ENCODE_FAILURES,
+    Decoder,
+    Encoder,
+    decode_error,
+    encode_error,
+    message_decoder,
+    message_encoder,
+)
 from kafkette.protocol.errors import (
     EncodeError,
+    ProtocolError,
     TruncatedError,
     UnknownApiKeyError,
     UnsupportedVersionError,
@@ -78,10 +90,80 @@ def encode_request(
     return out
 
 
+# -- the hot paths ------------------------------------------------------------------------
+#
+# Each of the five functions below looks its (API, version) up in a cache that holds what
+# it needs: the header version and the compiled body codec. An entry exists only for a
+# known API at a valid version; anything else takes the general path (the _slow_*
+# functions), so unknown keys, unsupported versions and their errors, in their order,
+# are those of the general path.
+
+_HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+_KEY_AND_VERSION = struct.Struct(">hh")
+
+# (request class, version) -> (header version, body encoder)
+_request_encoders: dict[tuple[type[Request], int], tuple[int, Encoder]] = {}
+# (api key, version) -> (header decoder, its name, body decoder, its name)
+_request_decoders: dict[tuple[int, int], tuple[Decoder, str, Decoder, str]] = {}
+# (response class, version) -> (header version, body encoder)
+_response_encoders: dict[tuple[type[Response], int], tuple[int, Encoder]] = {}
+# (api key, version) -> (header decoder, header version, body decoder, its name)
+_response_decoders: dict[tuple[int, int], tuple[Decoder, int, Decoder, str]] = {}
+
+
 def encode_request_frame(
     request: Request, version: int, correlation_id: int, client_id: str | None
 ) -> bytearray:
     """The whole frame of ``request``: size prefix, header and body, in one buffer."""
+    entry = _request_encoders.get((type(request), version))
+    if entry is None:
+        entry = _request_encoding(type(request), version)
+        if entry is None:
+            return _slow_encode_request_frame(request, version, correlation_id, client_id)
+    header_version, encode_body = entry
+    out = bytearray(4)
+    try:
+        # The request header written directly: api key, version and correlation id, then
+        # (v1+) the client id, always a non-compact nullable string, then (v2) an empty
+        # tagged section. test_fast_paths checks it against the compiled RequestHeader.
+        out += _HEADER_FIXED.pack(request.API_KEY, version, correlation_id)
+        if header_version:
+            if client_id is None:
+                out += b"\xff\xff"
+            else:
+                data = client_id.encode("utf-8")
+                if len(data) > 0x7FFF:
+                    raise EncodeError(f"string of {len(data)} bytes exceeds the int16 length limit")
+                out += INT16.pack(len(data))
+                out += data
+            if header_version == 2:
+                out.append(0)
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"RequestHeader v{header_version}") from exc
+    try:
+        encode_body(out, request)
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"{request.NAME} v{version}") from exc
+    size = len(out) - 4
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    INT32.pack_into(out, 0, size)
+    return out
+
+
+def _request_encoding(cls: type[Request], version: int) -> tuple[int, Encoder] | None:
+    try:
+        header_version = request_header_version(cls.API_KEY, version)
+        entry = (header_version, message_encoder(cls, version))
+    except ProtocolError:
+        return None
+    _request_encoders[cls, version] = entry
+    return entry
+
+
+def _slow_encode_request_frame(
+    request: Request, version: int, correlation_id: int, client_id: str | None
+) -> bytearray:
     header = RequestHeader(request.API_KEY, version, correlation_id, client_id)
     out = bytearray(4)
     header.encode_into(out, request_header_version(request.API_KEY, version))
@@ -122,6 +204,47 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
     Raises :class:`UnknownApiKeyError`, :class:`UnsupportedRequestVersionError`
     (carrying the header) or another :class:`ProtocolError` for bad bytes.
     """
+    try:
+        key = _KEY_AND_VERSION.unpack_from(frame, 0)
+    except struct.error:
+        return _slow_decode_request(frame)
+    entry = _request_decoders.get(key)
+    if entry is None:
+        entry = _request_decoding(*key)
+        if entry is None:
+            return _slow_decode_request(frame)
+    decode_header, header_name, decode_body, body_name = entry
+    try:
+        header, pos = decode_header(frame, 0)
+    except DECODE_FAILURES as exc:
+        raise decode_error(exc, header_name) from exc
+    try:
+        request, _ = decode_body(frame, pos)
+    except DECODE_FAILURES as exc:
+        raise decode_error(exc, body_name) from exc
+    return header, request
+
+
+def _request_decoding(api_key: int, version: int) -> tuple[Decoder, str, Decoder, str] | None:
+    request_cls = REQUESTS.get(api_key)
+    if request_cls is None:
+        return None
+    try:
+        decode_body = message_decoder(request_cls, version)
+    except ProtocolError:
+        return None
+    header_version = request_header_version(api_key, version)
+    entry = (
+        message_decoder(RequestHeader, header_version),
+        f"{RequestHeader.NAME} v{header_version}",
+        decode_body,
+        f"{request_cls.NAME} v{version}",
+    )
+    _request_decoders[api_key, version] = entry
+    return entry
+
+
+def _slow_decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
     header, pos = decode_request_header(frame)
     request_cls = REQUESTS[header.request_api_key]
     low, high = request_cls.VALID_VERSIONS
@@ -133,11 +256,15 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
 
 def encode_response(response: Response, version: int, correlation_id: int) -> bytearray:
     """Header and body of ``response`` at ``version`` (without the size prefix)."""
+    entry = _response_encoders.get((type(response), version))
+    if entry is None:
+        entry = _response_encoding(type(response), version)
+        if entry is None:
+            out = bytearray()
+            _slow_encode_response_into(out, response, version, correlation_id)
+            return out
     out = bytearray()
-    ResponseHeader(correlation_id).encode_into(
-        out, response_header_version(response.API_KEY, version)
-    )
-    response.encode_into(out, version)
+    _encode_response_into(out, entry, response, version, correlation_id)
     return out
 
 
@@ -148,11 +275,53 @@ def encode_response_parts(response: Response, version: int, correlation_id: int)
     ``sum(len(p) for p in parts)`` is the body size.
     """
     out = PartsWriter()
+    entry = _response_encoders.get((type(response), version))
+    if entry is None:
+        entry = _response_encoding(type(response), version)
+        if entry is None:
+            _slow_encode_response_into(out, response, version, correlation_id)
+            return out.parts()
+    _encode_response_into(out, entry, response, version, correlation_id)
+    return out.parts()
+
+
+def _encode_response_into(
+    out: bytearray,
+    entry: tuple[int, Encoder],
+    response: Response,
+    version: int,
+    correlation_id: int,
+) -> None:
+    header_version, encode_body = entry
+    try:
+        # the response header: the correlation id, then (v1) an empty tagged section
+        out += INT32.pack(correlation_id)
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"ResponseHeader v{header_version}") from exc
+    if header_version:
+        out.append(0)
+    try:
+        encode_body(out, response)
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"{response.NAME} v{version}") from exc
+
+
+def _response_encoding(cls: type[Response], version: int) -> tuple[int, Encoder] | None:
+    try:
+        entry = (response_header_version(cls.API_KEY, version), message_encoder(cls, version))
+    except ProtocolError:
+        return None
+    _response_encoders[cls, version] = entry
+    return entry
+
+
+def _slow_encode_response_into(
+    out: bytearray, response: Response, version: int, correlation_id: int
+) -> None:
     ResponseHeader(correlation_id).encode_into(
         out, response_header_version(response.API_KEY, version)
     )
     response.encode_into(out, version)
-    return out.parts()
 
 
 def peek_correlation_id(frame: Buffer) -> int:
@@ -167,6 +336,49 @@ def decode_response(frame: Buffer, api_key: int, api_version: int) -> tuple[int,
 
     Returns the correlation id and the response body.
     """
+    entry = _response_decoders.get((api_key, api_version))
+    if entry is None:
+        entry = _response_decoding(api_key, api_version)
+        if entry is None:
+            return _slow_decode_response(frame, api_key, api_version)
+    decode_header, header_version, decode_body, body_name = entry
+    try:
+        (correlation_id,) = INT32.unpack_from(frame, 0)
+        if header_version == 0:
+            pos = 4
+        elif frame[4] == 0:  # header v1 with an empty tagged section, as usual
+            pos = 5
+        else:
+            _, pos = decode_header(frame, 0)
+    except DECODE_FAILURES as exc:
+        raise decode_error(exc, f"ResponseHeader v{header_version}") from exc
+    try:
+        response, _ = decode_body(frame, pos)
+    except DECODE_FAILURES as exc:
+        raise decode_error(exc, body_name) from exc
+    return correlation_id, response
+
+
+def _response_decoding(api_key: int, version: int) -> tuple[Decoder, int, Decoder, str] | None:
+    response_cls = RESPONSES.get(api_key)
+    if response_cls is None:
+        return None
+    try:
+        decode_body = message_decoder(response_cls, version)
+    except ProtocolError:
+        return None
+    header_version = response_header_version(api_key, version)
+    entry = (
+        message_decoder(ResponseHeader, header_version),
+        header_version,
+        decode_body,
+        f"{response_cls.NAME} v{version}",
+    )
+    _response_decoders[api_key, version] = entry
+    return entry
+
+
+def _slow_decode_response(frame: Buffer, api_key: int, api_version: int) -> tuple[int, Response]:
     response_cls = RESPONSES.get(api_key)
     if response_cls is None:
         raise UnknownApiKeyError(api_key)

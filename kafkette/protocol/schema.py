@@ -153,33 +153,25 @@ class Message(Struct):
 
     def encode(self, version: int) -> bytes:
         """Encode this message at ``version`` (no size prefix, no header)."""
-        from kafkette.protocol.codec import encode_message
-
         out = bytearray()
-        encode_message(self, version, out)
+        _codec.encode_message(self, version, out)
         return bytes(out)
 
     def encode_into(self, out: bytearray, version: int) -> None:
         """Append this message's encoding at ``version`` to ``out``."""
-        from kafkette.protocol.codec import encode_message
-
-        encode_message(self, version, out)
+        _codec.encode_message(self, version, out)
 
     @classmethod
     def decode(cls: type[M], data: bytes | bytearray | memoryview, version: int) -> M:
         """Decode a message of this type at ``version`` from ``data``."""
-        from kafkette.protocol.codec import decode_message
-
-        return decode_message(cls, data, 0, version)[0]
+        return _codec.decode_message(cls, data, 0, version)[0]
 
     @classmethod
     def decode_from(
         cls: type[M], data: bytes | bytearray | memoryview, pos: int, version: int
     ) -> tuple[M, int]:
         """Decode from ``data[pos:]``; returns the message and the position after it."""
-        from kafkette.protocol.codec import decode_message
-
-        return decode_message(cls, data, pos, version)
+        return _codec.decode_message(cls, data, pos, version)
 
 
 class Request(Message):
@@ -243,3 +235,7 @@ class LazyClassMap(Mapping[int, type[C]], Generic[C]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
+
+
+# Imported last: codec imports this module's names, and Message's methods call codec.
+from kafkette.protocol import codec as _codec  # noqa: E402

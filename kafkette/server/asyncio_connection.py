@@ -322,6 +322,14 @@ async def serve_asyncio_connection(
     except BaseException:
         sock.close()
         raise
+    await serve_protocol(broker, conn, peer, sasl)
+
+
+async def serve_protocol(
+    broker: Broker, conn: ConnectionProtocol, peer: str, sasl: SaslSettings | None = None
+) -> None:
+    """Serve the requests arriving on ``conn`` (connected) until it closes or misbehaves;
+    the connection is closed on return."""
     auth = ServerAuthenticator(sasl) if sasl is not None else None
     sasl_delay_s = sasl.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0
     aborted = True
@@ -335,8 +343,12 @@ async def serve_asyncio_connection(
             if parts:
                 await conn.send_parts(parts)
         if conn.idle:
-            logger.info("closing connection from %s: idle for %d ms", peer, idle_ms)
-        elif decoder.has_partial_frame:
+            logger.info(
+                "closing connection from %s: idle for %d ms",
+                peer,
+                broker.config.connections_max_idle_ms,
+            )
+        elif conn.decoder.has_partial_frame:
             logger.info("client %s went away in the middle of a request", peer)
         aborted = False
     except ConnectionClosed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import anyio
@@ -15,6 +16,13 @@ from kafkette.server import Broker, BrokerConfig
 from kafkette.server.listener import CloseConnection, process_frame, serve_tcp
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["auto", "socket"])
+def connections(request: pytest.FixtureRequest) -> str:
+    """How the listener serves connections: ``auto`` is the asyncio protocol under
+    asyncio (the socket path under trio), ``socket`` the socket path on either."""
+    return str(request.param)
 
 
 def body(request: object, version: int, correlation_id: int) -> memoryview:
@@ -49,11 +57,13 @@ async def test_process_frame_answers_and_refuses() -> None:
             await process_frame(broker, frame_body, "peer")
 
 
-async def test_serve_tcp_pipelined_and_limit() -> None:
+async def test_serve_tcp_pipelined_and_limit(connections: str) -> None:
     """Pipelined requests are answered in order; a frame over the limit closes."""
     broker = Broker(BrokerConfig(socket_request_max_bytes=1000))
     async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
+        port = await tg.start(
+            functools.partial(serve_tcp, connections=connections), broker, "127.0.0.1", 0
+        )
         async with await anyio.connect_tcp("127.0.0.1", port) as stream:
             requests = [
                 CreateTopicsRequest(topics=[CreatableTopic(f"t{i}", 1, 1)]) for i in range(10)
@@ -94,14 +104,16 @@ async def _roundtrip(
     return decode_response(received[4:], key, version)[1]
 
 
-async def test_idle_connections_close_but_a_long_request_is_not_idle() -> None:
+async def test_idle_connections_close_but_a_long_request_is_not_idle(connections: str) -> None:
     """connections.max.idle.ms counts time waiting for a request, not time serving one."""
     from kafkette.protocol.messages import FetchRequest, FetchResponse
     from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 
     broker = Broker(BrokerConfig(connections_max_idle_ms=300))
     async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
+        port = await tg.start(
+            functools.partial(serve_tcp, connections=connections), broker, "127.0.0.1", 0
+        )
         async with await anyio.connect_tcp("127.0.0.1", port) as stream:
             create = CreateTopicsRequest(topics=[CreatableTopic("quiet", 1, 1)])
             await _roundtrip(stream, create, 7, 19)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -27,8 +28,9 @@ def _batch(start: int, count: int) -> bytes:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("storage", ["disk", "memory"])
+@pytest.mark.parametrize("connections", ["auto", "socket"])
 async def test_fetch_uses_sendfile_for_disk_segments(
-    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    storage: str, connections: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
     real_sendfile = os.sendfile
@@ -43,7 +45,9 @@ async def test_fetch_uses_sendfile_for_disk_segments(
     broker.cluster.create_topic("t", 1)
     batches = [_batch(0, 50), _batch(50, 50)]
     async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
+        port = await tg.start(
+            functools.partial(serve_tcp, connections=connections), broker, "127.0.0.1", 0
+        )
         async with await BrokerConnection.connect("127.0.0.1", port) as connection:
             for batch in batches:
                 await connection.request(

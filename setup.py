@@ -18,5 +18,10 @@ setup(
             sources=["kafkette/backends/_append.c"],
             optional=True,
         ),
+        Extension(
+            "kafkette.producer._accumulate",
+            sources=["kafkette/producer/_accumulate.c"],
+            optional=True,
+        ),
     ]
 )

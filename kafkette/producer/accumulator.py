@@ -36,6 +36,7 @@ from kafkette.errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
 )
+from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, speedups
 from kafkette.protocol.records.default_records import encode_record
@@ -47,7 +48,6 @@ Waiter = Callable[[threading.Condition, float], object]
 RECORD_OVERHEAD = 21
 """Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
 BATCH_OVERHEAD = 61
-SOFT_WAIT_S = 0.02
 
 _encode_plain = speedups.encode_record
 """The C encoder of a record without headers (None without the extension)."""
@@ -179,6 +179,30 @@ class ProducerBatch:
 class RecordAccumulator:
     """Thread-safe queues of batches per partition, with buffer-memory accounting."""
 
+    # slots: the C append (kafkette.producer._accumulate) works on some of them
+    __slots__ = (
+        "_closed",
+        "_flushes",
+        "_incomplete",
+        "_lock",
+        "_max_record",
+        "_queues",
+        "_space",
+        "_used",
+        "_wait",
+        "_wake_pending",
+        "batch_size",
+        "buffer_memory",
+        "clock",
+        "compression",
+        "delivery_timeout_ms",
+        "linger_ms",
+        "max_block_ms",
+        "max_request_size",
+        "on_space",
+        "wakeup",
+    )
+
     def __init__(
         self,
         *,
@@ -204,7 +228,6 @@ class RecordAccumulator:
         self.clock = clock
         self.wakeup = wakeup
         self.on_space: Callable[[], object] | None = None
-        self.queue_soft_limit: int | None = None
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
@@ -244,7 +267,7 @@ class RecordAccumulator:
                 if not block:
                     raise BufferFull(size)
                 self._wait_for_space(size)
-            batch, wake = self._open_batch(topic, partition, timestamp, size)
+            batch, opened = self._open_batch(topic, partition, timestamp, size)
             try:
                 delta = batch.add(timestamp, key, value, headers)
             except BaseException:  # e.g. EncodeError: a header value that is not bytes
@@ -253,11 +276,9 @@ class RecordAccumulator:
             future = RecordFuture(batch.result, delta, timestamp)
             if on_delivery is not None:
                 batch.result.add_callback(future, on_delivery, True)
-            wake = self._reserve(batch, size, wake)
+            wake = self._reserve(batch, size, opened)
         if wake and self.wakeup is not None:
             self.wakeup()
-        if batch.full and block and self.queue_soft_limit is not None:
-            self._soft_wait(topic, partition)
         return future
 
     def append_plain(
@@ -267,7 +288,6 @@ class RecordAccumulator:
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
-        block: bool,
     ) -> RecordFuture | None:
         """:meth:`append` of a record without headers or callback, when it fits now.
 
@@ -289,11 +309,11 @@ class RecordAccumulator:
                 return None
             queue = self._queues.get((topic, partition))
             batch = queue[-1] if queue else None
-            wake = False
+            opened = False
             if batch is None or batch.full or batch.size + size > self.batch_size:
                 if size + BATCH_OVERHEAD > self._max_record:
                     return None
-                batch, wake = self._open_batch(topic, partition, timestamp, size)
+                batch, opened = self._open_batch(topic, partition, timestamp, size)
             records = batch.records
             assert records is not None
             delta = len(records)
@@ -305,18 +325,9 @@ class RecordAccumulator:
             if timestamp > batch.max_timestamp:
                 batch.max_timestamp = timestamp
             batch.size += len(raw)
-            batch.reserved += size
-            self._used += size
-            if batch.size >= self.batch_size:
-                batch.full = True
-                wake = True
-            if wake:
-                wake = not self._wake_pending
-                self._wake_pending = True
+            wake = self._reserve(batch, size, opened)
         if wake and self.wakeup is not None:
             self.wakeup()
-        if batch.full and block and self.queue_soft_limit is not None:
-            self._soft_wait(topic, partition)
         return RecordFuture(batch.result, delta, timestamp)
 
     def _open_batch(
@@ -362,26 +373,6 @@ class RecordAccumulator:
             wake = not self._wake_pending
             self._wake_pending = True
         return wake
-
-    def _soft_wait(self, topic: str, partition: int) -> None:
-        """Let the sender catch up when full batches pile up (sync producer only).
-
-        Appending from another thread keeps the GIL busy, and the event loop
-        thread then only runs at the interpreter's switch interval (5 ms): a
-        short real wait here lets it drain. Bounded, never an error.
-        """
-        limit = self.queue_soft_limit
-        assert limit is not None
-        with self._lock:
-            queue = self._queues[(topic, partition)]
-            if len(queue) <= limit:
-                return
-            deadline = time.monotonic() + SOFT_WAIT_S
-            while len(queue) > limit and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                self._space.wait(remaining)
 
     def _wait_for_space(self, size: int) -> None:
         deadline = self.clock() + self.max_block_ms
@@ -465,8 +456,6 @@ class RecordAccumulator:
                 batch.full = True
                 taken.append(batch)
                 total += size
-            if taken and self.queue_soft_limit is not None:
-                self._space.notify_all()
         for batch in taken:
             batch.build()
         return taken
@@ -615,3 +604,10 @@ class RecordAccumulator:
         """Batches waiting in the queues (not in flight)."""
         with self._lock:
             return sum(len(q) for q in self._queues.values())
+
+
+append_open = producer_speedups.append_open
+"""The C :meth:`RecordAccumulator.append_plain` for a partition's open batch with room
+(None without the extension): the record's future, or None when that method must take it."""
+if producer_speedups.bind is not None and _encode_plain is not None:
+    producer_speedups.bind(RecordAccumulator, ProducerBatch, RecordFuture, _encode_plain)

@@ -30,7 +30,7 @@ from kafkette.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkette.producer.accumulator import RecordAccumulator, record_size
+from kafkette.producer.accumulator import RecordAccumulator, append_open, record_size
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
@@ -194,7 +194,7 @@ class ProducerCore:
         return chosen, key, value, header_list, timestamp
 
     def append_plain(
-        self, topic: str, value: Any, key: Any, timestamp: int | None, block: bool
+        self, topic: str, value: Any, key: Any, timestamp: int | None
     ) -> RecordFuture | None:
         """Queue a record without headers, explicit partition or callback: the common send.
 
@@ -226,7 +226,11 @@ class ProducerCore:
         else:
             size = 21 + (len(value) if value is not None else 0)
             partition = self.sticky.partition(topic, count, size)
-        return self.accumulator.append_plain(topic, partition, timestamp, key, value, block)
+        if append_open is not None:
+            future = append_open(self.accumulator, topic, partition, timestamp, key, value)
+            if future is not None:
+                return future
+        return self.accumulator.append_plain(topic, partition, timestamp, key, value)
 
     def choose_partition(
         self,

@@ -102,7 +102,7 @@ class AsyncProducer:
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
         if not headers and partition is None and on_delivery is None:
-            future = core.append_plain(topic, value, key, timestamp, False)
+            future = core.append_plain(topic, value, key, timestamp)
             if future is not None:
                 return future
         if core.transactions is not None:

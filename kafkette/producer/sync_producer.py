@@ -37,9 +37,6 @@ from kafkette.producer.futures import DeliveryCallback, RecordFuture
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.structs import TopicPartition
 
-QUEUE_SOFT_LIMIT = 2
-"""Full batches queued for one partition before ``send`` waits briefly for the sender."""
-
 
 def _thread_safe_caller(loop: BackgroundLoop) -> Callable[[Callable[[], None]], object]:
     """The cheapest way to run a plain function in the current event loop from another thread.
@@ -81,7 +78,6 @@ class Producer:
                 call_soon(wake)
 
         self._core.accumulator.wakeup = wakeup
-        self._core.accumulator.queue_soft_limit = QUEUE_SOFT_LIMIT
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
 
     async def _make_core(self) -> ProducerCore:
@@ -111,9 +107,7 @@ class Producer:
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
         if not headers and partition is None and on_delivery is None:
-            future = core.append_plain(
-                topic, value, key, timestamp, threading.get_ident() != self._loop_thread
-            )
+            future = core.append_plain(topic, value, key, timestamp)
             if future is not None:
                 return future
         if core.transactions is not None:

@@ -438,7 +438,7 @@ def test_append_plain_builds_the_batches_append_builds(
     general, plain = make(FakeClock()), make(FakeClock())
     for timestamp, key, value in records:
         expected = general.append("t", 0, timestamp, key, value)
-        future = plain.append_plain("t", 0, timestamp, key, value, True)
+        future = plain.append_plain("t", 0, timestamp, key, value)
         if speedups.encode_record is None:  # without the C encoder the general path does all
             assert future is None
             future = plain.append("t", 0, timestamp, key, value)
@@ -459,17 +459,17 @@ def test_append_plain_leaves_to_append_what_it_does_not_take() -> None:
     acc = make(clock, buffer_memory=200, max_request_size=250)
     acc.append("t", 0, 1, None, b"x" * 100)
     used = acc.buffer_used
-    assert acc.append_plain("t", 0, 1, None, b"y" * 100, False) is None  # no room
+    assert acc.append_plain("t", 0, 1, None, b"y" * 100) is None  # no room
     with pytest.raises(BufferFull):
         acc.append("t", 0, 1, None, b"y" * 100, block=False)
-    assert acc.append_plain("t", 1, 1, None, b"z" * 140, False) is None  # over the limits
+    assert acc.append_plain("t", 1, 1, None, b"z" * 140) is None  # over the limits
     with pytest.raises(MessageTooLargeError):
         acc.append("t", 1, 1, None, b"z" * 140)
-    assert acc.append_plain("t", 2, 1, None, "text", False) is None  # type: ignore[arg-type]
+    assert acc.append_plain("t", 2, 1, None, "text") is None  # type: ignore[arg-type]
     assert acc.queued() == 1  # no batch was left behind empty
     assert acc.buffer_used == used
     acc.close()
-    assert acc.append_plain("t", 0, 1, None, b"v", False) is None
+    assert acc.append_plain("t", 0, 1, None, b"v") is None
     with pytest.raises(IllegalStateError):
         acc.append("t", 0, 1, None, b"v")
 

@@ -1,0 +1,45 @@
+"""Selection of the optional C accelerator for the producer's common append.
+
+``append_open`` is :func:`kafkette.producer._accumulate.append_open` when the
+extension was built, the record encoder's extension too, and the environment
+variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``; else None (the pure-Python
+``RecordAccumulator.append_plain`` then does all the work). The accumulator
+module binds it to its classes at import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kafkette.protocol.records import speedups as record_speedups
+
+if TYPE_CHECKING:
+    from kafkette.producer.futures import RecordFuture
+
+AppendOpen = Callable[[Any, str, int, int, Any, Any], "RecordFuture | None"]
+Bind = Callable[[type, type, type, Callable[..., Any]], None]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1" or record_speedups.encode_record is None:
+        return None
+    try:
+        from kafkette.producer import _accumulate
+    except ImportError:  # not built: no compiler at install time
+        return None
+    return _accumulate
+
+
+_module = _load()
+
+append_open: AppendOpen | None = None if _module is None else _module.append_open
+"""``(accumulator, topic, partition, timestamp, key, value)``: the
+record's RecordFuture once added to the partition's open batch, or None (and
+nothing changed) when ``RecordAccumulator.append_plain`` must take it."""
+
+bind: Bind | None = None if _module is None else _module.bind
+"""``(RecordAccumulator, ProducerBatch, RecordFuture, encode_record)``: tell
+``append_open`` the slots of these classes (raises if one is missing)."""

@@ -1,0 +1,188 @@
+"""The C append of the producer (kafkette.producer._accumulate) against pure Python.
+
+``append_open`` adds a record to its partition's open batch, or changes
+nothing and returns None for ``RecordAccumulator.append_plain`` to take it.
+Fed the same records, an accumulator driven through it (with the Python
+method behind) and one driven through the Python method alone must cut the
+same batches and futures, account the same bytes and wake the sender at the
+same moments.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.producer import _accumulate, accumulator
+from kafkette.producer import speedups as producer_speedups
+from kafkette.producer.accumulator import RecordAccumulator, append_open
+from kafkette.producer.futures import RecordFuture
+from kafkette.protocol.records import Record as Record_
+from kafkette.protocol.records import RecordBatch, speedups
+
+Record = tuple[int, int, bytes | None, bytes | None]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(**kwargs: object) -> tuple[RecordAccumulator, list[int]]:
+    """An accumulator on a fake clock, and the list its wakeups are counted in."""
+    woken: list[int] = []
+    settings_: dict[str, object] = {"batch_size": 400, "linger_ms": 5, "clock": FakeClock()}
+    settings_.update(kwargs)
+    acc = RecordAccumulator(**settings_)  # type: ignore[arg-type]
+    acc.wakeup = lambda: woken.append(1)
+    return acc, woken
+
+
+def c_then_python(
+    acc: RecordAccumulator, topic: str, partition: int, ts: int, key: object, value: object
+) -> tuple[RecordFuture | None, bool]:
+    """The core's order: the C append first, the Python method when it declines."""
+    future = _accumulate.append_open(acc, topic, partition, ts, key, value)
+    if future is not None:
+        return future, True
+    return acc.append_plain(topic, partition, ts, key, value), False  # type: ignore[arg-type]
+
+
+def test_the_extension_is_in_use() -> None:
+    """Built in CI (scripts/setup.sh), selected, and bound to the accumulator's classes."""
+    assert speedups.encode_record is not None
+    assert append_open is _accumulate.append_open
+    assert producer_speedups.append_open is _accumulate.append_open
+
+
+_records = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=2),  # partition
+        st.integers(min_value=0, max_value=2**40),  # timestamp
+        st.one_of(st.none(), st.binary(max_size=30)),
+        st.one_of(st.none(), st.binary(max_size=200)),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_records, st.integers(min_value=300, max_value=5_000), st.data())
+def test_c_and_python_cut_the_same_batches(
+    records: list[Record], buffer_memory: int, data: st.DataObject
+) -> None:
+    c_acc, c_woken = make(buffer_memory=buffer_memory)
+    py_acc, py_woken = make(buffer_memory=buffer_memory)
+    taken_by_c = 0
+    for partition, ts, key, value in records:
+        c_future, by_c = c_then_python(c_acc, "t", partition, ts, key, value)
+        taken_by_c += by_c
+        py_future = py_acc.append_plain("t", partition, ts, key, value)
+        assert (c_future is None) == (py_future is None)
+        if c_future is not None and py_future is not None:
+            assert c_future._index == py_future._index
+            assert c_future._timestamp == py_future._timestamp
+            assert c_future._batch.partition == partition
+        assert c_acc.buffer_used == py_acc.buffer_used
+        assert len(c_woken) == len(py_woken)
+        if data.draw(st.booleans(), label="sender looks"):
+            assert c_acc.ready(0) == py_acc.ready(0)
+    for partition in range(3):
+        tp = [("t", partition)] * len(records)
+        c_batches = c_acc.drain(tp, 1 << 30)
+        py_batches = py_acc.drain(tp, 1 << 30)
+        assert [(b.full, b.reserved, b.size) for b in c_batches] == [
+            (b.full, b.reserved, b.size) for b in py_batches
+        ]
+        assert [bytes(b.build()) for b in c_batches] == [bytes(b.build()) for b in py_batches]
+    if len(records) > 3 * 2:
+        assert taken_by_c > 0  # the C path was exercised, not only the fallback
+
+
+def test_declines_and_changes_nothing_when_python_must_decide() -> None:
+    acc, woken = make(batch_size=200, buffer_memory=1_000)
+    assert _accumulate.append_open(acc, "t", 0, 1, None, b"v") is None  # no queue yet
+    first = acc.append_plain("t", 0, 1, None, b"x" * 100)
+    assert first is not None
+    batch = acc._queues[("t", 0)][-1]
+    state = (list(batch.records or []), batch.size, batch.reserved, acc.buffer_used, len(woken))
+    declined: list[tuple[Any, object, object]] = [
+        (2, None, b"y" * 100),  # no room left in the batch: the next one opens in Python
+        (2, "text", b"v"),  # a key that is not bytes
+        (2, None, bytearray(b"v")),  # nor a value
+        (2.5, None, b"v"),  # a timestamp that is not an int
+        (2**70, None, b"v"),  # past 64 bits
+    ]
+    for ts, key, value in declined:
+        assert _accumulate.append_open(acc, "t", 0, ts, key, value) is None
+        assert (
+            list(batch.records or []),
+            batch.size,
+            batch.reserved,
+            acc.buffer_used,
+            len(woken),
+        ) == state
+    acc.buffer_memory = acc.buffer_used + 21  # room for 0 more bytes of key and value
+    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    acc.buffer_memory = 1_000
+    batch.full = True
+    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    batch.full = False
+    acc.close()
+    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    assert list(batch.records or []) == state[0]
+
+
+def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
+    acc, woken = make(batch_size=240)
+    opened = acc.append_plain("t", 0, 5, b"k", b"a" * 50)  # opens: wakes
+    assert opened is not None and len(woken) == 1
+    acc.ready(0)  # the sender looked
+    second = _accumulate.append_open(acc, "t", 0, 7, None, b"b" * 50)
+    third = _accumulate.append_open(acc, "t", 0, 6, None, b"c" * 40)
+    assert isinstance(second, RecordFuture) and isinstance(third, RecordFuture)
+    assert [(f._index, f._timestamp) for f in (second, third)] == [(1, 7), (2, 6)]
+    assert second._batch is opened._batch is third._batch
+    batch = acc._queues[("t", 0)][-1]
+    assert (batch.full, batch.max_timestamp, batch.base_timestamp) == (False, 7, 5)
+    assert batch.size == 61 + 58 + 57 + 47  # the records as encoded
+    assert acc.buffer_used == batch.reserved == 3 * 21 + 1 + 140
+    assert len(woken) == 1  # adding to an open batch does not wake the sender
+    assert _accumulate.append_open(acc, "t", 0, 8, None, b"d") is None  # 223 + 22 > 240
+    fourth = acc.append_plain("t", 0, 8, None, b"d")
+    assert fourth is not None and batch.full and len(woken) == 2
+    parsed = [(r.offset, r.timestamp, r.key, r.value) for r in _records_of(batch)]
+    assert parsed == [(0, 5, b"k", b"a" * 50), (1, 7, None, b"b" * 50), (2, 6, None, b"c" * 40)]
+    acc.complete(batch, 40)
+    assert [f.result(0).offset for f in (opened, second, third)] == [40, 41, 42]
+
+
+def test_the_lock_is_taken() -> None:
+    """Another thread holding the accumulator's lock keeps the C append waiting."""
+    acc, _ = make()
+    assert acc.append_plain("t", 0, 1, None, b"a") is not None
+    done = threading.Event()
+    acc._lock.acquire()
+
+    def append() -> None:
+        _accumulate.append_open(acc, "t", 0, 1, None, b"b")
+        done.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    assert not done.wait(0.05)
+    acc._lock.release()
+    assert done.wait(10)
+    thread.join()
+    assert len(acc._queues[("t", 0)][-1].records or []) == 2
+
+
+def _records_of(batch: accumulator.ProducerBatch) -> list[Record_]:
+    return list(RecordBatch.from_buffer(bytes(batch.build())))

@@ -35,6 +35,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+import attrs
+
 from kafkette.protocol import primitives as p
 from kafkette.protocol.errors import (
     DecodeError,
@@ -231,6 +233,7 @@ _HELPERS: dict[str, Any] = {
     "_skip_tagged_fields": _skip_tagged_fields,
     "_write_fixed_array": _write_fixed_array,
     "_unpack_from": struct.unpack_from,
+    "_new": object.__new__,
     "_uuid": p.uuid_from_bytes,
     "_ruv": p.read_uvarint,
     "_uv": p.encode_uvarint,
@@ -267,6 +270,36 @@ def _min_size(ftype: Any, flexible: bool, version: int, nullable: bool = False) 
         if in_range(version, field.versions) and field.tag is None:
             total += _min_size(field.type, flexible, version, in_range(version, field.nullable))
     return total
+
+
+_SMALL_ARRAY = 16
+
+
+def _fixed_array_structs(fmt: str) -> tuple[struct.Struct, ...]:
+    """Structs reading 0 to ``_SMALL_ARRAY - 1`` values of ``fmt`` (a format string per
+    count costs more than the read itself)."""
+    return tuple(struct.Struct(f">{count}{fmt}") for count in range(_SMALL_ARRAY))
+
+
+def _builds_field_by_field(cls: type[Struct]) -> bool:
+    """Whether a decoder may build ``cls`` by storing its fields on a bare instance.
+
+    True for an attrs class whose ``__init__`` only stores its arguments (no
+    validators, converters, setattr hooks or init hooks), which the generated
+    classes are: calling that ``__init__`` costs more than the stores themselves.
+    """
+    names = [f.name for f in cls.FIELDS]
+    if not attrs.has(cls) or cls.__setattr__ is not object.__setattr__:
+        return False
+    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
+        return False
+    fields = attrs.fields(cls)
+    if [f.name for f in fields] != names:
+        return False
+    return all(
+        f.init and f.validator is None and f.converter is None and f.on_setattr is None
+        for f in fields
+    )
 
 
 def _indent(lines: list[str], levels: int = 1) -> list[str]:
@@ -468,9 +501,13 @@ class _Compiler:
         ]
         if isinstance(elem, str) and elem in _FIXED_FORMATS:
             fmt = _FIXED_FORMATS[elem]
+            table = self.const(_fixed_array_structs(fmt), "arrays")
             # the count check guarantees the bytes are there
             lines += [
-                f"    {target} = list(_unpack_from(f'>{{n}}{fmt}', {buf}, pos)) if n else []",
+                f"    if n < {_SMALL_ARRAY}:",
+                f"        {target} = [*{table}[n].unpack_from({buf}, pos)]",
+                "    else:",
+                f"        {target} = list(_unpack_from(f'>{{n}}{fmt}', {buf}, pos))",
                 f"    pos += n * {_FIXED_SIZES[elem]}",
             ]
             return lines
@@ -479,6 +516,20 @@ class _Compiler:
         else:
             _enc, dec = self.child(elem)
             inner = [f"e, pos = {dec}({buf}, pos)"]
+            # one element (one topic, one partition) is the common case: no loop
+            lines += [
+                "    if n == 1:",
+                f"        e, pos = {dec}({buf}, pos)",
+                f"        {target} = [e]",
+                "    else:",
+            ]
+            loop = [
+                f"    {target} = []",
+                "    for _ in range(n):",
+                *_indent(inner, 2),
+                f"        {target}.append(e)",
+            ]
+            return lines + _indent(loop)
         lines += [
             f"    {target} = []",
             "    for _ in range(n):",
@@ -562,7 +613,13 @@ class _Compiler:
                 # Unknown tags are skipped, as the protocol requires.
                 src.add(3, "pos = tag_end")
         cls_name = self.const(self.cls, "cls")
-        src.add(1, f"return {cls_name}({', '.join(targets)}), pos")
+        if _builds_field_by_field(self.cls):
+            src.add(1, f"o = _new({cls_name})")
+            for field, target in zip(self.cls.FIELDS, targets, strict=True):
+                src.add(1, f"o.{field.name} = {target}")
+            src.add(1, "return o, pos")
+        else:
+            src.add(1, f"return {cls_name}({', '.join(targets)}), pos")
         return self._build(src, fname)
 
     # ---- encoding

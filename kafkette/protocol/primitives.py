@@ -452,16 +452,19 @@ class PartsWriter(bytearray):
     own, so a transport can send it without copying (``os.sendfile``).
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._parts: list[Any] = []
+    # the parts before the current bytes; created by the first external region
+    _parts: list[Any] | None = None
 
     def add_external(self, region: Any) -> None:
+        parts = self._parts
+        if parts is None:
+            parts = self._parts = []
         if self:
-            self._parts.append(bytes(self))
+            parts.append(bytes(self))
             del self[:]
-        self._parts.append(region)
+        parts.append(region)
 
     def parts(self) -> list[Any]:
         """The output: bytes and external regions, in order."""
-        return [*self._parts, bytes(self)] if self else list(self._parts)
+        tail = [bytes(self)] if self else []
+        return tail if self._parts is None else [*self._parts, *tail]

@@ -219,6 +219,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         if pending:
             self.write(pending)
         if self._writing_paused:
+            self.flush()  # the answers queued go to the transport's buffer, then we wait
             await self._wait_drained()
 
     async def send_parts_now(self, parts: Sequence[Any]) -> None:

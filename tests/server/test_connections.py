@@ -356,7 +356,7 @@ def test_pipelined_requests_are_answered_in_one_write() -> None:
         await task
         assert transport.state == "closed"
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_answers_queued_before_a_blocking_request_are_written_and_cancel_aborts() -> None:
@@ -373,7 +373,7 @@ def test_answers_queued_before_a_blocking_request_are_written_and_cancel_aborts(
             await task
         assert transport.state == "aborted"
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_reading_pauses_while_whole_requests_pile_up() -> None:
@@ -397,7 +397,7 @@ def test_reading_pauses_while_whole_requests_pile_up() -> None:
         assert conn.decoder.buffered <= READ_HIGH_WATER // 2
         assert conn.decoder.buffered + taken * 65_536 == count * 65_536
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_one_large_request_arriving_does_not_pause_reading() -> None:
@@ -413,7 +413,7 @@ def test_one_large_request_arriving_does_not_pause_reading() -> None:
         frame_body = await conn.next_frame()
         assert frame_body is not None and bytes(frame_body) == body
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_a_bad_size_is_raised_after_the_requests_before_it() -> None:
@@ -426,7 +426,7 @@ def test_a_bad_size_is_raised_after_the_requests_before_it() -> None:
         with pytest.raises(FrameTooLargeError, match="1001"):
             await conn.next_frame()
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 def test_a_bad_size_first_stops_reading() -> None:
@@ -437,7 +437,7 @@ def test_a_bad_size_first_stops_reading() -> None:
         with pytest.raises(InvalidLengthError, match="-5"):
             await conn.next_frame()
 
-    asyncio.run(main())
+    asyncio.run(asyncio.wait_for(main(), 10))
 
 
 @pytest.mark.anyio
@@ -487,3 +487,23 @@ async def test_a_large_disk_fetch_between_pipelined_requests_keeps_its_place(
     assert (first, correlation_id, last) == (1, 2, 3)
     records = fetched.responses[0].partitions[0].records
     assert [r.value for b in iter_batches(records) for r in b] == values
+
+
+def test_serving_waits_while_the_transport_is_full() -> None:
+    """Above the transport's high-water mark the serving task stops until it drains."""
+
+    async def main() -> None:
+        conn, transport = connected()
+        conn.pause_writing()  # what the transport does when its buffer is full
+        task = asyncio.create_task(serve_protocol(Broker(), conn, "peer"))
+        receive(conn, frame(ApiVersionsRequest(), 3, 1) + frame(ApiVersionsRequest(), 3, 2))
+        await transport.written.wait()  # the first answer is handed over, then the task waits
+        assert [answers(w) for w in transport.writes] == [[1]]
+        transport.written.clear()
+        conn.resume_writing()
+        await transport.written.wait()
+        assert [answers(w) for w in transport.writes] == [[1], [2]]
+        conn.connection_lost(None)
+        await task
+
+    asyncio.run(asyncio.wait_for(main(), 10))

@@ -6,14 +6,15 @@ them once, on first use:
 
 - ``decode(buf, pos) -> (obj, pos)`` reads every field present at the
   version in wire order, fills absent fields with their defaults and builds
-  the object with one positional constructor call;
+  the object (storing the fields on a bare instance when the attrs class's
+  ``__init__`` would do nothing more, else with one positional call);
 - ``encode(out, obj)`` appends the fields present at the version, and rejects
   a non-default value in a field the version cannot carry (as Kafka's own
   generated code does), unless the field is ignorable.
 
 Runs of fixed-width fields are read and written with one ``struct`` call.
 Lengths, strings, bytes, uuids and tagged-field sections are read and written
-inline: the one-byte unsigned varint (a length under 127, an empty tagged
+inline: the one-byte unsigned varint (a length under 128, an empty tagged
 section) takes no function call, longer varints go through
 :func:`~kafkette.protocol.primitives.read_uvarint`. Only the tables (which are
 generated from Kafka's definitions, never from input) reach the compiled
@@ -24,9 +25,10 @@ The compiled decoders let the standard library report a short buffer
 (``struct.error``, ``IndexError`` on a byte past the end) and bad UTF-8
 (``UnicodeDecodeError``); every entry point translates them with
 :func:`decode_error` into :class:`TruncatedError` or
-:class:`InvalidStringError` naming the message and version. Encoding errors
-(a wrong type, an out-of-range integer) become :class:`EncodeError`
-(:data:`ENCODE_FAILURES` lists what is translated).
+:class:`InvalidStringError` naming the message and version, and re-raises
+the compiled code's own :class:`TruncatedError` so that it names them too.
+Encoding errors (a wrong type, an out-of-range integer) become
+:class:`EncodeError` (:data:`ENCODE_FAILURES` lists what is translated).
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ _FIXED_FORMATS = {
 }
 _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8}
 
-DECODE_FAILURES = (struct.error, IndexError, UnicodeDecodeError)
-"""What a compiled decoder raises on malformed input besides :class:`ProtocolError`."""
+DECODE_FAILURES = (struct.error, IndexError, UnicodeDecodeError, TruncatedError)
+"""What :func:`decode_error` translates: the standard library's errors on malformed
+input, and the compiled code's own :class:`TruncatedError` (to name the message)."""
 
 ENCODE_FAILURES = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
 """What a compiled encoder raises on a bad value besides :class:`ProtocolError`."""

@@ -30,6 +30,7 @@ fails the connection is closed (``CloseConnection``), as Kafka does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from kafkette.backends import Log
 from kafkette.backends.header import StoredHeader, parse_header
@@ -88,7 +89,8 @@ async def handle_produce(
 ) -> ProduceResponse | None:
     version = ctx.api_version
     acks = request.acks
-    now = broker.now_ms()
+    valid_acks = acks in (0, 1, -1)
+    now = broker.now_ms  # read only by the record-level checks, which few topics ask for
     appended = False
     responses: list[TopicProduceResponse] = []
     topics = broker.cluster.topics
@@ -96,7 +98,7 @@ async def handle_produce(
         topic = topics.get(topic_data.name)
         results: list[PartitionProduceResponse] = []
         for data in topic_data.partition_data:
-            if acks not in (0, 1, -1):
+            if not valid_acks:
                 results.append(_error(data.index, InvalidRequiredAcksError()))
                 continue
             if topic is None or not 0 <= data.index < len(topic.partitions):
@@ -132,9 +134,12 @@ async def handle_produce(
 
 
 def produce_to(
-    partition: Partition, data: PartitionProduceData, version: int, now: int
+    partition: Partition, data: PartitionProduceData, version: int, now: Callable[[], int]
 ) -> PartitionProduceResponse:
-    """Validate and append one partition's batch; the partition's response."""
+    """Validate and append one partition's batch; the partition's response.
+
+    ``now`` gives the broker time (ms), for the record timestamp checks.
+    """
     index = data.index
     log = partition.log
     try:
@@ -161,9 +166,11 @@ def produce_to(
                     log_append_time_ms=found.max_timestamp if log.config.log_append_time else -1,
                     log_start_offset=log.log_start_offset,
                 )
-        target = _target_codec(log.config.compression_type)
-        if target is not None and target != header.compression:
-            records = recompress(records, header, target)
+        compression_type = log.config.compression_type
+        if compression_type != "producer":
+            target = _target_codec(compression_type)
+            if target is not None and target != header.compression:
+                records = recompress(records, header, target)
         info = log.append(records, leader_epoch=partition.leader_epoch, check_crc=False)
         log.update_high_watermark(log.log_end_offset)
     except RecordErrors as exc:
@@ -230,9 +237,12 @@ def _error(index: int, error: ApiError) -> PartitionProduceResponse:
 
 
 def validate_batch(
-    records: bytes | bytearray | memoryview, log: Log, version: int, now: int
+    records: bytes | bytearray | memoryview, log: Log, version: int, now: Callable[[], int]
 ) -> StoredHeader:
-    """The header of the single batch in ``records`` once it passes every check."""
+    """The header of the single batch in ``records`` once it passes every check.
+
+    ``now`` gives the broker time (ms), read only if the records' timestamps are checked.
+    """
     if len(records) > 16 and records[16] != 2:
         raise InvalidRecordError(
             f"produce v{version} accepts only magic 2 record batches, got magic {records[16]}"
@@ -273,7 +283,7 @@ def validate_batch(
         or config.message_timestamp_after_max_ms != LONG_MAX
     )
     if check_timestamps or config.compact:
-        _validate_records(records, header, config.compact, check_timestamps, log, now)
+        _validate_records(records, header, config.compact, check_timestamps, log, now())
     return header
 
 

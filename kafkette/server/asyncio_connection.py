@@ -76,6 +76,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self.idle = False
         """``connections.max.idle.ms`` passed while waiting for a request."""
         self.reading_paused = False
+        self.eof = False
+        """The client closed its side (no more requests will come)."""
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
         self._writing_paused = False
@@ -120,7 +122,11 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 self._pause_reading()
 
     def eof_received(self) -> bool:
-        return False  # close the transport (connection_lost follows)
+        # The client sent everything it will: the requests already received are
+        # still answered (as the socket path does), then the connection is closed.
+        self.eof = True
+        self._wake()
+        return True  # keep the transport open for the answers
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -159,7 +165,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 self.flush()  # every whole request is answered: send the answers now
             if self.reading_paused:
                 self._resume_reading()
-            if self.closed or self.idle:
+            if self.closed or self.eof or self.idle:
                 return None
             waiter = self._waiter = self.loop.create_future()
             if self._idle_timer is not None:

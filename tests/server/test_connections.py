@@ -219,6 +219,17 @@ async def test_a_client_gone_mid_request_is_logged(
 
 
 @pytest.mark.anyio
+async def test_requests_sent_before_the_client_closes_its_side_are_answered(
+    server: Server,
+) -> None:
+    client = await server.connect()
+    await client.send(b"".join(frame(ApiVersionsRequest(), 3, i) for i in range(3)))
+    await client.stream.send_eof()  # type: ignore[attr-defined]
+    assert [(await client.answer(18, 3))[0] for _ in range(3)] == [0, 1, 2]
+    await client.assert_closed()
+
+
+@pytest.mark.anyio
 async def test_a_blocking_request_does_not_hold_back_earlier_answers(server: Server) -> None:
     """A long poll pipelined behind a request: the first answer goes out at once."""
     client = await server.connect()

@@ -34,6 +34,7 @@ Encoding errors (a wrong type, an out-of-range integer) become
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -305,6 +306,46 @@ def _builds_field_by_field(cls: type[Struct]) -> bool:
     )
 
 
+@attrs.define(slots=True)
+class _EqProbe:
+    a: int = 0
+
+
+_ATTRS_NE_CODE = _EqProbe.__ne__.__code__
+
+
+def _has_attrs_eq(cls: type[Struct]) -> bool:
+    """Whether ``cls`` compares as attrs' generated ``__eq__``/``__ne__`` do, field by field
+    in table order (so a compiled comparison may do the same inline)."""
+    if not _builds_field_by_field(cls):
+        return False
+    eq, ne = getattr(cls.__eq__, "__code__", None), getattr(cls.__ne__, "__code__", None)
+    if eq is None or not eq.co_filename.startswith("<attrs generated") or ne is not _ATTRS_NE_CODE:
+        return False
+    return all(f.eq and f.eq_key is None for f in attrs.fields(cls))  # type: ignore[arg-type]
+
+
+def _inline_default(cls: type[Struct]) -> list[tuple[str, Any]] | None:
+    """(field, default) of each field of ``cls`` when a default instance can be built inline.
+
+    None unless the class builds field by field and every default is a literal, an empty
+    list or an immutable value; the result is checked against the constructor's.
+    """
+    if not _builds_field_by_field(cls):
+        return None
+    instance = cls()
+    recipe: list[tuple[str, Any]] = []
+    for field in cls.FIELDS:
+        value = getattr(instance, field.name)
+        immutable = isinstance(value, (bool, int, float, str, uuid.UUID)) or value is None
+        if not (immutable or (type(value) is list and not value)):
+            return None
+        if field.default is not EMPTY_LIST and value != field.default:
+            return None
+        recipe.append((field.name, value))
+    return recipe
+
+
 def _indent(lines: list[str], levels: int = 1) -> list[str]:
     return ["    " * levels + line for line in lines]
 
@@ -551,6 +592,30 @@ class _Compiler:
             return repr(field.default)
         return self.const(field.default, "default")
 
+    def default_lines(self, field: Field, target: str) -> list[str]:
+        """Lines that set ``target`` to a fresh default value of ``field``.
+
+        A default struct whose fields all have simple defaults is built inline,
+        field by field, rather than by its constructor.
+        """
+        cls = field.type
+        if field.default is not NEW_STRUCT or not isinstance(cls, type):
+            return [f"{target} = {self.default_expr(field)}"]
+        recipe = _inline_default(cls)
+        if recipe is None:
+            return [f"{target} = {self.default_expr(field)}"]
+        lines = [f"{target} = _new({self.const(cls, 'cls')})"]
+        for name, value in recipe:
+            expr = "[]" if type(value) is list else self._literal(value)  # a fresh list each
+            lines.append(f"{target}.{name} = {expr}")
+        return lines
+
+    def _literal(self, value: Any) -> str:
+        """An expression for ``value``: its repr for a plain literal, else a constant."""
+        if type(value) in (bool, int, str) or value is None:
+            return repr(value)
+        return self.const(value, "default")
+
     def compile_decoder(self) -> Decoder:
         src = _Source()
         v = self.version
@@ -576,11 +641,11 @@ class _Compiler:
             present = in_range(v, field.versions)
             is_tagged = field.tag is not None and in_range(v, field.tagged_versions)
             if is_tagged and self.flexible:
-                src.add(1, f"{target} = {self.default_expr(field)}")
+                src.extend(1, self.default_lines(field, target))
                 tagged.append((field, target))
                 continue
             if not present or field.tag is not None:
-                src.add(1, f"{target} = {self.default_expr(field)}")
+                src.extend(1, self.default_lines(field, target))
                 continue
             if isinstance(field.type, str) and field.type in _FIXED_FORMATS:
                 run.append((target, field))
@@ -738,7 +803,16 @@ class _Compiler:
         if field.default is NEW_STRUCT:
             assert isinstance(field.type, type)
             # one default instance, compared with and never handed out
-            return f"({value} != {self.const(field.type(), 'default')})"
+            default = field.type()
+            if not _has_attrs_eq(field.type):
+                return f"({value} != {self.const(default, 'default')})"
+            # attrs' __ne__, inline: another class, or a field that differs
+            cls = self.const(field.type, "cls")
+            same = " and ".join(
+                f"{value}.{f.name} == {self._literal(getattr(default, f.name))}"
+                for f in field.type.FIELDS
+            )
+            return f"({value}.__class__ is not {cls} or not ({same or 'True'}))"
         if field.default is None:
             return f"({value} is not None)"
         return f"({value} != {self.default_expr(field)})"

@@ -128,14 +128,7 @@ def encode_request_frame(
         # tagged section. test_fast_paths checks it against the compiled RequestHeader.
         out += _HEADER_FIXED.pack(request.API_KEY, version, correlation_id)
         if header_version:
-            if client_id is None:
-                out += b"\xff\xff"
-            else:
-                data = client_id.encode("utf-8")
-                if len(data) > 0x7FFF:
-                    raise EncodeError(f"string of {len(data)} bytes exceeds the int16 length limit")
-                out += INT16.pack(len(data))
-                out += data
+            out += _client_ids.get(client_id) or _encode_client_id(client_id)
             if header_version == 2:
                 out.append(0)
     except ENCODE_FAILURES as exc:
@@ -149,6 +142,25 @@ def encode_request_frame(
         raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
     INT32.pack_into(out, 0, size)
     return out
+
+
+# client id -> its encoding (int16 length and UTF-8, or -1 for None): a process uses a few
+_client_ids: dict[str | None, bytes] = {None: b"\xff\xff"}
+_MAX_CLIENT_IDS = 64
+
+
+def _encode_client_id(client_id: str | None) -> bytes:
+    if client_id is None:
+        return b"\xff\xff"
+    data = client_id.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise EncodeError(f"string of {len(data)} bytes exceeds the int16 length limit")
+    encoded = INT16.pack(len(data)) + data
+    if len(_client_ids) >= _MAX_CLIENT_IDS:
+        _client_ids.clear()
+        _client_ids[None] = b"\xff\xff"
+    _client_ids[client_id] = encoded
+    return encoded
 
 
 def _request_encoding(cls: type[Request], version: int) -> tuple[int, Encoder] | None:

@@ -764,3 +764,72 @@ def test_compiled_source_uses_the_inline_paths() -> None:
     assert "_ruv(buf, pos)" in source and "read_compact" not in source
     assert re.search(r"if buf\[pos\] == 0:\n\s+pos \+= 1", source)
     assert "_new(" in source
+
+
+def test_client_id_encodings_are_cached_within_a_bound() -> None:
+    request = MetadataRequest(topics=None)
+    for i in range(150):
+        client_id = f"client-{i}" if i % 3 else None
+        frame = encode_request_frame(request, 12, i, client_id)
+        assert frame[4:] == encode_request(request, 12, i, client_id)
+        assert len(headers._client_ids) <= headers._MAX_CLIENT_IDS
+    assert headers._client_ids[None] == b"\xff\xff"
+    assert headers._client_ids["client-149"] == b"\x00\x0aclient-149"
+
+
+def test_default_structs_decoded_inline_are_fresh() -> None:
+    """Two decodes give distinct default structs (and lists) that compare equal."""
+    topic = fr.FetchableTopicResponse(topic="t", partitions=[fr.PartitionData()])
+    encoded = FetchResponse(responses=[topic])
+    first, second = (FetchResponse.decode(encoded.encode(12), 12) for _ in range(2))
+    a, b = first.responses[0].partitions[0], second.responses[0].partitions[0]
+    assert a.current_leader == fr.LeaderIdAndEpoch() and a.snapshot_id == fr.SnapshotId()
+    assert a.diverging_epoch == fr.EpochEndOffset()
+    assert a.current_leader is not b.current_leader
+    a.current_leader.leader_id = 5
+    assert b.current_leader == fr.LeaderIdAndEpoch()
+    decoded = MetadataResponse.decode(
+        MetadataResponse(topics=[mr.MetadataResponseTopic()]).encode(0), 0
+    )
+    assert decoded.topics[0].topic_id == uuid.UUID(int=0)
+
+
+@attrs.define(slots=True)
+class _Leader(pr.LeaderIdAndEpoch):
+    """A subclass: attrs' __ne__ tells it from the default instance, whatever its fields."""
+
+
+def test_tagged_struct_default_test_follows_attrs_equality() -> None:
+    def encoded(leader: Any) -> bytes:
+        partition = pr.PartitionProduceResponse(current_leader=leader)
+        return ProduceResponse(responses=[pr.TopicProduceResponse("t", [partition])]).encode(11)
+
+    tag = b"\x01\x00\x09" + struct.pack(">ii", -1, -1) + b"\x00"
+    assert tag not in encoded(pr.LeaderIdAndEpoch(-1, -1))
+    assert tag in encoded(_Leader(-1, -1))
+    assert b"\x01\x00\x09" + struct.pack(">ii", -1, 3) in encoded(pr.LeaderIdAndEpoch(-1, 3))
+    with pytest.raises(EncodeError, match="current_leader is not nullable"):
+        encoded(None)
+
+
+def test_inline_comparison_only_for_attrs_equality() -> None:
+    from kafkette.protocol.codec import _has_attrs_eq, _inline_default
+
+    assert _has_attrs_eq(pr.LeaderIdAndEpoch)
+    assert _inline_default(pr.LeaderIdAndEpoch) == [("leader_id", -1), ("leader_epoch", -1)]
+
+    @attrs.define(slots=True, eq=False)
+    class Loose(Struct):
+        a: int = 0
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    Loose.FIELDS = (_A,)
+    assert not _has_attrs_eq(Loose)
+    assert _inline_default(ProduceResponse) == [
+        ("responses", []),
+        ("throttle_time_ms", 0),
+        ("node_endpoints", []),
+    ]
+    assert _inline_default(pr.PartitionProduceResponse) is None  # holds a default struct

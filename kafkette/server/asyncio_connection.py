@@ -2,9 +2,10 @@
 
 The socket stays registered for reading for the connection's life (no
 ``add_reader``/``remove_reader`` per wait) and is read into one buffer kept
-for the connection: :meth:`ConnectionProtocol.buffer_updated` feeds the
-:class:`~kafkette.protocol.framing.FrameDecoder` and wakes the connection's
-one serving task only once a whole request has arrived. That task serves the
+for the connection: :meth:`ConnectionProtocol.buffer_updated` cuts whole
+requests out of it with a :class:`~kafkette.server.frame_queue.FrameQueue`
+(one copy each) and wakes the connection's one serving task only once a whole
+request has arrived. That task serves the
 requests strictly in order (so pipelined requests are answered in order, as
 Kafka does). Answers are queued and handed to the transport in one write once
 no whole request is left to serve: a client that pipelines several requests
@@ -37,8 +38,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkette.protocol.errors import ProtocolError
-from kafkette.protocol.framing import FrameDecoder
 from kafkette.server.broker import Broker
+from kafkette.server.frame_queue import FrameQueue
 from kafkette.server.frames import CloseConnection, process_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
@@ -67,7 +68,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
     (``recv_into``) rather than a new bytes object per read.
     """
 
-    def __init__(self, decoder: FrameDecoder, idle_s: float) -> None:
+    def __init__(self, decoder: FrameQueue, idle_s: float) -> None:
         self.decoder = decoder
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
@@ -111,14 +112,15 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         try:
             decoder.feed(self._receive_view[:nbytes])
         except ProtocolError:
-            # next_frame raises it again once the requests before it are served.
+            # next_frame raises it again.
             self._pause_reading()
             self._wake()
             return
-        if not decoder.has_partial_frame:  # a whole request is at the front
+        if decoder.has_whole_frame:
             if self._waiter is not None:
                 self._wake()
-            if decoder.buffered > READ_HIGH_WATER:
+            if decoder.buffered > READ_HIGH_WATER or decoder.failed:
+                # next_frame raises the failure once the requests before it are served.
                 self._pause_reading()
 
     def eof_received(self) -> bool:
@@ -158,7 +160,11 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         while True:
             frame = decoder.next_frame()
             if frame is not None:
-                if self.reading_paused and decoder.buffered <= READ_HIGH_WATER // 2:
+                if (
+                    self.reading_paused
+                    and decoder.buffered <= READ_HIGH_WATER // 2
+                    and not decoder.failed
+                ):
                     self._resume_reading()
                 return frame
             if self._out:
@@ -320,7 +326,7 @@ async def serve_asyncio_connection(
     """
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
-    decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+    decoder = FrameQueue(broker.config.socket_request_max_bytes)
     loop = asyncio.get_running_loop()
     try:
         _, conn = await loop.connect_accepted_socket(

@@ -19,7 +19,6 @@ import anyio.abc
 import pytest
 
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError
-from kafkette.protocol.framing import FrameDecoder
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import (
     ApiVersionsRequest,
@@ -36,6 +35,7 @@ from kafkette.protocol.records import RecordBatchBuilder
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.asyncio_connection import READ_HIGH_WATER, ConnectionProtocol, serve_protocol
+from kafkette.server.frame_queue import FrameQueue
 from kafkette.server.listener import serve_tcp
 from kafkette.server.sasl import SaslSettings
 
@@ -326,7 +326,7 @@ class FakeTransport(asyncio.Transport):
 
 
 def connected(max_frame: int = 10_000_000) -> tuple[ConnectionProtocol, FakeTransport]:
-    conn = ConnectionProtocol(FrameDecoder(max_frame), math.inf)
+    conn = ConnectionProtocol(FrameQueue(max_frame), math.inf)
     transport = FakeTransport()
     conn.connection_made(transport)
     return conn, transport

@@ -1,9 +1,9 @@
 """The TCP listener: Kafka frames in, broker core, Kafka frames out.
 
-One task per connection takes frames from a
-:class:`~kafkette.protocol.framing.FrameDecoder` (which refuses a declared
-size over ``socket.request.max.bytes`` before buffering anything), hands
-each request to :meth:`Broker.handle` and writes the response. Requests on
+One task per connection takes whole request frames (a declared size over
+``socket.request.max.bytes`` is refused before anything of the frame is
+buffered), hands each request to :meth:`Broker.handle` and writes the
+response. Requests on
 one connection are served one at a time, so pipelined requests are answered
 in order, as Kafka does; other connections are independent tasks, so a slow
 or misbehaving client never stalls the rest.
@@ -20,9 +20,11 @@ Fetch responses from disk logs carry segment regions, which go from the file
 to the socket with ``os.sendfile``, never through Python.
 
 Under asyncio (the backend ``kafkette serve`` runs on) each connection is an
-:class:`asyncio.Protocol` (:mod:`kafkette.server.asyncio_connection`): the
-socket stays registered for reading and the serving task wakes once per whole
-request. Under trio, a task drives the socket by hand
+:class:`asyncio.BufferedProtocol` (:mod:`kafkette.server.asyncio_connection`):
+the socket stays registered for reading, the serving task wakes once per
+whole request, and the answers to pipelined requests go out in one write.
+Under trio (or with ``connections="socket"``), a task drives the socket by
+hand with a :class:`~kafkette.protocol.framing.FrameDecoder`
 (:mod:`kafkette.server.socket_connection`). Both serve requests through
 :mod:`kafkette.server.frames`.
 

@@ -125,7 +125,7 @@ def encode_request_frame(
     try:
         # The request header written directly: api key, version and correlation id, then
         # (v1+) the client id, always a non-compact nullable string, then (v2) an empty
-        # tagged section. test_fast_paths checks it against the compiled RequestHeader.
+        # tagged section. test_codec_fast_paths checks it against the compiled RequestHeader.
         out += _HEADER_FIXED.pack(request.API_KEY, version, correlation_id)
         if header_version:
             out += _client_ids.get(client_id) or _encode_client_id(client_id)

@@ -1,8 +1,8 @@
 """A connection served under asyncio with an :class:`asyncio.BufferedProtocol`.
 
 The socket stays registered for reading for the connection's life (no
-``add_reader``/``remove_reader`` per wait) and is read into one buffer kept
-for the connection: :meth:`ConnectionProtocol.buffer_updated` cuts whole
+``add_reader``/``remove_reader`` per wait) and is read into one buffer shared
+by the thread's connections: :meth:`ConnectionProtocol.buffer_updated` cuts whole
 requests out of it with a :class:`~kafkette.server.frame_queue.FrameQueue`
 (one copy each) and wakes the connection's one serving task only once a whole
 request has arrived. That task serves the
@@ -34,6 +34,7 @@ import asyncio
 import logging
 import math
 import socket
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +52,22 @@ READ_HIGH_WATER = 1024 * 1024
 RECEIVE_SIZE = 256 * 1024
 """Bytes read from the socket at most at once."""
 
+_local = threading.local()
+
+
+def _receive_buffer() -> memoryview:
+    """The buffer the connections of this thread's event loop read into.
+
+    One for all of them: a read and the cutting of its frames (which copies
+    them out) happen in one callback, so no connection's bytes outlive it, and
+    idle connections hold no buffer.
+    """
+    view: memoryview | None = getattr(_local, "receive_buffer", None)
+    if view is None:
+        view = _local.receive_buffer = memoryview(bytearray(RECEIVE_SIZE))
+    return view
+
+
 FLUSH_SIZE = 256 * 1024
 """Queued answers are handed to the transport at once past this many bytes."""
 
@@ -64,8 +81,8 @@ class ConnectionClosed(Exception):
 class ConnectionProtocol(asyncio.BufferedProtocol):
     """The transport's side of one connection: buffers requests, wakes the serving task.
 
-    The transport receives into one buffer kept for the connection's life
-    (``recv_into``) rather than a new bytes object per read.
+    The transport receives into a buffer shared by the connections of the
+    thread (``recv_into``) rather than a new bytes object per read.
     """
 
     def __init__(self, decoder: FrameQueue, idle_s: float) -> None:
@@ -86,7 +103,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._last_received = 0.0
         self._waiting_since = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
-        self._receive_view = memoryview(bytearray(RECEIVE_SIZE))
+        self._receive_view = _receive_buffer()
         self._out: list[Any] = []
         self._out_size = 0
         self._flush_scheduled = False

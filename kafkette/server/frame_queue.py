@@ -10,7 +10,8 @@ checked as soon as its four bytes are known (a negative one raises
 :class:`InvalidLengthError`, one over the limit :class:`FrameTooLargeError`,
 never buffering the body), the error raised from :meth:`feed` or
 :meth:`next_frame` only after every frame before it has been returned, and
-raised again on every later call.
+raised again on every later call. Memory grows with the bytes received, never
+with a declared size.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class _BadSize(Exception):
 class FrameQueue:
     """Whole frame bodies (size prefixes removed) out of bytes received in chunks."""
 
-    __slots__ = ("_body", "_error", "_filled", "_frames", "_head", "_max_frame_size", "buffered")
+    __slots__ = ("_body", "_error", "_frames", "_head", "_max_frame_size", "_size", "buffered")
 
     def __init__(self, max_frame_size: int) -> None:
         if max_frame_size < 0:
@@ -39,8 +40,10 @@ class FrameQueue:
         self._max_frame_size = max_frame_size
         self._frames: deque[memoryview] = deque()
         self._head = b""  # up to three bytes of a size prefix
-        self._body: bytearray | None = None  # the frame being received
-        self._filled = 0  # bytes of _body received
+        # The frame being received: its bytes so far (grown as they arrive, never
+        # allocated from the declared size, which the peer controls) and its size.
+        self._body: bytearray | None = None
+        self._size = 0
         self._error: FrameTooLargeError | InvalidLengthError | None = None
         self.buffered = 0
         """Bytes received and not yet returned as part of a frame (size prefixes included)."""
@@ -85,11 +88,10 @@ class FrameQueue:
         end = len(data)
         body = self._body
         if body is not None:  # finish the frame in progress
-            pos = min(len(body) - self._filled, end)
-            body[self._filled : self._filled + pos] = data[:pos]
-            self._filled += pos
+            pos = min(self._size - len(body), end)
+            body += data[:pos]
             self.buffered += pos
-            if self._filled < len(body):
+            if len(body) < self._size:
                 return
             self._frames.append(memoryview(body))
             self._body = None
@@ -118,10 +120,9 @@ class FrameQueue:
             self._frames.append(memoryview(bytearray(data[start:stop])))
             self.buffered += _PREFIX + size
             return stop
-        body = self._body = bytearray(size)
-        self._filled = end - start
-        body[: self._filled] = data[start:end]
-        self.buffered += _PREFIX + self._filled
+        self._body = bytearray(data[start:end])
+        self._size = size
+        self.buffered += _PREFIX + end - start
         return end
 
     def _check(self, size: int) -> int:

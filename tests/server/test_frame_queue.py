@@ -94,3 +94,20 @@ def test_an_error_behind_frames_waits_for_them_and_then_stays() -> None:
 def test_negative_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="max_frame_size"):
         FrameQueue(-1)
+
+
+def test_a_declared_size_allocates_nothing_before_the_bytes_arrive() -> None:
+    """Memory follows the bytes received, never the size a peer declares."""
+    import tracemalloc
+
+    queue = FrameQueue(2**31 - 1)
+    tracemalloc.start()
+    try:
+        queue.feed(memoryview(struct.pack(">i", 1 << 30) + b"x" * 1000))
+        for _ in range(10):
+            queue.feed(memoryview(b"y" * 1000))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+    assert (queue.buffered, queue.has_partial_frame, queue.next_frame()) == (11_004, True, None)

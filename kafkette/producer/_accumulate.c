@@ -51,9 +51,17 @@ static const char *batch_names[B_COUNT] = {
 enum { F_BATCH, F_INDEX, F_TIMESTAMP, F_COUNT };
 static const char *future_names[F_COUNT] = {"_batch", "_index", "_timestamp"};
 
+/* Slots of ProducerCore */
+enum { C_PLAIN, C_METADATA, C_SNAPSHOT, C_COUNTS, C_IGNORE_KEYS, C_STICKY, C_ACCUMULATOR, C_COUNT };
+static const char *core_names[C_COUNT] = {
+    "plain", "_metadata", "_snapshot", "_counts", "ignore_keys", "sticky", "accumulator",
+};
+
 static Py_ssize_t accumulator_slots[A_COUNT], batch_slots[B_COUNT], future_slots[F_COUNT];
-static PyTypeObject *accumulator_type, *batch_type, *future_type;
-static PyObject *encode_record, *str_acquire, *str_release;
+static Py_ssize_t core_slots[C_COUNT];
+static PyTypeObject *accumulator_type, *batch_type, *future_type, *core_type;
+static PyObject *encode_record, *keyed_partition;
+static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain;
 
 #define RECORD_OVERHEAD 21
 
@@ -229,20 +237,12 @@ done:
     return status;
 }
 
+/* append_open's work: the future (a new reference), None when the Python path must
+ * take the record, NULL on an error. `acc` is a RecordAccumulator. */
 static PyObject *
-append_open(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+add_to_open_batch(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
+                  PyObject *key, PyObject *value)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_open(accumulator, topic, partition, timestamp, key, value)");
-        return NULL;
-    }
-    PyObject *acc = args[0], *topic = args[1], *partition = args[2], *timestamp = args[3];
-    PyObject *key = args[4], *value = args[5];
-    if (accumulator_type == NULL || Py_TYPE(acc) != accumulator_type) {
-        PyErr_SetString(PyExc_TypeError, "append_open: not a bound RecordAccumulator");
-        return NULL;
-    }
     Py_ssize_t key_size = field_length(key), value_size = field_length(value);
     if (key_size < 0 || value_size < 0 || !PyLong_CheckExact(timestamp))
         Py_RETURN_NONE;
@@ -299,6 +299,141 @@ fail:
     return NULL;
 }
 
+static PyObject *
+append_open(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_open(accumulator, topic, partition, timestamp, key, value)");
+        return NULL;
+    }
+    if (accumulator_type == NULL || Py_TYPE(args[0]) != accumulator_type) {
+        PyErr_SetString(PyExc_TypeError, "append_open: not a bound RecordAccumulator");
+        return NULL;
+    }
+    return add_to_open_batch(args[0], args[1], args[2], args[3], args[4], args[5]);
+}
+
+/* int(time.time() * 1000), computed as Python computes it */
+static PyObject *
+now_ms(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    long long ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    return PyLong_FromLongLong((long long)((double)ns / 1e9 * 1000.0));
+}
+
+/* The partition of a plain record once its topic's partition count is known
+ * (ProducerCore.append_plain's choice); a new reference, NULL on an error. */
+static PyObject *
+choose_partition(PyObject *core, PyObject *topic, PyObject *key, PyObject *count_obj,
+                 Py_ssize_t value_size)
+{
+    long count = PyLong_AsLong(count_obj);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count == 1)
+        return PyLong_FromLong(0);
+    if (key != Py_None && SLOT(core, core_slots[C_IGNORE_KEYS]) != Py_True) {
+        PyObject *args[2] = {key, count_obj};
+        return PyObject_Vectorcall(keyed_partition, args, 2, NULL);
+    }
+    PyObject *sticky = SLOT(core, core_slots[C_STICKY]);
+    PyObject *size = PyLong_FromSsize_t(RECORD_OVERHEAD + value_size);
+    if (sticky == NULL || size == NULL) {
+        Py_XDECREF(size);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_AttributeError, "the producer has no sticky partitioner");
+        return NULL;
+    }
+    PyObject *args[4] = {sticky, topic, count_obj, size};
+    PyObject *partition = PyObject_VectorcallMethod(
+        str_partition, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(size);
+    return partition;
+}
+
+static PyObject *
+send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "send_plain(core, topic, value, key, timestamp)");
+        return NULL;
+    }
+    PyObject *core = args[0], *topic = args[1], *value = args[2], *key = args[3];
+    PyObject *timestamp = args[4];
+    if (core_type == NULL || Py_TYPE(core) != core_type) {
+        PyErr_SetString(PyExc_TypeError, "send_plain: not a bound ProducerCore");
+        return NULL;
+    }
+    if (SLOT(core, core_slots[C_PLAIN]) != Py_True)
+        Py_RETURN_NONE;
+    Py_ssize_t key_size = field_length(key), value_size = field_length(value);
+    if (key_size < 0 || value_size < 0)
+        Py_RETURN_NONE;
+    if (timestamp == Py_None) {
+        timestamp = now_ms();
+        if (timestamp == NULL)
+            return NULL;
+    }
+    else {
+        int overflow = 0;
+        if (!PyLong_CheckExact(timestamp))
+            Py_RETURN_NONE;
+        long long ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
+        if (ts == -1 && PyErr_Occurred())
+            return NULL;
+        if (ts < 0 || overflow < 0)
+            Py_RETURN_NONE;
+        Py_INCREF(timestamp);
+    }
+    PyObject *partition = NULL, *future = NULL;
+    PyObject *metadata = SLOT(core, core_slots[C_METADATA]);
+    PyObject *counts = SLOT(core, core_slots[C_COUNTS]);
+    if (metadata == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the producer has no metadata cache");
+        goto done;
+    }
+    PyObject *snapshot = PyObject_GetAttr(metadata, str_snapshot);
+    if (snapshot == NULL)
+        goto done;
+    int current = snapshot == SLOT(core, core_slots[C_SNAPSHOT]);
+    Py_DECREF(snapshot);
+    if (!current || counts == NULL || !PyDict_CheckExact(counts)) {
+        future = Py_NewRef(Py_None); /* route() refreshes the cached partition counts */
+        goto done;
+    }
+    PyObject *count = PyDict_GetItemWithError(counts, topic); /* borrowed */
+    if (count == NULL) {
+        if (!PyErr_Occurred())
+            future = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_INCREF(count);
+    partition = choose_partition(core, topic, key, count, value_size);
+    Py_DECREF(count);
+    if (partition == NULL)
+        goto done;
+    PyObject *acc = SLOT(core, core_slots[C_ACCUMULATOR]);
+    if (acc == NULL || Py_TYPE(acc) != accumulator_type) {
+        PyErr_SetString(PyExc_TypeError, "send_plain: the producer's accumulator is not bound");
+        goto done;
+    }
+    future = add_to_open_batch(acc, topic, partition, timestamp, key, value);
+    if (future == Py_None) { /* a batch to open, or no room: the accumulator's own method */
+        Py_DECREF(future);
+        PyObject *margs[6] = {acc, topic, partition, timestamp, key, value};
+        future = PyObject_VectorcallMethod(str_append_plain, margs,
+                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+done:
+    Py_DECREF(timestamp);
+    Py_XDECREF(partition);
+    return future;
+}
+
 /* The offset of each named slot of `type`; -1 (with an exception) when one is missing. */
 static int
 find_slots(PyTypeObject *type, const char **names, Py_ssize_t *out, int count)
@@ -343,12 +478,37 @@ bind(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+bind_core(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyTypeObject *core;
+    PyObject *partitioner;
+    if (!PyArg_ParseTuple(args, "O!O:bind_core", &PyType_Type, &core, &partitioner))
+        return NULL;
+    if (find_slots(core, core_names, core_slots, C_COUNT) < 0)
+        return NULL;
+    Py_INCREF(core);
+    Py_INCREF(partitioner);
+    Py_XSETREF(core_type, core);
+    Py_XSETREF(keyed_partition, partitioner);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef accumulate_methods[] = {
     {"append_open", (PyCFunction)(void (*)(void))append_open, METH_FASTCALL,
      "append_open(accumulator, topic, partition, timestamp, key, value)\n"
      "--\n\n"
      "Add a record without headers to its partition's open batch: its RecordFuture,\n"
      "or None (nothing changed) when the Python path must take it."},
+    {"send_plain", (PyCFunction)(void (*)(void))send_plain, METH_FASTCALL,
+     "send_plain(core, topic, value, key, timestamp)\n"
+     "--\n\n"
+     "ProducerCore.append_plain: the record's RecordFuture, or None when the send\n"
+     "must go the general way."},
+    {"bind_core", bind_core, METH_VARARGS,
+     "bind_core(ProducerCore, keyed_partition)\n"
+     "--\n\n"
+     "Find the slots send_plain uses in ProducerCore; raises if one is missing."},
     {"bind", bind, METH_VARARGS,
      "bind(RecordAccumulator, ProducerBatch, RecordFuture, encode_record)\n"
      "--\n\n"
@@ -367,7 +527,11 @@ PyInit__accumulate(void)
 {
     str_acquire = PyUnicode_InternFromString("acquire");
     str_release = PyUnicode_InternFromString("release");
-    if (str_acquire == NULL || str_release == NULL)
+    str_snapshot = PyUnicode_InternFromString("snapshot");
+    str_partition = PyUnicode_InternFromString("partition");
+    str_append_plain = PyUnicode_InternFromString("append_plain");
+    if (str_acquire == NULL || str_release == NULL || str_snapshot == NULL
+        || str_partition == NULL || str_append_plain == NULL)
         return NULL;
     return PyModule_Create(&accumulate_module);
 }

@@ -30,6 +30,7 @@ from kafkette.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import RecordAccumulator, append_open, record_size
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
@@ -43,6 +44,8 @@ Headers = Sequence[tuple[str, bytes | None]]
 Routed = tuple[int | None, bytes | None, bytes | None, Headers, int]
 
 _now = time.time
+MAX_TIMESTAMP = (1 << 63) - 1
+"""A record timestamp is a signed 64-bit count of milliseconds."""
 
 _BYTES_LIKE = (bytearray, memoryview)
 
@@ -97,12 +100,32 @@ def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
 class ProducerCore:
     """Client, accumulator, sender and the per-record logic of one producer."""
 
+    # slots: the C send (kafkette.producer._accumulate.send_plain) reads some of them
+    __slots__ = (
+        "_counts",
+        "_metadata",
+        "_snapshot",
+        "accumulator",
+        "client",
+        "clock",
+        "config",
+        "ignore_keys",
+        "key_serializer",
+        "partitioner",
+        "plain",
+        "sender",
+        "sticky",
+        "transactions",
+        "value_serializer",
+    )
+
     def __init__(
         self, config: ProducerConfig, *, clock: Callable[[], float] = monotonic_ms
     ) -> None:
         self.config = config
         self.clock = clock
         self.client = KafkaClient(config, clock=clock)
+        self._metadata = self.client.metadata
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_size,
             linger_ms=config.linger_ms,
@@ -134,14 +157,14 @@ class ProducerCore:
         self.ignore_keys = config.partitioner_ignore_keys
         self._snapshot: ClusterMetadata | None = None
         self._counts: dict[str, int] = {}
+        # whether append_plain may take records: no transactions, serializers or
+        # user partitioner to go through
         self.plain = (
             self.transactions is None
             and self.key_serializer is None
             and self.value_serializer is None
             and self.partitioner is None
         )
-        """Whether :meth:`append_plain` may take records: no transactions, serializers
-        or user partitioner to go through."""
 
     # ---- per record
 
@@ -168,7 +191,7 @@ class ProducerCore:
         header_list = _headers(headers) if headers else ()
         if timestamp is None:
             timestamp = int(_now() * 1000)
-        elif type(timestamp) is not int or timestamp < 0:
+        elif type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timestamp must be milliseconds since the epoch, got {timestamp!r}")
         snapshot = self.client.metadata.snapshot
         if snapshot is not self._snapshot:
@@ -212,9 +235,9 @@ class ProducerCore:
             return None
         if timestamp is None:
             timestamp = int(_now() * 1000)
-        elif type(timestamp) is not int or timestamp < 0:
+        elif type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
             return None
-        if self.client.metadata.snapshot is not self._snapshot:
+        if self._metadata.snapshot is not self._snapshot:
             return None  # route() refreshes the cached partition counts
         count = self._counts.get(topic)
         if count is None:
@@ -361,3 +384,13 @@ class ProducerCore:
             "batches_incomplete": self.accumulator.incomplete,
             "requests_in_flight": self.sender.in_flight,
         }
+
+
+SendPlain = Callable[[ProducerCore, str, Any, Any, "int | None"], "RecordFuture | None"]
+send_plain: SendPlain = ProducerCore.append_plain
+"""``send_plain(core, topic, value, key, timestamp)``: :meth:`ProducerCore.append_plain`,
+in C when the extension is in use (it calls the accumulator's Python method when a
+batch must be opened)."""
+if producer_speedups.send_plain is not None and producer_speedups.bind_core is not None:
+    producer_speedups.bind_core(ProducerCore, keyed_partition)
+    send_plain = producer_speedups.send_plain

@@ -40,7 +40,7 @@ from kafkette.client.events import event_factory
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
-from kafkette.producer.core import HeadersArg, ProducerCore
+from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.structs import TopicPartition
@@ -102,7 +102,7 @@ class AsyncProducer:
         if core.sender.fatal_error is not None:
             raise core.sender.fatal_error
         if not headers and partition is None and on_delivery is None:
-            future = core.append_plain(topic, value, key, timestamp)
+            future = send_plain(core, topic, value, key, timestamp)
             if future is not None:
                 return future
         if core.transactions is not None:

@@ -10,16 +10,25 @@ same moments.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette.client.config import ProducerConfig
+from kafkette.client.metadata import ClusterMetadata
 from kafkette.producer import _accumulate, accumulator
+from kafkette.producer import accumulator as accumulator_module_of_core
+from kafkette.producer import core as core_module
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import RecordAccumulator, append_open
+from kafkette.producer.core import ProducerCore
 from kafkette.producer.futures import RecordFuture
+from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.protocol.records import Record as Record_
 from kafkette.protocol.records import RecordBatch, speedups
 
@@ -186,3 +195,111 @@ def test_the_lock_is_taken() -> None:
 
 def _records_of(batch: accumulator.ProducerBatch) -> list[Record_]:
     return list(RecordBatch.from_buffer(bytes(batch.build())))
+
+
+# ---- send_plain: ProducerCore.append_plain in C
+
+
+def make_core(**kwargs: Any) -> ProducerCore:
+    """A producer core that never connects, with cached partition counts
+    (t1: 1 partition, t3: 3) and a seeded sticky partitioner."""
+    config = ProducerConfig.from_user(bootstrap_servers="127.0.0.1:9", batch_size=300, **kwargs)
+    core = ProducerCore(config, clock=FakeClock())
+    core._snapshot = core._metadata.snapshot
+    core._counts = {"t1": 1, "t3": 3}
+    core.sticky = StickyPartitioner(config.batch_size, random.Random(7))
+    return core
+
+
+def python_send_plain(
+    core: ProducerCore, topic: str, value: object, key: object, timestamp: int | None
+) -> RecordFuture | None:
+    """ProducerCore.append_plain with the accumulator's C append turned off."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(accumulator_module_of_core, "append_open", None)
+        return ProducerCore.append_plain(core, topic, value, key, timestamp)
+
+
+_sends = st.lists(
+    st.tuples(
+        st.sampled_from(["t1", "t3", "t9"]),  # t9: partition count not cached
+        st.one_of(st.none(), st.binary(max_size=20), st.just("text")),
+        st.one_of(st.none(), st.binary(max_size=150), st.just(bytearray(b"ba"))),
+        st.one_of(st.integers(min_value=0, max_value=2**45), st.just(-1), st.just(2**70)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_sends, st.booleans())
+def test_send_plain_matches_the_python_method(
+    sends: list[tuple[str, object, object, int]], ignore_keys: bool
+) -> None:
+    c_core = make_core(partitioner_ignore_keys=ignore_keys)
+    py_core = make_core(partitioner_ignore_keys=ignore_keys)
+    for topic, key, value, timestamp in sends:
+        c_future = _accumulate.send_plain(c_core, topic, value, key, timestamp)
+        py_future = python_send_plain(py_core, topic, value, key, timestamp)
+        assert (c_future is None) == (py_future is None), (topic, key, value, timestamp)
+        if c_future is not None and py_future is not None:
+            assert c_future._index == py_future._index
+            assert c_future._timestamp == py_future._timestamp == timestamp
+            assert c_future._batch.partition == py_future._batch.partition
+            if isinstance(key, bytes) and not ignore_keys and topic == "t3":
+                assert c_future._batch.partition == keyed_partition(key, 3)
+    assert c_core.accumulator.buffer_used == py_core.accumulator.buffer_used
+    for topic, count in (("t1", 1), ("t3", 3)):
+        for partition in range(count):
+            tps = [(topic, partition)] * len(sends)
+            c_batches = c_core.accumulator.drain(tps, 1 << 30)
+            py_batches = py_core.accumulator.drain(tps, 1 << 30)
+            assert [bytes(b.build()) for b in c_batches] == [bytes(b.build()) for b in py_batches]
+
+
+def test_send_plain_declines_what_the_general_path_must_take() -> None:
+    core = make_core()
+    assert _accumulate.send_plain(core, "t1", b"v", None, 5) is not None
+    assert _accumulate.send_plain(core, "t9", b"v", None, 5) is None  # count not cached
+    core._metadata.request_update()
+    core._metadata.snapshot = ClusterMetadata()  # a new snapshot: route() recounts
+    assert _accumulate.send_plain(core, "t1", b"v", None, 5) is None
+    serialized = make_core(value_serializer=bytes)
+    assert _accumulate.send_plain(serialized, "t1", b"v", None, 5) is None
+    assert serialized.accumulator.buffer_used == 0
+
+
+def test_send_plain_stamps_records_with_the_wall_clock() -> None:
+    core = make_core()
+    before = int(time.time() * 1000)
+    future = _accumulate.send_plain(core, "t1", b"v", None, None)
+    after = int(time.time() * 1000)
+    assert future is not None and before <= future._timestamp <= after
+    (batch,) = core.accumulator.drain([("t1", 0)], 1 << 30)
+    assert [r.timestamp for r in RecordBatch.from_buffer(bytes(batch.build()))] == [
+        future._timestamp
+    ]
+
+
+def test_the_producers_send_through_send_plain() -> None:
+    assert core_module.send_plain is _accumulate.send_plain
+
+
+@pytest.mark.parametrize("timestamp", [-1, 1 << 63, 1 << 70, 1.5])
+def test_a_timestamp_outside_64_bits_is_refused_by_every_path(timestamp: Any) -> None:
+    """Not taken by the plain paths; the general one raises (the batch could not be built)."""
+    core = make_core()
+    assert _accumulate.send_plain(core, "t1", b"v", None, timestamp) is None
+    assert python_send_plain(core, "t1", b"v", None, timestamp) is None
+    with pytest.raises(ValueError, match="milliseconds since the epoch"):
+        core.route("t1", b"v", None, None, None, timestamp)
+    assert core.accumulator.buffer_used == 0
+
+
+def test_the_largest_timestamp_is_taken() -> None:
+    core = make_core()
+    future = _accumulate.send_plain(core, "t1", b"v", None, (1 << 63) - 1)
+    assert future is not None
+    (batch,) = core.accumulator.drain([("t1", 0)], 1 << 30)
+    assert [r.timestamp for r in RecordBatch.from_buffer(bytes(batch.build()))] == [(1 << 63) - 1]

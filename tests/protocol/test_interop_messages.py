@@ -131,17 +131,20 @@ def test_kafka_python_covers_the_required_apis() -> None:
 
 
 def has_default_tagged_struct(obj: Struct, version: int) -> bool:
-    """True when ``obj`` holds a tagged struct field equal to its default at ``version``.
+    """True when ``obj`` holds a tagged struct or uuid field equal to its default at ``version``.
 
     kafka-python writes such fields; Kafka's generated code omits them (e.g.
     FetchResponseData.write counts currentLeader only when
-    ``!currentLeader.equals(new LeaderIdAndEpoch())``), and so do we.
+    ``!currentLeader.equals(new LeaderIdAndEpoch())``, and FetchRequestData
+    writes replicaDirectoryId only when it is not ``Uuid.ZERO_UUID``), and so do we.
     """
     for field in type(obj).FIELDS:
         value = getattr(obj, field.name)
         if value is None or not in_range(version, field.versions):
             continue
         if field.tag is not None and isinstance(field.type, type) and value == field.type():
+            return True
+        if field.tag is not None and field.type == "uuid" and value == field.default:
             return True
         children = value if isinstance(field.type, Array) else [value]
         for child in children:
@@ -178,6 +181,29 @@ def test_default_tagged_struct_is_omitted_as_kafka_does() -> None:
     theirs = bytes(to_kafka_python(msg, theirs_cls, _nested_classes(theirs_cls)).encode(version=15))
     assert len(theirs) > len(ours)
     assert FetchResponse.decode(theirs, 15) == msg == FetchResponse.decode(ours, 15)
+
+
+def test_default_tagged_uuid_is_omitted_as_kafka_does() -> None:
+    """FetchRequest v17: a zero replicaDirectoryId is not written; kafka-python writes it."""
+    import uuid
+
+    from kafkette.protocol.messages import FetchRequest
+    from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic, ReplicaState
+
+    theirs_cls = KAFKA_PYTHON["FetchRequest"]
+    sizes = []
+    for directory in (uuid.UUID(int=0), uuid.UUID(int=5)):
+        msg = FetchRequest(
+            replica_state=ReplicaState(replica_id=3, replica_epoch=4),
+            topics=[FetchTopic(partitions=[FetchPartition(replica_directory_id=directory)])],
+        )
+        ours = msg.encode(17)
+        their_msg = to_kafka_python(msg, theirs_cls, _nested_classes(theirs_cls))
+        theirs = bytes(their_msg.encode(version=17))
+        assert FetchRequest.decode(theirs, 17) == msg == FetchRequest.decode(ours, 17)
+        sizes.append((len(ours), len(theirs)))
+    (zero_ours, zero_theirs), (set_ours, set_theirs) = sizes
+    assert zero_theirs == set_theirs == set_ours == zero_ours + 18  # tag, size, 16 bytes
 
 
 def test_request_header_matches_kafka_python() -> None:

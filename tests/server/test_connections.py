@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -516,5 +517,29 @@ def test_serving_waits_while_the_transport_is_full() -> None:
         assert [answers(w) for w in transport.writes] == [[1], [2]]
         conn.connection_lost(None)
         await task
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_a_request_already_in_the_socket_is_read_without_the_event_loop() -> None:
+    """After answering, the serving task reads what the socket holds before it waits:
+    the second request here reaches only the socket, never the (fake) transport."""
+
+    async def main() -> None:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            ours.setblocking(False)
+            conn = ConnectionProtocol(FrameQueue(10_000), math.inf, ours)
+            transport = FakeTransport()
+            conn.connection_made(transport)
+            theirs.sendall(frame(ApiVersionsRequest(), 3, 2))
+            receive(conn, frame(ApiVersionsRequest(), 3, 1))
+            task = asyncio.create_task(serve_protocol(Broker(), conn, "peer"))
+            while len(transport.writes) < 2:
+                transport.written.clear()
+                await transport.written.wait()
+            assert [answers(w) for w in transport.writes] == [[1], [2]]
+            conn.connection_lost(None)
+            await task
 
     asyncio.run(asyncio.wait_for(main(), 10))

@@ -8,7 +8,8 @@ whole requests out of it with a :class:`~kafkette.server.frame_queue.FrameQueue`
 request has arrived. Before the task waits, it reads what the socket already
 holds: a client waiting for an answer has often sent its next request by the
 time the answer is written, and reading it there serves it without two turns
-of the event loop (select, then the woken task).
+of the event loop (select, then the woken task). It gives the event loop a
+turn at least every :data:`MAX_DIRECT_READS` such reads.
 
 The task serves the requests strictly in order (so pipelined requests are
 answered in order, as Kafka does). Answers are queued and handed to the
@@ -75,6 +76,11 @@ def _receive_buffer() -> memoryview:
 FLUSH_SIZE = 256 * 1024
 """Queued answers are handed to the transport at once past this many bytes."""
 
+MAX_DIRECT_READS = 16
+"""Reads the serving task makes itself in a row before it waits on the event loop
+(so a connection that never stops sending cannot keep the others, and the
+timers, from their turn)."""
+
 _BUFFERS = (bytes, bytearray, memoryview)
 
 
@@ -94,6 +100,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
     ) -> None:
         self.decoder = decoder
         self._sock = sock
+        self._direct_reads = 0
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.closed = False
@@ -173,6 +180,11 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         if drain is not None and not drain.done():
             drain.set_result(None)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the serving task waits on the event loop for a request."""
+        return self._waiter is not None
+
     # the serving task's side
 
     async def next_frame(self) -> memoryview | None:
@@ -197,8 +209,10 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 self._resume_reading()
             if self.closed or self.eof or self.idle:
                 return None
-            if self._read_now():
+            if self._direct_reads < MAX_DIRECT_READS and self._read_now():
+                self._direct_reads += 1
                 continue
+            self._direct_reads = 0
             waiter = self._waiter = self.loop.create_future()
             if self._idle_timer is not None:
                 self._waiting_since = self.loop.time()

@@ -35,7 +35,12 @@ from kafkette.protocol.messages.produce_request import PartitionProduceData, Top
 from kafkette.protocol.records import RecordBatchBuilder
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.asyncio_connection import READ_HIGH_WATER, ConnectionProtocol, serve_protocol
+from kafkette.server.asyncio_connection import (
+    MAX_DIRECT_READS,
+    READ_HIGH_WATER,
+    ConnectionProtocol,
+    serve_protocol,
+)
 from kafkette.server.frame_queue import FrameQueue
 from kafkette.server.listener import serve_tcp
 from kafkette.server.sasl import SaslSettings
@@ -539,6 +544,40 @@ def test_a_request_already_in_the_socket_is_read_without_the_event_loop() -> Non
                 transport.written.clear()
                 await transport.written.wait()
             assert [answers(w) for w in transport.writes] == [[1], [2]]
+            conn.connection_lost(None)
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_reads_by_the_serving_task_give_the_event_loop_a_turn() -> None:
+    """A client whose next request is always already there: after MAX_DIRECT_READS
+    reads of its own the task waits on the event loop (here: forever, as the fake
+    transport delivers nothing), with the next request still in the socket."""
+
+    async def main() -> None:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            ours.setblocking(False)
+            conn = ConnectionProtocol(FrameQueue(10_000), math.inf, ours)
+            sent = [1]
+
+            class Client(FakeTransport):
+                def write(self, data: Any) -> None:
+                    super().write(data)
+                    sent.append(sent[-1] + 1)  # answered: the next request goes out
+                    theirs.sendall(frame(ApiVersionsRequest(), 3, sent[-1]))
+
+            transport = Client()
+            conn.connection_made(transport)
+            receive(conn, frame(ApiVersionsRequest(), 3, 1))
+            task = asyncio.create_task(serve_protocol(Broker(), conn, "peer"))
+            while not conn.waiting:
+                transport.written.clear()
+                await transport.written.wait()
+            answered = [i for w in transport.writes for i in answers(w)]
+            assert answered == list(range(1, MAX_DIRECT_READS + 2))
+            assert ours.recv(4) == struct.pack(">i", len(frame(ApiVersionsRequest(), 3, 0)) - 4)
             conn.connection_lost(None)
             await task
 

@@ -48,6 +48,8 @@ Waiter = Callable[[threading.Condition, float], object]
 RECORD_OVERHEAD = 21
 """Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
 BATCH_OVERHEAD = 61
+RESUME_SHARE = 8
+"""An append waiting for ``buffer.memory`` is woken once 1/8 of it (at least a batch) is free."""
 
 _encode_plain = speedups.encode_record
 """The C encoder of a record without headers (None without the extension)."""
@@ -187,6 +189,7 @@ class RecordAccumulator:
         "_lock",
         "_max_record",
         "_queues",
+        "_resume_room",
         "_space",
         "_used",
         "_wait",
@@ -234,6 +237,7 @@ class RecordAccumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._used = 0
+        self._resume_room = min(buffer_memory, max(batch_size, buffer_memory // RESUME_SHARE))
         self._flushes = 0
         self._closed = False
         self._wake_pending = False
@@ -520,8 +524,14 @@ class RecordAccumulator:
                 return
             self._incomplete.discard(batch)
             self._used -= batch.reserved
-            self._space.notify_all()
-        if self.on_space is not None:
+            # Waiters wake once a good share of the buffer is free, not for every
+            # batch acknowledged: a producer that outruns the broker then appends
+            # many batches per wake-up instead of one (and a waiter that needs
+            # more wakes again at each release after this one).
+            room = self.buffer_memory - self._used >= self._resume_room
+            if room:
+                self._space.notify_all()
+        if room and self.on_space is not None:
             self.on_space()
 
     def expire(self, now_ms: float) -> list[ProducerBatch]:

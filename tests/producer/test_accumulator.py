@@ -487,3 +487,21 @@ def test_a_record_that_cannot_be_encoded_leaves_no_empty_batch() -> None:
     assert acc.incomplete == 1
     (batch,) = acc.drain([("t", 0), ("t", 1)], 1 << 20)
     assert records_of(batch) == [(0, 1, None, b"a" * 150, ())]
+
+
+def test_waiters_are_woken_once_an_eighth_of_the_buffer_is_free() -> None:
+    """Not at every acknowledged batch while the buffer stays nearly full: a producer
+    that outruns the broker then appends many batches per wake-up, not one."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=500, buffer_memory=16_000)  # wakes at 2,000 bytes free
+    woken: list[int] = []
+    acc.on_space = lambda: woken.append(acc.buffer_used)
+    for i in range(160):  # 100 bytes reserved each, 4 to a batch: 40 batches
+        acc.append("t", 0, i, None, b"x" * 79)
+    assert acc.buffer_used == 16_000
+    batches = [b for _ in range(40) for b in acc.drain([("t", 0)], 1 << 30)]
+    assert [b.reserved for b in batches] == [400] * 40
+    for batch in batches:
+        acc.complete(batch, 0)
+    # the 5th release leaves 2,000 bytes free: from there on every release wakes
+    assert woken == [16_000 - 400 * k for k in range(5, 41)]

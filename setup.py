@@ -16,11 +16,13 @@ setup(
         Extension(
             "kafkette.backends._append",
             sources=["kafkette/backends/_append.c"],
+            depends=["kafkette/_slots.h"],
             optional=True,
         ),
         Extension(
             "kafkette.producer._accumulate",
             sources=["kafkette/producer/_accumulate.c"],
+            depends=["kafkette/_slots.h"],
             optional=True,
         ),
     ]

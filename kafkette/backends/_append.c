@@ -33,9 +33,7 @@
  * number of zero bytes is a 32x32 bit matrix, applied a byte at a time with
  * four 256-entry tables. Without SSE4.2: slice-by-8 tables.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "../_slots.h"
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -562,27 +560,6 @@ static PyTypeObject *log_type, *segment_type, *tracker_type, *info_type, *array_
 static Py_ssize_t log_at[L_COUNT], segment_at[S_COUNT], tracker_at[T_COUNT];
 static PyObject *array_append, *str_offsets, *str_positions, *str_timestamps, *empty_tuple;
 
-/* Offsets of the object slots `names` of `type`: 0, or -1 with an exception. */
-static int
-find_slots(PyTypeObject *type, const char **names, int count, Py_ssize_t *out)
-{
-    for (int i = 0; i < count; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (descr == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static PyObject *
 bind_log(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -619,39 +596,6 @@ bind_log(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(info_type, (PyTypeObject *)Py_NewRef(args[3]));
     Py_XSETREF(array_type, (PyTypeObject *)Py_NewRef(args[4]));
     Py_RETURN_NONE;
-}
-
-/* The object in the slot at `offset` of `obj` (borrowed; NULL when unset). */
-#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-
-/* The int in a slot into *out: 0, or -1 (with an exception unless the slot is unset). */
-static inline int
-slot_ll(PyObject *obj, Py_ssize_t offset, long long *out)
-{
-    PyObject *v = SLOT(obj, offset);
-    if (v == NULL || !PyLong_CheckExact(v))
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-/* Store a new reference in a slot. */
-static inline void
-slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value)
-{
-    PyObject *old = SLOT(obj, offset);
-    SLOT(obj, offset) = value;
-    Py_XDECREF(old);
-}
-
-static inline int
-slot_set_ll(PyObject *obj, Py_ssize_t offset, long long value)
-{
-    PyObject *v = PyLong_FromLongLong(value);
-    if (v == NULL)
-        return -1;
-    slot_set(obj, offset, v);
-    return 0;
 }
 
 /* index.<name>.append(value) */

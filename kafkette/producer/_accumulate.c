@@ -20,9 +20,7 @@
  * code, under the same lock. A renamed slot fails bind() at import (the
  * tests import it), never later.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "../_slots.h"
 
 /* Slots of RecordAccumulator */
 enum {
@@ -65,38 +63,15 @@ static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_
 
 #define RECORD_OVERHEAD 21
 
-/* The object in the slot at `offset` of `obj` (borrowed; NULL when unset). */
-#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-
-static void
-slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals `value` */
-{
-    PyObject *old = SLOT(obj, offset);
-    SLOT(obj, offset) = value;
-    Py_XDECREF(old);
-}
-
-/* An int slot's value; -1 with an exception for anything else. */
+/* An int slot's value into *out: 0, or -1 with an exception. */
 static int
-slot_ll(PyObject *obj, Py_ssize_t offset, long long *out)
+slot_int(PyObject *obj, Py_ssize_t offset, long long *out)
 {
-    PyObject *v = SLOT(obj, offset);
-    if (v == NULL || !PyLong_CheckExact(v)) {
+    if (slot_ll(obj, offset, out) == 0)
+        return 0;
+    if (!PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "accumulator: an int slot holds something else");
-        return -1;
-    }
-    *out = PyLong_AsLongLong(v);
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static int
-slot_set_ll(PyObject *obj, Py_ssize_t offset, long long value)
-{
-    PyObject *v = PyLong_FromLongLong(value);
-    if (v == NULL)
-        return -1;
-    slot_set(obj, offset, v);
-    return 0;
+    return -1;
 }
 
 static int
@@ -130,9 +105,9 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *tim
     if (SLOT(acc, accumulator_slots[A_CLOSED]) != Py_False)
         return 0;
     long long used, buffer_memory, batch_size;
-    if (slot_ll(acc, accumulator_slots[A_USED], &used) < 0
-        || slot_ll(acc, accumulator_slots[A_BUFFER_MEMORY], &buffer_memory) < 0
-        || slot_ll(acc, accumulator_slots[A_BATCH_SIZE], &batch_size) < 0)
+    if (slot_int(acc, accumulator_slots[A_USED], &used) < 0
+        || slot_int(acc, accumulator_slots[A_BUFFER_MEMORY], &buffer_memory) < 0
+        || slot_int(acc, accumulator_slots[A_BATCH_SIZE], &batch_size) < 0)
         return -1;
     if (used + size > buffer_memory)
         return 0;
@@ -158,10 +133,10 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *tim
     if (Py_TYPE(batch) != batch_type || SLOT(batch, batch_slots[B_FULL]) != Py_False
         || records == NULL || !PyList_CheckExact(records))
         goto done;
-    if (slot_ll(batch, batch_slots[B_SIZE], &batch_bytes) < 0
-        || slot_ll(batch, batch_slots[B_BASE_TIMESTAMP], &base_ts) < 0
-        || slot_ll(batch, batch_slots[B_MAX_TIMESTAMP], &max_ts) < 0
-        || slot_ll(batch, batch_slots[B_RESERVED], &reserved) < 0) {
+    if (slot_int(batch, batch_slots[B_SIZE], &batch_bytes) < 0
+        || slot_int(batch, batch_slots[B_BASE_TIMESTAMP], &base_ts) < 0
+        || slot_int(batch, batch_slots[B_MAX_TIMESTAMP], &max_ts) < 0
+        || slot_int(batch, batch_slots[B_RESERVED], &reserved) < 0) {
         status = -1;
         goto done;
     }
@@ -434,27 +409,6 @@ done:
     return future;
 }
 
-/* The offset of each named slot of `type`; -1 (with an exception) when one is missing. */
-static int
-find_slots(PyTypeObject *type, const char **names, Py_ssize_t *out, int count)
-{
-    for (int i = 0; i < count; i++) {
-        PyObject *descr = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (descr == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static PyObject *
 bind(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -463,9 +417,9 @@ bind(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!O!O:bind", &PyType_Type, &acc, &PyType_Type, &batch,
                           &PyType_Type, &future, &encoder))
         return NULL;
-    if (find_slots(acc, accumulator_names, accumulator_slots, A_COUNT) < 0
-        || find_slots(batch, batch_names, batch_slots, B_COUNT) < 0
-        || find_slots(future, future_names, future_slots, F_COUNT) < 0)
+    if (find_slots(acc, accumulator_names, A_COUNT, accumulator_slots) < 0
+        || find_slots(batch, batch_names, B_COUNT, batch_slots) < 0
+        || find_slots(future, future_names, F_COUNT, future_slots) < 0)
         return NULL;
     Py_INCREF(acc);
     Py_INCREF(batch);
@@ -485,7 +439,7 @@ bind_core(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *partitioner;
     if (!PyArg_ParseTuple(args, "O!O:bind_core", &PyType_Type, &core, &partitioner))
         return NULL;
-    if (find_slots(core, core_names, core_slots, C_COUNT) < 0)
+    if (find_slots(core, core_names, C_COUNT, core_slots) < 0)
         return NULL;
     Py_INCREF(core);
     Py_INCREF(partitioner);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -58,10 +59,20 @@ def value_for(
     return struct_of(ftype, version, flexible, depth + 1)
 
 
+ValueStrategy = Callable[[Any, int, bool, int], st.SearchStrategy[Any]]
+"""``(field type, version, flexible, depth)``: the values of a present field."""
+
+
 def struct_of(
-    cls: type[Struct], version: int, flexible: bool, depth: int = 0
+    cls: type[Struct],
+    version: int,
+    flexible: bool,
+    depth: int = 0,
+    values: ValueStrategy | None = None,
 ) -> st.SearchStrategy[Any]:
-    """Random instances of ``cls`` valid at ``version``: absent fields keep their defaults."""
+    """Random instances of ``cls`` valid at ``version``: absent fields keep their defaults.
+
+    ``values`` draws present fields (default: :func:`value_for`'s small values)."""
     kwargs: dict[str, st.SearchStrategy[Any]] = {}
     for field in cls.FIELDS:
         present = in_range(version, field.versions)
@@ -70,7 +81,10 @@ def struct_of(
         if not present:
             kwargs[field.name] = st.just(default_value(field))
             continue
-        strategy = value_for(field, field.type, version, flexible, depth)
+        if values is None:
+            strategy = value_for(field, field.type, version, flexible, depth)
+        else:
+            strategy = values(field.type, version, flexible, depth)
         if in_range(version, field.nullable):
             strategy = st.one_of(st.none(), strategy)
         kwargs[field.name] = strategy

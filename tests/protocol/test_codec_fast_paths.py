@@ -62,16 +62,14 @@ from kafkette.protocol.primitives import (
     uuid_from_bytes,
 )
 from kafkette.protocol.schema import (
-    EMPTY_LIST,
     MAX_VERSION,
-    NEW_STRUCT,
     Array,
     Field,
     Message,
     Struct,
-    in_range,
 )
 
+from .strategies import struct_of
 from .test_interop_messages import (
     KAFKA_PYTHON,
     _nested_classes,
@@ -422,34 +420,7 @@ def _value(ftype: Any, version: int, flexible: bool, depth: int) -> st.SearchStr
         return st.one_of(small, st.lists(element, min_size=127, max_size=130))
     if isinstance(ftype, str):
         return _primitive(ftype)
-    return _long_struct(ftype, version, flexible, depth + 1)
-
-
-def _default(field: Field) -> Any:
-    if field.default is EMPTY_LIST:
-        return []
-    if field.default is NEW_STRUCT:
-        assert isinstance(field.type, type)
-        return field.type()
-    return field.default
-
-
-def _long_struct(
-    cls: type[Struct], version: int, flexible: bool, depth: int = 0
-) -> st.SearchStrategy[Any]:
-    kwargs: dict[str, st.SearchStrategy[Any]] = {}
-    for field in cls.FIELDS:
-        present = in_range(version, field.versions)
-        if field.tag is not None and not (flexible and in_range(version, field.tagged_versions)):
-            present = False
-        if not present:
-            kwargs[field.name] = st.just(_default(field))
-            continue
-        strategy = _value(field.type, version, flexible, depth)
-        if in_range(version, field.nullable):
-            strategy = st.one_of(st.none(), strategy)
-        kwargs[field.name] = strategy
-    return st.builds(cls, **kwargs)
+    return struct_of(ftype, version, flexible, depth + 1, values=_value)
 
 
 _FLEXIBLE_LATEST = [
@@ -465,7 +436,7 @@ _FLEXIBLE_LATEST = [
 @given(data=st.data())
 def test_long_values_round_trip(cls: type[Message], version: int, data: st.DataObject) -> None:
     """Strings, bytes and arrays around 128 and tagged fields, at each API's newest version."""
-    msg = data.draw(_long_struct(cls, version, True))
+    msg = data.draw(struct_of(cls, version, True, values=_value))
     encoded = msg.encode(version)
     decoded = cls.decode(encoded, version)
     assert decoded == msg
@@ -490,7 +461,7 @@ def test_long_values_match_kafka_python(
 ) -> None:
     """kafka-python's encoding of long values decodes to the same object, and equals ours."""
     theirs = KAFKA_PYTHON[cls.NAME]
-    msg = data.draw(_long_struct(cls, version, True))
+    msg = data.draw(struct_of(cls, version, True, values=_value))
     their_bytes = bytes(
         to_kafka_python(msg, theirs, _nested_classes(theirs)).encode(version=version)
     )

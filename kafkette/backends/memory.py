@@ -15,9 +15,14 @@ from kafkette.backends.config import LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log, Storage
 from kafkette.backends.producer_state import ProducerStateTable
-from kafkette.backends.segment import BufferLike, Segment
+from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
 from kafkette.backends.segmented import Clock, SegmentedLog
 from kafkette.backends.types import AbortedTxn, LogSlice
+from kafkette.protocol.records.batch_header import LOG_OVERHEAD
+
+# Header fields by index in the tuple the append fast path passes.
+_LAST_OFFSET_DELTA = 6
+_MAX_TIMESTAMP = 8
 
 
 def wall_clock() -> int:
@@ -26,7 +31,12 @@ def wall_clock() -> int:
 
 
 class MemorySegment(Segment):
-    """Batches as a list of ``bytes``; a position is the batch's index in the list."""
+    """Batches as a list of memoryviews; a position is the batch's index in the list.
+
+    Only the batches and their last offsets are kept: a header is read from
+    the stored bytes when asked for (reads go by last offset), so an append
+    makes no header object.
+    """
 
     def __init__(self, base_offset: int) -> None:
         self.base_offset = base_offset
@@ -38,7 +48,6 @@ class MemorySegment(Segment):
         self.is_full = False
         self.aborted: list[AbortedTxn] = []
         self._data: list[memoryview] = []
-        self._headers: list[StoredHeader] = []
         self._lasts: list[int] = []
 
     def append_batch(
@@ -50,38 +59,63 @@ class MemorySegment(Segment):
         else:
             data = b"".join(parts)
         # ``header`` predates the log's rewrite of base offset and leader epoch: the
-        # header kept is read from the bytes kept.
+        # fields kept are read from the bytes kept.
         stored = parse_header(data)
-        self._data.append(memoryview(data))
-        self._headers.append(stored)
-        self._lasts.append(stored.last_offset)
-        self.size += len(data)
-        self.next_offset = stored.next_offset
-        if len(self._headers) == 1:
-            self.first_timestamp = stored.max_timestamp
-        if stored.max_timestamp > self.max_timestamp:
-            self.max_timestamp = stored.max_timestamp
-            self.offset_of_max_timestamp = stored.base_offset
+        self._add(
+            memoryview(data), stored.base_offset, stored.last_offset_delta, stored.max_timestamp
+        )
 
     append_fields = append_batch  # the header passed in is not used
 
+    def append_single(
+        self, data: BufferLike, header: tuple[int, ...], base_offset: int, leader_epoch: int
+    ) -> None:
+        size = len(data)
+        stored = b"".join(
+            (
+                STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch),
+                memoryview(data)[STORED_PREFIX_SIZE:],
+            )
+        )
+        self._add(
+            memoryview(stored), base_offset, header[_LAST_OFFSET_DELTA], header[_MAX_TIMESTAMP]
+        )
+
+    def _add(self, data: memoryview, base_offset: int, last_delta: int, max_ts: int) -> None:
+        if not self._data:
+            self.first_timestamp = max_ts
+        self._data.append(data)
+        last = base_offset + last_delta
+        self._lasts.append(last)
+        self.size += len(data)
+        self.next_offset = last + 1
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = base_offset
+
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
-        index = bisect.bisect_left(self._lasts, offset)
-        if index == len(self._lasts):
+        lasts = self._lasts
+        index = bisect.bisect_left(lasts, offset)
+        count = len(lasts)
+        if index == count:
             return None
+        data = self._data
         views: list[memoryview] = []
         total = 0
-        for data, header in zip(self._data[index:], self._headers[index:], strict=True):
-            if header.last_offset >= upper_bound or (views and total + len(data) > max_bytes):
+        while index < count:
+            view = data[index]
+            if lasts[index] >= upper_bound or (views and total + len(view) > max_bytes):
                 break
-            views.append(data)
-            total += len(data)
+            views.append(view)
+            total += len(view)
+            index += 1
         return LogSlice(total, tuple(views))
 
     def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         index = 0 if start_offset is None else bisect.bisect_left(self._lasts, start_offset)
-        for position in range(index, len(self._headers)):
-            yield position, self._headers[position]
+        data = self._data
+        for position in range(index, len(data)):
+            yield position, parse_header(data[position])
 
     def batch_bytes(self, position: int, size: int) -> BufferLike:
         return self._data[position]
@@ -91,16 +125,17 @@ class MemorySegment(Segment):
 
     def truncate_to(self, offset: int) -> None:
         index = bisect.bisect_left(self._lasts, offset)
-        del self._data[index:], self._headers[index:], self._lasts[index:]
+        del self._data[index:], self._lasts[index:]
         self._recompute()
         self.drop_aborted_from(offset)
 
     def _recompute(self) -> None:
         self.size = sum(len(d) for d in self._data)
-        self.next_offset = self._headers[-1].next_offset if self._headers else self.base_offset
-        self.first_timestamp = self._headers[0].max_timestamp if self._headers else -1
-        self.max_timestamp = self.offset_of_max_timestamp = -1
-        for header in self._headers:
+        self.next_offset = self._lasts[-1] + 1 if self._lasts else self.base_offset
+        self.first_timestamp = self.max_timestamp = self.offset_of_max_timestamp = -1
+        for position, header in self.headers():
+            if position == 0:
+                self.first_timestamp = header.max_timestamp
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.base_offset

@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from kafkette.backends import Log
 from kafkette.backends.header import StoredHeader, parse_header
+from kafkette.backends.speedups import check_batch as _check_batch
 from kafkette.errors import (
     ApiError,
     CorruptMessageError,
@@ -67,6 +68,7 @@ ZSTD = 4
 MIN_ZSTD_VERSION = 7
 LONG_MAX = 2**63 - 1
 MAX_DECOMPRESSED = 1 << 30
+_new_tuple = tuple.__new__
 
 
 class RecordErrors(Exception):
@@ -243,6 +245,43 @@ def validate_batch(
 
     ``now`` gives the broker time (ms), read only if the records' timestamps are checked.
     """
+    # The C accelerator checks the framing, magic, control flag and CRC in one call;
+    # a batch it does not take goes through the checks below, which say what is wrong.
+    fields = None if _check_batch is None else _check_batch(records, True)
+    header = _checked_header(records, version) if fields is None else _new_header(fields)
+    record_count = header.record_count
+    if record_count <= 0 or record_count != header.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"record count {record_count} does not match last offset delta "
+            f"{header.last_offset_delta}"
+        )
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
+    if version < MIN_ZSTD_VERSION and header.compression == ZSTD:
+        raise UnsupportedCompressionTypeError(
+            f"zstd batches need produce v{MIN_ZSTD_VERSION}+, got v{version}"
+        )
+    config = log.config
+    size = len(records)
+    if size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"batch of {size} bytes exceeds max.message.bytes ({config.max_message_bytes})"
+        )
+    check_timestamps = not config.log_append_time and (
+        config.message_timestamp_before_max_ms != LONG_MAX
+        or config.message_timestamp_after_max_ms != LONG_MAX
+    )
+    if check_timestamps or config.compact:
+        _validate_records(records, header, config.compact, check_timestamps, log, now())
+    return header
+
+
+def _new_header(fields: tuple[int, ...]) -> StoredHeader:
+    return _new_tuple(StoredHeader, fields)
+
+
+def _checked_header(records: bytes | bytearray | memoryview, version: int) -> StoredHeader:
+    """The header of ``records`` once its framing, magic, CRC and control flag are checked."""
     if len(records) > 16 and records[16] != 2:
         raise InvalidRecordError(
             f"produce v{version} accepts only magic 2 record batches, got magic {records[16]}"
@@ -262,28 +301,6 @@ def validate_batch(
         raise CorruptMessageError("record batch fails its CRC")
     if header.is_control:
         raise InvalidRecordError("clients may not write control batches")
-    if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
-        raise InvalidRecordError(
-            f"record count {header.record_count} does not match last offset delta "
-            f"{header.last_offset_delta}"
-        )
-    if header.producer_id >= 0 and header.base_sequence < 0:
-        raise InvalidRecordError(f"batch of producer {header.producer_id} has no sequence number")
-    if header.compression == ZSTD and version < MIN_ZSTD_VERSION:
-        raise UnsupportedCompressionTypeError(
-            f"zstd batches need produce v{MIN_ZSTD_VERSION}+, got v{version}"
-        )
-    config = log.config
-    if size > config.max_message_bytes:
-        raise MessageTooLargeError(
-            f"batch of {size} bytes exceeds max.message.bytes ({config.max_message_bytes})"
-        )
-    check_timestamps = not config.log_append_time and (
-        config.message_timestamp_before_max_ms != LONG_MAX
-        or config.message_timestamp_after_max_ms != LONG_MAX
-    )
-    if check_timestamps or config.compact:
-        _validate_records(records, header, config.compact, check_timestamps, log, now())
     return header
 
 

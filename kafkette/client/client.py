@@ -119,6 +119,13 @@ class KafkaClient:
             return existing
         return await self._connect(self._connections, node_id, coordinator=False)
 
+    def open_connection(self, node_id: int) -> BrokerConnection | None:
+        """The connection to ``node_id`` if one is open now (no waiting, no connecting)."""
+        existing = self._connections.get(node_id)
+        if existing is not None and not existing.closed:
+            return existing
+        return None
+
     async def coordinator_connection(self, node_id: int) -> BrokerConnection:
         """The open connection to coordinator ``node_id``, separate from :meth:`connection`.
 

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from kafkette import __version__
-from kafkette.client.pipes import AsyncioPipe, FramePipe, StreamPipe
+from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
@@ -207,6 +207,28 @@ class BrokerConnection:
             version = self.version_for(request)
         correlation_id, frame = self._wire.send(request, version, expect_response=expect_response)
         return await self._pipe.exchange(frame, correlation_id, expect_response)
+
+    @property
+    def can_submit(self) -> bool:
+        """Whether :meth:`submit` works here (TCP under asyncio) and the socket keeps up."""
+        pipe = self._pipe
+        return isinstance(pipe, AsyncioPipe) and pipe.writable
+
+    def submit(self, request: Request, on_response: OnResponse) -> None:
+        """Send ``request`` now, without a task; ``on_response`` gets the outcome later.
+
+        Only where :attr:`can_submit`. ``on_response(response, None)`` or
+        ``on_response(None, error)`` runs in the event loop, as for
+        :meth:`AsyncioPipe.submit <kafkette.client.pipes.AsyncioPipe.submit>`;
+        a closed connection raises :class:`KafkaConnectionError` at once.
+        """
+        pipe = self._pipe
+        assert isinstance(pipe, AsyncioPipe)
+        failure = pipe.failure
+        if failure is not None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
+        correlation_id, frame = self._wire.send(request, self.version_for(request))
+        pipe.submit(frame, correlation_id, on_response)
 
     async def aclose(self) -> None:
         """Close the connection; requests still waiting fail with KafkaConnectionError."""

@@ -11,10 +11,12 @@ and hands back the matching responses.
   takes over reading.
 - :class:`AsyncioPipe` is an :class:`asyncio.Protocol` for TCP (and TLS)
   under asyncio: responses are parsed in ``data_received`` and delivered to
-  one future per request. anyio's socket streams pause and resume reading
-  around every receive (two ``epoll_ctl`` calls) and yield to the loop on
-  every send; for a producer pipelining thousands of requests a second
-  that overhead was most of a request's cost.
+  one future per request, or to a callback for requests handed over with
+  :meth:`AsyncioPipe.submit` (the producer's, which need no task of their
+  own). anyio's socket streams pause and resume reading around every
+  receive (two ``epoll_ctl`` calls) and yield to the loop on every send; for
+  a producer pipelining thousands of requests a second that overhead was
+  most of a request's cost.
 
 Both close the connection when a request times out (a late response could
 no longer be matched safely) and fail every waiting request when it breaks.
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -168,8 +172,17 @@ class StreamPipe:
         self._notify()
 
 
+OnResponse = Callable[[Response | None, BaseException | None], object]
+"""Called with ``(response, None)`` or ``(None, error)`` for a submitted request."""
+
+
 class AsyncioPipe(asyncio.Protocol):
-    """Frames over an asyncio transport; responses go to per-request futures."""
+    """Frames over an asyncio transport; responses go to per-request futures or callbacks.
+
+    Timeouts: every request gets the same ``request_timeout_s``, so their
+    deadlines come in the order the requests were written. One timer, armed
+    for the oldest request still waiting, watches them all.
+    """
 
     def __init__(self, wire: ClientWire, *, address: str, request_timeout_s: float) -> None:
         self._wire = wire
@@ -178,6 +191,9 @@ class AsyncioPipe(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._waiters: dict[int, asyncio.Future[Response | None]] = {}
+        self._callbacks: dict[int, OnResponse] = {}
+        self._deadlines: deque[tuple[float, int]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
         self._drained: asyncio.Future[None] | None = None
         self.failure: BaseException | None = None
 
@@ -216,10 +232,18 @@ class AsyncioPipe(asyncio.Protocol):
             self._fail(KafkaConnectionError(f"malformed response from {self._address}: {exc}"))
             return
         waiters = self._waiters
+        callbacks = self._callbacks
         for correlation_id, response in responses:
             waiter = waiters.pop(correlation_id, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(response)
+            if waiter is not None:
+                if not waiter.done():
+                    waiter.set_result(response)
+                continue
+            callback = callbacks.pop(correlation_id, None)
+            if callback is not None:
+                callback(response, None)
+                if self.failure is not None:  # the callback closed the connection
+                    return
 
     def eof_received(self) -> bool:
         self._fail(KafkaConnectionError(f"connection to {self._address} closed by the broker"))
@@ -249,24 +273,87 @@ class AsyncioPipe(asyncio.Protocol):
             raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
         transport = self._transport
         assert transport is not None
-        waiter: asyncio.Future[Response | None] | None = None
-        if expect_response:
-            waiter = self._waiters[correlation_id] = self._loop.create_future()
+        if not expect_response:
+            transport.write(frame)
+            if self._drained is not None:
+                # the timeout covers waiting for the socket to drain
+                timer = self._loop.call_later(self._request_timeout_s, self._time_out)
+                try:
+                    await self._wait_drained()
+                finally:
+                    timer.cancel()
+            return None
+        waiter: asyncio.Future[Response | None] = self._loop.create_future()
+        self._waiters[correlation_id] = waiter
         transport.write(frame)
-        # the timeout covers waiting for the socket to drain as well as for the answer
-        timer = self._loop.call_later(self._request_timeout_s, self._time_out, waiter)
+        # the deadline covers waiting for the socket to drain as well as for the answer
+        self._watch(correlation_id)
         try:
             if self._drained is not None:
                 await self._wait_drained()
-            if waiter is None:
-                return None
             return await waiter
         except BaseException:
-            if waiter is not None:
-                self._discard(correlation_id, waiter)
+            self._discard(correlation_id, waiter)
             raise
-        finally:
-            timer.cancel()
+
+    def submit(
+        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
+    ) -> None:
+        """Write ``frame`` now; ``on_response`` gets its response later, in the event loop.
+
+        ``on_response(response, None)`` when the response arrives, or
+        ``on_response(None, error)`` when the connection breaks or the request
+        times out (:class:`KafkaConnectionError`, :class:`KafkaTimeoutError`).
+        Raises :class:`KafkaConnectionError` at once if the connection is
+        closed. Writes beyond the transport's buffer limit are queued by
+        asyncio; a caller that must not grow it checks :attr:`writable`.
+        """
+        if self.failure is not None:
+            raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
+        transport = self._transport
+        assert transport is not None
+        self._callbacks[correlation_id] = on_response
+        transport.write(frame)
+        self._watch(correlation_id)
+
+    @property
+    def writable(self) -> bool:
+        """Whether the socket keeps up: False while more than the high-water mark is queued."""
+        return self._drained is None
+
+    def _watch(self, correlation_id: int) -> None:
+        self._deadlines.append((self._loop.time() + self._request_timeout_s, correlation_id))
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._deadlines[0][0], self._check_deadlines)
+
+    def _pending(self, correlation_id: int) -> bool:
+        return correlation_id in self._waiters or correlation_id in self._callbacks
+
+    def _check_deadlines(self) -> None:
+        self._timer = None
+        deadlines = self._deadlines
+        now = self._loop.time()
+        while deadlines:
+            deadline, correlation_id = deadlines[0]
+            if not self._pending(correlation_id):
+                deadlines.popleft()
+                continue
+            if deadline <= now:
+                deadlines.popleft()
+                self._expire(correlation_id)
+                return
+            self._timer = self._loop.call_at(deadline, self._check_deadlines)
+            return
+
+    def _expire(self, correlation_id: int) -> None:
+        error = self._timeout_error()
+        waiter = self._waiters.pop(correlation_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        callback = self._callbacks.pop(correlation_id, None)
+        if callback is not None:
+            callback(None, error)
+        self._fail(error)
 
     def _discard(self, correlation_id: int, waiter: asyncio.Future[Response | None]) -> None:
         """Give up on a request: its response, should it come, is dropped."""
@@ -287,15 +374,13 @@ class AsyncioPipe(asyncio.Protocol):
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self._address} is closed") from failure
 
-    def _time_out(self, waiter: asyncio.Future[Response | None] | None) -> None:
-        if waiter is not None and waiter.done():
-            return
-        error = KafkaTimeoutError(
+    def _timeout_error(self) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
             f"no response from {self._address} within {self._request_timeout_s}s"
         )
-        if waiter is not None:
-            waiter.set_exception(error)
-        self._fail(error)
+
+    def _time_out(self) -> None:
+        self._fail(self._timeout_error())
 
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
@@ -303,18 +388,28 @@ class AsyncioPipe(asyncio.Protocol):
             logger.info("closing connection to %s: %s", self._address, error)
             if self._transport is not None:
                 self._transport.abort()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadlines.clear()
         waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
             if not waiter.done():
                 # one exception object per waiter: each is raised in its own task
-                failure = KafkaConnectionError(
-                    str(error)
-                    if isinstance(error, KafkaConnectionError)
-                    else f"connection to {self._address} is closed"
-                )
-                failure.__cause__ = error
-                waiter.set_exception(failure)
+                waiter.set_exception(self._broken(error))
+        callbacks, self._callbacks = self._callbacks, {}
+        for callback in callbacks.values():
+            callback(None, self._broken(error))
         self.resume_writing()
+
+    def _broken(self, error: BaseException) -> KafkaConnectionError:
+        failure = KafkaConnectionError(
+            str(error)
+            if isinstance(error, KafkaConnectionError)
+            else f"connection to {self._address} is closed"
+        )
+        failure.__cause__ = error
+        return failure
 
     async def close(self, error: BaseException) -> None:
         self._fail(error)

@@ -49,6 +49,7 @@ import attrs
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient, monotonic_ms
 from kafkette.client.config import ProducerConfig
+from kafkette.client.connection import BrokerConnection
 from kafkette.client.events import event_factory
 from kafkette.client.metadata import BrokerInfo, PartitionInfo
 from kafkette.errors import (
@@ -74,6 +75,7 @@ from kafkette.protocol.messages import (
     ProduceResponse,
 )
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from kafkette.protocol.schema import Response
 
 if TYPE_CHECKING:
     from kafkette.producer.txn_runner import TransactionRunner
@@ -100,6 +102,38 @@ class _Sink:
         self.queue: deque[list[ProducerBatch]] = deque()
         self.idle: deque[anyio.Event] = deque()
         self.workers = 0
+
+
+class _Submitted:
+    """A Produce request written without a task (:meth:`BrokerConnection.submit`).
+
+    Called with the outcome from the event loop; the sender fails its
+    batches itself if it is aborted first.
+    """
+
+    __slots__ = ("batches", "done", "node", "sender", "started")
+
+    def __init__(
+        self, sender: Sender, node: int, batches: list[ProducerBatch], started: float
+    ) -> None:
+        self.sender = sender
+        self.node = node
+        self.batches = batches
+        self.started = started
+        self.done = False
+
+    def __call__(self, response: Response | None, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        sender = self.sender
+        sender._submitted.discard(self)
+        try:
+            sender._finish_produce(self.node, self.batches, self.started, response, error)
+        except Exception as exc:  # a bug: fail what is pending rather than hang
+            logger.exception("producer sender failed")
+            sender.fatal_error = exc
+            sender.abort(exc)
 
 
 class _Everything:
@@ -173,6 +207,7 @@ class Sender:
         self._pid_busy = False
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
+        self._submitted: set[_Submitted] = set()
         self._expiry_check_at = 0.0
         self.txn: TransactionRunner | None = None
         """The transactional producer's coordinator requests (None without transactional.id)."""
@@ -196,6 +231,12 @@ class Sender:
             while sink.queue:
                 for batch in sink.queue.popleft():
                     self.accumulator.fail(batch, error)
+        submitted, self._submitted = self._submitted, set()
+        for request in submitted:
+            request.done = True
+            for batch in request.batches:
+                self.accumulator.fail(batch, error)
+            self._release_in_flight(request.node, request.batches)
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
         self.wakeup()
@@ -338,6 +379,11 @@ class Sender:
         return _NotInTransaction(txn, muted)
 
     def _dispatch(self, tg: anyio.abc.TaskGroup, node: int, batches: list[ProducerBatch]) -> None:
+        if self.config.acks != 0:
+            connection = self.client.open_connection(node)
+            if connection is not None and connection.can_submit:
+                self._submit(connection, node, batches)
+                return
         sink = self._sinks.get(node)
         if sink is None:
             sink = self._sinks[node] = _Sink(node)
@@ -494,32 +540,63 @@ class Sender:
             topic_data=[TopicProduceData(name=t, partition_data=p) for t, p in topics.items()],
         )
 
+    def _submit(
+        self, connection: BrokerConnection, node: int, batches: list[ProducerBatch]
+    ) -> None:
+        """Write the request now; the response is handled in the event loop's callback."""
+        request = _Submitted(self, node, batches, self.clock())
+        try:
+            connection.submit(self._request(batches), request)
+        except Exception as exc:  # a closed connection, or a request that cannot be encoded
+            if not isinstance(exc, KafkaError):
+                logger.exception("produce request to node %d failed", node)
+            request(None, exc)
+            return
+        self._submitted.add(request)
+
     async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
         started = self.clock()
-        expect_response = self.config.acks != 0
         try:
-            try:
-                response = await self.client.send(
-                    node, self._request(batches), expect_response=expect_response
-                )
-            except anyio.get_cancelled_exc_class():
-                error = self._abort_error or KafkaConnectionError("the producer was closed")
-                for batch in batches:
-                    self.accumulator.fail(batch, error)
-                raise
-            except KafkaError as exc:
-                for batch in batches:
-                    self._retry_or_fail(batch, exc)
-                return
-            except Exception as exc:  # e.g. a request the protocol layer cannot encode
+            response = await self.client.send(
+                node, self._request(batches), expect_response=self.config.acks != 0
+            )
+        except anyio.get_cancelled_exc_class():
+            error = self._abort_error or KafkaConnectionError("the producer was closed")
+            for batch in batches:
+                self.accumulator.fail(batch, error)
+            self._release_in_flight(node, batches)
+            self.wakeup()
+            raise
+        except Exception as exc:
+            if not isinstance(exc, KafkaError):  # e.g. a request the protocol cannot encode
                 logger.exception("produce request to node %d failed", node)
+            self._finish_produce(node, batches, started, None, exc)
+            return
+        self._finish_produce(node, batches, started, response, None)
+
+    def _finish_produce(
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        started: float,
+        response: Response | None,
+        error: BaseException | None,
+    ) -> None:
+        """Settle a request's batches: acknowledged, retried or failed."""
+        try:
+            if error is not None:
                 for batch in batches:
-                    self._fail(batch, exc)
+                    if isinstance(error, KafkaError):
+                        self._retry_or_fail(batch, error)
+                    else:
+                        self._fail(batch, error)
                 return
             latency = self.clock() - started
-            self.metrics.requests_sent += 1
-            self.metrics.latency_total_ms += latency
-            self.metrics.latency_max_ms = max(self.metrics.latency_max_ms, latency)
+            metrics = self.metrics
+            metrics.requests_sent += 1
+            metrics.latency_total_ms += latency
+            if latency > metrics.latency_max_ms:
+                metrics.latency_max_ms = latency
             if response is None:
                 for batch in batches:
                     self._succeeded(batch, -1, -1)
@@ -527,10 +604,14 @@ class Sender:
             assert isinstance(response, ProduceResponse)
             self._handle_response(batches, response)
         finally:
-            self._node_in_flight[node] -= 1
-            for batch in batches:
-                self._tp_in_flight[batch.tp] -= 1
+            self._release_in_flight(node, batches)
             self.wakeup()
+
+    def _release_in_flight(self, node: int, batches: list[ProducerBatch]) -> None:
+        self._node_in_flight[node] -= 1
+        tp_in_flight = self._tp_in_flight
+        for batch in batches:
+            tp_in_flight[batch.tp] -= 1
 
     def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
         by_tp = {batch.tp: batch for batch in batches}

@@ -14,7 +14,7 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.pipes import AsyncioPipe, StreamPipe
+from kafkette.client.pipes import AsyncioPipe, OnResponse, StreamPipe
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.framing import FrameDecoder, encode_frame
 from kafkette.protocol.headers import decode_request, encode_response
@@ -26,7 +26,7 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages.api_versions_response import ApiVersion
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.messages.metadata_response import MetadataResponseTopic
-from kafkette.protocol.schema import Request
+from kafkette.protocol.schema import Request, Response
 
 pytestmark = pytest.mark.anyio
 
@@ -187,4 +187,114 @@ async def test_a_malformed_response_fails_every_waiting_request() -> None:
         assert sorted(errors) == ["bad", "waiting"]
         for exc in errors.values():
             assert "malformed response" in f"{exc} {exc.__cause__}"
+        assert connection.closed
+
+
+# ---- submit: requests written without a task (asyncio only: the producer's path)
+
+Outcome = tuple[str | None, str | None]
+"""(topic named in the response, or None; error class name, or None)"""
+
+
+def _recorder(outcomes: list[Outcome], done: anyio.Event, count: int) -> OnResponse:
+    def on_response(response: Response | None, error: BaseException | None) -> None:
+        if response is not None:
+            assert isinstance(response, MetadataResponse)
+            outcomes.append((response.topics[0].name, None))
+        else:
+            outcomes.append((None, type(error).__name__))
+        if len(outcomes) == count:
+            done.set()
+
+    return on_response
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_submitted_requests_get_their_responses_between_awaited_ones() -> None:
+    async def echo(cid: int, version: int, request: Request) -> bytes:
+        assert isinstance(request, MetadataRequest) and request.topics
+        return _metadata(cid, version, request.topics[0].name)
+
+    async with (
+        scripted_broker(echo) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        outcomes: list[Outcome] = []
+        done = anyio.Event()
+        on_response = _recorder(outcomes, done, 2)
+        assert connection.can_submit
+        connection.submit(_topic_request("a"), on_response)
+        awaited = await connection.request(_topic_request("b"))
+        connection.submit(_topic_request("c"), on_response)
+        with anyio.fail_after(10):
+            await done.wait()
+        assert isinstance(awaited, MetadataResponse)
+        assert awaited.topics[0].name == "b"
+        assert outcomes == [("a", None), ("c", None)]
+        assert connection.in_flight == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_unanswered_submitted_request_times_out_and_closes_the_connection() -> None:
+    """ "a" is answered; "b" never is: it times out at its own deadline, and "c",
+    still waiting, fails with the connection."""
+
+    async def answer(cid: int, version: int, request: Request) -> bytes | None:
+        assert isinstance(request, MetadataRequest) and request.topics
+        name = request.topics[0].name
+        return _metadata(cid, version, name) if name == "a" else None
+
+    async with scripted_broker(answer) as port:
+        connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
+        outcomes: list[Outcome] = []
+        done = anyio.Event()
+        on_response = _recorder(outcomes, done, 3)
+        connection.submit(_topic_request("a"), on_response)
+        connection.submit(_topic_request("b"), on_response)
+        connection.submit(_topic_request("c"), on_response)
+        with anyio.fail_after(10):
+            await done.wait()
+        assert outcomes == [
+            ("a", None),
+            (None, "KafkaTimeoutError"),
+            (None, "KafkaConnectionError"),
+        ]
+        assert connection.closed
+        with pytest.raises(KafkaConnectionError, match="closed"):
+            connection.submit(_topic_request("d"), on_response)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_awaited_request_behind_an_answered_one_times_out_on_its_own_deadline() -> None:
+    async def answer(cid: int, version: int, request: Request) -> bytes | None:
+        assert isinstance(request, MetadataRequest) and request.topics
+        name = request.topics[0].name
+        return _metadata(cid, version, name) if name == "a" else None
+
+    async with scripted_broker(answer) as port:
+        connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
+        response = await connection.request(_topic_request("a"))
+        assert isinstance(response, MetadataResponse)
+        with anyio.fail_after(10):
+            with pytest.raises(KafkaTimeoutError, match="no response"):
+                await connection.request(_topic_request("b"))
+        assert connection.closed
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -> None:
+    received = anyio.Event()
+
+    async def hang_up(cid: int, version: int, request: Request) -> bytes | None:
+        received.set()
+        raise anyio.BrokenResourceError  # the scripted broker closes the stream
+
+    async with scripted_broker(hang_up) as port:
+        connection = await BrokerConnection.connect("127.0.0.1", port)
+        outcomes: list[Outcome] = []
+        done = anyio.Event()
+        connection.submit(_topic_request("a"), _recorder(outcomes, done, 1))
+        with anyio.fail_after(10):
+            await done.wait()
+        assert outcomes == [(None, "KafkaConnectionError")]
         assert connection.closed

@@ -3,7 +3,9 @@
 The fake client answers Produce requests from a small in-test broker that
 checks sequences the way Kafka does (next expected sequence, duplicates of
 recent batches), so exactly-once and ordering can be checked under injected
-faults without sockets.
+faults without sockets. Every test runs twice: with requests sent from the
+sender's worker tasks (``KafkaClient.send``, as under trio and in-process)
+and written at once with ``BrokerConnection.submit`` (TCP under asyncio).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -120,8 +123,49 @@ class FakeConnection:
         return InitProducerIdResponse(producer_id=self.client.next_pid, producer_epoch=0)
 
 
+class FakeSubmitConnection:
+    """A connection that takes requests with ``submit``, answered by the client's handler."""
+
+    can_submit = True
+
+    def __init__(self, client: FakeClient, node: int) -> None:
+        self.client = client
+        self.node = node
+
+    def submit(self, request: Any, on_response: Callable[[Any, Any], object]) -> None:
+        client = self.client
+        client.record(self.node, request)
+        assert client.task_group is not None
+        # answered one after another, in the order sent, as a broker connection does
+        previous, client.last_answered = client.last_answered, anyio.Event()
+        client.task_group.start_soon(
+            self._answer, request, on_response, previous, client.last_answered
+        )
+
+    async def _answer(
+        self,
+        request: Any,
+        on_response: Callable[[Any, Any], object],
+        previous: anyio.Event | None,
+        answered: anyio.Event,
+    ) -> None:
+        if previous is not None:
+            await previous.wait()
+        try:
+            response = await self.client.handler(self.node, request)
+        except Exception as exc:
+            on_response(None, exc)
+        else:
+            on_response(response, None)
+        finally:
+            answered.set()
+
+
 class FakeClient:
     """What the sender needs of KafkaClient, answering from a handler."""
+
+    submitting = False
+    """Whether produce requests go through ``open_connection(...).submit`` (set by a fixture)."""
 
     def __init__(self, handler: Handler, *, init_version: int = 4, partitions: int = 1) -> None:
         self.handler = handler
@@ -134,14 +178,23 @@ class FakeClient:
         self.refreshes = 0
         self._connection = FakeConnection(self, init_version)
         self._partitions = partitions
+        self.task_group: anyio.abc.TaskGroup | None = None
+        self.last_answered: anyio.Event | None = None
 
-    async def send(self, node: int, request: Any, *, expect_response: bool = True) -> Any:
+    def record(self, node: int, request: Any) -> None:
         assert isinstance(request, ProduceRequest)
         for topic in request.topic_data:
             for p in topic.partition_data:  # as sent: a retry may restamp the batch later
                 p.records = bytes(p.records or b"")
         self.requests.append((node, request))
+
+    async def send(self, node: int, request: Any, *, expect_response: bool = True) -> Any:
+        assert not self.submitting
+        self.record(node, request)
         return await self.handler(node, request)
+
+    def open_connection(self, node: int) -> FakeSubmitConnection | None:
+        return FakeSubmitConnection(self, node) if self.submitting else None
 
     async def any_node(self) -> int:
         return 1
@@ -153,6 +206,11 @@ class FakeClient:
         self.refreshes += 1
         self.metadata.update(snapshot(partitions=self._partitions), monotonic_ms())
         return self.metadata.snapshot
+
+
+@pytest.fixture(autouse=True, params=["tasks", "submit"])
+def dispatch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FakeClient, "submitting", request.param == "submit")
 
 
 def config(**settings: Any) -> ProducerConfig:
@@ -177,6 +235,7 @@ async def run_sender(
     sender = Sender(client, accumulator, cfg, rng=random.Random(0))  # type: ignore[arg-type]
     accumulator.wakeup = sender.wakeup
     async with anyio.create_task_group() as tg:
+        client.task_group = tg
         tg.start_soon(sender.run)
         with anyio.fail_after(10):
             await body(accumulator)

@@ -187,6 +187,21 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
 
     # the serving task's side
 
+    def ready_frame(self) -> memoryview | None:
+        """The next whole request if it has already been received, else None (no wait).
+
+        Raises the decoder's :class:`ProtocolError` for a bad size prefix.
+        """
+        frame = self.decoder.next_frame()
+        if frame is not None and self.reading_paused:
+            self._resume_if_drained()
+        return frame
+
+    def _resume_if_drained(self) -> None:
+        decoder = self.decoder
+        if decoder.buffered <= READ_HIGH_WATER // 2 and not decoder.failed:
+            self._resume_reading()
+
     async def next_frame(self) -> memoryview | None:
         """The next whole request; None once the connection is closed or idle.
 
@@ -196,12 +211,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         while True:
             frame = decoder.next_frame()
             if frame is not None:
-                if (
-                    self.reading_paused
-                    and decoder.buffered <= READ_HIGH_WATER // 2
-                    and not decoder.failed
-                ):
-                    self._resume_reading()
+                if self.reading_paused:
+                    self._resume_if_drained()
                 return frame
             if self._out:
                 self.flush()  # every whole request is answered: send the answers now
@@ -249,9 +260,34 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         if self.closed:
             raise ConnectionClosed
         self._out.extend(parts)
-        self._out_size += sum(len(part) for part in parts)
+        for part in parts:
+            self._out_size += len(part)
         if self._out_size >= FLUSH_SIZE:
             self.flush()
+
+    def queue_parts(self, parts: Sequence[Any]) -> bool:
+        """Queue the parts as :meth:`write` does if every one is bytes-like; whether they
+        were (if not, nothing was: :meth:`send_parts` sends them). The caller then
+        waits for :meth:`drain` when :attr:`writing_paused`."""
+        if self.closed:
+            return False
+        for part in parts:
+            if not isinstance(part, _BUFFERS):
+                return False
+        self.write(parts)
+        return True
+
+    @property
+    def writing_paused(self) -> bool:
+        """Whether the transport is above its high-water mark."""
+        return self._writing_paused
+
+    async def drain(self) -> None:
+        """If the transport is above its high-water mark, hand it the queued answers
+        and wait until it is below the low-water mark."""
+        if self._writing_paused:
+            self.flush()
+            await self._wait_drained()
 
     def flush_soon(self) -> None:
         """Make sure queued answers go out if the serving task yields to the loop
@@ -291,9 +327,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 await self._sendfile(part.file, part.position, part.size)
         if pending:
             self.write(pending)
-        if self._writing_paused:
-            self.flush()  # the answers queued go to the transport's buffer, then we wait
-            await self._wait_drained()
+        await self.drain()
 
     async def send_parts_now(self, parts: Sequence[Any]) -> None:
         """:meth:`send_parts`, then hand everything queued to the transport."""
@@ -408,14 +442,21 @@ async def serve_protocol(
     sasl_delay_s = sasl.failed_authentication_delay_ms / 1000 if sasl is not None else 0.0
     aborted = True
     try:
-        while (frame := await conn.next_frame()) is not None:
+        while True:
+            # A request already received is taken without a wait (await) on the way.
+            frame = conn.ready_frame()
+            if frame is None and (frame := await conn.next_frame()) is None:
+                break
             conn.flush_soon()
             if auth is not None and not auth.complete:
                 await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
                 continue
             parts = await process_frame(broker, frame, peer, external_records=True)
             if parts:
-                await conn.send_parts(parts)
+                if not conn.queue_parts(parts):
+                    await conn.send_parts(parts)
+                elif conn.writing_paused:
+                    await conn.drain()
         if conn.idle:
             logger.info(
                 "closing connection from %s: idle for %d ms",

@@ -67,7 +67,8 @@ async def process_frame(
         raise CloseConnection(
             f"{type(request).NAME} version {version} is not served by this broker"
         )
-    response = await broker.handle(RequestContext(header, peer), request)
+    # Broker.handle, inlined: the entry is already looked up.
+    response = await entry.func(broker, RequestContext(header, peer), request)
     if response is None:
         return ()
     if not external_records:

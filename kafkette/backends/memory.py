@@ -49,6 +49,9 @@ class MemorySegment(Segment):
         self.aborted: list[AbortedTxn] = []
         self._data: list[memoryview] = []
         self._lasts: list[int] = []
+        # The largest max timestamp of the batches up to each one (non-decreasing):
+        # where a search by timestamp starts.
+        self._max_so_far: list[int] = []
 
     def append_batch(
         self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
@@ -92,6 +95,7 @@ class MemorySegment(Segment):
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = base_offset
+        self._max_so_far.append(self.max_timestamp)
 
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
         lasts = self._lasts
@@ -121,11 +125,13 @@ class MemorySegment(Segment):
         return self._data[position]
 
     def timestamp_scan_start(self, timestamp: int) -> int:
-        return self.base_offset
+        index = bisect.bisect_left(self._max_so_far, timestamp)
+        return self._lasts[index - 1] + 1 if index else self.base_offset
 
     def truncate_to(self, offset: int) -> None:
         index = bisect.bisect_left(self._lasts, offset)
-        del self._data[index:], self._lasts[index:]
+        # (a running maximum: the entries of the batches kept stay right)
+        del self._data[index:], self._lasts[index:], self._max_so_far[index:]
         self._recompute()
         self.drop_aborted_from(offset)
 

@@ -1,0 +1,73 @@
+"""MemorySegment keeps batches and last offsets only: its timestamp lookups (which start
+where the running maximum timestamp first reaches the target), truncation and headers
+read back from the stored bytes agree with a scan of what was appended."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.backends.config import LogConfig
+from kafkette.backends.memory import MemoryLog, MemorySegment
+from kafkette.backends.types import TimestampOffset
+from tests.backends.helpers import FakeClock, make_batch
+
+BASE = 1_700_000_000_000
+
+batches = st.lists(
+    st.lists(st.integers(0, 50), min_size=1, max_size=3),  # record timestamps - BASE
+    min_size=1,
+    max_size=12,
+)
+
+
+def _expected(appended: list[list[int]], start: int, target: int) -> TimestampOffset | None:
+    offset = 0
+    for timestamps in appended:
+        for ts in timestamps:
+            if offset >= start and BASE + ts >= target:
+                return TimestampOffset(BASE + ts, offset, 0)
+            offset += 1
+    return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches, st.integers(0, 12), st.integers(-1, 52), st.integers(100, 400))
+def test_offset_for_timestamp_matches_a_scan_of_the_records(
+    appended: list[list[int]], cut: int, target: int, segment_bytes: int
+) -> None:
+    """Timestamps out of order, several segments, a log start moved past some records."""
+    log = MemoryLog("t", 0, LogConfig(segment_bytes=segment_bytes), clock=FakeClock())
+    for timestamps in appended:
+        log.append(make_batch([(BASE + ts, b"k", b"v") for ts in timestamps]), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    start = min(cut, log.log_end_offset)
+    log.delete_records_before(start)
+    assert log.offset_for_timestamp(BASE + target) == _expected(
+        appended, log.log_start_offset, BASE + target
+    )
+
+
+def test_scan_start_is_the_first_batch_whose_running_maximum_reaches_the_timestamp() -> None:
+    segment = MemorySegment(10)
+    for ts, count in ((5, 2), (3, 1), (9, 3), (7, 1)):  # offsets 10-11, 12, 13-15, 16
+        data = make_batch([(ts, None, b"v")] * count)
+        segment.append_single(data, _fields(data), segment.next_offset, 0)
+    starts = [segment.timestamp_scan_start(t) for t in (0, 5, 6, 9, 10)]
+    assert starts == [10, 10, 13, 13, 17]
+    segment.truncate_to(13)
+    assert (segment.next_offset, segment.max_timestamp, segment.timestamp_scan_start(6)) == (
+        13,
+        5,
+        13,
+    )
+    assert [(p, h.base_offset, h.max_timestamp) for p, h in segment.headers()] == [
+        (0, 10, 5),
+        (1, 12, 3),
+    ]
+
+
+def _fields(data: bytes) -> tuple[int, ...]:
+    from kafkette.protocol.records.batch_header import HEADER_STRUCT
+
+    return tuple(HEADER_STRUCT.unpack_from(data, 0))

@@ -230,6 +230,19 @@ class BrokerConnection:
         correlation_id, frame = self._wire.send(request, self.version_for(request))
         pipe.submit(frame, correlation_id, on_response)
 
+    def cork(self) -> None:
+        """Hold submitted requests until :meth:`uncork` writes them together (where
+        :attr:`can_submit`)."""
+        pipe = self._pipe
+        assert isinstance(pipe, AsyncioPipe)
+        pipe.cork()
+
+    def uncork(self) -> None:
+        """Write the requests submitted since :meth:`cork`."""
+        pipe = self._pipe
+        assert isinstance(pipe, AsyncioPipe)
+        pipe.uncork()
+
     async def aclose(self) -> None:
         """Close the connection; requests still waiting fail with KafkaConnectionError."""
         await self._pipe.close(KafkaConnectionError(f"connection to {self.address} was closed"))

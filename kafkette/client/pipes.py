@@ -195,6 +195,7 @@ class AsyncioPipe(asyncio.Protocol):
         self._deadlines: deque[tuple[float, int]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._corked: list[bytes | bytearray] | None = None
         self.failure: BaseException | None = None
 
     @classmethod
@@ -313,8 +314,23 @@ class AsyncioPipe(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         self._callbacks[correlation_id] = on_response
-        transport.write(frame)
+        if self._corked is not None:
+            self._corked.append(frame)
+        else:
+            transport.write(frame)
         self._watch(correlation_id)
+
+    def cork(self) -> None:
+        """Hold the frames :meth:`submit` takes until :meth:`uncork`, to write them at once."""
+        if self._corked is None:
+            self._corked = []
+
+    def uncork(self) -> None:
+        """Write the frames held since :meth:`cork` (one write: one system call)."""
+        frames, self._corked = self._corked, None
+        if not frames or self.failure is not None or self._transport is None:
+            return
+        self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     @property
     def writable(self) -> bool:

@@ -322,32 +322,59 @@ class Sender:
         for node, tps in by_node.items():
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
-            first = True
-            while self._node_in_flight.get(node, 0) < max_in_flight and tps:
-                # the first drain takes the heads found ready; later ones (pipelining
-                # more requests to this broker) only heads that are ready too
-                batches = self.accumulator.drain(
-                    tps, self.config.max_request_size, None if first else now
-                )
-                if not batches:
-                    break
-                first = False
-                if idem is not None:
-                    for batch in batches:
-                        idem.assign(batch)
-                self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-                for batch in batches:
-                    self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
-                self._dispatch(tg, node, batches)
-                if self._resyncing:
-                    blocked = self._muted()
-                    tps = [tp for tp in tps if tp not in blocked]
+            corked = self._cork(node)
+            try:
+                self._send_to(tg, node, tps, max_in_flight, now)
+            finally:
+                if corked is not None:
+                    corked.uncork()
         timeout = max(min(delays), 0.0) / 1000
         if timeout > 0:
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
         else:
             await anyio.sleep(0)
+
+    def _cork(self, node: int) -> BrokerConnection | None:
+        """The node's connection, corked, when requests to it are written at once."""
+        if self.config.acks == 0:
+            return None
+        connection = self.client.open_connection(node)
+        if connection is None or not connection.can_submit:
+            return None
+        connection.cork()
+        return connection
+
+    def _send_to(
+        self,
+        tg: anyio.abc.TaskGroup,
+        node: int,
+        tps: list[TopicPartition],
+        max_in_flight: int,
+        now: float,
+    ) -> None:
+        """Drain the ready partitions led by ``node`` into requests, while it takes more."""
+        idem = self.idempotence
+        first = True
+        while self._node_in_flight.get(node, 0) < max_in_flight and tps:
+            # the first drain takes the heads found ready; later ones (pipelining
+            # more requests to this broker) only heads that are ready too
+            batches = self.accumulator.drain(
+                tps, self.config.max_request_size, None if first else now
+            )
+            if not batches:
+                break
+            first = False
+            if idem is not None:
+                for batch in batches:
+                    idem.assign(batch)
+            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            for batch in batches:
+                self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
+            self._dispatch(tg, node, batches)
+            if self._resyncing:
+                blocked = self._muted()
+                tps = [tp for tp in tps if tp not in blocked]
 
     def _transaction_muted(
         self,

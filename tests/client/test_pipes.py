@@ -298,3 +298,51 @@ async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -
             await done.wait()
         assert outcomes == [(None, "KafkaConnectionError")]
         assert connection.closed
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_corked_submits_go_out_in_one_write_in_order() -> None:
+    reads: list[list[str]] = []
+
+    async def echo(cid: int, version: int, request: Request) -> bytes:
+        assert isinstance(request, MetadataRequest) and request.topics
+        return _metadata(cid, version, request.topics[0].name)
+
+    async with (
+        scripted_broker(echo) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        pipe = connection._pipe
+        assert isinstance(pipe, AsyncioPipe)
+        transport = pipe._transport
+        assert transport is not None
+        write = transport.write
+
+        def counting_write(data: bytes | bytearray | memoryview) -> None:
+            decoder = FrameDecoder(1 << 20)
+            decoder.feed(bytes(data))
+            names = []
+            while (frame := decoder.next_frame()) is not None:
+                request = decode_request(frame)[1]
+                assert isinstance(request, MetadataRequest) and request.topics
+                names.append(request.topics[0].name)
+            reads.append(names)
+            write(data)
+
+        transport.write = counting_write  # type: ignore[method-assign]
+        outcomes: list[Outcome] = []
+        done = anyio.Event()
+        on_response = _recorder(outcomes, done, 4)
+        connection.cork()
+        for name in ("a", "b", "c"):
+            connection.submit(_topic_request(name), on_response)
+        assert reads == []
+        connection.uncork()
+        connection.cork()
+        connection.submit(_topic_request("d"), on_response)
+        connection.uncork()
+        connection.uncork()  # nothing held: no write
+        with anyio.fail_after(10):
+            await done.wait()
+        assert reads == [["a", "b", "c"], ["d"]]
+        assert outcomes == [("a", None), ("b", None), ("c", None), ("d", None)]

@@ -132,8 +132,19 @@ class FakeSubmitConnection:
         self.client = client
         self.node = node
 
+    def cork(self) -> None:
+        assert self.client.corked is None
+        self.client.corked = []
+
+    def uncork(self) -> None:
+        assert self.client.corked is not None
+        self.client.writes.append(self.client.corked)
+        self.client.corked = None
+
     def submit(self, request: Any, on_response: Callable[[Any, Any], object]) -> None:
         client = self.client
+        assert client.corked is not None  # the sender writes its requests together
+        client.corked.append(len(client.requests))
         client.record(self.node, request)
         assert client.task_group is not None
         # answered one after another, in the order sent, as a broker connection does
@@ -180,6 +191,8 @@ class FakeClient:
         self._partitions = partitions
         self.task_group: anyio.abc.TaskGroup | None = None
         self.last_answered: anyio.Event | None = None
+        self.corked: list[int] | None = None
+        self.writes: list[list[int]] = []  # submit: the requests (indexes) written together
 
     def record(self, node: int, request: Any) -> None:
         assert isinstance(request, ProduceRequest)
@@ -544,3 +557,27 @@ async def test_a_failed_batch_does_not_block_the_batches_behind_it() -> None:
     assert [(h.producer_epoch, h.base_sequence) for h in headers][:2] == [(0, 0), (0, 1)]
     assert (headers[-1].producer_epoch, headers[-1].base_sequence) == (1, 0)
     assert broker.log[0] == [b"b" * 100]
+
+
+@pytest.mark.anyio
+async def test_requests_drained_in_one_turn_are_written_together() -> None:
+    """Three full batches of one partition wait: three pipelined requests, one write."""
+    broker = FakeBroker()
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        data = request.topic_data[0].partition_data[0].records
+        assert data is not None
+        return answer(broker.append(0, bytes(data)))
+
+    client = FakeClient(handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(3)]
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == [0, 1, 2]
+
+    await run_sender(client, config(batch_size=100), body)
+    assert broker.log[0] == [bytes([i]) * 100 for i in range(3)]
+    assert [batch_header(r).base_sequence for _, r in client.requests] == [0, 1, 2]
+    if FakeClient.submitting:
+        assert client.writes == [[0, 1, 2]]

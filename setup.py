@@ -14,6 +14,11 @@ setup(
             optional=True,
         ),
         Extension(
+            "kafkette.protocol._produce",
+            sources=["kafkette/protocol/_produce.c"],
+            optional=True,
+        ),
+        Extension(
             "kafkette.backends._append",
             sources=["kafkette/backends/_append.c"],
             depends=["kafkette/_slots.h"],

@@ -12,6 +12,7 @@ message body. Which header version applies depends on the API and version:
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
@@ -36,9 +37,22 @@ from kafkette.protocol.messages import REQUESTS, RESPONSES
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.messages.response_header import ResponseHeader
 from kafkette.protocol.primitives import INT16, INT32, Buffer, PartsWriter
+from kafkette.protocol.produce_speedups import (
+    MAX_VERSION as _FAST_PRODUCE_MAX,
+)
+from kafkette.protocol.produce_speedups import (
+    MIN_VERSION as _FAST_PRODUCE_MIN,
+)
+from kafkette.protocol.produce_speedups import (
+    decode_produce_request as _decode_produce_request,
+)
+from kafkette.protocol.produce_speedups import (
+    encode_produce_response as _encode_produce_response,
+)
 from kafkette.protocol.schema import Request, Response
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 CONTROLLED_SHUTDOWN_KEY = 7
 
 
@@ -220,6 +234,12 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
         key = _KEY_AND_VERSION.unpack_from(frame, 0)
     except struct.error:
         return _slow_decode_request(frame)
+    if key[0] == PRODUCE_KEY and _decode_produce_request is not None:
+        # The C decoder takes the common well-formed Produce frame whole; anything
+        # else it leaves to the generated decoders below, which also name what is wrong.
+        decoded = _decode_produce_request(frame)
+        if decoded is not None:
+            return decoded
     entry = _request_decoders.get(key)
     if entry is None:
         entry = _request_decoding(*key)
@@ -323,6 +343,14 @@ def _response_encoding(cls: type[Response], version: int) -> tuple[int, Encoder]
         entry = (response_header_version(cls.API_KEY, version), message_encoder(cls, version))
     except ProtocolError:
         return None
+    fast = _encode_produce_response
+    if (
+        fast is not None
+        and cls.API_KEY == PRODUCE_KEY
+        and _FAST_PRODUCE_MIN <= version <= _FAST_PRODUCE_MAX
+    ):
+        # The C encoder, falling back to the generated one for what it does not take.
+        entry = (entry[0], functools.partial(fast, version, entry[1]))
     _response_encoders[cls, version] = entry
     return entry
 

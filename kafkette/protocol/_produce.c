@@ -1,0 +1,710 @@
+/*
+ * Optional C accelerator for the broker's side of Produce: decoding a
+ * ProduceRequest frame (header and body, versions 3 to 11) and encoding a
+ * ProduceResponse body (versions 3 to 11).
+ *
+ * It only ever takes the common, well-formed case. Whatever it does not take
+ * (another version, a byte out of place, a truncated or oversized field,
+ * invalid UTF-8, tagged fields, record errors, a current leader or node
+ * endpoints, a value of an unexpected type or range) it leaves to the
+ * generated Python codec, which then decodes or encodes it or raises its
+ * exact error: the two paths cannot disagree.
+ *
+ * decode_produce_request(frame) -> (RequestHeader, ProduceRequest) | None
+ *     The objects are made as the generated decoders make them: object.__new__
+ *     of the bound classes, fields set by name; records are memoryview slices
+ *     of memoryview(frame).
+ *
+ * encode_produce_response(version, fallback, out, response) -> None
+ *     Appends the body to the bytearray `out` (all of it at once, nothing when
+ *     it declines); declining, it returns fallback(out, response).
+ *
+ * bind(request_header, produce_request, topic_data, partition_data,
+ *      leader_id_and_epoch) names the classes.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MIN_VERSION 3
+#define MAX_VERSION 11
+#define FIRST_FLEXIBLE 9
+
+static PyObject *RequestHeaderType, *ProduceRequestType, *TopicDataType, *PartitionDataType;
+static PyObject *LeaderIdAndEpochType;
+static PyObject *s_request_api_key, *s_request_api_version, *s_correlation_id, *s_client_id;
+static PyObject *s_transactional_id, *s_acks, *s_timeout_ms, *s_topic_data;
+static PyObject *s_name, *s_partition_data, *s_index, *s_records;
+static PyObject *s_responses, *s_throttle_time_ms, *s_node_endpoints, *s_partition_responses;
+static PyObject *s_error_code, *s_base_offset, *s_log_append_time_ms, *s_log_start_offset;
+static PyObject *s_record_errors, *s_error_message, *s_current_leader, *s_leader_id;
+static PyObject *s_leader_epoch;
+
+/* ------------------------------------------------------------------------ */
+/* decoding                                                                 */
+
+typedef struct {
+    const unsigned char *buf;
+    Py_ssize_t pos, end;
+} Reader;
+
+/* Each reader returns 0 when the bytes are not what the fast path takes. */
+
+static inline int
+read_i16(Reader *r, int *out)
+{
+    if (r->end - r->pos < 2)
+        return 0;
+    const unsigned char *p = r->buf + r->pos;
+    *out = (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+    r->pos += 2;
+    return 1;
+}
+
+static inline int
+read_i32(Reader *r, long *out)
+{
+    if (r->end - r->pos < 4)
+        return 0;
+    const unsigned char *p = r->buf + r->pos;
+    *out = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+    r->pos += 4;
+    return 1;
+}
+
+/* An unsigned varint of at most 31 bits. */
+static inline int
+read_uv(Reader *r, Py_ssize_t *out)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < 5; i++) {
+        if (r->pos >= r->end)
+            return 0;
+        unsigned char b = r->buf[r->pos++];
+        value |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            if (value > INT32_MAX)
+                return 0;
+            *out = (Py_ssize_t)value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* No tagged fields: a zero count. */
+static inline int
+read_no_tags(Reader *r)
+{
+    if (r->pos >= r->end || r->buf[r->pos] != 0)
+        return 0;
+    r->pos++;
+    return 1;
+}
+
+/* A string of `len` bytes at the reader's position (NULL: declined, maybe with an
+   exception set that the caller clears). */
+static PyObject *
+take_str(Reader *r, Py_ssize_t len)
+{
+    if (len < 0 || r->end - r->pos < len)
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + r->pos, len, NULL);
+    r->pos += len;
+    return s;
+}
+
+/* A nullable string; *out is a new reference (Py_None for null). */
+static int
+read_nullable_str(Reader *r, int flexible, PyObject **out)
+{
+    Py_ssize_t len;
+    if (flexible) {
+        if (!read_uv(r, &len))
+            return 0;
+        len -= 1;
+    }
+    else {
+        int n;
+        if (!read_i16(r, &n))
+            return 0;
+        len = n;
+    }
+    if (len == -1) {
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    *out = take_str(r, len);
+    return *out != NULL;
+}
+
+static int
+read_str(Reader *r, int flexible, PyObject **out)
+{
+    if (!read_nullable_str(r, flexible, out))
+        return 0;
+    if (*out == Py_None) {
+        Py_DECREF(*out);
+        return 0;
+    }
+    return 1;
+}
+
+/* An array count, at most what `min_size`-byte elements could fill. */
+static int
+read_count(Reader *r, int flexible, Py_ssize_t min_size, Py_ssize_t *out)
+{
+    Py_ssize_t n;
+    if (flexible) {
+        if (!read_uv(r, &n) || n == 0)
+            return 0;
+        n -= 1;
+    }
+    else {
+        long v;
+        if (!read_i32(r, &v) || v < 0)
+            return 0;
+        n = v;
+    }
+    if (n * min_size > r->end - r->pos)
+        return 0;
+    *out = n;
+    return 1;
+}
+
+static PyObject *
+new_object(PyObject *type)
+{
+    PyTypeObject *t = (PyTypeObject *)type;
+    return t->tp_alloc(t, 0);
+}
+
+/* Set attributes on a new instance of `type`; NULL (declined or error) when one fails. */
+static PyObject *
+make(PyObject *type, int count, PyObject **names, PyObject **values)
+{
+    PyObject *o = new_object(type);
+    if (o == NULL)
+        return NULL;
+    for (int i = 0; i < count; i++) {
+        if (PyObject_SetAttr(o, names[i], values[i]) < 0) {
+            Py_DECREF(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static PyObject *
+decode_partition(Reader *r, int flexible, PyObject *view)
+{
+    long index;
+    if (!read_i32(r, &index))
+        return NULL;
+    Py_ssize_t len;
+    if (flexible) {
+        if (!read_uv(r, &len))
+            return NULL;
+        len -= 1;
+    }
+    else {
+        long v;
+        if (!read_i32(r, &v))
+            return NULL;
+        len = v;
+    }
+    PyObject *records;
+    if (len == -1)
+        records = Py_NewRef(Py_None);
+    else if (len < 0 || r->end - r->pos < len)
+        return NULL;
+    else {
+        records = PySequence_GetSlice(view, r->pos, r->pos + len);
+        if (records == NULL)
+            return NULL;
+        r->pos += len;
+    }
+    if (flexible && !read_no_tags(r)) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    PyObject *index_obj = PyLong_FromLong(index);
+    if (index_obj == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    PyObject *names[2] = {s_index, s_records};
+    PyObject *values[2] = {index_obj, records};
+    PyObject *o = make(PartitionDataType, 2, names, values);
+    Py_DECREF(index_obj);
+    Py_DECREF(records);
+    return o;
+}
+
+static PyObject *
+decode_topic(Reader *r, int flexible, PyObject *view)
+{
+    PyObject *name = NULL, *partitions = NULL, *o = NULL;
+    Py_ssize_t count;
+    if (!read_str(r, flexible, &name))
+        return NULL;
+    /* index int32 + records length (1 byte compact, 4 otherwise) (+ tags) */
+    if (!read_count(r, flexible, flexible ? 6 : 8, &count))
+        goto done;
+    partitions = PyList_New(count);
+    if (partitions == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *p = decode_partition(r, flexible, view);
+        if (p == NULL)
+            goto done;
+        PyList_SET_ITEM(partitions, i, p);
+    }
+    if (flexible && !read_no_tags(r))
+        goto done;
+    PyObject *names[2] = {s_name, s_partition_data};
+    PyObject *values[2] = {name, partitions};
+    o = make(TopicDataType, 2, names, values);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(partitions);
+    return o;
+}
+
+static PyObject *
+decode_body(Reader *r, int flexible, PyObject *view)
+{
+    PyObject *txn = NULL, *topics = NULL, *acks_obj = NULL, *timeout_obj = NULL, *o = NULL;
+    int acks;
+    long timeout;
+    Py_ssize_t count;
+    if (!read_nullable_str(r, flexible, &txn))
+        return NULL;
+    if (!read_i16(r, &acks) || !read_i32(r, &timeout))
+        goto done;
+    /* name (1 or 2 bytes) + partition count (1 or 4) (+ tags) */
+    if (!read_count(r, flexible, flexible ? 3 : 6, &count))
+        goto done;
+    topics = PyList_New(count);
+    if (topics == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = decode_topic(r, flexible, view);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(topics, i, t);
+    }
+    if (flexible && !read_no_tags(r))
+        goto done;
+    acks_obj = PyLong_FromLong(acks);
+    timeout_obj = PyLong_FromLong(timeout);
+    if (acks_obj == NULL || timeout_obj == NULL)
+        goto done;
+    PyObject *names[4] = {s_transactional_id, s_acks, s_timeout_ms, s_topic_data};
+    PyObject *values[4] = {txn, acks_obj, timeout_obj, topics};
+    o = make(ProduceRequestType, 4, names, values);
+done:
+    Py_XDECREF(txn);
+    Py_XDECREF(topics);
+    Py_XDECREF(acks_obj);
+    Py_XDECREF(timeout_obj);
+    return o;
+}
+
+static PyObject *
+decode_produce_request(PyObject *self, PyObject *frame)
+{
+    if (RequestHeaderType == NULL)
+        Py_RETURN_NONE;
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(frame, &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *header = NULL, *body = NULL, *view = NULL;
+    PyObject *key = NULL, *version_obj = NULL, *correlation = NULL, *client_id = NULL;
+    Reader r = {buffer.buf, 0, buffer.len};
+    int api_key, version;
+    long correlation_id;
+    if (!read_i16(&r, &api_key) || !read_i16(&r, &version) || !read_i32(&r, &correlation_id))
+        goto done;
+    if (api_key != 0 || version < MIN_VERSION || version > MAX_VERSION)
+        goto done;
+    int flexible = version >= FIRST_FLEXIBLE;
+    /* the client id is an int16-length string in both header versions */
+    if (!read_nullable_str(&r, 0, &client_id))
+        goto done;
+    if (flexible && !read_no_tags(&r))
+        goto done;
+    view = PyMemoryView_FromObject(frame);
+    if (view == NULL)
+        goto done;
+    body = decode_body(&r, flexible, view);
+    if (body == NULL)
+        goto done;
+    key = PyLong_FromLong(api_key);
+    version_obj = PyLong_FromLong(version);
+    correlation = PyLong_FromLong(correlation_id);
+    if (key == NULL || version_obj == NULL || correlation == NULL)
+        goto done;
+    PyObject *names[4] = {s_request_api_key, s_request_api_version, s_correlation_id, s_client_id};
+    PyObject *values[4] = {key, version_obj, correlation, client_id};
+    header = make(RequestHeaderType, 4, names, values);
+    if (header == NULL)
+        goto done;
+    result = PyTuple_Pack(2, header, body);
+done:
+    Py_XDECREF(header);
+    Py_XDECREF(body);
+    Py_XDECREF(view);
+    Py_XDECREF(key);
+    Py_XDECREF(version_obj);
+    Py_XDECREF(correlation);
+    Py_XDECREF(client_id);
+    PyBuffer_Release(&buffer);
+    if (result == NULL) {
+        /* declined: the Python decoder decodes it or says what is wrong */
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
+            PyErr_Clear();
+        if (!PyErr_Occurred())
+            Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* encoding                                                                 */
+
+typedef struct {
+    unsigned char *buf;
+    Py_ssize_t len, cap;
+} Writer;
+
+static int
+reserve(Writer *w, Py_ssize_t n)
+{
+    if (w->len + n <= w->cap)
+        return 1;
+    Py_ssize_t cap = w->cap * 2;
+    if (cap < w->len + n)
+        cap = w->len + n + 64;
+    unsigned char *buf = PyMem_Realloc(w->buf, (size_t)cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    w->buf = buf;
+    w->cap = cap;
+    return 1;
+}
+
+static inline int
+put_be(Writer *w, uint64_t v, int size)
+{
+    if (!reserve(w, size))
+        return 0;
+    for (int i = size - 1; i >= 0; i--, v >>= 8)
+        w->buf[w->len + i] = (unsigned char)v;
+    w->len += size;
+    return 1;
+}
+
+static int
+put_uv(Writer *w, uint32_t v)
+{
+    if (!reserve(w, 5))
+        return 0;
+    while (v >= 0x80) {
+        w->buf[w->len++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    w->buf[w->len++] = (unsigned char)v;
+    return 1;
+}
+
+static int
+put_bytes(Writer *w, const char *data, Py_ssize_t n)
+{
+    if (!reserve(w, n))
+        return 0;
+    memcpy(w->buf + w->len, data, (size_t)n);
+    w->len += n;
+    return 1;
+}
+
+/* Each encoder returns 1 when done, 0 to decline (maybe with an exception set,
+   cleared by the caller unless it is MemoryError). */
+
+static int
+get_int(PyObject *o, PyObject *name, long long low, long long high, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return 0;
+    if (!PyLong_CheckExact(v)) {
+        Py_DECREF(v);
+        return 0;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (overflow || (x == -1 && PyErr_Occurred()) || x < low || x > high)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+static int
+put_str(Writer *w, PyObject *s, int flexible, int nullable)
+{
+    if (s == Py_None) {
+        if (!nullable)
+            return 0;
+        return flexible ? put_uv(w, 0) : put_be(w, 0xFFFF, 2);
+    }
+    if (!PyUnicode_CheckExact(s))
+        return 0;
+    Py_ssize_t n;
+    const char *data = PyUnicode_AsUTF8AndSize(s, &n);
+    if (data == NULL)
+        return 0;
+    if (flexible) {
+        if (n >= INT32_MAX || !put_uv(w, (uint32_t)(n + 1)))
+            return 0;
+    }
+    else if (n > 0x7FFF || !put_be(w, (uint64_t)n, 2))
+        return 0;
+    return put_bytes(w, data, n);
+}
+
+/* A list attribute of `o`; a new reference or NULL. */
+static PyObject *
+get_list(PyObject *o, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v != NULL && !PyList_CheckExact(v))
+        Py_CLEAR(v);
+    return v;
+}
+
+static int
+put_count(Writer *w, Py_ssize_t n, int flexible)
+{
+    if (n >= INT32_MAX)
+        return 0;
+    return flexible ? put_uv(w, (uint32_t)(n + 1)) : put_be(w, (uint64_t)n, 4);
+}
+
+/* Whether `leader` is a LeaderIdAndEpoch at its defaults (what the encoder omits). */
+static int
+default_leader(PyObject *leader)
+{
+    if ((PyObject *)Py_TYPE(leader) != LeaderIdAndEpochType)
+        return 0;
+    long long id, epoch;
+    return get_int(leader, s_leader_id, -1, -1, &id) &&
+           get_int(leader, s_leader_epoch, -1, -1, &epoch);
+}
+
+static int
+put_partition(Writer *w, PyObject *p, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    long long index, error_code, base_offset, append_time, log_start;
+    if (!get_int(p, s_index, INT32_MIN, INT32_MAX, &index) ||
+        !get_int(p, s_error_code, INT16_MIN, INT16_MAX, &error_code) ||
+        !get_int(p, s_base_offset, INT64_MIN, INT64_MAX, &base_offset) ||
+        !get_int(p, s_log_append_time_ms, INT64_MIN, INT64_MAX, &append_time) ||
+        !get_int(p, s_log_start_offset, INT64_MIN, INT64_MAX, &log_start))
+        return 0;
+    if (!put_be(w, (uint64_t)index, 4) || !put_be(w, (uint64_t)error_code, 2) ||
+        !put_be(w, (uint64_t)base_offset, 8) || !put_be(w, (uint64_t)append_time, 8))
+        return 0;
+    if (version >= 5 && !put_be(w, (uint64_t)log_start, 8))
+        return 0;
+    if (version >= 8) {
+        PyObject *errors = get_list(p, s_record_errors);
+        if (errors == NULL)
+            return 0;
+        Py_ssize_t n = PyList_GET_SIZE(errors);
+        Py_DECREF(errors);
+        if (n != 0 || !put_count(w, 0, flexible))
+            return 0;
+        PyObject *message = PyObject_GetAttr(p, s_error_message);
+        if (message == NULL)
+            return 0;
+        int ok = put_str(w, message, flexible, 1);
+        Py_DECREF(message);
+        if (!ok)
+            return 0;
+    }
+    /* a current leader is never written here (at versions without it, the
+       generated encoder refuses one that is not the default) */
+    PyObject *leader = PyObject_GetAttr(p, s_current_leader);
+    if (leader == NULL)
+        return 0;
+    int ok = default_leader(leader);
+    Py_DECREF(leader);
+    if (!ok)
+        return 0;
+    return !flexible || put_uv(w, 0);
+}
+
+static int
+put_topic(Writer *w, PyObject *t, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    PyObject *name = PyObject_GetAttr(t, s_name);
+    if (name == NULL)
+        return 0;
+    int ok = put_str(w, name, flexible, 0);
+    Py_DECREF(name);
+    if (!ok)
+        return 0;
+    PyObject *partitions = get_list(t, s_partition_responses);
+    if (partitions == NULL)
+        return 0;
+    ok = put_count(w, PyList_GET_SIZE(partitions), flexible);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(partitions); i++)
+        ok = put_partition(w, PyList_GET_ITEM(partitions, i), version);
+    Py_DECREF(partitions);
+    if (ok && flexible)
+        ok = put_uv(w, 0);
+    return ok;
+}
+
+static int
+put_response(Writer *w, PyObject *response, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    PyObject *topics = get_list(response, s_responses);
+    if (topics == NULL)
+        return 0;
+    int ok = put_count(w, PyList_GET_SIZE(topics), flexible);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(topics); i++)
+        ok = put_topic(w, PyList_GET_ITEM(topics, i), version);
+    Py_DECREF(topics);
+    long long throttle;
+    if (!ok || !get_int(response, s_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle) ||
+        !put_be(w, (uint64_t)throttle, 4))
+        return 0;
+    /* no node endpoints either (the same refusal at versions without them) */
+    PyObject *endpoints = get_list(response, s_node_endpoints);
+    if (endpoints == NULL)
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(endpoints);
+    Py_DECREF(endpoints);
+    if (n != 0)
+        return 0;
+    return !flexible || put_uv(w, 0);
+}
+
+static PyObject *
+encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_produce_response(version, fallback, out, response) takes 4 arguments");
+        return NULL;
+    }
+    int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
+    PyObject *fallback = args[1], *out = args[2], *response = args[3];
+    if (version == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    if (version >= MIN_VERSION && version <= MAX_VERSION && PyByteArray_Check(out)) {
+        Writer w = {PyMem_Malloc(256), 0, 256};
+        if (w.buf == NULL)
+            return PyErr_NoMemory();
+        int ok = put_response(&w, response, version);
+        if (ok) {
+            Py_ssize_t start = PyByteArray_GET_SIZE(out);
+            ok = PyByteArray_Resize(out, start + w.len) == 0;
+            if (ok)
+                memcpy(PyByteArray_AS_STRING(out) + start, w.buf, (size_t)w.len);
+        }
+        PyMem_Free(w.buf);
+        if (ok)
+            Py_RETURN_NONE;
+        if (PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    PyObject *fargs[2] = {out, response};
+    return PyObject_Vectorcall(fallback, fargs, 2, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static PyObject *
+bind(PyObject *self, PyObject *args)
+{
+    PyObject *types[5];
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyType_Type, &types[0], &PyType_Type, &types[1],
+                          &PyType_Type, &types[2], &PyType_Type, &types[3], &PyType_Type,
+                          &types[4]))
+        return NULL;
+    PyObject **slots[5] = {&RequestHeaderType, &ProduceRequestType, &TopicDataType,
+                           &PartitionDataType, &LeaderIdAndEpochType};
+    for (int i = 0; i < 5; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(types[i]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_produce_request", decode_produce_request, METH_O,
+     "decode_produce_request(frame): (RequestHeader, ProduceRequest) for a v3-11 Produce\n"
+     "frame the fast path takes, else None (the Python decoder then handles it)."},
+    {"encode_produce_response", (PyCFunction)(void (*)(void))encode_produce_response,
+     METH_FASTCALL,
+     "encode_produce_response(version, fallback, out, response): append the body to out;\n"
+     "returns fallback(out, response) for what only the Python encoder handles."},
+    {"bind", bind, METH_VARARGS,
+     "bind(request_header, produce_request, topic_data, partition_data, leader_id_and_epoch)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_produce", "C accelerator for the broker's side of Produce.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+#define INTERN(var, text)                                                                      \
+    do {                                                                                       \
+        var = PyUnicode_InternFromString(text);                                                \
+        if (var == NULL)                                                                       \
+            return NULL;                                                                       \
+    } while (0)
+
+PyMODINIT_FUNC
+PyInit__produce(void)
+{
+    INTERN(s_request_api_key, "request_api_key");
+    INTERN(s_request_api_version, "request_api_version");
+    INTERN(s_correlation_id, "correlation_id");
+    INTERN(s_client_id, "client_id");
+    INTERN(s_transactional_id, "transactional_id");
+    INTERN(s_acks, "acks");
+    INTERN(s_timeout_ms, "timeout_ms");
+    INTERN(s_topic_data, "topic_data");
+    INTERN(s_name, "name");
+    INTERN(s_partition_data, "partition_data");
+    INTERN(s_index, "index");
+    INTERN(s_records, "records");
+    INTERN(s_responses, "responses");
+    INTERN(s_throttle_time_ms, "throttle_time_ms");
+    INTERN(s_node_endpoints, "node_endpoints");
+    INTERN(s_partition_responses, "partition_responses");
+    INTERN(s_error_code, "error_code");
+    INTERN(s_base_offset, "base_offset");
+    INTERN(s_log_append_time_ms, "log_append_time_ms");
+    INTERN(s_log_start_offset, "log_start_offset");
+    INTERN(s_record_errors, "record_errors");
+    INTERN(s_error_message, "error_message");
+    INTERN(s_current_leader, "current_leader");
+    INTERN(s_leader_id, "leader_id");
+    INTERN(s_leader_epoch, "leader_epoch");
+    return PyModule_Create(&module);
+}

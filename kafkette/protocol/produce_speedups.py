@@ -1,0 +1,63 @@
+"""Selection of the optional C accelerator for the broker's side of Produce.
+
+``decode_produce_request`` and ``encode_produce_response`` are the compiled
+functions of :mod:`kafkette.protocol._produce` when the extension was built and
+the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None.
+They take only the common, well-formed case (versions 3 to 11) and leave the
+rest to the generated codec, which then decodes, encodes or raises exactly as
+without them; :mod:`kafkette.protocol.headers` uses them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from kafkette.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from kafkette.protocol.messages.produce_response import LeaderIdAndEpoch
+from kafkette.protocol.messages.request_header import RequestHeader
+
+DecodeProduceRequest = Callable[[Any], "tuple[RequestHeader, ProduceRequest] | None"]
+EncodeProduceResponse = Callable[[int, Callable[[Any, Any], None], Any, Any], None]
+
+MIN_VERSION = 3
+MAX_VERSION = 11
+"""The versions the extension takes (of requests and responses)."""
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1":
+        return None
+    try:
+        from kafkette.protocol import _produce
+    except ImportError:  # not built: no compiler at install time
+        return None
+    _produce.bind(
+        RequestHeader, ProduceRequest, TopicProduceData, PartitionProduceData, LeaderIdAndEpoch
+    )
+    return _produce
+
+
+_module = _load()
+
+decode_produce_request: DecodeProduceRequest | None = (
+    None if _module is None else _module.decode_produce_request
+)
+"""``(frame)``: the header and body of a ProduceRequest v3-11 frame, as the generated
+decoders make them, or None when the Python decoder must handle the frame."""
+
+encode_produce_response: EncodeProduceResponse | None = (
+    None if _module is None else _module.encode_produce_response
+)
+"""``(version, fallback, out, response)``: append the ProduceResponse body at
+``version`` to the bytearray ``out``, or return ``fallback(out, response)`` for what
+only the generated encoder handles (nothing appended before that)."""
+
+EXTENSION_USED: bool = _module is not None
+"""Whether Produce requests and responses go through the C extension."""

@@ -129,7 +129,9 @@ class _Submitted:
         sender = self.sender
         sender._submitted.discard(self)
         try:
-            sender._finish_produce(self.node, self.batches, self.started, response, error)
+            sender._finish_produce(
+                self.node, self.batches, self.started, response, error, submitted=True
+            )
         except Exception as exc:  # a bug: fail what is pending rather than hang
             logger.exception("producer sender failed")
             sender.fatal_error = exc
@@ -208,6 +210,9 @@ class Sender:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
         self._submitted: set[_Submitted] = set()
+        self._in_pass = False
+        self._asleep_until: float | None = None
+        """When the sender's task wakes up on its own (None while it is not waiting)."""
         self._expiry_check_at = 0.0
         self.txn: TransactionRunner | None = None
         """The transactional producer's coordinator requests (None without transactional.id)."""
@@ -277,6 +282,26 @@ class Sender:
 
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
         self._wake = self._new_event()
+        timeout_ms = self._pass(tg)
+        if timeout_ms > 0:
+            self._asleep_until = self.clock() + timeout_ms
+            try:
+                with anyio.move_on_after(timeout_ms / 1000):
+                    await self._wake.wait()
+            finally:
+                self._asleep_until = None
+        else:
+            await anyio.sleep(0)
+
+    def _pass(self, tg: anyio.abc.TaskGroup) -> float:
+        """Expire, refresh and send what is ready; ms until a pass is needed again."""
+        self._in_pass = True
+        try:
+            return self._pass_body(tg)
+        finally:
+            self._in_pass = False
+
+    def _pass_body(self, tg: anyio.abc.TaskGroup) -> float:
         now = self.clock()
         if now >= self._expiry_check_at:
             for batch in self.accumulator.expire(now):
@@ -328,12 +353,29 @@ class Sender:
             finally:
                 if corked is not None:
                     corked.uncork()
-        timeout = max(min(delays), 0.0) / 1000
-        if timeout > 0:
-            with anyio.move_on_after(timeout):
-                await self._wake.wait()
-        else:
-            await anyio.sleep(0)
+        return max(min(delays), 0.0)
+
+    def _after_response(self) -> None:
+        """A submitted request was answered: send what that allows at once, in the
+        callback, rather than waking the sender's task for it.
+
+        The task sleeps until a deadline its own pass computed; it is woken
+        only if this pass needs an earlier one (or it is not asleep).
+        """
+        tg = self._task_group
+        asleep_until = self._asleep_until
+        if (
+            tg is None
+            or asleep_until is None
+            or self._in_pass
+            or self._stopping
+            or self._abort_error is not None
+        ):
+            self.wakeup()
+            return
+        timeout_ms = self._pass(tg)
+        if self.clock() + timeout_ms < asleep_until:
+            self.wakeup()
 
     def _cork(self, node: int) -> BrokerConnection | None:
         """The node's connection, corked, when requests to it are written at once."""
@@ -608,6 +650,8 @@ class Sender:
         started: float,
         response: Response | None,
         error: BaseException | None,
+        *,
+        submitted: bool = False,
     ) -> None:
         """Settle a request's batches: acknowledged, retried or failed."""
         try:
@@ -632,7 +676,10 @@ class Sender:
             self._handle_response(batches, response)
         finally:
             self._release_in_flight(node, batches)
-            self.wakeup()
+            if submitted:
+                self._after_response()
+            else:
+                self.wakeup()
 
     def _release_in_flight(self, node: int, batches: list[ProducerBatch]) -> None:
         self._node_in_flight[node] -= 1

@@ -1,6 +1,7 @@
 """Client throughput: kafkette (sync and async) against confluent-kafka, aiokafka, kafka-python.
 
-Producer half. One ``kafkette serve --memory`` child process; each producer
+Producers, then consumers, against one ``kafkette serve --memory`` child
+process. Producers: each
 sends ``--records`` values of 100 bytes, then of 1 KiB (no key, no
 compression, ``acks=1``, ``linger.ms=5``, each client's default batch size:
 16 KiB, but 1 MB for librdkafka; ``--batch-size`` sets one for all)
@@ -13,9 +14,11 @@ process (all its threads, librdkafka's included), and the ratio of each
 kafkette figure to confluent-kafka's and aiokafka's.
 Targets: kafkette >= 3x aiokafka and >= 0.5x confluent-kafka.
 
-    .venv/bin/python bench/clients.py [--records 200000] [--repeat 3] [--only kafkette-sync]
+Consumers: ``bench/consumer.py`` (its docstring says how), 200,000 records of
+100 B and 50,000 of 1 KiB. Target: kafkette >= 1x aiokafka.
 
-The consumer half lives in ``bench/consumer.py`` for now (see CONSUMER below).
+    .venv/bin/python bench/clients.py [--records 200000] [--repeat 3] [--only kafkette-sync]
+        [--batch-size 16384] [--producers | --consumers]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.consumer import CONSUMERS, bench_consumers
 from kafkette import AsyncProducer, Producer
 from tests.brokers import BrokerProcess
 
@@ -197,14 +201,16 @@ def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) 
             )
 
 
-# ---- CONSUMER: the consumer half goes here (bench/consumer.py measures consumers today).
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", action="append", default=[], choices=list(PRODUCERS))
+    parser.add_argument(
+        "--only", action="append", default=[], choices=sorted({*PRODUCERS, *CONSUMERS})
+    )
+    half = parser.add_mutually_exclusive_group()
+    half.add_argument("--producers", action="store_true", help="producers only")
+    half.add_argument("--consumers", action="store_true", help="consumers only")
     parser.add_argument(
         "--batch-size",
         type=int,
@@ -214,7 +220,10 @@ def main() -> None:
     if args.batch_size:
         BATCH["size"] = args.batch_size
     with BrokerProcess() as broker:
-        bench_producers(broker.bootstrap, args.records, args.repeat, args.only)
+        if not args.consumers:
+            bench_producers(broker.bootstrap, args.records, args.repeat, args.only)
+        if not args.producers:
+            bench_consumers(broker.bootstrap, args.records, args.repeat, args.only)
 
 
 if __name__ == "__main__":

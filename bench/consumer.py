@@ -10,7 +10,8 @@ each, so all see the same machine load. Figures are wall-clock records/s and
 MB/s of values (the broker runs in its own process on the same 2 cores), and
 records per CPU-second of the consumer's process (all its threads, librdkafka's
 included), the steadier figure on a shared machine.
-Target: kafkette >= 1.0x aiokafka.
+Target: kafkette >= 1.0x aiokafka. ``bench/clients.py`` runs this half after
+its producers, against the same broker; alone:
 
     .venv/bin/python bench/consumer.py [--records 200000] [--repeat 3] [--only kafkette-sync]
 """
@@ -184,42 +185,45 @@ CONSUMERS: dict[str, Callable[[str, str, int, int], Timing]] = {
 }
 
 
+def bench_consumers(bootstrap: str, records_100b: int, repeat: int, only: list[str]) -> None:
+    """Fill the topics, run every consumer ``repeat`` times and print the best of each."""
+    names = [n for n in CONSUMERS if not only or n in only]
+    counts = {"100 B": records_100b, "1 KiB": max(records_100b // 4, 1)}
+    for label, value_size in SIZES.items():
+        topic = f"bench-consume-{value_size}"
+        records = counts[label]
+        fill(bootstrap, topic, records, value_size)
+        wall: dict[str, float] = {}
+        cpu: dict[str, float] = {}
+        for _ in range(repeat):
+            for name in names:
+                w, c = CONSUMERS[name](bootstrap, topic, records, value_size)
+                wall[name] = min(wall.get(name, w), w)
+                cpu[name] = min(cpu.get(name, c), c)
+        print(f"\nconsumer, {records} records of {label}, one partition (best of {repeat})")
+        print(
+            f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
+            f"{'x confluent':>13}{'x aiokafka':>12}"
+        )
+        for name in names:
+            ratios = ""
+            for peer in ("confluent-kafka", "aiokafka"):
+                ratios += f"{wall[peer] / wall[name]:>12.2f}x" if peer in wall else f"{'-':>13}"
+            print(
+                f"{name:<16}{records / wall[name]:>12,.0f}"
+                f"{records * value_size / wall[name] / 1e6:>9.1f}"
+                f"{records / cpu[name]:>12,.0f}{ratios}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records of 100 B")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", action="append", choices=list(CONSUMERS))
+    parser.add_argument("--only", action="append", default=[], choices=list(CONSUMERS))
     args = parser.parse_args()
-    names = args.only or list(CONSUMERS)
-    counts = {"100 B": args.records, "1 KiB": max(args.records // 4, 1)}
     with BrokerProcess() as broker:
-        for label, value_size in SIZES.items():
-            topic = f"bench-{value_size}"
-            records = counts[label]
-            fill(broker.bootstrap, topic, records, value_size)
-            wall: dict[str, float] = {}
-            cpu: dict[str, float] = {}
-            for _ in range(args.repeat):
-                for name in names:
-                    w, c = CONSUMERS[name](broker.bootstrap, topic, records, value_size)
-                    wall[name] = min(wall.get(name, w), w)
-                    cpu[name] = min(cpu.get(name, c), c)
-            print(f"\n{records} records of {label} values (best of {args.repeat}):")
-            print(
-                f"  {'consumer':<16} {'records/s':>10} {'MB/s':>7} {'vs aiokafka':>11}"
-                f" {'records/CPU-s':>14} {'vs aiokafka':>11}"
-            )
-            ref_wall, ref_cpu = wall.get("aiokafka"), cpu.get("aiokafka")
-            for name in names:
-                rate = records / wall[name]
-                mbps = records * value_size / wall[name] / 1e6
-                ratio = f"{ref_wall / wall[name]:.2f}x" if ref_wall else "-"
-                cpu_rate = records / cpu[name]
-                cpu_ratio = f"{ref_cpu / cpu[name]:.2f}x" if ref_cpu else "-"
-                print(
-                    f"  {name:<16} {rate:>10,.0f} {mbps:>7.1f} {ratio:>11}"
-                    f" {cpu_rate:>14,.0f} {cpu_ratio:>11}"
-                )
+        bench_consumers(broker.bootstrap, args.records, args.repeat, args.only)
 
 
 if __name__ == "__main__":

@@ -581,3 +581,34 @@ async def test_requests_drained_in_one_turn_are_written_together() -> None:
     assert [batch_header(r).base_sequence for _, r in client.requests] == [0, 1, 2]
     if FakeClient.submitting:
         assert client.writes == [[0, 1, 2]]
+
+
+@pytest.mark.anyio
+async def test_abort_fails_the_batches_of_requests_in_flight() -> None:
+    """The broker never answers; abort fails the records sent and those still queued."""
+    sent = anyio.Event()
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        sent.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    client = FakeClient(handler)
+    accumulator = RecordAccumulator(batch_size=100, linger_ms=0)
+    sender = Sender(client, accumulator, config(batch_size=100), rng=random.Random(0))  # type: ignore[arg-type]
+    accumulator.wakeup = sender.wakeup
+    error = KafkaConnectionError("aborted by the test")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            client.task_group = tg
+            tg.start_soon(sender.run)
+            in_flight = accumulator.append(TOPIC, 0, 5, None, b"a" * 100)
+            await sent.wait()
+            queued = accumulator.append(TOPIC, 0, 5, None, b"b" * 100)
+            sender.abort(error)
+            await sender.finished.wait()
+            tg.cancel_scope.cancel()
+    assert in_flight.exception(0) is error
+    assert queued.exception(0) is error
+    assert accumulator.incomplete == 0
+    assert len(client.requests) == 1

@@ -4,9 +4,13 @@ read back from the stored bytes agree with a scan of what was appended."""
 
 from __future__ import annotations
 
+import mmap
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette.backends import memory
 from kafkette.backends.config import LogConfig
 from kafkette.backends.memory import MemoryLog, MemorySegment
 from kafkette.backends.types import TimestampOffset
@@ -71,3 +75,43 @@ def _fields(data: bytes) -> tuple[int, ...]:
     from kafkette.protocol.records.batch_header import HEADER_STRUCT
 
     return tuple(HEADER_STRUCT.unpack_from(data, 0))
+
+
+def _stored_batch(index: int, size: int) -> bytes:
+    return make_batch([(BASE + index, b"k%d" % index, bytes([index % 251]) * size)])
+
+
+def test_batches_past_the_first_mebibyte_are_kept_in_arenas_unchanged() -> None:
+    """Past ARENA_FROM bytes a segment copies batches into populated arenas; what is read
+    back is what an exact-size copy keeps, views handed out never change (not even after
+    a truncation and more appends), and a batch over ARENA_BATCH_MAX is kept on its own."""
+    log = MemoryLog("t", 0, LogConfig(), clock=FakeClock())
+    batches = [_stored_batch(i, 16_000) for i in range(90)]  # about 1.4 MB
+    batches.append(_stored_batch(90, memory.ARENA_BATCH_MAX + 1000))
+    for data in batches:
+        log.append(data, leader_epoch=3)
+    expected = [_as_stored(data, offset, 3) for offset, data in enumerate(batches)]
+    views = list(log.read(0, 1 << 30).buffers)
+    assert [bytes(v) for v in views] == expected
+    assert all(v.readonly for v in views)
+    owners = [type(v.obj) for v in views]
+    if memory._POPULATE is None:
+        assert set(owners) == {bytes}
+    else:
+        first_in_arena = owners.index(mmap.mmap)
+        assert 0 < first_in_arena <= memory.ARENA_FROM // 16_000 + 1
+        assert set(owners[first_in_arena:-1]) == {mmap.mmap}
+        assert owners[-1] is bytes  # over ARENA_BATCH_MAX
+    log.truncate_to(80)
+    for i in range(80, 85):
+        log.append(_stored_batch(i + 100, 16_000), leader_epoch=3)
+    assert [bytes(v) for v in views] == expected
+    again = [bytes(v) for v in log.read(0, 1 << 30).buffers]
+    assert again[:80] == expected[:80]
+    assert again[80:] == [_as_stored(_stored_batch(i + 100, 16_000), i, 3) for i in range(80, 85)]
+
+
+def _as_stored(data: bytes, offset: int, epoch: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(">qii", out, 0, offset, len(data) - 12, epoch)
+    return bytes(out)

@@ -21,9 +21,10 @@ from kafkette.backends.segmented import Clock, SegmentedLog
 from kafkette.backends.types import AbortedTxn, LogSlice
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 
-ARENA_FROM = 1 << 20
+ARENA_FROM = 4 << 20
 """Bytes a segment holds before its batches are copied into arenas (small and quiet
-partitions keep exact-size allocations)."""
+partitions keep exact-size allocations, and an arena's unused tail is at most a
+quarter of what the segment holds)."""
 ARENA_MIN = 1 << 20
 ARENA_MAX = 16 << 20
 """Sizes of the arenas (an eighth of the segment's size, within these bounds)."""

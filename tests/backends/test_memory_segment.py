@@ -81,13 +81,14 @@ def _stored_batch(index: int, size: int) -> bytes:
     return make_batch([(BASE + index, b"k%d" % index, bytes([index % 251]) * size)])
 
 
-def test_batches_past_the_first_mebibyte_are_kept_in_arenas_unchanged() -> None:
+def test_batches_past_arena_from_are_kept_in_arenas_unchanged() -> None:
     """Past ARENA_FROM bytes a segment copies batches into populated arenas; what is read
     back is what an exact-size copy keeps, views handed out never change (not even after
     a truncation and more appends), and a batch over ARENA_BATCH_MAX is kept on its own."""
     log = MemoryLog("t", 0, LogConfig(), clock=FakeClock())
-    batches = [_stored_batch(i, 16_000) for i in range(90)]  # about 1.4 MB
-    batches.append(_stored_batch(90, memory.ARENA_BATCH_MAX + 1000))
+    count = memory.ARENA_FROM // 16_000 + 30
+    batches = [_stored_batch(i, 16_000) for i in range(count)]
+    batches.append(_stored_batch(count, memory.ARENA_BATCH_MAX + 1000))
     for data in batches:
         log.append(data, leader_epoch=3)
     expected = [_as_stored(data, offset, 3) for offset, data in enumerate(batches)]

@@ -8,6 +8,7 @@ backend's event class once, in the event loop, with :func:`event_factory`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import anyio
@@ -16,3 +17,18 @@ import anyio
 def event_factory() -> Callable[[], anyio.Event]:
     """A callable making events of the running backend (call it in the event loop)."""
     return type(anyio.Event())
+
+
+def call_soon_factory() -> Callable[[Callable[[], object]], object]:
+    """A function scheduling a plain callback to run soon in the running event loop.
+
+    asyncio's ``loop.call_soon`` or trio's ``run_sync_soon``: the callback runs
+    after what the loop is doing now, without a task of its own.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    return loop.call_soon

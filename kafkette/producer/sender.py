@@ -50,7 +50,7 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient, monotonic_ms
 from kafkette.client.config import ProducerConfig
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.events import event_factory
+from kafkette.client.events import call_soon_factory, event_factory
 from kafkette.client.metadata import BrokerInfo, PartitionInfo
 from kafkette.errors import (
     DuplicateSequenceNumberError,
@@ -211,6 +211,8 @@ class Sender:
         self._sinks: dict[int, _Sink] = {}
         self._submitted: set[_Submitted] = set()
         self._in_pass = False
+        self._pass_scheduled = False
+        self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._asleep_until: float | None = None
         """When the sender's task wakes up on its own (None while it is not waiting)."""
         self._expiry_check_at = 0.0
@@ -356,24 +358,44 @@ class Sender:
         return max(min(delays), 0.0)
 
     def _after_response(self) -> None:
-        """A submitted request was answered: send what that allows at once, in the
-        callback, rather than waking the sender's task for it.
-
-        The task sleeps until a deadline its own pass computed; it is woken
-        only if this pass needs an earlier one (or it is not asleep).
-        """
-        tg = self._task_group
-        asleep_until = self._asleep_until
+        """A submitted request was answered: once the responses read with it are
+        handled too, send what they allow, from the event loop rather than by waking
+        the sender's task (see :meth:`_pass_after_responses`)."""
+        if self._pass_scheduled:
+            return
         if (
-            tg is None
-            or asleep_until is None
+            self._task_group is None
+            or self._asleep_until is None
             or self._in_pass
             or self._stopping
             or self._abort_error is not None
         ):
             self.wakeup()
             return
-        timeout_ms = self._pass(tg)
+        self._pass_scheduled = True
+        if self._call_soon is None:
+            self._call_soon = call_soon_factory()
+        self._call_soon(self._pass_after_responses)
+
+    def _pass_after_responses(self) -> None:
+        """One pass for all the responses of a read: their freed places go out in one write.
+
+        The task sleeps until a deadline its own pass computed; it is woken
+        only if this pass needs an earlier one (or it is no longer asleep).
+        """
+        self._pass_scheduled = False
+        tg = self._task_group
+        asleep_until = self._asleep_until
+        if tg is None or asleep_until is None or self._stopping or self._abort_error is not None:
+            self.wakeup()
+            return
+        try:
+            timeout_ms = self._pass(tg)
+        except Exception as exc:  # a bug: fail what is pending rather than hang
+            logger.exception("producer sender failed")
+            self.fatal_error = exc
+            self.abort(exc)
+            return
         if self.clock() + timeout_ms < asleep_until:
             self.wakeup()
 

@@ -1,11 +1,11 @@
-"""event_factory makes working anyio events of the running backend, on asyncio and trio."""
+"""event_factory and call_soon_factory work on the running backend, asyncio and trio."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from kafkette.client.events import event_factory
+from kafkette.client.events import call_soon_factory, event_factory
 
 pytestmark = pytest.mark.anyio
 
@@ -30,3 +30,15 @@ async def test_events_from_the_factory_are_anyio_events_of_this_loop() -> None:
     assert woken == ["woken"]
     assert event.is_set()
     assert not new_event().is_set()  # each call, a new event
+
+
+async def test_call_soon_runs_the_callback_after_the_current_step() -> None:
+    order: list[str] = []
+    call_soon = call_soon_factory()
+    call_soon(lambda: order.append("soon"))
+    order.append("now")
+    assert order == ["now"]
+    with anyio.fail_after(5):
+        while order == ["now"]:
+            await anyio.sleep(0)
+    assert order == ["now", "soon"]

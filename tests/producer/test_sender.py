@@ -612,3 +612,62 @@ async def test_abort_fails_the_batches_of_requests_in_flight() -> None:
     assert queued.exception(0) is error
     assert accumulator.incomplete == 0
     assert len(client.requests) == 1
+
+
+class HeldAnswers:
+    """A submit connection whose answers the test releases, all in one step."""
+
+    can_submit = True
+
+    def __init__(self, client: FakeClient, broker: FakeBroker) -> None:
+        self.client = client
+        self.broker = broker
+        self.held: list[tuple[ProduceRequest, Callable[[Any, Any], object]]] = []
+
+    def cork(self) -> None:
+        self.client.corked = []
+
+    def uncork(self) -> None:
+        assert self.client.corked is not None
+        self.client.writes.append(self.client.corked)
+        self.client.corked = None
+
+    def submit(self, request: ProduceRequest, on_response: Callable[[Any, Any], object]) -> None:
+        assert self.client.corked is not None
+        self.client.corked.append(len(self.client.requests))
+        self.client.record(1, request)
+        self.held.append((request, on_response))
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for request, on_response in held:
+            data = request.topic_data[0].partition_data[0].records
+            assert data is not None
+            on_response(answer(self.broker.append(0, bytes(data))), None)
+
+
+@pytest.mark.anyio
+async def test_the_places_freed_by_responses_read_together_go_out_in_one_write() -> None:
+    broker = FakeBroker()
+
+    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
+        raise AssertionError("answered by HeldAnswers")
+
+    client = FakeClient(unused)
+    connection = HeldAnswers(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(4)]
+        while len(connection.held) < 2:
+            await anyio.sleep(0)
+        connection.release()  # two responses in one step
+        while len(connection.held) < 2:
+            await anyio.sleep(0)
+        connection.release()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == [0, 1, 2, 3]
+
+    await run_sender(client, config(batch_size=100, max_in_flight_requests_per_connection=2), body)
+    assert client.writes == [[0, 1], [2, 3]]
+    assert broker.log[0] == [bytes([i]) * 100 for i in range(4)]

@@ -1,13 +1,23 @@
 """The sender: the event-loop task that turns ready batches into Produce requests.
 
-Each turn of :meth:`Sender.run`: expire batches past ``delivery.timeout.ms``,
-get a producer id if idempotence needs one, ask the accumulator which
-partitions are ready, group them by leader, and for every leader with fewer
-than ``max.in.flight.requests.per.connection`` requests outstanding drain one
-batch per partition (up to ``max.request.size``) into one ProduceRequest,
-sent from its own task so requests to a broker are pipelined. Then sleep
-until woken (new batch, full batch, flush, response) or until the next linger,
-backoff or expiry deadline.
+Each pass (:meth:`Sender._pass`): expire batches past
+``delivery.timeout.ms``, get a producer id if idempotence needs one, ask the
+accumulator which partitions are ready, group them by leader, and for every
+leader with fewer than ``max.in.flight.requests.per.connection`` requests
+outstanding drain one batch per partition (up to ``max.request.size``) into
+one ProduceRequest. How requests go out, pipelined:
+
+- TCP under asyncio (:meth:`BrokerConnection.submit
+  <kafkette.client.connection.BrokerConnection.submit>`): written at once,
+  the requests of one pass to one broker in one write; the response is
+  handled in the connection's callback, and once the responses read together
+  are handled, one pass sends what they made room for. No task per request.
+- Otherwise (trio, in-process connections, ``acks=0``): handed to worker
+  tasks, one per request in flight, which await the response.
+
+The sender's task (:meth:`Sender.run`) runs a pass, then sleeps until woken
+(new batch, full batch, flush, a response of a worker) or until the next
+linger, backoff or expiry deadline.
 
 Responses: success resolves the batch (offset of record *i* = base offset +
 *i*); DUPLICATE_SEQUENCE_NUMBER is a success; retriable errors and lost

@@ -167,7 +167,7 @@ class ProducerBatch:
             builder = RecordBatchBuilder.from_encoded(
                 self.records, self.base_timestamp, self.max_timestamp, compression=self.compression
             )
-            self.data = bytearray(builder.build())
+            self.data = builder.build_mutable()
             self.records = None
         return self.data
 

@@ -26,6 +26,7 @@ from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    CRC_OFFSET,
     DELETE_HORIZON_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -56,6 +57,9 @@ _PREFIX: Final = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLea
 _CRC: Final = struct.Struct(">I")
 _AFTER_CRC: Final = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _INT32_MAX: Final = 0x7FFFFFFF
+_BATCH_LENGTH: Final = struct.Struct(">i")
+_BATCH_LENGTH_OFFSET: Final = 8
+_NO_CRC: Final = bytes(4)
 _NULL: Final = b"\x01"  # varint -1: a null key, value or header value
 _TABLE_LIMIT: Final = len(ENCODED)
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
@@ -148,12 +152,14 @@ class RecordBatchBuilder:
             raw = c_encode(ts_delta, delta, key, value)
             if raw is not None:  # None: left to the Python code below
                 self._parts.append(raw)
-                self._size += len(raw)
+                if self._size >= 0:
+                    self._size += len(raw)
                 self._count = delta + 1
                 return delta
         raw = encode_record(ts_delta, delta, key, value, headers)
         self._parts.append(raw)
-        self._size += len(raw)
+        if self._size >= 0:
+            self._size += len(raw)
         self._count = delta + 1
         return delta
 
@@ -172,23 +178,30 @@ class RecordBatchBuilder:
         builder = cls(compression=compression)
         builder._parts = records
         builder._count = len(records)
-        builder._size = sum(map(len, records))
+        builder._size = -1  # counted when asked: a producer building at once does not ask
         builder._base_timestamp = base_timestamp
         builder._max_timestamp = max_timestamp
         return builder
 
     def size_in_bytes(self) -> int:
         """Size of the batch if built now, before compression."""
+        if self._size < 0:
+            self._size = sum(map(len, self._parts))
         return RECORD_BATCH_OVERHEAD + self._size
 
     def build(self) -> bytes:
         """The complete batch: header, (compressed) records, CRC-32C."""
-        try:
-            records = b"".join(self._parts)
-        except TypeError:
-            raise EncodeError("record keys, values and header values must be bytes") from None
+        return bytes(self.build_mutable())
+
+    def build_mutable(self) -> bytearray:
+        """:meth:`build` into a bytearray, written once (a producer stamps its header later)."""
+        parts = self._parts
         if self._compression != NONE:
-            records = compress(self._compression, records)
+            try:
+                records = b"".join(parts)
+            except TypeError:
+                raise EncodeError("record keys, values and header values must be bytes") from None
+            parts = [compress(self._compression, records)]
         count = self._count
         base_ts = self._base_timestamp if self._base_timestamp is not None else -1
         try:
@@ -205,12 +218,19 @@ class RecordBatchBuilder:
             prefix = _PREFIX.pack(self._base_offset, 0, self._partition_leader_epoch, 2)
         except struct.error as exc:
             raise EncodeError(f"record batch field out of range: {exc}") from None
-        crc = crc32c(records, crc32c(after_crc))
-        batch_length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records)
+        try:
+            # header with a zero length and CRC, then the records: one copy of each part
+            batch = bytearray().join((prefix, _NO_CRC, after_crc, *parts))
+        except TypeError:
+            raise EncodeError("record keys, values and header values must be bytes") from None
+        batch_length = len(batch) - LOG_OVERHEAD
         if batch_length > _INT32_MAX:
             raise EncodeError(f"record batch of {batch_length} bytes is too large")
-        prefix = _PREFIX.pack(self._base_offset, batch_length, self._partition_leader_epoch, 2)
-        return b"".join((prefix, _CRC.pack(crc), after_crc, records))
+        _BATCH_LENGTH.pack_into(batch, _BATCH_LENGTH_OFFSET, batch_length)
+        with memoryview(batch) as view:
+            crc = crc32c(view[ATTRIBUTES_OFFSET:])
+        _CRC.pack_into(batch, CRC_OFFSET, crc)
+        return batch
 
 
 def encode_record(

@@ -24,6 +24,7 @@ from kafkette.protocol.records import (
     record_runs,
 )
 from kafkette.protocol.records.batch_header import set_log_append_time
+from kafkette.protocol.records.default_records import encode_record
 from kafkette.protocol.records.record_parser import parse_records
 from tests.protocol.records.strategies import Spec, record_specs, uniform_specs
 
@@ -315,3 +316,37 @@ def test_runs_with_headers_are_taken(varied: bool) -> None:
         patch.setattr(record_runs, name, spy)
         assert list(RecordBatch.from_buffer(build(specs))) == expected(specs)
     assert sum(calls) >= 990
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    specs=record_specs(max_size=30),
+    codec=st.sampled_from(CODECS),
+    more=st.lists(st.binary(max_size=40), max_size=3),
+)
+def test_from_encoded_builds_what_append_builds(
+    specs: list[Spec], codec: int, more: list[bytes]
+) -> None:
+    """A producer's records, encoded one by one, make the same batch and size;
+    appending more afterwards keeps both right."""
+    if not specs:
+        return
+    base = specs[0][0]
+    encoded = [
+        encode_record(ts - base, i, key, value, hdrs)
+        for i, (ts, key, value, hdrs) in enumerate(specs)
+    ]
+    from_parts = RecordBatchBuilder.from_encoded(
+        encoded, base, max(-1, *(ts for ts, *_ in specs)), compression=codec
+    )
+    appended = RecordBatchBuilder(compression=codec)
+    for ts, key, value, hdrs in specs:
+        appended.append(ts, key, value, hdrs)
+    for value in more:
+        from_parts.append(base, None, value)
+        appended.append(base, None, value)
+    assert from_parts.size_in_bytes() == appended.size_in_bytes()
+    mutable = from_parts.build_mutable()
+    assert type(mutable) is bytearray
+    assert bytes(mutable) == appended.build() == from_parts.build()
+    assert list(RecordBatch.from_buffer(mutable))[: len(specs)] == expected(specs)

@@ -105,6 +105,7 @@ class ProducerBatch:
         "retry_at_ms",
         "size",
         "topic",
+        "transactional",
     )
 
     def __init__(
@@ -128,6 +129,7 @@ class ProducerBatch:
         self.base_sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transactional = False
 
     @property
     def tp(self) -> TopicPartition:
@@ -165,7 +167,14 @@ class ProducerBatch:
         if self.data is None:
             assert self.records is not None
             builder = RecordBatchBuilder.from_encoded(
-                self.records, self.base_timestamp, self.max_timestamp, compression=self.compression
+                self.records,
+                self.base_timestamp,
+                self.max_timestamp,
+                compression=self.compression,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+                is_transactional=self.transactional,
             )
             self.data = builder.build_mutable()
             self.records = None
@@ -425,13 +434,18 @@ class RecordAccumulator:
         return ready, next_ms
 
     def drain(
-        self, partitions: Iterable[TopicPartition], max_size: int, now_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        max_size: int,
+        now_ms: float | None = None,
+        prepare: Callable[[ProducerBatch], object] | None = None,
     ) -> list[ProducerBatch]:
         """Take the first batch of each partition, while their sizes fit in ``max_size``.
 
         The first batch is always taken, whatever its size. With ``now_ms``,
         only batches that are ready at that time are taken. Batches are built
-        (and compressed) after leaving the lock.
+        (and compressed) after leaving the lock, each after ``prepare(batch)``
+        (which gives it its producer id and sequence, so the batch is written once).
         """
         taken: list[ProducerBatch] = []
         total = 0
@@ -461,6 +475,8 @@ class RecordAccumulator:
                 taken.append(batch)
                 total += size
         for batch in taken:
+            if prepare is not None:
+                prepare(batch)
             batch.build()
         return taken
 

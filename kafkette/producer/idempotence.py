@@ -73,7 +73,10 @@ class IdempotenceState:
         self._acked.clear()
 
     def assign(self, batch: ProducerBatch) -> None:
-        """Give ``batch`` its sequence (unless it kept one from this epoch) and stamp it."""
+        """Give ``batch`` its sequence (unless it kept one from this epoch).
+
+        A batch not built yet is built with them; a built one is stamped.
+        """
         if (
             batch.base_sequence >= 0
             and batch.producer_id == self.producer_id
@@ -86,7 +89,9 @@ class IdempotenceState:
         batch.base_sequence = sequence
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.epoch
-        stamp(batch.build(), self.producer_id, self.epoch, sequence, self.transactional)
+        batch.transactional = self.transactional
+        if batch.data is not None:  # built before (a retry): stamped in place
+            stamp(batch.data, self.producer_id, self.epoch, sequence, self.transactional)
 
     def owns(self, batch: ProducerBatch) -> bool:
         """Whether ``batch`` got its sequence under the current producer id and epoch."""

@@ -434,14 +434,14 @@ class Sender:
             # the first drain takes the heads found ready; later ones (pipelining
             # more requests to this broker) only heads that are ready too
             batches = self.accumulator.drain(
-                tps, self.config.max_request_size, None if first else now
+                tps,
+                self.config.max_request_size,
+                None if first else now,
+                idem.assign if idem is not None else None,
             )
             if not batches:
                 break
             first = False
-            if idem is not None:
-                for batch in batches:
-                    idem.assign(batch)
             self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
             for batch in batches:
                 self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1

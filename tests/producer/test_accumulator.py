@@ -505,3 +505,33 @@ def test_waiters_are_woken_once_an_eighth_of_the_buffer_is_free() -> None:
         acc.complete(batch, 0)
     # the 5th release leaves 2,000 bytes free: from there on every release wakes
     assert woken == [16_000 - 400 * k for k in range(5, 41)]
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_a_batch_given_its_sequence_before_it_is_built_matches_one_stamped_after(
+    transactional: bool,
+) -> None:
+    """drain(prepare=assign) writes the producer fields once; the bytes are those of
+    a batch built first and stamped (CRC redone) afterwards."""
+    batches: list[list[ProducerBatch]] = []
+    for prepare_first in (True, False):
+        clock = FakeClock()
+        acc = make(clock)
+        for value in (b"abc", b"de", b"f"):
+            acc.append("t", 0, 7, b"k", value)
+        clock.now += 5
+        state = IdempotenceState(transactional=transactional)
+        state.reset(42, 3)
+        if prepare_first:
+            drained = acc.drain([("t", 0)], 10**6, prepare=state.assign)
+        else:
+            drained = acc.drain([("t", 0)], 10**6)
+            for batch in drained:
+                state.assign(batch)
+        batches.append(drained)
+    (early,), (late,) = batches
+    assert early.data == late.data
+    header = verify_crc(bytes(early.build()))
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 0)
+    assert header.is_transactional is transactional
+    assert [r.value for r in RecordBatch.from_buffer(bytes(early.build()))] == [b"abc", b"de", b"f"]

@@ -171,11 +171,21 @@ class RecordBatchBuilder:
         max_timestamp: int,
         *,
         compression: int = NONE,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
     ) -> RecordBatchBuilder:
         """A builder holding ``records`` as :func:`encode_record` wrote them, offset
         deltas 0, 1, ... and timestamp deltas from ``base_timestamp`` (the first
         record's timestamp). The list is taken, not copied."""
-        builder = cls(compression=compression)
+        builder = cls(
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+        )
         builder._parts = records
         builder._count = len(records)
         builder._size = -1  # counted when asked: a producer building at once does not ask

@@ -196,15 +196,18 @@ class MemorySegment(Segment):
         self.drop_aborted_from(offset)
 
     def _recompute(self) -> None:
-        self.size = sum(len(d) for d in self._data)
+        data = self._data
+        self.size = sum(len(d) for d in data)
         self.next_offset = self._lasts[-1] + 1 if self._lasts else self.base_offset
         self.first_timestamp = self.max_timestamp = self.offset_of_max_timestamp = -1
-        for position, header in self.headers():
-            if position == 0:
-                self.first_timestamp = header.max_timestamp
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = header.base_offset
+        if data:
+            self.first_timestamp = parse_header(data[0]).max_timestamp
+            highest = self._max_so_far[-1]
+            if highest >= 0:
+                # the first batch reaching the running maximum holds it
+                first = bisect.bisect_left(self._max_so_far, highest)
+                self.max_timestamp = highest
+                self.offset_of_max_timestamp = parse_header(data[first]).base_offset
 
     def add_aborted(self, txn: AbortedTxn) -> None:
         self.aborted.append(txn)

@@ -59,7 +59,16 @@ def test_scan_start_is_the_first_batch_whose_running_maximum_reaches_the_timesta
         segment.append_single(data, _fields(data), segment.next_offset, 0)
     starts = [segment.timestamp_scan_start(t) for t in (0, 5, 6, 9, 10)]
     assert starts == [10, 10, 13, 13, 17]
+    assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (9, 13)
+    segment.truncate_to(16)
+    assert (segment.max_timestamp, segment.offset_of_max_timestamp, segment.size) == (
+        9,
+        13,
+        sum(len(make_batch([(ts, None, b"v")] * n)) for ts, n in ((5, 2), (3, 1), (9, 3))),
+    )
+    assert (segment.first_timestamp, segment.next_offset) == (5, 16)
     segment.truncate_to(13)
+    assert segment.offset_of_max_timestamp == 10
     assert (segment.next_offset, segment.max_timestamp, segment.timestamp_scan_start(6)) == (
         13,
         5,

@@ -1,6 +1,10 @@
-"""MemoryLog: segments of immutable ``bytes`` batches held in memory.
+"""MemoryLog: segments of immutable batches held in memory.
 
-Reads return memoryviews of the stored batches (no copy). Segments, rolls,
+Each batch is copied once, as stored (base offset, length and leader epoch
+rewritten): into a ``bytes`` of its own, or, once a segment holds
+:data:`ARENA_FROM` bytes, into a pre-populated arena shared with the batches
+appended after it (see :meth:`MemorySegment._arena_copy`). Reads return
+read-only memoryviews of the stored batches (no copy). Segments, rolls,
 retention, DeleteRecords and compaction behave as on disk; nothing survives
 the process.
 """

@@ -432,7 +432,12 @@ _FLEXIBLE_LATEST = [
 
 
 @pytest.mark.parametrize(("cls", "version"), _FLEXIBLE_LATEST)
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3,
+    deadline=None,
+    # the values are long on purpose (around 128 bytes or elements, the varint boundary)
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_long_values_round_trip(cls: type[Message], version: int, data: st.DataObject) -> None:
     """Strings, bytes and arrays around 128 and tagged fields, at each API's newest version."""

@@ -98,20 +98,24 @@ async def handle_produce(
     topics = broker.cluster.topics
     for topic_data in request.topic_data:
         topic = topics.get(topic_data.name)
+        partitions: list[Partition] = [] if topic is None else topic.partitions
+        # Only the coordinators write to internal topics (as Kafka, which lets its admin
+        # tools too).
+        refused = topic is not None and topic.is_internal and ctx.client_id != ADMIN_CLIENT_ID
         results: list[PartitionProduceResponse] = []
         for data in topic_data.partition_data:
+            index = data.index
             if not valid_acks:
-                results.append(_error(data.index, InvalidRequiredAcksError()))
+                results.append(_error(index, InvalidRequiredAcksError()))
                 continue
-            if topic is None or not 0 <= data.index < len(topic.partitions):
-                results.append(_error(data.index, UnknownTopicOrPartitionError()))
+            if topic is None or not 0 <= index < len(partitions):
+                results.append(_error(index, UnknownTopicOrPartitionError()))
                 continue
-            if topic.is_internal and ctx.client_id != ADMIN_CLIENT_ID:
-                # Only the coordinators write there (as Kafka, which lets its admin tools too).
-                refused = InvalidTopicError(f"Cannot append to internal topic {topic.name}")
-                results.append(_error(data.index, refused))
+            if refused:
+                error = InvalidTopicError(f"Cannot append to internal topic {topic.name}")
+                results.append(_error(index, error))
                 continue
-            result = produce_to(topic.partitions[data.index], data, version, now)
+            result = produce_to(partitions[index], data, version, now)
             if result.error_code == 0:
                 appended = True
             results.append(result)
@@ -132,7 +136,7 @@ async def handle_produce(
             # which makes it refresh its metadata.
             raise CloseConnection(f"produce with acks=0 failed for {', '.join(failed)}")
         return None
-    return ProduceResponse(responses=responses)
+    return ProduceResponse(responses)
 
 
 def produce_to(
@@ -146,7 +150,7 @@ def produce_to(
     log = partition.log
     try:
         records = data.records
-        if records is None or len(records) == 0:
+        if not records:  # None or empty
             raise InvalidRecordError("a produce request must carry one record batch per partition")
         header = validate_batch(records, log, version, now)
         if header.producer_id >= 0:
@@ -192,11 +196,10 @@ def produce_to(
     except Exception:
         logger.exception("append to %s-%d failed", partition.topic, index)
         return _error(index, UnknownServerError())
+    # index, error code, base offset, log append time, log start offset (positional
+    # arguments: the generated __init__ takes them in half the time of keywords)
     return PartitionProduceResponse(
-        index=index,
-        base_offset=info.base_offset,
-        log_append_time_ms=info.log_append_time,
-        log_start_offset=info.log_start_offset,
+        index, 0, info.base_offset, info.log_append_time, info.log_start_offset
     )
 
 

@@ -1,7 +1,8 @@
 /*
- * Optional C accelerator for the broker's side of Produce: decoding a
+ * Optional C accelerator for Produce. The broker's side: decoding a
  * ProduceRequest frame (header and body, versions 3 to 11) and encoding a
- * ProduceResponse body (versions 3 to 11).
+ * ProduceResponse body (versions 3 to 11). The client's side: encoding a
+ * ProduceRequest body and decoding a ProduceResponse body (the same versions).
  *
  * It only ever takes the common, well-formed case. Whatever it does not take
  * (another version, a byte out of place, a truncated or oversized field,
@@ -19,8 +20,17 @@
  *     Appends the body to the bytearray `out` (all of it at once, nothing when
  *     it declines); declining, it returns fallback(out, response).
  *
+ * encode_produce_request(version, fallback, out, request) -> None
+ *     The client's mirror of encode_produce_response (records: any contiguous
+ *     buffer or None).
+ *
+ * decode_produce_response(version, fallback, buf, pos) -> (ProduceResponse, end)
+ *     The body at `pos`, as the generated decoder makes it; declining, it
+ *     returns fallback(buf, pos).
+ *
  * bind(request_header, produce_request, topic_data, partition_data,
- *      leader_id_and_epoch) names the classes.
+ *      leader_id_and_epoch) and bind_client(produce_response, topic_response,
+ *      partition_response) name the classes.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +44,7 @@
 
 static PyObject *RequestHeaderType, *ProduceRequestType, *TopicDataType, *PartitionDataType;
 static PyObject *LeaderIdAndEpochType;
+static PyObject *ProduceResponseType, *TopicResponseType, *PartitionResponseType;
 static PyObject *s_request_api_key, *s_request_api_version, *s_correlation_id, *s_client_id;
 static PyObject *s_transactional_id, *s_acks, *s_timeout_ms, *s_topic_data;
 static PyObject *s_name, *s_partition_data, *s_index, *s_records;
@@ -72,6 +83,20 @@ read_i32(Reader *r, long *out)
     *out = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
                      (uint32_t)p[3]);
     r->pos += 4;
+    return 1;
+}
+
+static inline int
+read_i64(Reader *r, long long *out)
+{
+    if (r->end - r->pos < 8)
+        return 0;
+    const unsigned char *p = r->buf + r->pos;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    *out = (long long)(int64_t)v;
+    r->pos += 8;
     return 1;
 }
 
@@ -636,6 +661,302 @@ encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyObject_Vectorcall(fallback, fargs, 2, NULL);
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* the client's side: ProduceResponse decoding                              */
+
+/* A LeaderIdAndEpoch at its defaults, as the generated decoder makes one. */
+static PyObject *
+default_leader_object(void)
+{
+    PyObject *minus_one = PyLong_FromLong(-1);
+    if (minus_one == NULL)
+        return NULL;
+    PyObject *names[2] = {s_leader_id, s_leader_epoch};
+    PyObject *values[2] = {minus_one, minus_one};
+    PyObject *o = make(LeaderIdAndEpochType, 2, names, values);
+    Py_DECREF(minus_one);
+    return o;
+}
+
+static PyObject *
+decode_partition_response(Reader *r, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    long index;
+    int error_code;
+    long long base_offset, append_time, log_start = -1;
+    if (!read_i32(r, &index) || !read_i16(r, &error_code) || !read_i64(r, &base_offset) ||
+        !read_i64(r, &append_time))
+        return NULL;
+    if (version >= 5 && !read_i64(r, &log_start))
+        return NULL;
+    PyObject *message = NULL;
+    if (version >= 8) {
+        Py_ssize_t errors;
+        /* record errors: declined (an empty array only) */
+        if (flexible) {
+            if (!read_uv(r, &errors) || errors != 1)
+                return NULL;
+        }
+        else {
+            long n;
+            if (!read_i32(r, &n) || n != 0)
+                return NULL;
+        }
+        if (!read_nullable_str(r, flexible, &message))
+            return NULL;
+    }
+    else
+        message = Py_NewRef(Py_None);
+    if (flexible && !read_no_tags(r)) { /* a current leader: left to Python */
+        Py_DECREF(message);
+        return NULL;
+    }
+    PyObject *o = NULL;
+    PyObject *leader = default_leader_object();
+    PyObject *errors = PyList_New(0);
+    PyObject *ints[5] = {PyLong_FromLong(index), PyLong_FromLong(error_code),
+                         PyLong_FromLongLong(base_offset), PyLong_FromLongLong(append_time),
+                         PyLong_FromLongLong(log_start)};
+    if (leader != NULL && errors != NULL && ints[0] != NULL && ints[1] != NULL &&
+        ints[2] != NULL && ints[3] != NULL && ints[4] != NULL) {
+        PyObject *names[8] = {s_index,          s_error_code,    s_base_offset,
+                              s_log_append_time_ms, s_log_start_offset, s_record_errors,
+                              s_error_message,  s_current_leader};
+        PyObject *values[8] = {ints[0], ints[1], ints[2], ints[3],
+                               ints[4], errors,  message, leader};
+        o = make(PartitionResponseType, 8, names, values);
+    }
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(ints[i]);
+    Py_XDECREF(leader);
+    Py_XDECREF(errors);
+    Py_DECREF(message);
+    return o;
+}
+
+static PyObject *
+decode_topic_response(Reader *r, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    PyObject *name = NULL, *partitions = NULL, *o = NULL;
+    Py_ssize_t count;
+    if (!read_str(r, flexible, &name))
+        return NULL;
+    /* index, error code, base offset, append time: 22 bytes at least */
+    if (!read_count(r, flexible, 22, &count))
+        goto done;
+    partitions = PyList_New(count);
+    if (partitions == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *p = decode_partition_response(r, version);
+        if (p == NULL)
+            goto done;
+        PyList_SET_ITEM(partitions, i, p);
+    }
+    if (flexible && !read_no_tags(r))
+        goto done;
+    PyObject *names[2] = {s_name, s_partition_responses};
+    PyObject *values[2] = {name, partitions};
+    o = make(TopicResponseType, 2, names, values);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(partitions);
+    return o;
+}
+
+static PyObject *
+decode_response_body(Reader *r, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    PyObject *topics = NULL, *throttle_obj = NULL, *endpoints = NULL, *o = NULL;
+    Py_ssize_t count;
+    long throttle;
+    /* name (1 or 2 bytes) + partition count (1 or 4) (+ tags) */
+    if (!read_count(r, flexible, flexible ? 3 : 6, &count))
+        return NULL;
+    topics = PyList_New(count);
+    if (topics == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *t = decode_topic_response(r, version);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(topics, i, t);
+    }
+    if (!read_i32(r, &throttle))
+        goto done;
+    if (flexible && !read_no_tags(r)) /* node endpoints: left to Python */
+        goto done;
+    throttle_obj = PyLong_FromLong(throttle);
+    endpoints = PyList_New(0);
+    if (throttle_obj == NULL || endpoints == NULL)
+        goto done;
+    PyObject *names[3] = {s_responses, s_throttle_time_ms, s_node_endpoints};
+    PyObject *values[3] = {topics, throttle_obj, endpoints};
+    o = make(ProduceResponseType, 3, names, values);
+done:
+    Py_XDECREF(topics);
+    Py_XDECREF(throttle_obj);
+    Py_XDECREF(endpoints);
+    return o;
+}
+
+static PyObject *
+decode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_produce_response(version, fallback, buf, pos) takes 4 arguments");
+        return NULL;
+    }
+    int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
+    if (version == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    Py_ssize_t pos = PyLong_Check(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
+    if (pos == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    PyObject *result = NULL;
+    if (ProduceResponseType != NULL && version >= MIN_VERSION && version <= MAX_VERSION &&
+        pos >= 0) {
+        Py_buffer buffer;
+        if (PyObject_GetBuffer(args[2], &buffer, PyBUF_SIMPLE) == 0) {
+            if (pos <= buffer.len) {
+                Reader r = {buffer.buf, pos, buffer.len};
+                PyObject *response = decode_response_body(&r, version);
+                if (response != NULL) {
+                    result = Py_BuildValue("(Nn)", response, r.pos);
+                }
+            }
+            PyBuffer_Release(&buffer);
+        }
+        if (result != NULL)
+            return result;
+        if (PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    PyObject *fargs[2] = {args[2], args[3]};
+    return PyObject_Vectorcall(args[1], fargs, 2, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* the client's side: ProduceRequest encoding                               */
+
+static int
+put_records(Writer *w, PyObject *records, int flexible)
+{
+    if (records == Py_None)
+        return flexible ? put_uv(w, 0) : put_be(w, 0xFFFFFFFFu, 4);
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(records, &buffer, PyBUF_SIMPLE) < 0)
+        return 0;
+    int ok = buffer.len < INT32_MAX &&
+             (flexible ? put_uv(w, (uint32_t)(buffer.len + 1))
+                       : put_be(w, (uint64_t)buffer.len, 4)) &&
+             put_bytes(w, buffer.buf, buffer.len);
+    PyBuffer_Release(&buffer);
+    return ok;
+}
+
+static int
+put_partition_data(Writer *w, PyObject *p, int flexible)
+{
+    long long index;
+    if (!get_int(p, s_index, INT32_MIN, INT32_MAX, &index) || !put_be(w, (uint64_t)index, 4))
+        return 0;
+    PyObject *records = PyObject_GetAttr(p, s_records);
+    if (records == NULL)
+        return 0;
+    int ok = put_records(w, records, flexible);
+    Py_DECREF(records);
+    return ok && (!flexible || put_uv(w, 0));
+}
+
+static int
+put_topic_data(Writer *w, PyObject *t, int flexible)
+{
+    PyObject *name = PyObject_GetAttr(t, s_name);
+    if (name == NULL)
+        return 0;
+    int ok = put_str(w, name, flexible, 0);
+    Py_DECREF(name);
+    if (!ok)
+        return 0;
+    PyObject *partitions = get_list(t, s_partition_data);
+    if (partitions == NULL)
+        return 0;
+    ok = put_count(w, PyList_GET_SIZE(partitions), flexible);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(partitions); i++)
+        ok = put_partition_data(w, PyList_GET_ITEM(partitions, i), flexible);
+    Py_DECREF(partitions);
+    return ok && (!flexible || put_uv(w, 0));
+}
+
+static int
+put_request(Writer *w, PyObject *request, int version)
+{
+    int flexible = version >= FIRST_FLEXIBLE;
+    PyObject *txn = PyObject_GetAttr(request, s_transactional_id);
+    if (txn == NULL)
+        return 0;
+    int ok = put_str(w, txn, flexible, 1);
+    Py_DECREF(txn);
+    long long acks, timeout;
+    if (!ok || !get_int(request, s_acks, INT16_MIN, INT16_MAX, &acks) ||
+        !get_int(request, s_timeout_ms, INT32_MIN, INT32_MAX, &timeout) ||
+        !put_be(w, (uint64_t)acks, 2) || !put_be(w, (uint64_t)timeout, 4))
+        return 0;
+    PyObject *topics = get_list(request, s_topic_data);
+    if (topics == NULL)
+        return 0;
+    ok = put_count(w, PyList_GET_SIZE(topics), flexible);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(topics); i++)
+        ok = put_topic_data(w, PyList_GET_ITEM(topics, i), flexible);
+    Py_DECREF(topics);
+    return ok && (!flexible || put_uv(w, 0));
+}
+
+static PyObject *
+encode_produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_produce_request(version, fallback, out, request) takes 4 arguments");
+        return NULL;
+    }
+    int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
+    PyObject *fallback = args[1], *out = args[2], *request = args[3];
+    if (version == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    if (version >= MIN_VERSION && version <= MAX_VERSION && PyByteArray_Check(out)) {
+        Writer w = {PyMem_Malloc(256), 0, 256};
+        if (w.buf == NULL)
+            return PyErr_NoMemory();
+        int ok = put_request(&w, request, version);
+        if (ok) {
+            Py_ssize_t start = PyByteArray_GET_SIZE(out);
+            ok = PyByteArray_Resize(out, start + w.len) == 0;
+            if (ok)
+                memcpy(PyByteArray_AS_STRING(out) + start, w.buf, (size_t)w.len);
+        }
+        PyMem_Free(w.buf);
+        if (ok)
+            Py_RETURN_NONE;
+        if (PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_MemoryError))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    PyObject *fargs[2] = {out, request};
+    return PyObject_Vectorcall(fallback, fargs, 2, NULL);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static PyObject *
@@ -653,6 +974,19 @@ bind(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+bind_client(PyObject *self, PyObject *args)
+{
+    PyObject *types[3];
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &types[0], &PyType_Type, &types[1],
+                          &PyType_Type, &types[2]))
+        return NULL;
+    PyObject **slots[3] = {&ProduceResponseType, &TopicResponseType, &PartitionResponseType};
+    for (int i = 0; i < 3; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(types[i]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_produce_request", decode_produce_request, METH_O,
      "decode_produce_request(frame): (RequestHeader, ProduceRequest) for a v3-11 Produce\n"
@@ -661,13 +995,23 @@ static PyMethodDef methods[] = {
      METH_FASTCALL,
      "encode_produce_response(version, fallback, out, response): append the body to out;\n"
      "returns fallback(out, response) for what only the Python encoder handles."},
+    {"encode_produce_request", (PyCFunction)(void (*)(void))encode_produce_request,
+     METH_FASTCALL,
+     "encode_produce_request(version, fallback, out, request): append the body to out;\n"
+     "returns fallback(out, request) for what only the Python encoder handles."},
+    {"decode_produce_response", (PyCFunction)(void (*)(void))decode_produce_response,
+     METH_FASTCALL,
+     "decode_produce_response(version, fallback, buf, pos): (ProduceResponse, end) for a\n"
+     "v3-11 body the fast path takes, else fallback(buf, pos)."},
+    {"bind_client", bind_client, METH_VARARGS,
+     "bind_client(produce_response, topic_produce_response, partition_produce_response)"},
     {"bind", bind, METH_VARARGS,
      "bind(request_header, produce_request, topic_data, partition_data, leader_id_and_epoch)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_produce", "C accelerator for the broker's side of Produce.", -1,
+    PyModuleDef_HEAD_INIT, "_produce", "C accelerator for Produce (both sides).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

@@ -47,6 +47,12 @@ from kafkette.protocol.produce_speedups import (
     decode_produce_request as _decode_produce_request,
 )
 from kafkette.protocol.produce_speedups import (
+    decode_produce_response as _decode_produce_response,
+)
+from kafkette.protocol.produce_speedups import (
+    encode_produce_request as _encode_produce_request,
+)
+from kafkette.protocol.produce_speedups import (
     encode_produce_response as _encode_produce_response,
 )
 from kafkette.protocol.schema import Request, Response
@@ -183,6 +189,14 @@ def _request_encoding(cls: type[Request], version: int) -> tuple[int, Encoder] |
         entry = (header_version, message_encoder(cls, version))
     except ProtocolError:
         return None
+    fast = _encode_produce_request
+    if (
+        fast is not None
+        and cls.API_KEY == PRODUCE_KEY
+        and _FAST_PRODUCE_MIN <= version <= _FAST_PRODUCE_MAX
+    ):
+        # The C encoder, falling back to the generated one for what it does not take.
+        entry = (header_version, functools.partial(fast, version, entry[1]))
     _request_encoders[cls, version] = entry
     return entry
 
@@ -407,6 +421,14 @@ def _response_decoding(api_key: int, version: int) -> tuple[Decoder, int, Decode
         decode_body = message_decoder(response_cls, version)
     except ProtocolError:
         return None
+    fast = _decode_produce_response
+    if (
+        fast is not None
+        and api_key == PRODUCE_KEY
+        and _FAST_PRODUCE_MIN <= version <= _FAST_PRODUCE_MAX
+    ):
+        # The C decoder, falling back to the generated one for what it does not take.
+        decode_body = functools.partial(fast, version, decode_body)
     header_version = response_header_version(api_key, version)
     entry = (
         message_decoder(ResponseHeader, header_version),

@@ -1,8 +1,9 @@
-"""Selection of the optional C accelerator for the broker's side of Produce.
+"""Selection of the optional C accelerator for Produce.
 
-``decode_produce_request`` and ``encode_produce_response`` are the compiled
-functions of :mod:`kafkette.protocol._produce` when the extension was built and
-the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None.
+``decode_produce_request`` and ``encode_produce_response`` (the broker's side),
+``encode_produce_request`` and ``decode_produce_response`` (the client's) are the
+compiled functions of :mod:`kafkette.protocol._produce` when the extension was
+built and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None.
 They take only the common, well-formed case (versions 3 to 11) and leave the
 rest to the generated codec, which then decodes, encodes or raises exactly as
 without them; :mod:`kafkette.protocol.headers` uses them.
@@ -20,11 +21,18 @@ from kafkette.protocol.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
-from kafkette.protocol.messages.produce_response import LeaderIdAndEpoch
+from kafkette.protocol.messages.produce_response import (
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from kafkette.protocol.messages.request_header import RequestHeader
 
 DecodeProduceRequest = Callable[[Any], "tuple[RequestHeader, ProduceRequest] | None"]
 EncodeProduceResponse = Callable[[int, Callable[[Any, Any], None], Any, Any], None]
+EncodeProduceRequest = EncodeProduceResponse
+DecodeProduceResponse = Callable[[int, Callable[[Any, int], Any], Any, int], Any]
 
 MIN_VERSION = 3
 MAX_VERSION = 11
@@ -41,6 +49,7 @@ def _load() -> ModuleType | None:
     _produce.bind(
         RequestHeader, ProduceRequest, TopicProduceData, PartitionProduceData, LeaderIdAndEpoch
     )
+    _produce.bind_client(ProduceResponse, TopicProduceResponse, PartitionProduceResponse)
     return _produce
 
 
@@ -58,6 +67,19 @@ encode_produce_response: EncodeProduceResponse | None = (
 """``(version, fallback, out, response)``: append the ProduceResponse body at
 ``version`` to the bytearray ``out``, or return ``fallback(out, response)`` for what
 only the generated encoder handles (nothing appended before that)."""
+
+encode_produce_request: EncodeProduceRequest | None = (
+    None if _module is None else _module.encode_produce_request
+)
+"""``(version, fallback, out, request)``: append the ProduceRequest body at ``version``
+to the bytearray ``out``, or return ``fallback(out, request)`` (the client's side)."""
+
+decode_produce_response: DecodeProduceResponse | None = (
+    None if _module is None else _module.decode_produce_response
+)
+"""``(version, fallback, buf, pos)``: the ProduceResponse body at ``pos`` and where it
+ends, as the generated decoder returns them, or ``fallback(buf, pos)`` for what only it
+decodes (tagged fields, record errors) or refuses."""
 
 EXTENSION_USED: bool = _module is not None
 """Whether Produce requests and responses go through the C extension."""

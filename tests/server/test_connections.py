@@ -358,17 +358,31 @@ def answers(written: bytes) -> list[int]:
     return ids
 
 
-def test_pipelined_requests_are_answered_in_one_write() -> None:
+def test_pipelined_requests_are_answered_each_as_soon_as_it_is_served() -> None:
+    """Five requests in one read: five writes, in order, the first before the second
+    request is served (the client works on it meanwhile)."""
+
     async def main() -> None:
         conn, transport = connected()
+        waiting: list[bool] = []  # at each write: whether requests still wait to be served
+        write = transport.write
+
+        def watching_write(data: Any) -> None:
+            waiting.append(conn.decoder.has_whole_frame)
+            write(data)
+
+        transport.write = watching_write  # type: ignore[method-assign]
         task = asyncio.create_task(serve_protocol(Broker(), conn, "peer"))
         receive(conn, b"".join(frame(ApiVersionsRequest(), 3, i) for i in range(5)))
-        await transport.written.wait()
-        assert [answers(w) for w in transport.writes] == [[0, 1, 2, 3, 4]]
+        while len(transport.writes) < 5:
+            transport.written.clear()
+            await transport.written.wait()
+        assert [answers(w) for w in transport.writes] == [[0], [1], [2], [3], [4]]
+        assert waiting == [True, True, True, True, False]
         receive(conn, frame(ApiVersionsRequest(), 3, 5))
         transport.written.clear()
         await transport.written.wait()
-        assert [answers(w) for w in transport.writes] == [[0, 1, 2, 3, 4], [5]]
+        assert [answers(w) for w in transport.writes] == [[0], [1], [2], [3], [4], [5]]
         conn.connection_lost(None)
         await task
         assert transport.state == "closed"

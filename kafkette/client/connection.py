@@ -52,6 +52,7 @@ class BrokerConnection:
         self._pipe = pipe
         self._wire = wire
         self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._submit_versions: dict[type[Request], int] = {}  # negotiated once, at open
 
     @classmethod
     async def connect(
@@ -150,6 +151,7 @@ class BrokerConnection:
         self.broker_versions = {
             k.api_key: (k.min_version, k.max_version) for k in response.api_keys
         }
+        self._submit_versions.clear()
 
     async def _api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
         response = await self.request(request, version=version)
@@ -227,7 +229,10 @@ class BrokerConnection:
         failure = pipe.failure
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
-        correlation_id, frame = self._wire.send(request, self.version_for(request))
+        version = self._submit_versions.get(type(request))
+        if version is None:
+            version = self._submit_versions[type(request)] = self.version_for(request)
+        correlation_id, frame = self._wire.send(request, version)
         pipe.submit(frame, correlation_id, on_response)
 
     def cork(self) -> None:

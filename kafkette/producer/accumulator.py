@@ -90,6 +90,7 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "base_timestamp",
+        "built_count",
         "compression",
         "created_ms",
         "data",
@@ -115,6 +116,8 @@ class ProducerBatch:
         self.partition = partition
         self.compression = compression
         self.records: list[bytes] | None = []
+        self.built_count = 0
+        """Records in the batch once built (``records`` is None then)."""
         self.base_timestamp = first_timestamp
         self.max_timestamp = first_timestamp
         self.result = BatchResult(topic, partition)
@@ -137,12 +140,8 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.records) if self.records is not None else self._built_count
-
-    @property
-    def _built_count(self) -> int:
-        assert self.data is not None
-        return int.from_bytes(self.data[57:61], "big")
+        records = self.records
+        return len(records) if records is not None else self.built_count
 
     def add(
         self,
@@ -177,6 +176,7 @@ class ProducerBatch:
                 is_transactional=self.transactional,
             )
             self.data = builder.build_mutable()
+            self.built_count = len(self.records)
             self.records = None
         return self.data
 

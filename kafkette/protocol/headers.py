@@ -382,7 +382,8 @@ def peek_correlation_id(frame: Buffer) -> int:
     """Correlation id of a response frame (its first four bytes)."""
     if len(frame) < 4:
         raise TruncatedError("response frame too short for a correlation id")
-    return int.from_bytes(frame[:4], "big", signed=True)
+    correlation_id: int = INT32.unpack_from(frame, 0)[0]
+    return correlation_id
 
 
 def decode_response(frame: Buffer, api_key: int, api_version: int) -> tuple[int, Response]:

@@ -224,8 +224,9 @@ make(PyObject *type, int count, PyObject **names, PyObject **values)
 }
 
 static PyObject *
-decode_partition(Reader *r, int flexible, PyObject *view)
+decode_partition(Reader *r, int version, PyObject *view)
 {
+    int flexible = version >= FIRST_FLEXIBLE;
     long index;
     if (!read_i32(r, &index))
         return NULL;
@@ -269,30 +270,35 @@ decode_partition(Reader *r, int flexible, PyObject *view)
     return o;
 }
 
+typedef PyObject *(*ElementDecoder)(Reader *r, int version, PyObject *view);
+
+/* A topic of a request or response: its name, then an array of what `element`
+   decodes (at least `min_size` bytes each), made into a `type` with `field`. */
 static PyObject *
-decode_topic(Reader *r, int flexible, PyObject *view)
+decode_topic(Reader *r, int version, PyObject *view, Py_ssize_t min_size,
+             ElementDecoder element, PyObject *type, PyObject *field)
 {
+    int flexible = version >= FIRST_FLEXIBLE;
     PyObject *name = NULL, *partitions = NULL, *o = NULL;
     Py_ssize_t count;
     if (!read_str(r, flexible, &name))
         return NULL;
-    /* index int32 + records length (1 byte compact, 4 otherwise) (+ tags) */
-    if (!read_count(r, flexible, flexible ? 6 : 8, &count))
+    if (!read_count(r, flexible, min_size, &count))
         goto done;
     partitions = PyList_New(count);
     if (partitions == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *p = decode_partition(r, flexible, view);
+        PyObject *p = element(r, version, view);
         if (p == NULL)
             goto done;
         PyList_SET_ITEM(partitions, i, p);
     }
     if (flexible && !read_no_tags(r))
         goto done;
-    PyObject *names[2] = {s_name, s_partition_data};
+    PyObject *names[2] = {s_name, field};
     PyObject *values[2] = {name, partitions};
-    o = make(TopicDataType, 2, names, values);
+    o = make(type, 2, names, values);
 done:
     Py_XDECREF(name);
     Py_XDECREF(partitions);
@@ -300,8 +306,9 @@ done:
 }
 
 static PyObject *
-decode_body(Reader *r, int flexible, PyObject *view)
+decode_body(Reader *r, int version, PyObject *view)
 {
+    int flexible = version >= FIRST_FLEXIBLE;
     PyObject *txn = NULL, *topics = NULL, *acks_obj = NULL, *timeout_obj = NULL, *o = NULL;
     int acks;
     long timeout;
@@ -317,7 +324,9 @@ decode_body(Reader *r, int flexible, PyObject *view)
     if (topics == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *t = decode_topic(r, flexible, view);
+        /* a partition: index int32 + records length (1 byte compact, 4 otherwise) (+ tags) */
+        PyObject *t = decode_topic(r, version, view, flexible ? 6 : 8, decode_partition,
+                                   TopicDataType, s_partition_data);
         if (t == NULL)
             goto done;
         PyList_SET_ITEM(topics, i, t);
@@ -365,7 +374,7 @@ decode_produce_request(PyObject *self, PyObject *frame)
     view = PyMemoryView_FromObject(frame);
     if (view == NULL)
         goto done;
-    body = decode_body(&r, flexible, view);
+    body = decode_body(&r, version, view);
     if (body == NULL)
         goto done;
     key = PyLong_FromLong(api_key);
@@ -576,8 +585,12 @@ put_partition(Writer *w, PyObject *p, int version)
     return !flexible || put_uv(w, 0);
 }
 
+typedef int (*ElementEncoder)(Writer *w, PyObject *element, int version);
+
+/* A topic of a request or response: its name, then the list `field` of `o`, each
+   element written by `element`. */
 static int
-put_topic(Writer *w, PyObject *t, int version)
+put_topic(Writer *w, PyObject *t, int version, PyObject *field, ElementEncoder element)
 {
     int flexible = version >= FIRST_FLEXIBLE;
     PyObject *name = PyObject_GetAttr(t, s_name);
@@ -587,12 +600,12 @@ put_topic(Writer *w, PyObject *t, int version)
     Py_DECREF(name);
     if (!ok)
         return 0;
-    PyObject *partitions = get_list(t, s_partition_responses);
+    PyObject *partitions = get_list(t, field);
     if (partitions == NULL)
         return 0;
     ok = put_count(w, PyList_GET_SIZE(partitions), flexible);
     for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(partitions); i++)
-        ok = put_partition(w, PyList_GET_ITEM(partitions, i), version);
+        ok = element(w, PyList_GET_ITEM(partitions, i), version);
     Py_DECREF(partitions);
     if (ok && flexible)
         ok = put_uv(w, 0);
@@ -608,7 +621,8 @@ put_response(Writer *w, PyObject *response, int version)
         return 0;
     int ok = put_count(w, PyList_GET_SIZE(topics), flexible);
     for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(topics); i++)
-        ok = put_topic(w, PyList_GET_ITEM(topics, i), version);
+        ok = put_topic(w, PyList_GET_ITEM(topics, i), version, s_partition_responses,
+                       put_partition);
     Py_DECREF(topics);
     long long throttle;
     if (!ok || !get_int(response, s_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle) ||
@@ -625,23 +639,26 @@ put_response(Writer *w, PyObject *response, int version)
     return !flexible || put_uv(w, 0);
 }
 
+typedef int (*BodyEncoder)(Writer *w, PyObject *o, int version);
+
+/* encode_produce_response and encode_produce_request: `put` the body of args[3] at
+   version args[0] into the bytearray args[2], or return args[1](args[2], args[3]). */
 static PyObject *
-encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+encode_with(BodyEncoder put, const char *usage, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError,
-                        "encode_produce_response(version, fallback, out, response) takes 4 arguments");
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
     int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
-    PyObject *fallback = args[1], *out = args[2], *response = args[3];
+    PyObject *fallback = args[1], *out = args[2], *message = args[3];
     if (version == -1 && PyErr_Occurred())
         PyErr_Clear();
     if (version >= MIN_VERSION && version <= MAX_VERSION && PyByteArray_Check(out)) {
         Writer w = {PyMem_Malloc(256), 0, 256};
         if (w.buf == NULL)
             return PyErr_NoMemory();
-        int ok = put_response(&w, response, version);
+        int ok = put(&w, message, version);
         if (ok) {
             Py_ssize_t start = PyByteArray_GET_SIZE(out);
             ok = PyByteArray_Resize(out, start + w.len) == 0;
@@ -657,10 +674,17 @@ encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Clear();
         }
     }
-    PyObject *fargs[2] = {out, response};
+    PyObject *fargs[2] = {out, message};
     return PyObject_Vectorcall(fallback, fargs, 2, NULL);
 }
 
+static PyObject *
+encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return encode_with(put_response,
+                       "encode_produce_response(version, fallback, out, response) takes 4 arguments",
+                       args, nargs);
+}
 
 /* ------------------------------------------------------------------------ */
 /* the client's side: ProduceResponse decoding                              */
@@ -680,7 +704,7 @@ default_leader_object(void)
 }
 
 static PyObject *
-decode_partition_response(Reader *r, int version)
+decode_partition_response(Reader *r, int version, PyObject *unused)
 {
     int flexible = version >= FIRST_FLEXIBLE;
     long index;
@@ -737,37 +761,6 @@ decode_partition_response(Reader *r, int version)
 }
 
 static PyObject *
-decode_topic_response(Reader *r, int version)
-{
-    int flexible = version >= FIRST_FLEXIBLE;
-    PyObject *name = NULL, *partitions = NULL, *o = NULL;
-    Py_ssize_t count;
-    if (!read_str(r, flexible, &name))
-        return NULL;
-    /* index, error code, base offset, append time: 22 bytes at least */
-    if (!read_count(r, flexible, 22, &count))
-        goto done;
-    partitions = PyList_New(count);
-    if (partitions == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *p = decode_partition_response(r, version);
-        if (p == NULL)
-            goto done;
-        PyList_SET_ITEM(partitions, i, p);
-    }
-    if (flexible && !read_no_tags(r))
-        goto done;
-    PyObject *names[2] = {s_name, s_partition_responses};
-    PyObject *values[2] = {name, partitions};
-    o = make(TopicResponseType, 2, names, values);
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(partitions);
-    return o;
-}
-
-static PyObject *
 decode_response_body(Reader *r, int version)
 {
     int flexible = version >= FIRST_FLEXIBLE;
@@ -781,7 +774,9 @@ decode_response_body(Reader *r, int version)
     if (topics == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *t = decode_topic_response(r, version);
+        /* a partition: index, error code, base offset, append time: 22 bytes at least */
+        PyObject *t = decode_topic(r, version, NULL, 22, decode_partition_response,
+                                   TopicResponseType, s_partition_responses);
         if (t == NULL)
             goto done;
         PyList_SET_ITEM(topics, i, t);
@@ -864,8 +859,9 @@ put_records(Writer *w, PyObject *records, int flexible)
 }
 
 static int
-put_partition_data(Writer *w, PyObject *p, int flexible)
+put_partition_data(Writer *w, PyObject *p, int version)
 {
+    int flexible = version >= FIRST_FLEXIBLE;
     long long index;
     if (!get_int(p, s_index, INT32_MIN, INT32_MAX, &index) || !put_be(w, (uint64_t)index, 4))
         return 0;
@@ -874,26 +870,6 @@ put_partition_data(Writer *w, PyObject *p, int flexible)
         return 0;
     int ok = put_records(w, records, flexible);
     Py_DECREF(records);
-    return ok && (!flexible || put_uv(w, 0));
-}
-
-static int
-put_topic_data(Writer *w, PyObject *t, int flexible)
-{
-    PyObject *name = PyObject_GetAttr(t, s_name);
-    if (name == NULL)
-        return 0;
-    int ok = put_str(w, name, flexible, 0);
-    Py_DECREF(name);
-    if (!ok)
-        return 0;
-    PyObject *partitions = get_list(t, s_partition_data);
-    if (partitions == NULL)
-        return 0;
-    ok = put_count(w, PyList_GET_SIZE(partitions), flexible);
-    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(partitions); i++)
-        ok = put_partition_data(w, PyList_GET_ITEM(partitions, i), flexible);
-    Py_DECREF(partitions);
     return ok && (!flexible || put_uv(w, 0));
 }
 
@@ -916,7 +892,8 @@ put_request(Writer *w, PyObject *request, int version)
         return 0;
     ok = put_count(w, PyList_GET_SIZE(topics), flexible);
     for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(topics); i++)
-        ok = put_topic_data(w, PyList_GET_ITEM(topics, i), flexible);
+        ok = put_topic(w, PyList_GET_ITEM(topics, i), version, s_partition_data,
+                       put_partition_data);
     Py_DECREF(topics);
     return ok && (!flexible || put_uv(w, 0));
 }
@@ -924,37 +901,9 @@ put_request(Writer *w, PyObject *request, int version)
 static PyObject *
 encode_produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError,
-                        "encode_produce_request(version, fallback, out, request) takes 4 arguments");
-        return NULL;
-    }
-    int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
-    PyObject *fallback = args[1], *out = args[2], *request = args[3];
-    if (version == -1 && PyErr_Occurred())
-        PyErr_Clear();
-    if (version >= MIN_VERSION && version <= MAX_VERSION && PyByteArray_Check(out)) {
-        Writer w = {PyMem_Malloc(256), 0, 256};
-        if (w.buf == NULL)
-            return PyErr_NoMemory();
-        int ok = put_request(&w, request, version);
-        if (ok) {
-            Py_ssize_t start = PyByteArray_GET_SIZE(out);
-            ok = PyByteArray_Resize(out, start + w.len) == 0;
-            if (ok)
-                memcpy(PyByteArray_AS_STRING(out) + start, w.buf, (size_t)w.len);
-        }
-        PyMem_Free(w.buf);
-        if (ok)
-            Py_RETURN_NONE;
-        if (PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_MemoryError))
-                return NULL;
-            PyErr_Clear();
-        }
-    }
-    PyObject *fargs[2] = {out, request};
-    return PyObject_Vectorcall(fallback, fargs, 2, NULL);
+    return encode_with(put_request,
+                       "encode_produce_request(version, fallback, out, request) takes 4 arguments",
+                       args, nargs);
 }
 
 /* ------------------------------------------------------------------------ */

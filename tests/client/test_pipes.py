@@ -76,15 +76,24 @@ async def scripted_broker(answer: Answer) -> AsyncIterator[int]:
             tg.cancel_scope.cancel()
 
 
+async def echo(cid: int, version: int, request: Request) -> bytes:
+    """Answer a topic's metadata request with that topic."""
+    assert isinstance(request, MetadataRequest) and request.topics
+    return _metadata(cid, version, request.topics[0].name)
+
+
+async def answer_only_a(cid: int, version: int, request: Request) -> bytes | None:
+    """Answer the request for topic "a"; leave every other unanswered."""
+    assert isinstance(request, MetadataRequest) and request.topics
+    name = request.topics[0].name
+    return _metadata(cid, version, name) if name == "a" else None
+
+
 def _topic_request(name: str) -> MetadataRequest:
     return MetadataRequest(topics=[MetadataRequestTopic(name=name)])
 
 
 async def test_tcp_connections_use_the_pipe_of_their_event_loop(anyio_backend: str) -> None:
-    async def echo(cid: int, version: int, request: Request) -> bytes:
-        assert isinstance(request, MetadataRequest) and request.topics
-        return _metadata(cid, version, request.topics[0].name)
-
     async with (
         scripted_broker(echo) as port,
         await BrokerConnection.connect("127.0.0.1", port) as connection,
@@ -211,10 +220,6 @@ def _recorder(outcomes: list[Outcome], done: anyio.Event, count: int) -> OnRespo
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_submitted_requests_get_their_responses_between_awaited_ones() -> None:
-    async def echo(cid: int, version: int, request: Request) -> bytes:
-        assert isinstance(request, MetadataRequest) and request.topics
-        return _metadata(cid, version, request.topics[0].name)
-
     async with (
         scripted_broker(echo) as port,
         await BrokerConnection.connect("127.0.0.1", port) as connection,
@@ -239,12 +244,7 @@ async def test_an_unanswered_submitted_request_times_out_and_closes_the_connecti
     """ "a" is answered; "b" never is: it times out at its own deadline, and "c",
     still waiting, fails with the connection."""
 
-    async def answer(cid: int, version: int, request: Request) -> bytes | None:
-        assert isinstance(request, MetadataRequest) and request.topics
-        name = request.topics[0].name
-        return _metadata(cid, version, name) if name == "a" else None
-
-    async with scripted_broker(answer) as port:
+    async with scripted_broker(answer_only_a) as port:
         connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
         outcomes: list[Outcome] = []
         done = anyio.Event()
@@ -266,12 +266,7 @@ async def test_an_unanswered_submitted_request_times_out_and_closes_the_connecti
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_an_awaited_request_behind_an_answered_one_times_out_on_its_own_deadline() -> None:
-    async def answer(cid: int, version: int, request: Request) -> bytes | None:
-        assert isinstance(request, MetadataRequest) and request.topics
-        name = request.topics[0].name
-        return _metadata(cid, version, name) if name == "a" else None
-
-    async with scripted_broker(answer) as port:
+    async with scripted_broker(answer_only_a) as port:
         connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
         response = await connection.request(_topic_request("a"))
         assert isinstance(response, MetadataResponse)
@@ -303,10 +298,6 @@ async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_corked_submits_go_out_in_one_write_in_order() -> None:
     reads: list[list[str]] = []
-
-    async def echo(cid: int, version: int, request: Request) -> bytes:
-        assert isinstance(request, MetadataRequest) and request.topics
-        return _metadata(cid, version, request.topics[0].name)
 
     async with (
         scripted_broker(echo) as port,

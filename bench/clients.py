@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.consumer import CONSUMERS, bench_consumers
+from bench.consumer import CONSUMERS, bench_consumers, print_table
 from kafkette import AsyncProducer, Producer
 from tests.brokers import BrokerProcess
 
@@ -182,23 +182,11 @@ def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) 
                 old = best.get(name)
                 best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
         batch = f"batch size {BATCH['size']}" if BATCH else "default batch sizes"
-        print(
-            f"\nproducer, {records} records of {label}, acks=1, one partition, {batch} "
+        title = (
+            f"producer, {records} records of {label}, acks=1, one partition, {batch} "
             f"(best of {repeat})"
         )
-        print(
-            f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
-            f"{'x confluent':>13}{'x aiokafka':>12}"
-        )
-        rate = {name: records / wall for name, (wall, _) in best.items()}
-        for name, (_wall, cpu) in best.items():
-            ratios = ""
-            for peer in ("confluent-kafka", "aiokafka"):
-                ratios += f"{rate[name] / rate[peer]:>12.2f}x" if peer in rate else f"{'-':>13}"
-            print(
-                f"{name:<16}{rate[name]:>12,.0f}{rate[name] * size / 1e6:>9.1f}"
-                f"{records / cpu:>12,.0f}{ratios}"
-            )
+        print_table(title, records, size, best)
 
 
 def main() -> None:

@@ -185,6 +185,25 @@ CONSUMERS: dict[str, Callable[[str, str, int, int], Timing]] = {
 }
 
 
+def print_table(title: str, records: int, value_size: int, best: dict[str, Timing]) -> None:
+    """One table: records/s, MB/s of values, records per CPU-second and the ratios to
+    confluent-kafka and aiokafka, from each client's best (wall, CPU) seconds."""
+    print(f"\n{title}")
+    print(
+        f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
+        f"{'x confluent':>13}{'x aiokafka':>12}"
+    )
+    rate = {name: records / wall for name, (wall, _) in best.items()}
+    for name, (_wall, cpu) in best.items():
+        ratios = ""
+        for peer in ("confluent-kafka", "aiokafka"):
+            ratios += f"{rate[name] / rate[peer]:>12.2f}x" if peer in rate else f"{'-':>13}"
+        print(
+            f"{name:<16}{rate[name]:>12,.0f}{rate[name] * value_size / 1e6:>9.1f}"
+            f"{records / cpu:>12,.0f}{ratios}"
+        )
+
+
 def bench_consumers(bootstrap: str, records_100b: int, repeat: int, only: list[str]) -> None:
     """Fill the topics, run every consumer ``repeat`` times and print the best of each."""
     names = [n for n in CONSUMERS if not only or n in only]
@@ -193,27 +212,14 @@ def bench_consumers(bootstrap: str, records_100b: int, repeat: int, only: list[s
         topic = f"bench-consume-{value_size}"
         records = counts[label]
         fill(bootstrap, topic, records, value_size)
-        wall: dict[str, float] = {}
-        cpu: dict[str, float] = {}
+        best: dict[str, Timing] = {}
         for _ in range(repeat):
             for name in names:
-                w, c = CONSUMERS[name](bootstrap, topic, records, value_size)
-                wall[name] = min(wall.get(name, w), w)
-                cpu[name] = min(cpu.get(name, c), c)
-        print(f"\nconsumer, {records} records of {label}, one partition (best of {repeat})")
-        print(
-            f"{'client':<16}{'records/s':>12}{'MB/s':>9}{'rec/CPU-s':>12}"
-            f"{'x confluent':>13}{'x aiokafka':>12}"
-        )
-        for name in names:
-            ratios = ""
-            for peer in ("confluent-kafka", "aiokafka"):
-                ratios += f"{wall[peer] / wall[name]:>12.2f}x" if peer in wall else f"{'-':>13}"
-            print(
-                f"{name:<16}{records / wall[name]:>12,.0f}"
-                f"{records * value_size / wall[name] / 1e6:>9.1f}"
-                f"{records / cpu[name]:>12,.0f}{ratios}"
-            )
+                wall, cpu = CONSUMERS[name](bootstrap, topic, records, value_size)
+                old = best.get(name)
+                best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
+        title = f"consumer, {records} records of {label}, one partition (best of {repeat})"
+        print_table(title, records, value_size, best)
 
 
 def main() -> None:

@@ -9,10 +9,11 @@ pure-Python code then does all the work).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from kafkette.protocol.extensions import load_extension
 
 CheckBatch = Callable[[Any, bool], "tuple[int, ...] | None"]
 WriteBatch = Callable[[int, Any, int, int], None]
@@ -21,11 +22,8 @@ BindLog = Callable[[type, type, type, type, type], None]
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1":
-        return None
-    try:
-        from kafkette.backends import _append
-    except ImportError:  # not built: no compiler at install time
+    _append = load_extension("kafkette.backends._append")
+    if _append is None:
         return None
     if _append.CRC_IMPLEMENTATION == "table":
         # No CRC instructions this code knows (e.g. ARM): the crc32c package's own

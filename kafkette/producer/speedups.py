@@ -11,11 +11,11 @@ import.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from kafkette.protocol.extensions import load_extension
 from kafkette.protocol.records import speedups as record_speedups
 
 if TYPE_CHECKING:
@@ -27,13 +27,9 @@ Bind = Callable[[type, type, type, Callable[..., Any]], None]
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1" or record_speedups.encode_record is None:
+    if record_speedups.encode_record is None:
         return None
-    try:
-        from kafkette.producer import _accumulate
-    except ImportError:  # not built: no compiler at install time
-        return None
-    return _accumulate
+    return load_extension("kafkette.producer._accumulate")
 
 
 _module = _load()

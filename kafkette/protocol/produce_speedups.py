@@ -11,11 +11,11 @@ without them; :mod:`kafkette.protocol.headers` uses them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from kafkette.protocol.extensions import load_extension
 from kafkette.protocol.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
@@ -40,11 +40,8 @@ MAX_VERSION = 11
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1":
-        return None
-    try:
-        from kafkette.protocol import _produce
-    except ImportError:  # not built: no compiler at install time
+    _produce = load_extension("kafkette.protocol._produce")
+    if _produce is None:
         return None
     _produce.bind(
         RequestHeader, ProduceRequest, TopicProduceData, PartitionProduceData, LeaderIdAndEpoch

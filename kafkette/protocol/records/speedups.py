@@ -8,23 +8,18 @@ the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from kafkette.protocol.extensions import load_extension
 
 ParseRecords = Callable[[Any, int, int, int, "int | None", type], "list[Any] | None"]
 EncodeRecord = Callable[[int, int, Any, Any], "bytes | None"]
 
 
 def _load() -> ModuleType | None:
-    if os.environ.get("KAFKETTE_NO_EXTENSIONS") == "1":
-        return None
-    try:
-        from kafkette.protocol.records import _speedups
-    except ImportError:  # not built: no compiler at install time
-        return None
-    return _speedups
+    return load_extension("kafkette.protocol.records._speedups")
 
 
 _module = _load()

@@ -360,3 +360,11 @@ def test_encode_record_bytes() -> None:
     assert _speedups.encode_record(0, 0, b"k", "v") is None
     assert _speedups.encode_record(1 << 63, 0, b"k", b"v") is None
     assert _speedups.encode_record(0, -(1 << 64), b"k", b"v") is None
+
+
+def test_encode_record_argument_count() -> None:
+    """Four arguments exactly, as the Python encoder's signature without headers."""
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        _speedups.encode_record(0, 0, None)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        _speedups.encode_record(0, 0, None, b"v", ())

@@ -212,9 +212,18 @@ class BrokerConnection:
 
     @property
     def can_submit(self) -> bool:
-        """Whether :meth:`submit` works here (TCP under asyncio) and the socket keeps up."""
+        """Whether :meth:`submit` works now: under asyncio over TCP, or where
+        :meth:`start_pump` started a pump, while the socket keeps up."""
         pipe = self._pipe
-        return isinstance(pipe, AsyncioPipe) and pipe.writable
+        return isinstance(pipe, (AsyncioPipe, StreamPipe)) and pipe.can_submit
+
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Let :meth:`submit` work over a stream (trio, ``memory://``): a task in
+        ``task_group`` writes submitted requests and reads the responses, until the
+        connection closes or the group is cancelled. Nothing to do under asyncio."""
+        pipe = self._pipe
+        if isinstance(pipe, (AsyncioPipe, StreamPipe)):
+            pipe.start_pump(task_group)
 
     def submit(self, request: Request, on_response: OnResponse) -> None:
         """Send ``request`` now, without a task; ``on_response`` gets the outcome later.
@@ -225,7 +234,7 @@ class BrokerConnection:
         a closed connection raises :class:`KafkaConnectionError` at once.
         """
         pipe = self._pipe
-        assert isinstance(pipe, AsyncioPipe)
+        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
         failure = pipe.failure
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
@@ -239,13 +248,13 @@ class BrokerConnection:
         """Hold submitted requests until :meth:`uncork` writes them together (where
         :attr:`can_submit`)."""
         pipe = self._pipe
-        assert isinstance(pipe, AsyncioPipe)
+        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
         pipe.cork()
 
     def uncork(self) -> None:
         """Write the requests submitted since :meth:`cork`."""
         pipe = self._pipe
-        assert isinstance(pipe, AsyncioPipe)
+        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
         pipe.uncork()
 
     async def aclose(self) -> None:

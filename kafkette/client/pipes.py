@@ -5,10 +5,13 @@ encodes requests and negotiates versions; a pipe writes the encoded frames
 and hands back the matching responses.
 
 - :class:`StreamPipe` works over any anyio byte stream (TCP under trio, the
-  in-process streams of ``memory://``). There is no background reader task:
-  the first task waiting for a response reads from the stream and hands every
-  response it finds to its owner; when it has its own, the next waiting task
-  takes over reading.
+  in-process streams of ``memory://``). Without a pump there is no background
+  reader task: the first task waiting for a response reads from the stream
+  and hands every response it finds to its owner; when it has its own, the
+  next waiting task takes over reading. A producer starts the pump
+  (:meth:`StreamPipe.start_pump`): one task that writes submitted frames and
+  reads every response while it runs, so that requests handed over with
+  :meth:`StreamPipe.submit` need no task each.
 - :class:`AsyncioPipe` is an :class:`asyncio.Protocol` for TCP (and TLS)
   under asyncio: responses are parsed in ``data_received`` and delivered to
   one future per request, or to a callback for requests handed over with
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -44,6 +48,10 @@ logger = logging.getLogger("kafkette.client.connection")
 RECEIVE_SIZE = 256 * 1024
 WRITE_BUFFER_HIGH = 1 << 20
 """Bytes queued in an asyncio transport before a request waits for the socket to drain."""
+
+
+OnResponse = Callable[[Response | None, BaseException | None], object]
+"""Called with ``(response, None)`` or ``(None, error)`` for a submitted request."""
 
 
 class FramePipe(Protocol):
@@ -70,7 +78,7 @@ class FramePipe(Protocol):
 
 
 class StreamPipe:
-    """Frames over an anyio byte stream; waiting tasks take turns reading."""
+    """Frames over an anyio byte stream; waiting tasks take turns reading, or the pump reads."""
 
     def __init__(
         self,
@@ -89,6 +97,14 @@ class StreamPipe:
         self._reader_active = False
         self._new_event = event_factory()
         self._changed = self._new_event()
+        self._callbacks: dict[int, OnResponse] = {}
+        self._deadlines: deque[tuple[float, int]] = deque()
+        self._outbox: list[bytes | bytearray] = []
+        self._outbox_size = 0
+        self._outbox_ready = self._new_event()
+        self._corked = False
+        self._pumping = False
+        self._read_scope: anyio.CancelScope | None = None
         self.failure: BaseException | None = None
 
     async def exchange(
@@ -150,13 +166,18 @@ class StreamPipe:
             await self.close(error)
             raise error from exc
         try:
-            for correlation_id, response in self._wire.receive_data(data):
-                if response is not None:
-                    self._responses[correlation_id] = response
+            responses = self._wire.receive_data(data)
         except (DecodeError, ProtocolError) as exc:
             error = KafkaConnectionError(f"malformed response from {self._address}: {exc}")
             await self.close(error)
             raise error from exc
+        callbacks = self._callbacks
+        for correlation_id, response in responses:
+            callback = callbacks.pop(correlation_id, None)
+            if callback is not None:
+                callback(response, None)
+            elif response is not None:
+                self._responses[correlation_id] = response
         self._notify()
 
     def _notify(self) -> None:
@@ -167,13 +188,116 @@ class StreamPipe:
         if self.failure is None:
             self.failure = error
             logger.info("closing connection to %s: %s", self._address, error)
+            self._outbox.clear()
+            self._outbox_ready.set()  # the pump's writer stops
+            callbacks, self._callbacks = self._callbacks, {}
+            for callback in callbacks.values():
+                broken = error
+                if not isinstance(error, KafkaConnectionError):
+                    broken = KafkaConnectionError(f"connection to {self._address} is closed")
+                    broken.__cause__ = error
+                callback(None, broken)
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
         self._notify()
 
+    # ---- submit: the pump writes and reads for requests that have no task
 
-OnResponse = Callable[[Response | None, BaseException | None], object]
-"""Called with ``(response, None)`` or ``(None, error)`` for a submitted request."""
+    def submit(
+        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
+    ) -> None:
+        """Queue ``frame`` for the pump; ``on_response`` gets its response later.
+
+        As :meth:`AsyncioPipe.submit`: ``on_response(response, None)``, or
+        ``on_response(None, error)`` when the connection breaks or the request
+        times out. Only while :attr:`can_submit`.
+        """
+        if self.failure is not None:
+            raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
+        self._callbacks[correlation_id] = on_response
+        self._outbox.append(frame)
+        self._outbox_size += len(frame)
+        deadline = anyio.current_time() + self._request_timeout_s
+        self._deadlines.append((deadline, correlation_id))
+        scope = self._read_scope
+        if scope is not None and scope.deadline > deadline:
+            scope.deadline = deadline  # the pump reads with no deadline while nothing was due
+        if not self._corked:
+            self._outbox_ready.set()
+
+    def cork(self) -> None:
+        """Hold submitted frames until :meth:`uncork`, to write them at once."""
+        self._corked = True
+
+    def uncork(self) -> None:
+        """Let the pump write the frames held since :meth:`cork` (in one write)."""
+        self._corked = False
+        if self._outbox:
+            self._outbox_ready.set()
+
+    @property
+    def can_submit(self) -> bool:
+        """Whether the pump runs and keeps up (less than the high-water mark queued)."""
+        return self._pumping and self.failure is None and self._outbox_size < WRITE_BUFFER_HIGH
+
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Run the pump in ``task_group`` (once): it ends when the pipe closes or the
+        group is cancelled; readers waiting for responses then take turns again."""
+        if self._pumping or self.failure is not None:
+            return
+        self._pumping = True
+        task_group.start_soon(self._pump)
+
+    async def _pump(self) -> None:
+        while self._reader_active:  # a waiting request is reading: the pump takes over after it
+            await self._changed.wait()
+        self._reader_active = True
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._write_submitted)
+                await self._read_all()
+                tg.cancel_scope.cancel()
+        finally:
+            self._pumping = False
+            self._reader_active = False
+            self._notify()
+
+    async def _write_submitted(self) -> None:
+        while self.failure is None:
+            if not self._outbox or self._corked:
+                self._outbox_ready = self._new_event()
+                await self._outbox_ready.wait()
+                continue
+            frames, self._outbox, self._outbox_size = self._outbox, [], 0
+            try:
+                async with self._send_lock:
+                    await self._send(b"".join(frames))  # bytes, as exchange sends
+            except KafkaConnectionError:
+                return  # closed: the submitted requests have failed with it
+
+    async def _read_all(self) -> None:
+        """Read until the pipe closes; a submitted request unanswered in time closes it."""
+        deadlines = self._deadlines
+        while self.failure is None:
+            while deadlines and deadlines[0][1] not in self._callbacks:
+                deadlines.popleft()  # answered
+            deadline = deadlines[0][0] if deadlines else math.inf
+            with anyio.CancelScope(deadline=deadline) as scope:
+                self._read_scope = scope
+                try:
+                    await self._read_once()
+                except KafkaConnectionError:
+                    return  # closed: the submitted requests have failed with it
+                finally:
+                    self._read_scope = None
+            if scope.cancelled_caught:
+                timeout = KafkaTimeoutError(
+                    f"no response from {self._address} within {self._request_timeout_s}s"
+                )
+                callback = self._callbacks.pop(deadlines.popleft()[1], None)
+                if callback is not None:
+                    callback(None, timeout)
+                await self.close(timeout)
 
 
 class AsyncioPipe(asyncio.Protocol):
@@ -331,6 +455,14 @@ class AsyncioPipe(asyncio.Protocol):
         if not frames or self.failure is not None or self._transport is None:
             return
         self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    @property
+    def can_submit(self) -> bool:
+        """Whether :meth:`submit` may be used now: the socket keeps up."""
+        return self._drained is None and self.failure is None
+
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Nothing to start: the event loop reads and writes for submitted requests."""
 
     @property
     def writable(self) -> bool:

@@ -359,7 +359,7 @@ class Sender:
         for node, tps in by_node.items():
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
-            corked = self._cork(node)
+            corked = self._cork(tg, node)
             try:
                 self._send_to(tg, node, tps, max_in_flight, now)
             finally:
@@ -409,12 +409,16 @@ class Sender:
         if self.clock() + timeout_ms < asleep_until:
             self.wakeup()
 
-    def _cork(self, node: int) -> BrokerConnection | None:
-        """The node's connection, corked, when requests to it are written at once."""
+    def _cork(self, tg: anyio.abc.TaskGroup, node: int) -> BrokerConnection | None:
+        """The node's connection, corked, when requests to it are written at once
+        (its pump started where submitting needs one: trio, ``memory://``)."""
         if self.config.acks == 0:
             return None
         connection = self.client.open_connection(node)
-        if connection is None or not connection.can_submit:
+        if connection is None:
+            return None
+        connection.start_pump(tg)
+        if not connection.can_submit:
             return None
         connection.cork()
         return connection

@@ -199,7 +199,8 @@ async def test_a_malformed_response_fails_every_waiting_request() -> None:
         assert connection.closed
 
 
-# ---- submit: requests written without a task (asyncio only: the producer's path)
+# ---- submit: requests written without a task each (the producer's path); under
+# trio the connection's pump, started in the test's task group, writes and reads
 
 Outcome = tuple[str | None, str | None]
 """(topic named in the response, or None; error class name, or None)"""
@@ -218,12 +219,13 @@ def _recorder(outcomes: list[Outcome], done: anyio.Event, count: int) -> OnRespo
     return on_response
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_submitted_requests_get_their_responses_between_awaited_ones() -> None:
     async with (
         scripted_broker(echo) as port,
         await BrokerConnection.connect("127.0.0.1", port) as connection,
+        anyio.create_task_group() as tg,
     ):
+        connection.start_pump(tg)
         outcomes: list[Outcome] = []
         done = anyio.Event()
         on_response = _recorder(outcomes, done, 2)
@@ -237,15 +239,42 @@ async def test_submitted_requests_get_their_responses_between_awaited_ones() -> 
         assert awaited.topics[0].name == "b"
         assert outcomes == [("a", None), ("c", None)]
         assert connection.in_flight == 0
+        tg.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_streams_submit_only_while_their_pump_runs(anyio_backend: str) -> None:
+    """Under trio a request waiting for its response reads; the pump takes over after it,
+    and when the pump stops, awaited requests read for themselves again."""
+    async with (
+        scripted_broker(echo) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        assert connection.can_submit is (anyio_backend == "asyncio")
+        async with anyio.create_task_group() as tg:
+            connection.start_pump(tg)
+            connection.start_pump(tg)  # once is enough
+            assert connection.can_submit
+            outcomes: list[Outcome] = []
+            done = anyio.Event()
+            connection.submit(_topic_request("a"), _recorder(outcomes, done, 1))
+            with anyio.fail_after(10):
+                await done.wait()
+            assert outcomes == [("a", None)]
+            tg.cancel_scope.cancel()
+        assert connection.can_submit is (anyio_backend == "asyncio")
+        with anyio.fail_after(10):
+            response = await connection.request(_topic_request("b"))
+        assert isinstance(response, MetadataResponse)
+        assert response.topics[0].name == "b"
+
+
 async def test_an_unanswered_submitted_request_times_out_and_closes_the_connection() -> None:
     """ "a" is answered; "b" never is: it times out at its own deadline, and "c",
     still waiting, fails with the connection."""
 
-    async with scripted_broker(answer_only_a) as port:
+    async with scripted_broker(answer_only_a) as port, anyio.create_task_group() as tg:
         connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
+        connection.start_pump(tg)
         outcomes: list[Outcome] = []
         done = anyio.Event()
         on_response = _recorder(outcomes, done, 3)
@@ -264,6 +293,22 @@ async def test_an_unanswered_submitted_request_times_out_and_closes_the_connecti
             connection.submit(_topic_request("d"), on_response)
 
 
+async def test_a_request_submitted_to_an_idle_pump_still_times_out() -> None:
+    """The pump reads without a deadline while nothing is due; a request submitted
+    then gets its own."""
+    async with scripted_broker(answer_only_a) as port, anyio.create_task_group() as tg:
+        connection = await BrokerConnection.connect("127.0.0.1", port, request_timeout_s=0.3)
+        connection.start_pump(tg)
+        await anyio.wait_all_tasks_blocked()  # the pump (trio) is reading, nothing due
+        outcomes: list[Outcome] = []
+        done = anyio.Event()
+        connection.submit(_topic_request("b"), _recorder(outcomes, done, 1))
+        with anyio.fail_after(10):
+            await done.wait()
+        assert outcomes == [(None, "KafkaTimeoutError")]
+        assert connection.closed
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_an_awaited_request_behind_an_answered_one_times_out_on_its_own_deadline() -> None:
     async with scripted_broker(answer_only_a) as port:
@@ -276,7 +321,6 @@ async def test_an_awaited_request_behind_an_answered_one_times_out_on_its_own_de
         assert connection.closed
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -> None:
     received = anyio.Event()
 
@@ -284,8 +328,9 @@ async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -
         received.set()
         raise anyio.BrokenResourceError  # the scripted broker closes the stream
 
-    async with scripted_broker(hang_up) as port:
+    async with scripted_broker(hang_up) as port, anyio.create_task_group() as tg:
         connection = await BrokerConnection.connect("127.0.0.1", port)
+        connection.start_pump(tg)
         outcomes: list[Outcome] = []
         done = anyio.Event()
         connection.submit(_topic_request("a"), _recorder(outcomes, done, 1))

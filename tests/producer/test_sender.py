@@ -132,6 +132,9 @@ class FakeSubmitConnection:
         self.client = client
         self.node = node
 
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        pass  # answered by tasks of the client's own
+
     def cork(self) -> None:
         assert self.client.corked is None
         self.client.corked = []
@@ -623,6 +626,9 @@ class HeldAnswers:
         self.client = client
         self.broker = broker
         self.held: list[tuple[ProduceRequest, Callable[[Any, Any], object]]] = []
+
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        pass  # the test releases the answers
 
     def cork(self) -> None:
         self.client.corked = []

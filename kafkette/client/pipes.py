@@ -37,7 +37,7 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
-from kafkette.client.events import event_factory
+from kafkette.client.events import clock_factory, event_factory
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.errors import DecodeError, ProtocolError
@@ -96,6 +96,7 @@ class StreamPipe:
         self._responses: dict[int, Response | None] = {}
         self._reader_active = False
         self._new_event = event_factory()
+        self._clock = clock_factory()
         self._changed = self._new_event()
         self._callbacks: dict[int, OnResponse] = {}
         self._deadlines: deque[tuple[float, int]] = deque()
@@ -217,7 +218,7 @@ class StreamPipe:
         self._callbacks[correlation_id] = on_response
         self._outbox.append(frame)
         self._outbox_size += len(frame)
-        deadline = anyio.current_time() + self._request_timeout_s
+        deadline = self._clock() + self._request_timeout_s
         self._deadlines.append((deadline, correlation_id))
         scope = self._read_scope
         if scope is not None and scope.deadline > deadline:

@@ -1,11 +1,11 @@
-"""event_factory and call_soon_factory work on the running backend, asyncio and trio."""
+"""event_factory, call_soon_factory and clock_factory: the running backend's, asyncio and trio."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from kafkette.client.events import call_soon_factory, event_factory
+from kafkette.client.events import call_soon_factory, clock_factory, event_factory
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +42,12 @@ async def test_call_soon_runs_the_callback_after_the_current_step() -> None:
         while order == ["now"]:
             await anyio.sleep(0)
     assert order == ["now", "soon"]
+
+
+async def test_the_clock_is_the_one_anyio_reads() -> None:
+    """The same clock as anyio.current_time (cancel scope deadlines are on it)."""
+    clock = clock_factory()
+    before = anyio.current_time()
+    now = clock()
+    after = anyio.current_time()
+    assert before <= now <= after

@@ -7,13 +7,15 @@ leader with fewer than ``max.in.flight.requests.per.connection`` requests
 outstanding drain one batch per partition (up to ``max.request.size``) into
 one ProduceRequest. How requests go out, pipelined:
 
-- TCP under asyncio (:meth:`BrokerConnection.submit
-  <kafkette.client.connection.BrokerConnection.submit>`): written at once,
-  the requests of one pass to one broker in one write; the response is
-  handled in the connection's callback, and once the responses read together
-  are handled, one pass sends what they made room for. No task per request.
-- Otherwise (trio, in-process connections, ``acks=0``): handed to worker
-  tasks, one per request in flight, which await the response.
+- Submitted (:meth:`BrokerConnection.submit
+  <kafkette.client.connection.BrokerConnection.submit>`), while the
+  connection keeps up: the requests of one pass to one broker go out in one
+  write (at once under asyncio over TCP; through the connection's pump task,
+  started here, under trio and in process); the response is handled in the
+  connection's callback, and once the responses read together are handled,
+  one pass sends what they made room for. No task per request.
+- Otherwise (``acks=0``, or a connection whose socket is not keeping up):
+  handed to worker tasks, one per request in flight, which await the response.
 
 The sender's task (:meth:`Sender.run`) runs a pass, then sleeps until woken
 (new batch, full batch, flush, a response of a worker) or until the next

@@ -214,16 +214,13 @@ class BrokerConnection:
     def can_submit(self) -> bool:
         """Whether :meth:`submit` works now: under asyncio over TCP, or where
         :meth:`start_pump` started a pump, while the socket keeps up."""
-        pipe = self._pipe
-        return isinstance(pipe, (AsyncioPipe, StreamPipe)) and pipe.can_submit
+        return self._pipe.can_submit
 
     def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
         """Let :meth:`submit` work over a stream (trio, ``memory://``): a task in
         ``task_group`` writes submitted requests and reads the responses, until the
         connection closes or the group is cancelled. Nothing to do under asyncio."""
-        pipe = self._pipe
-        if isinstance(pipe, (AsyncioPipe, StreamPipe)):
-            pipe.start_pump(task_group)
+        self._pipe.start_pump(task_group)
 
     def submit(self, request: Request, on_response: OnResponse) -> None:
         """Send ``request`` now, without a task; ``on_response`` gets the outcome later.
@@ -234,7 +231,6 @@ class BrokerConnection:
         a closed connection raises :class:`KafkaConnectionError` at once.
         """
         pipe = self._pipe
-        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
         failure = pipe.failure
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
@@ -247,15 +243,11 @@ class BrokerConnection:
     def cork(self) -> None:
         """Hold submitted requests until :meth:`uncork` writes them together (where
         :attr:`can_submit`)."""
-        pipe = self._pipe
-        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
-        pipe.cork()
+        self._pipe.cork()
 
     def uncork(self) -> None:
         """Write the requests submitted since :meth:`cork`."""
-        pipe = self._pipe
-        assert isinstance(pipe, (AsyncioPipe, StreamPipe))
-        pipe.uncork()
+        self._pipe.uncork()
 
     async def aclose(self) -> None:
         """Close the connection; requests still waiting fail with KafkaConnectionError."""

@@ -76,6 +76,29 @@ class FramePipe(Protocol):
         """Close the connection; waiting requests fail with ``error``."""
         ...
 
+    @property
+    def can_submit(self) -> bool:
+        """Whether :meth:`submit` may be used now."""
+        ...
+
+    def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start what :meth:`submit` needs, in ``task_group`` (if anything)."""
+        ...
+
+    def submit(
+        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
+    ) -> None:
+        """Write ``frame``; ``on_response(response, error)`` gets the outcome later."""
+        ...
+
+    def cork(self) -> None:
+        """Hold submitted frames until :meth:`uncork`."""
+        ...
+
+    def uncork(self) -> None:
+        """Write the frames held since :meth:`cork`, together."""
+        ...
+
 
 class StreamPipe:
     """Frames over an anyio byte stream; waiting tasks take turns reading, or the pump reads."""

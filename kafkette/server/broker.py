@@ -134,6 +134,7 @@ class Broker:
         self.data_changed = _Notifier()
         """Woken on every append, for long-polling fetches."""
         self.closed = False
+        self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None
         store = LogGroupStore(self)
         self.groups = GroupCoordinator(self.config, store, self.clock)
@@ -142,6 +143,15 @@ class Broker:
         self.transactions = TransactionCoordinator(self, self.clock)
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load()
+
+    @property
+    def topic_changes(self) -> anyio.Lock:
+        """Held while a request creates, grows or deletes topics: such requests are
+        served one at a time, as Kafka's controller does, also while one of them
+        yields to other connections in the middle of its work."""
+        if self._topic_changes is None:  # made on first use: it needs an event loop
+            self._topic_changes = anyio.Lock()
+        return self._topic_changes
 
     @property
     def producer_ids(self) -> ProducerIdManager:

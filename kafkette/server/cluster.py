@@ -18,7 +18,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import attrs
 
@@ -87,8 +87,26 @@ class Topic:
         return self.name in INTERNAL_TOPICS
 
 
+@attrs.define(eq=False)
+class TopicPlan:
+    """A topic checked for creation whose logs are not opened yet."""
+
+    name: str
+    num_partitions: int
+    log_config: LogConfig
+    configs: dict[str, str]
+    topic_id: uuid.UUID
+
+
 class Cluster:
-    """Topics of this node, backed by a :class:`Storage` for their logs."""
+    """Topics of this node, backed by a :class:`Storage` for their logs.
+
+    Creating a topic or adding partitions opens one log per partition, which
+    on disk costs a few fsyncs each: :meth:`plan_topic` and :meth:`open_partitions`
+    let a request handler do that work in steps (see
+    :func:`kafkette.server.steps.run_in_steps`) while other connections are
+    served, and :meth:`create_topic` / :meth:`add_partitions` do it at once.
+    """
 
     def __init__(self, storage: Storage, defaults: LogConfig, data_dir: str | None) -> None:
         self.storage = storage
@@ -99,6 +117,8 @@ class Cluster:
         self.data_dir = data_dir
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.creating: set[str] = set()
+        """Names of topics whose logs are being opened (not yet in :attr:`topics`)."""
         self.dynamic_broker_configs: dict[str, str] = {}
         """Dynamic configs of this broker (resource name: its node id)."""
         self.dynamic_default_configs: dict[str, str] = {}
@@ -137,23 +157,22 @@ class Cluster:
         """
         if "." in name or "_" in name:
             key = name.replace(".", "_")
-            for other in self.topics:
+            for other in (*self.topics, *self.creating):
                 if other != name and other.replace(".", "_") == key:
                     raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
 
-    def create_topic(
+    def plan_topic(
         self,
         name: str,
         num_partitions: int,
         configs: dict[str, str] | None = None,
         *,
         replication_factor: int = 1,
-        validate_only: bool = False,
         topic_id: uuid.UUID | None = None,
-    ) -> Topic | None:
-        """Create a topic; with ``validate_only`` only check that it could be created."""
+    ) -> TopicPlan:
+        """Check that a topic could be created; raises the ApiError Kafka would answer."""
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.creating:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         if num_partitions < 1:
             raise InvalidPartitionsError(
@@ -169,17 +188,65 @@ class Cluster:
                 f"replication factor of {replication_factor} cannot be reached because only "
                 "1 broker(s) are registered."
             )
-        log_config, configs = validate_topic_configs(configs or {}, base=self.defaults)
-        if validate_only:
-            return None
-        topic = Topic(name, topic_id or uuid.uuid4(), [], configs)
-        for index in range(num_partitions):
-            log = self.storage.open_log(name, index, log_config)
-            topic.partitions.append(Partition(name, index, log))
-        self.topics[name] = topic
+        log_config, normalised = validate_topic_configs(configs or {}, base=self.defaults)
+        return TopicPlan(name, num_partitions, log_config, normalised, topic_id or uuid.uuid4())
+
+    def register_topic(self, plan: TopicPlan, partitions: list[Partition]) -> Topic:
+        """Add a planned topic whose logs :meth:`open_partitions` opened."""
+        if len(partitions) != plan.num_partitions:
+            raise AssertionError(f"{len(partitions)} of {plan.num_partitions} partitions opened")
+        topic = Topic(plan.name, plan.topic_id, partitions, plan.configs)
+        self.topics[plan.name] = topic
         self.topics_by_id[topic.topic_id] = topic
         self._save_topics()
         return topic
+
+    def open_partitions(
+        self, name: str, start: int, stop: int, config: LogConfig, opened: list[Partition]
+    ) -> Generator[None, None, None]:
+        """Open the logs of partitions ``start`` to ``stop - 1`` of ``name`` into
+        ``opened``, one partition per step.
+
+        Unless run to its end (an error, or the generator closed early), the logs
+        it opened are deleted again and ``opened`` emptied, so that a failed
+        creation leaves no directory or open file behind.
+        """
+        complete = False
+        try:
+            for index in range(start, stop):
+                opened.append(Partition(name, index, self.storage.open_log(name, index, config)))
+                yield
+            complete = True
+        finally:
+            if not complete:
+                for partition in opened:
+                    self.storage.delete_log(name, partition.index)
+                opened.clear()
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str] | None = None,
+        *,
+        replication_factor: int = 1,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> Topic | None:
+        """Create a topic; with ``validate_only`` only check that it could be created."""
+        plan = self.plan_topic(
+            name,
+            num_partitions,
+            configs,
+            replication_factor=replication_factor,
+            topic_id=topic_id,
+        )
+        if validate_only:
+            return None
+        opened: list[Partition] = []
+        for _ in self.open_partitions(name, 0, num_partitions, plan.log_config, opened):
+            pass
+        return self.register_topic(plan, opened)
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.get_topic(name)
@@ -190,7 +257,8 @@ class Cluster:
         self._save_topics()
         return topic
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+    def check_new_partition_count(self, name: str, total: int) -> Topic:
+        """The topic, if ``total`` partitions would be an increase (else InvalidPartitionsError)."""
         topic = self.get_topic(name)
         current = len(topic.partitions)
         if total == current:
@@ -200,14 +268,24 @@ class Cluster:
                 f"The topic {name} currently has {current} partition(s); "
                 f"{total} would not be an increase."
             )
+        return topic
+
+    def extend_topic(self, topic: Topic, opened: list[Partition]) -> None:
+        """Add the partitions :meth:`open_partitions` opened to ``topic``."""
+        if not opened or opened[0].index != len(topic.partitions):
+            raise AssertionError(f"partitions opened for {topic.name} do not follow its last")
+        topic.partitions.extend(opened)
+        self._save_topics()
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        topic = self.check_new_partition_count(name, total)
         if validate_only:
             return
+        opened: list[Partition] = []
         config = self.log_config(topic.configs)
-        for index in range(current, total):
-            topic.partitions.append(
-                Partition(name, index, self.storage.open_log(name, index, config))
-            )
-        self._save_topics()
+        for _ in self.open_partitions(name, len(topic.partitions), total, config, opened):
+            pass
+        self.extend_topic(topic, opened)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's overrides (validated) and apply them to its logs."""

@@ -14,6 +14,7 @@ import uuid
 from kafkette.errors import (
     ApiError,
     InvalidTopicError,
+    LeaderNotAvailableError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -111,6 +112,8 @@ def _lookup(
         validate_topic_name(name)
     except InvalidTopicError as exc:
         return _error_topic(name, exc)
+    if name in cluster.creating:  # a CreateTopics is opening its logs
+        return _error_topic(name, LeaderNotAvailableError())
     if not auto_create or name in INTERNAL_TOPICS:
         return _error_topic(name, UnknownTopicOrPartitionError())
     created = cluster.create_topic(name, broker.config.num_partitions)

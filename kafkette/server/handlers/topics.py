@@ -4,6 +4,13 @@ Each topic of a request succeeds or fails on its own, with Kafka's error
 code and message. On this single node a replication factor must be 1 (or -1,
 the default), and a manual replica assignment can only name this node.
 
+A request is bounded before any work is done (Kafka's limits, see
+:mod:`kafkette.server.request_limits`): at most 10,000 new partitions, and
+10,000 topics and configs; over them every topic fails with POLICY_VIOLATION.
+The partition logs are then opened in steps, so that creating thousands of
+partitions (a few fsyncs each on disk) does not stop the broker serving other
+connections; requests that change topics are served one at a time.
+
 The internal topics ``__consumer_offsets`` and ``__transaction_state``
 belong to the group and transaction coordinators: clients cannot create or
 delete them (POLICY_VIOLATION). Kafka lets a client create them, which
@@ -44,9 +51,16 @@ from kafkette.protocol.messages.create_topics_response import (
 from kafkette.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.broker import Broker, RequestContext, handler
-from kafkette.server.cluster import INTERNAL_TOPICS, Topic
+from kafkette.server.cluster import INTERNAL_TOPICS, Partition, Topic
 from kafkette.server.config_entries import describe_topic_configs
-from kafkette.server.configs_catalog import validate_topic_configs
+from kafkette.server.request_limits import (
+    MAX_PARTITIONS_PER_REQUEST,
+    MAX_RECORDS_PER_REQUEST,
+    check_create_topics,
+    too_large_batch,
+    too_many_partitions,
+)
+from kafkette.server.steps import run_in_steps
 
 logger = logging.getLogger("kafkette.server.topics")
 
@@ -94,7 +108,7 @@ def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
     return len(indexes)
 
 
-def _create_one(
+async def _create_one(
     broker: Broker, topic: CreatableTopic, validate_only: bool, version: int
 ) -> CreatableTopicResult:
     name = topic.name
@@ -128,14 +142,18 @@ def _create_one(
         if entry.name in configs:
             raise InvalidRequestError(f"Duplicate config name {entry.name}")
         configs[entry.name] = entry.value
-    created = cluster.create_topic(
-        name,
-        partitions,
-        configs,
-        replication_factor=replication,
-        validate_only=validate_only,
-    )
-    if created is not None:
+    plan = cluster.plan_topic(name, partitions, configs, replication_factor=replication)
+    created: Topic | None = None
+    if not validate_only:
+        cluster.creating.add(name)
+        try:
+            opened: list[Partition] = []
+            await run_in_steps(
+                cluster.open_partitions(name, 0, partitions, plan.log_config, opened)
+            )
+            created = cluster.register_topic(plan, opened)
+        finally:
+            cluster.creating.discard(name)
         logger.info("created topic %s with %d partition(s)", name, partitions)
     result = CreatableTopicResult(
         name=name,
@@ -146,7 +164,6 @@ def _create_one(
     if version >= 5:
         result.num_partitions = partitions
         result.replication_factor = replication
-        overrides = created.configs if created is not None else validate_topic_configs(configs)[1]
         result.configs = [
             CreatableTopicConfigs(
                 name=entry.name,
@@ -155,7 +172,7 @@ def _create_one(
                 config_source=entry.config_source,
                 is_sensitive=entry.is_sensitive,
             )
-            for entry in describe_topic_configs(broker, overrides)
+            for entry in describe_topic_configs(broker, plan.configs)
         ]
     return result
 
@@ -165,21 +182,26 @@ async def handle_create_topics(
     broker: Broker, ctx: RequestContext, request: CreateTopicsRequest
 ) -> CreateTopicsResponse:
     counts = Counter(t.name for t in request.topics)
+    too_large = check_create_topics(request.topics, broker.config.num_partitions)
     results: list[CreatableTopicResult] = []
-    for topic in request.topics:
-        try:
-            if counts[topic.name] > 1:
-                raise InvalidRequestError(
-                    f"Create topics request contains multiple entries for the topic {topic.name}."
+    async with broker.topic_changes:
+        for topic in request.topics:
+            try:
+                if too_large is not None:
+                    raise too_large
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError(
+                        f"Create topics request contains multiple entries for the topic "
+                        f"{topic.name}."
+                    )
+                result = await _create_one(broker, topic, request.validate_only, ctx.api_version)
+            except ApiError as exc:
+                result = CreatableTopicResult(
+                    name=topic.name, error_code=exc.code, error_message=exc.detail
                 )
-            result = _create_one(broker, topic, request.validate_only, ctx.api_version)
-        except ApiError as exc:
-            result = CreatableTopicResult(
-                name=topic.name, error_code=exc.code, error_message=exc.detail
-            )
-            if ctx.api_version >= 5:
-                result.configs = None
-        results.append(result)
+                if ctx.api_version >= 5:
+                    result.configs = None
+            results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -230,16 +252,20 @@ async def handle_delete_topics(
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     counts = Counter(wanted)
     results: list[DeletableTopicResult] = []
-    for name, topic_id in wanted:
-        if counts[(name, topic_id)] > 1:
-            error = InvalidRequestError("Duplicate topic in request.")
-            results.append(
-                DeletableTopicResult(
-                    name=name, topic_id=topic_id, error_code=error.code, error_message=error.detail
+    async with broker.topic_changes:
+        for name, topic_id in wanted:
+            if counts[(name, topic_id)] > 1:
+                error = InvalidRequestError("Duplicate topic in request.")
+                results.append(
+                    DeletableTopicResult(
+                        name=name,
+                        topic_id=topic_id,
+                        error_code=error.code,
+                        error_message=error.detail,
+                    )
                 )
-            )
-            continue
-        results.append(_delete_one(broker, name, topic_id, version))
+                continue
+            results.append(_delete_one(broker, name, topic_id, version))
     if version < 6:
         for result in results:
             result.topic_id = ZERO_UUID
@@ -249,32 +275,48 @@ async def handle_delete_topics(
 # ---- CreatePartitions
 
 
-def _add_partitions(
-    broker: Broker, topic: CreatePartitionsTopic, validate_only: bool, duplicate: bool
-) -> CreatePartitionsTopicResult:
-    try:
-        if duplicate:
-            raise InvalidRequestError("Duplicate topic in request.")
-        existing = broker.cluster.get_topic(topic.name)
-        if existing.is_internal:
-            raise _internal(topic.name, "changed")
-        current = len(existing.partitions)
-        if topic.assignments is not None and topic.count > current:
-            if len(topic.assignments) != topic.count - current:
+def _new_partitions(broker: Broker, topics: list[CreatePartitionsTopic]) -> int:
+    """How many partitions a CreatePartitions request would add to the topics that exist."""
+    total = 0
+    for topic in topics:
+        existing = broker.cluster.topics.get(topic.name)
+        if existing is not None:
+            total += max(0, topic.count - len(existing.partitions))
+    return total
+
+
+def _check_new_partitions(broker: Broker, topic: CreatePartitionsTopic) -> Topic:
+    """The topic to grow, if this request's part for it is valid (else an ApiError)."""
+    existing = broker.cluster.get_topic(topic.name)
+    if existing.is_internal:
+        raise _internal(topic.name, "changed")
+    current = len(existing.partitions)
+    if topic.assignments is not None and topic.count > current:
+        if len(topic.assignments) != topic.count - current:
+            raise InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {topic.count - current} but "
+                f"{len(topic.assignments)} assignments provided."
+            )
+        for assignment in topic.assignments:
+            if assignment.broker_ids != [broker.node_id]:
                 raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {topic.count - current} but "
-                    f"{len(topic.assignments)} assignments provided."
+                    f"The manual partition assignment {assignment.broker_ids} names "
+                    f"brokers other than the only registered one, {broker.node_id}."
                 )
-            for assignment in topic.assignments:
-                if assignment.broker_ids != [broker.node_id]:
-                    raise InvalidReplicaAssignmentError(
-                        f"The manual partition assignment {assignment.broker_ids} names "
-                        f"brokers other than the only registered one, {broker.node_id}."
-                    )
-        broker.cluster.add_partitions(topic.name, topic.count, validate_only=validate_only)
-    except ApiError as exc:
-        return CreatePartitionsTopicResult(topic.name, exc.code, exc.detail)
+    return broker.cluster.check_new_partition_count(topic.name, topic.count)
+
+
+async def _add_partitions(
+    broker: Broker, topic: CreatePartitionsTopic, validate_only: bool
+) -> CreatePartitionsTopicResult:
+    existing = _check_new_partitions(broker, topic)
     if not validate_only:
+        cluster = broker.cluster
+        opened: list[Partition] = []
+        config = cluster.log_config(existing.configs)
+        start = len(existing.partitions)
+        await run_in_steps(cluster.open_partitions(topic.name, start, topic.count, config, opened))
+        cluster.extend_topic(existing, opened)
         logger.info("topic %s now has %d partition(s)", topic.name, topic.count)
     return CreatePartitionsTopicResult(topic.name, 0, None)
 
@@ -284,8 +326,21 @@ async def handle_create_partitions(
     broker: Broker, ctx: RequestContext, request: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
-    results = [
-        _add_partitions(broker, topic, request.validate_only, counts[topic.name] > 1)
-        for topic in request.topics
-    ]
+    results: list[CreatePartitionsTopicResult] = []
+    async with broker.topic_changes:
+        too_large: ApiError | None = None
+        if len(request.topics) > MAX_RECORDS_PER_REQUEST:
+            too_large = too_large_batch()
+        elif _new_partitions(broker, request.topics) > MAX_PARTITIONS_PER_REQUEST:
+            too_large = too_many_partitions()
+        for topic in request.topics:
+            try:
+                if too_large is not None:
+                    raise too_large
+                if counts[topic.name] > 1:
+                    raise InvalidRequestError("Duplicate topic in request.")
+                result = await _add_partitions(broker, topic, request.validate_only)
+            except ApiError as exc:
+                result = CreatePartitionsTopicResult(topic.name, exc.code, exc.detail)
+            results.append(result)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -25,7 +25,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import sniffio
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
@@ -38,21 +37,19 @@ from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.structs import TopicPartition
 
 
-def _thread_safe_caller(loop: BackgroundLoop) -> Callable[[Callable[[], None]], object]:
+def _thread_safe_caller() -> Callable[[Callable[[], None]], object]:
     """The cheapest way to run a plain function in the current event loop from another thread.
 
     The sender is woken about once per batch; the event loop's own thread-safe
     callback is much cheaper than starting a task through the portal. Called
     in the loop thread.
     """
-    library = sniffio.current_async_library()
-    if library == "asyncio":
+    try:
         return asyncio.get_running_loop().call_soon_threadsafe
-    if library == "trio":
+    except RuntimeError:  # trio, the other backend anyio runs on
         import trio
 
         return trio.lowlevel.current_trio_token().run_sync_soon
-    return loop.wake
 
 
 class Producer:
@@ -82,7 +79,7 @@ class Producer:
 
     async def _make_core(self) -> ProducerCore:
         self._loop_thread = threading.get_ident()
-        self._call_soon = _thread_safe_caller(self._loop)
+        self._call_soon = _thread_safe_caller()
         return ProducerCore(self.config)
 
     def send(

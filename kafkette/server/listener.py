@@ -39,6 +39,7 @@ connection, as does a failed authentication once its answer is sent (after
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os  # noqa: F401  (tests spy on os.sendfile through this module)
 import socket
@@ -46,7 +47,6 @@ from typing import Literal
 
 import anyio
 import anyio.abc
-import sniffio
 
 from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
@@ -74,6 +74,15 @@ ConnectionKind = Literal["auto", "protocol", "socket"]
 backend), ``auto`` (``protocol`` under asyncio, else ``socket``)."""
 
 
+def _asyncio_running() -> bool:
+    """Whether this task runs on asyncio (else trio, the other backend anyio runs on)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 async def serve_tcp(
     broker: Broker,
     host: str,
@@ -89,7 +98,7 @@ async def serve_tcp(
     listener is SASL_PLAINTEXT: every connection must authenticate first.
     ``connections`` picks how connections are served (see :data:`ConnectionKind`).
     """
-    asyncio_running = sniffio.current_async_library() == "asyncio"
+    asyncio_running = _asyncio_running()
     if connections == "protocol" and not asyncio_running:
         raise ValueError("connections='protocol' needs asyncio")
     use_protocol = connections == "protocol" or (connections == "auto" and asyncio_running)

@@ -2,11 +2,12 @@
 
 Usage::
 
-    python tools/generate_protocol.py [--shared ../shared] [--check]
+    python tools/generate_protocol.py [--definitions tools/kafka-protocol] [--check]
 
-Reads ``kafka-protocol/messages/*.json`` and ``kafka-protocol/coordinator-records/*.json``
-under the shared folder and writes one module per definition, plus a registry
-``__init__.py``. With ``--check`` nothing is written; the exit status is 1 when
+Reads ``messages/*.json`` and ``coordinator-records/*.json`` under the
+definitions folder (Kafka's own files, kept in ``tools/kafka-protocol/`` at the
+commit its ``SOURCE_COMMIT`` names) and writes one module per definition, plus
+a registry ``__init__.py``. With ``--check`` nothing is written; the exit status is 1 when
 a committed module differs from what would be generated.
 
 The output is committed: nothing at run time reads the JSON.
@@ -27,6 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "kafkette" / "protocol" / "messages"
+DEFINITIONS = ROOT / "tools" / "kafka-protocol"
 MAX_VERSION = 0x7FFF
 PRIMITIVES = {
     "bool",
@@ -358,8 +360,7 @@ class Generator:
         return "\n".join(lines)
 
 
-def definitions(shared: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    base = shared / "kafka-protocol"
+def definitions(base: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     for folder in ("messages", "coordinator-records"):
         for path in sorted((base / folder).glob("*.json")):
             yield path, load_json(path)
@@ -419,10 +420,10 @@ def registry_source(specs: list[dict[str, Any]]) -> str:
     return "\n".join(lines).replace("'", '"')
 
 
-def generate(shared: Path) -> dict[Path, str]:
+def generate(base: Path) -> dict[Path, str]:
     outputs: dict[Path, str] = {}
     specs = []
-    for path, spec in definitions(shared):
+    for path, spec in definitions(base):
         specs.append(spec)
         source = f"{path.parent.name}/{path.name}"
         outputs[OUT_DIR / f"{module_name(spec['name'])}.py"] = Generator(
@@ -434,12 +435,12 @@ def generate(shared: Path) -> dict[Path, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    parser.add_argument("--definitions", type=Path, default=DEFINITIONS)
     parser.add_argument(
         "--check", action="store_true", help="fail if the committed output is stale"
     )
     args = parser.parse_args(argv)
-    outputs = generate(args.shared)
+    outputs = generate(args.definitions)
     stale = [
         path for path, text in outputs.items() if not path.exists() or path.read_text() != text
     ]

@@ -263,20 +263,55 @@ async def test_a_storage_error_half_way_deletes_the_logs_already_opened(tmp_path
         broker.close()
 
 
-async def test_run_in_steps_yields_once_the_budget_is_spent() -> None:
+async def test_run_in_steps_yields_each_time_the_budget_is_spent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six steps of 2 ms with a 5 ms budget: the loop gets a turn after steps 3 and 6."""
     now = [0.0]
     trace: list[str] = []
+    real_sleep = anyio.sleep
+
+    async def recording_sleep(delay: float) -> None:
+        trace.append("yield")
+        await real_sleep(delay)
 
     def steps() -> Any:
-        for i in range(6):
+        for i in range(1, 7):
             trace.append(f"step {i}")
             now[0] += 0.002
             yield
 
-    async def other() -> None:  # runs at the first checkpoint of the caller
-        trace.append("other")
+    monkeypatch.setattr("kafkette.server.steps.anyio.sleep", recording_sleep)
+    await run_in_steps(steps(), budget_s=0.005, clock=lambda: now[0])
+    assert trace == ["step 1", "step 2", "step 3", "yield", "step 4", "step 5", "step 6", "yield"]
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(other)
-        await run_in_steps(steps(), budget_s=0.005, clock=lambda: now[0])
-    assert trace.index("other") == 3  # after the third step has spent 6 ms
+
+# ---- Metadata auto-creation
+
+
+async def metadata(broker: Broker, *names: str) -> list[tuple[str, int, int]]:
+    request = MetadataRequest(
+        topics=[MetadataRequestTopic(name=name) for name in names], allow_auto_topic_creation=True
+    )
+    response = await call(broker, request, 12)
+    return [(t.name, t.error_code, len(t.partitions)) for t in response.topics]
+
+
+async def test_auto_creation_of_one_metadata_request_is_one_batch_under_the_limit() -> None:
+    """Over 10,000 partitions none is created and each is LEADER_NOT_AVAILABLE, as Kafka."""
+    broker = Broker(BrokerConfig(num_partitions=5_000))
+    both = [("a", 0, 5_000), ("b", 0, 5_000), ("a", 0, 5_000)]
+    assert await metadata(broker, "a", "b", "a") == both
+    assert await metadata(broker, "a", "c", "d", "e") == [("a", 0, 5_000)] + [
+        (name, LEADER_NOT_AVAILABLE, 0) for name in "cde"
+    ]
+    assert set(broker.cluster.topics) == {"a", "b"}
+
+
+async def test_a_metadata_request_naming_many_new_topics_creates_none() -> None:
+    broker = Broker()
+    names = [f"t{i}" for i in range(10_001)]
+    results = await metadata(broker, *names)
+    assert {code for _, code, _ in results} == {LEADER_NOT_AVAILABLE}
+    assert broker.cluster.topics == {}
+    assert broker.cluster.storage.list_partitions() == []

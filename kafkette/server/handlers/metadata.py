@@ -27,6 +27,8 @@ from kafkette.protocol.messages.metadata_response import (
 from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import INTERNAL_TOPICS, Topic, validate_topic_name
+from kafkette.server.request_limits import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
+from kafkette.server.topic_creation import open_topic
 
 logger = logging.getLogger("kafkette.server.metadata")
 
@@ -81,8 +83,13 @@ async def handle_metadata(
         auto_create = broker.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation
         )
-        for wanted in request.topics or []:
-            topics.append(_lookup(broker, wanted.name, wanted.topic_id, auto_create, include_ops))
+        wanted = request.topics or []
+        found = [_lookup(broker, w.name, w.topic_id, auto_create, include_ops) for w in wanted]
+        missing = [w.name for w, t in zip(wanted, found, strict=True) if t is None]
+        created = await _auto_create(broker, missing, include_ops) if missing else {}
+        topics = [
+            t if t is not None else created[w.name] for w, t in zip(wanted, found, strict=True)
+        ]
     host, port = broker.config.advertised
     return MetadataResponse(
         throttle_time_ms=0,
@@ -98,7 +105,8 @@ async def handle_metadata(
 
 def _lookup(
     broker: Broker, name: str | None, topic_id: uuid.UUID, auto_create: bool, include_ops: bool
-) -> MetadataResponseTopic:
+) -> MetadataResponseTopic | None:
+    """The answer for one wanted topic; None for one to auto-create."""
     cluster = broker.cluster
     if name is None:
         topic = cluster.topics_by_id.get(topic_id)
@@ -116,7 +124,39 @@ def _lookup(
         return _error_topic(name, LeaderNotAvailableError())
     if not auto_create or name in INTERNAL_TOPICS:
         return _error_topic(name, UnknownTopicOrPartitionError())
-    created = cluster.create_topic(name, broker.config.num_partitions)
-    assert created is not None
-    logger.info("auto-created topic %s with %d partitions", name, len(created.partitions))
-    return describe_topic(broker, created, include_ops)
+    return None
+
+
+async def _auto_create(
+    broker: Broker, names: list[str | None], include_ops: bool
+) -> dict[str | None, MetadataResponseTopic]:
+    """Create the missing topics a Metadata request names, with the default partition count.
+
+    As Kafka, the creations of one request are one batch under the per-request
+    partition limit: over it none is created, each is answered LEADER_NOT_AVAILABLE
+    (Kafka's answer for a topic whose creation it requested) and a warning logged.
+    """
+    wanted = list(dict.fromkeys(name for name in names if name is not None))
+    partitions = broker.config.num_partitions
+    if len(wanted) * partitions > MAX_PARTITIONS_PER_REQUEST:
+        logger.warning(
+            "not auto-creating %d topics of %d partitions for one Metadata request: %s",
+            len(wanted),
+            partitions,
+            TOO_MANY_PARTITIONS,
+        )
+        return {name: _error_topic(name, LeaderNotAvailableError()) for name in wanted}
+    cluster = broker.cluster
+    answers: dict[str | None, MetadataResponseTopic] = {}
+    async with broker.topic_changes:
+        for name in wanted:
+            topic = cluster.topics.get(name)
+            if topic is None:
+                try:
+                    topic = await open_topic(broker, cluster.plan_topic(name, partitions))
+                except ApiError as exc:
+                    answers[name] = _error_topic(name, exc)
+                    continue
+                logger.info("auto-created topic %s with %d partitions", name, partitions)
+            answers[name] = describe_topic(broker, topic, include_ops)
+    return answers

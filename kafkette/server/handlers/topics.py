@@ -61,6 +61,7 @@ from kafkette.server.request_limits import (
     too_many_partitions,
 )
 from kafkette.server.steps import run_in_steps
+from kafkette.server.topic_creation import open_topic
 
 logger = logging.getLogger("kafkette.server.topics")
 
@@ -145,15 +146,7 @@ async def _create_one(
     plan = cluster.plan_topic(name, partitions, configs, replication_factor=replication)
     created: Topic | None = None
     if not validate_only:
-        cluster.creating.add(name)
-        try:
-            opened: list[Partition] = []
-            await run_in_steps(
-                cluster.open_partitions(name, 0, partitions, plan.log_config, opened)
-            )
-            created = cluster.register_topic(plan, opened)
-        finally:
-            cluster.creating.discard(name)
+        created = await open_topic(broker, plan)
         logger.info("created topic %s with %d partition(s)", name, partitions)
     result = CreatableTopicResult(
         name=name,

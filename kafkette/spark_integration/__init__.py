@@ -1,10 +1,20 @@
-"""kafkette.spark_integration: Kafka for PySpark without a connector jar (extra ``spark``)."""
+"""kafkette.spark_integration: a PySpark data source for Kafka (format ``kafkette``).
 
-try:
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as error:
-    raise ImportError(
-        f"kafkette.spark_integration needs PySpark and PyArrow ({error}): "
-        "pip install kafkette[spark]"
-    ) from error
+Spark's Kafka connector's options and schema in pure Python (no jar):
+``spark.read.format("kafkette").option("kafka.bootstrap.servers", ...)``.
+Needs the ``spark`` extra (pyspark 4.2+, pyarrow).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkette.spark_integration.source import KafketteDataSource
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafkette`` format with a SparkSession."""
+    spark.dataSource.register(KafketteDataSource)
+
+
+__all__ = ["KafketteDataSource", "register"]

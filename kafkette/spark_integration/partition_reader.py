@@ -1,0 +1,133 @@
+"""Reading one offset range on an executor: a kafkette Consumer, assign and seek, no group.
+
+Runs in Spark's Python worker processes: everything comes from the pickled
+:class:`~kafkette.spark_integration.options.ReaderOptions` and the
+:class:`~kafkette.spark_integration.planning.OffsetRange`; the consumer is
+opened here and closed when the range is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+
+from kafkette.consumer import Consumer, ConsumerRecord
+from kafkette.errors import OffsetOutOfRangeError
+from kafkette.spark_integration.arrow_records import records_to_batch
+from kafkette.spark_integration.planning import OffsetRange
+
+logger = logging.getLogger(__name__)
+
+ARROW_BATCH_RECORDS = 20_000
+"""Records per Arrow batch handed to Spark (fewer, larger batches are cheaper)."""
+
+_DATA_LOSS = (
+    "Some data may have been lost because they are not available in Kafka any more; "
+    "either the data was aged out by Kafka or the topic may have been deleted before all the "
+    "data in the topic was processed. If you don't want your streaming query to fail on such "
+    "cases, set the source option failOnDataLoss to false. Reason: "
+)
+
+
+class KafkaDataLossError(RuntimeError):
+    """Offsets a query must read are gone (retention, a recreated topic): Spark's
+    ``KAFKA_DATA_LOSS``; raised only with ``failOnDataLoss`` true (the default)."""
+
+
+def data_loss(reason: str, fail: bool) -> None:
+    """Raise :class:`KafkaDataLossError`, or log a warning when ``failOnDataLoss`` is false."""
+    if fail:
+        raise KafkaDataLossError(_DATA_LOSS + reason)
+    logger.warning("%s (failOnDataLoss=false: skipped)", reason)
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task's work: an offset range of one Kafka partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.range = offset_range
+
+    def __repr__(self) -> str:
+        r = self.range
+        return f"KafkaInputPartition({r.tp} [{r.start}, {r.end}))"
+
+
+def consumer_settings(client: dict[str, str]) -> dict[str, str]:
+    """The executor consumer's settings: the user's, without a group, committing nothing,
+    never resetting by itself (a missing offset is data loss, decided here)."""
+    settings = {k: v for k, v in client.items() if k not in ("group.id", "group.instance.id")}
+    settings["enable.auto.commit"] = "false"
+    settings["auto.offset.reset"] = "none"
+    return settings
+
+
+def read_range(
+    client: dict[str, str],
+    offset_range: OffsetRange,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[Any]:
+    """Arrow record batches of every record in ``[start, end)`` of the range's partition.
+
+    With read_committed the range ends at (or before) the last stable offset, and
+    aborted records and transaction markers are offsets with no record: the read
+    ends when the consumer's position reaches ``end``, records or not.
+    """
+    tp, end = offset_range.tp, offset_range.end
+    if offset_range.size <= 0:
+        return
+    consumer = Consumer(consumer_settings(client))
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, offset_range.start)
+        position = offset_range.start
+        pending: list[ConsumerRecord] = []
+        idle_since = time.monotonic()
+        while position < end:
+            try:
+                polled = consumer.poll(timeout_ms=200, max_records=ARROW_BATCH_RECORDS)
+            except OffsetOutOfRangeError:
+                earliest = consumer.beginning_offsets([tp])[tp]
+                data_loss(
+                    f"Could not read records in offset [{position}, {end}) for topic partition "
+                    f"{tp}: the partition now starts at {earliest}.",
+                    fail_on_data_loss,
+                )
+                if earliest >= end or earliest <= position:
+                    break
+                position = earliest
+                consumer.seek(tp, position)
+                continue
+            records = polled.get(tp)
+            if records:
+                if records[-1].offset >= end:
+                    records = [r for r in records if r.offset < end]
+                    position = end
+                else:
+                    position = records[-1].offset + 1
+                pending.extend(records)
+                if len(pending) >= ARROW_BATCH_RECORDS:
+                    yield records_to_batch(pending, include_headers)
+                    pending = []
+                idle_since = time.monotonic()
+                continue
+            moved = consumer.position(tp)
+            if moved > position:
+                position = moved  # past aborted records or transaction markers
+                idle_since = time.monotonic()
+            elif (time.monotonic() - idle_since) * 1000 > poll_timeout_ms:
+                raise TimeoutError(
+                    f"Cannot fetch record for offset {position} of {tp} in "
+                    f"{poll_timeout_ms} milliseconds"
+                )
+        if pending:
+            yield records_to_batch(pending, include_headers)
+    finally:
+        consumer.close()

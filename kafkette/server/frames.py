@@ -5,6 +5,14 @@ Both connection implementations (:mod:`kafkette.server.socket_connection` for
 any anyio backend, :mod:`kafkette.server.asyncio_connection` under asyncio) call
 :func:`process_frame` for each request and, on a SASL listener, :func:`serve_sasl_frame`
 until the client has authenticated.
+
+Decoding a request and encoding its answer take time in proportion to the
+number of elements a frame holds, and a frame may hold up to
+``socket.request.max.bytes`` (100 MB): a Metadata request naming a million
+topics takes seconds. Frames of at least :data:`LARGE_FRAME_BYTES` (except
+Produce, whose records are decoded lazily) are therefore decoded, and their
+answers encoded, in a worker thread, so that the event loop keeps serving
+other connections meanwhile; only the handler runs on the loop.
 """
 
 from __future__ import annotations
@@ -14,22 +22,28 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import frame_parts
 from kafkette.protocol.headers import (
     API_VERSIONS_KEY,
+    PRODUCE_KEY,
     UnsupportedRequestVersionError,
     decode_request,
     encode_response,
     encode_response_parts,
 )
-from kafkette.protocol.primitives import INT32
+from kafkette.protocol.primitives import INT16, INT32
 from kafkette.server.broker import HANDLERS, Broker, RequestContext
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.sasl import ServerAuthenticator
 
 logger = logging.getLogger("kafkette.server.listener")
+
+
+LARGE_FRAME_BYTES = 1 << 20
+"""Request frames from this size on are decoded and answered off the event loop."""
 
 
 class CloseConnection(Exception):
@@ -50,8 +64,13 @@ async def process_frame(
     Parts are bytes-like; with ``external_records`` a part may also be a log
     segment region (``LogSlice``) for the caller to send with ``os.sendfile``.
     """
+    large = len(frame) >= LARGE_FRAME_BYTES and not _is_produce(frame)
     try:
-        header, request = decode_request(frame)
+        if large:
+            # A copy: the connection's receive buffer may move on while the thread reads.
+            header, request = await anyio.to_thread.run_sync(decode_request, bytes(frame))
+        else:
+            header, request = decode_request(frame)
     except UnsupportedRequestVersionError as exc:
         if exc.header.request_api_key == API_VERSIONS_KEY:
             return _unsupported_api_versions(broker, exc.header.correlation_id)
@@ -72,11 +91,25 @@ async def process_frame(
     if response is None:
         return ()
     if not external_records:
+        if large:
+            body = await anyio.to_thread.run_sync(
+                encode_response, response, version, header.correlation_id
+            )
+            return frame_parts([body])
         return frame_parts([encode_response(response, version, header.correlation_id)])
-    parts = encode_response_parts(response, version, header.correlation_id)
+    if large:
+        parts = await anyio.to_thread.run_sync(
+            encode_response_parts, response, version, header.correlation_id
+        )
+    else:
+        parts = encode_response_parts(response, version, header.correlation_id)
     if len(parts) == 1:
         return [INT32.pack(len(parts[0])), parts[0]]
     return [INT32.pack(sum(len(p) for p in parts)), *parts]
+
+
+def _is_produce(frame: memoryview) -> bool:
+    return len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
 
 
 async def authenticate_frame(

@@ -60,6 +60,7 @@ def run_fuzz(fuzz: FuzzBroker, count: int, seed: int) -> int:
     return sent
 
 
+@pytest.mark.timeout(max(300, FRAMES // 100))  # a longer run gets a longer budget
 def test_mutated_frames_never_take_the_memory_broker_down() -> None:
     started = time.monotonic()
     with fuzz_broker() as fuzz:
@@ -68,6 +69,7 @@ def test_mutated_frames_never_take_the_memory_broker_down() -> None:
     print(f"{sent} mutated frames in {time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.timeout(max(300, DISK_FRAMES // 10))
 def test_mutated_frames_never_take_the_disk_broker_down(tmp_path: Path) -> None:
     with fuzz_broker(str(tmp_path)) as fuzz:
         sent = run_fuzz(fuzz, DISK_FRAMES, SEED + 1)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Generator, Sequence
+from typing import TypeVar
 
 from kafkette.errors import (
     ApiError,
@@ -28,9 +30,13 @@ from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import INTERNAL_TOPICS, Topic, validate_topic_name
 from kafkette.server.request_limits import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
+from kafkette.server.steps import run_in_steps
 from kafkette.server.topic_creation import open_topic
 
 logger = logging.getLogger("kafkette.server.metadata")
+
+S = TypeVar("S")
+T = TypeVar("T")
 
 # ACL operations (AclOperation codes) that apply to topics and to the cluster,
 # as bit positions: every one is allowed on this broker, which has no ACLs.
@@ -78,13 +84,21 @@ async def handle_metadata(
     all_topics = request.topics is None or (version == 0 and not request.topics)
     topics: list[MetadataResponseTopic] = []
     if all_topics:
-        topics = [describe_topic(broker, t, include_ops) for t in cluster.topics.values()]
+        every = list(cluster.topics.values())
+        await run_in_steps(_each(topics, every, lambda t: describe_topic(broker, t, include_ops)))
     else:
         auto_create = broker.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation
         )
         wanted = request.topics or []
-        found = [_lookup(broker, w.name, w.topic_id, auto_create, include_ops) for w in wanted]
+        found: list[MetadataResponseTopic | None] = []
+        await run_in_steps(
+            _each(
+                found,
+                wanted,
+                lambda w: _lookup(broker, w.name, w.topic_id, auto_create, include_ops),
+            )
+        )
         missing = [w.name for w, t in zip(wanted, found, strict=True) if t is None]
         created = await _auto_create(broker, missing, include_ops) if missing else {}
         topics = [
@@ -101,6 +115,16 @@ async def handle_metadata(
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
         ),
     )
+
+
+def _each(
+    results: list[T], items: Sequence[S], answer: Callable[[S], T]
+) -> Generator[None, None, None]:
+    """Append the answer for each item to ``results``, one item per step: a request
+    may name a million topics."""
+    for item in items:
+        results.append(answer(item))
+        yield
 
 
 def _lookup(

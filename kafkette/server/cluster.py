@@ -250,12 +250,28 @@ class Cluster:
 
     def delete_topic(self, name: str) -> Topic:
         topic = self.get_topic(name)
-        del self.topics[name]
-        del self.topics_by_id[topic.topic_id]
-        for partition in topic.partitions:
-            self.storage.delete_log(name, partition.index)
-        self._save_topics()
+        for _ in self.remove_topic(topic):
+            pass
         return topic
+
+    def remove_topic(self, topic: Topic) -> Generator[None, None, None]:
+        """Delete ``topic``: gone from :attr:`topics` at once, then its logs one per step.
+
+        The topics file is written once every log is deleted; if the caller stops
+        early (cancelled), the remaining logs are deleted at once, so that a topic
+        is never half deleted.
+        """
+        del self.topics[topic.name]
+        del self.topics_by_id[topic.topic_id]
+        remaining = list(topic.partitions)
+        try:
+            while remaining:
+                self.storage.delete_log(topic.name, remaining.pop().index)
+                yield
+        finally:
+            for partition in remaining:
+                self.storage.delete_log(topic.name, partition.index)
+            self._save_topics()
 
     def check_new_partition_count(self, name: str, total: int) -> Topic:
         """The topic, if ``total`` partitions would be an increase (else InvalidPartitionsError)."""

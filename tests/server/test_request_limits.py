@@ -21,6 +21,7 @@ from kafkette.errors import KafkaStorageError
 from kafkette.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     MetadataRequest,
 )
 from kafkette.protocol.messages.create_partitions_request import (
@@ -32,6 +33,7 @@ from kafkette.protocol.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
 )
+from kafkette.protocol.messages.delete_topics_request import DeleteTopicState
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.steps import run_in_steps
@@ -313,5 +315,34 @@ async def test_a_metadata_request_naming_many_new_topics_creates_none() -> None:
     names = [f"t{i}" for i in range(10_001)]
     results = await metadata(broker, *names)
     assert {code for _, code, _ in results} == {LEADER_NOT_AVAILABLE}
+    assert broker.cluster.topics == {}
+    assert broker.cluster.storage.list_partitions() == []
+
+
+# ---- DeleteTopics
+
+
+async def delete(broker: Broker, *names: str) -> list[tuple[str, int, str | None]]:
+    request = DeleteTopicsRequest(topics=[DeleteTopicState(name=n) for n in names])
+    response = await call(broker, request, 6)
+    return [(r.name, r.error_code, r.error_message) for r in response.responses]
+
+
+async def test_over_ten_thousand_topics_in_one_delete_are_refused() -> None:
+    broker = Broker()
+    await create(broker, topic("kept", 1))
+    results = await delete(broker, "kept", *(f"t{i}" for i in range(10_000)))
+    assert {r[1:] for r in results} == {(POLICY_VIOLATION, TOO_LARGE_BATCH)}
+    assert "kept" in broker.cluster.topics
+
+
+async def test_a_cancelled_deletion_still_deletes_every_log() -> None:
+    broker = Broker()
+    await create(broker, topic("big", 10_000))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(delete, broker, "big")
+        while "big" in broker.cluster.topics:
+            await anyio.sleep(0)
+        tg.cancel_scope.cancel()
     assert broker.cluster.topics == {}
     assert broker.cluster.storage.list_partitions() == []

@@ -6,8 +6,9 @@ the default), and a manual replica assignment can only name this node.
 
 A request is bounded before any work is done (Kafka's limits, see
 :mod:`kafkette.server.request_limits`): at most 10,000 new partitions, and
-10,000 topics and configs; over them every topic fails with POLICY_VIOLATION.
-The partition logs are then opened in steps, so that creating thousands of
+10,000 topics and configs (10,000 topics for DeleteTopics); over them every
+topic fails with POLICY_VIOLATION. The partition logs are then opened (or
+deleted) in steps, so that creating thousands of
 partitions (a few fsyncs each on disk) does not stop the broker serving other
 connections; requests that change topics are served one at a time.
 
@@ -201,7 +202,7 @@ async def handle_create_topics(
 # ---- DeleteTopics
 
 
-def _delete_one(
+async def _delete_one(
     broker: Broker, name: str | None, topic_id: uuid.UUID, version: int
 ) -> DeletableTopicResult:
     cluster = broker.cluster
@@ -221,9 +222,11 @@ def _delete_one(
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
         if topic.is_internal:
             raise _internal(topic.name, "deleted")
-        cluster.delete_topic(topic.name)
-        broker.groups.topics_deleted([topic.name])  # as Kafka: their committed offsets go too
-        broker.data_changed.notify()
+        try:
+            await run_in_steps(cluster.remove_topic(topic))
+        finally:  # a cancelled removal still completes (see Cluster.remove_topic)
+            broker.groups.topics_deleted([topic.name])  # as Kafka: committed offsets go too
+            broker.data_changed.notify()
         logger.info("deleted topic %s", topic.name)
         return DeletableTopicResult(
             name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None
@@ -245,10 +248,11 @@ async def handle_delete_topics(
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     counts = Counter(wanted)
     results: list[DeletableTopicResult] = []
+    too_large = too_large_batch() if len(wanted) > MAX_RECORDS_PER_REQUEST else None
     async with broker.topic_changes:
         for name, topic_id in wanted:
-            if counts[(name, topic_id)] > 1:
-                error = InvalidRequestError("Duplicate topic in request.")
+            if too_large is not None or counts[(name, topic_id)] > 1:
+                error = too_large or InvalidRequestError("Duplicate topic in request.")
                 results.append(
                     DeletableTopicResult(
                         name=name,
@@ -258,7 +262,7 @@ async def handle_delete_topics(
                     )
                 )
                 continue
-            results.append(_delete_one(broker, name, topic_id, version))
+            results.append(await _delete_one(broker, name, topic_id, version))
     if version < 6:
         for result in results:
             result.topic_id = ZERO_UUID

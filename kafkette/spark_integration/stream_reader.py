@@ -187,7 +187,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Commit the processed offsets to ``kafka.group.id`` / ``groupIdPrefix``, if given,
-        so that the query's lag shows in Kafka monitoring (Spark's connector never does)."""
+        so that the query's lag shows in Kafka monitoring (Spark's connector never does).
+
+        Spark calls this for a micro-batch when it plans the next one, so the group's
+        offsets trail the query by one batch (the last batch of a stopped query is
+        not committed to the group; the checkpoint has it).
+        """
         group = self.options.commit_group
         if group is not None:
             self.lookup.commit(group, offsets_from_json(end))

@@ -18,6 +18,7 @@ other connections meanwhile; only the handler runs on the loop.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -38,10 +39,12 @@ from kafkette.protocol.primitives import INT16, INT32
 from kafkette.server.broker import HANDLERS, Broker, RequestContext
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.sasl import ServerAuthenticator
+from kafkette.server.steps import STEP_BUDGET_S
 
 logger = logging.getLogger("kafkette.server.listener")
 
 
+FETCH_KEY = 1
 LARGE_FRAME_BYTES = 1 << 20
 """Request frames from this size on are decoded and answered off the event loop."""
 
@@ -87,7 +90,12 @@ async def process_frame(
             f"{type(request).NAME} version {version} is not served by this broker"
         )
     # Broker.handle, inlined: the entry is already looked up.
+    started = time.perf_counter()
     response = await entry.func(broker, RequestContext(header, peer), request)
+    # A long handler most likely made a long answer (DescribeConfigs naming a
+    # broker 100,000 times in a 100 KB frame answers 150 MB): encode it off the loop too.
+    if not large and header.request_api_key not in _HOT_KEYS:
+        large = time.perf_counter() - started >= STEP_BUDGET_S
     if response is None:
         return ()
     if not external_records:
@@ -106,6 +114,11 @@ async def process_frame(
     if len(parts) == 1:
         return [INT32.pack(len(parts[0])), parts[0]]
     return [INT32.pack(sum(len(p) for p in parts)), *parts]
+
+
+_HOT_KEYS = frozenset({PRODUCE_KEY, FETCH_KEY})
+"""Produce and Fetch may wait long (acks, long polls) but their answers are small
+or records, cheap to encode: they stay on the loop."""
 
 
 def _is_produce(frame: memoryview) -> bool:

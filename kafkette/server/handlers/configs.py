@@ -12,7 +12,7 @@ overrides; IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Protocol
 
 from kafkette.errors import ApiError, InvalidRequestError
@@ -40,6 +40,7 @@ from kafkette.server.configs_catalog import (
     TopicConfigDef,
     is_list,
 )
+from kafkette.server.steps import run_in_steps
 
 logger = logging.getLogger("kafkette.server.configs")
 
@@ -111,10 +112,29 @@ def _describe(
 async def handle_describe_configs(
     broker: Broker, ctx: RequestContext, request: DescribeConfigsRequest
 ) -> DescribeConfigsResponse:
-    return DescribeConfigsResponse(
-        throttle_time_ms=0,
-        results=[_describe(broker, r, request, ctx.api_version) for r in request.resources],
-    )
+    results: list[DescribeConfigsResult] = []
+    await run_in_steps(_describe_each(broker, request, ctx.api_version, results))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _describe_each(
+    broker: Broker,
+    request: DescribeConfigsRequest,
+    version: int,
+    results: list[DescribeConfigsResult],
+) -> Generator[None, None, None]:
+    """Describe each resource, one per step; a resource named again reuses its entries,
+    so that a small request naming one broker 100,000 times costs one description."""
+    seen: dict[tuple[int, str, tuple[str, ...] | None], DescribeConfigsResult] = {}
+    for resource in request.resources:
+        keys = resource.configuration_keys
+        wanted = None if keys is None else tuple(keys)
+        key = (resource.resource_type, resource.resource_name, wanted)
+        done = seen.get(key)
+        if done is None:
+            done = seen[key] = _describe(broker, resource, request, version)
+        results.append(done)  # the same answer object: encoding only reads it
+        yield
 
 
 # ---- AlterConfigs and IncrementalAlterConfigs

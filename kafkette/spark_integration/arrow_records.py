@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -54,7 +55,6 @@ def arrow_schema(include_headers: bool) -> Any:
     return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
-_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
 
 
@@ -63,19 +63,17 @@ def records_to_batch(records: Sequence[ConsumerRecord], include_headers: bool) -
     schema = arrow_schema(include_headers)
     if not records:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    # ConsumerRecord is a tuple: transposing it with zip is the cheapest way to columns
-    topic, partition, offset, timestamp, key, value, headers, timestamp_type, _ = zip(
-        *records, strict=True
-    )
+    # one list comprehension per column: cheaper than transposing with zip(*records)
+    # (which builds an iterator per record); ConsumerRecord fields by position
     columns = [
-        pa.array(key, pa.binary()),
-        pa.array(value, pa.binary()),
-        pa.array(topic, pa.string()),
-        pa.array(partition, pa.int32()),
-        pa.array(offset, pa.int64()),
-        pa.array(timestamp, _TIMESTAMP_MS).cast(_TIMESTAMP_US),
-        pa.array(timestamp_type, pa.int32()),
+        pa.array([r[4] for r in records], pa.binary()),
+        pa.array([r[5] for r in records], pa.binary()),
+        pa.array([r[0] for r in records], pa.string()),
+        pa.array([r[1] for r in records], pa.int32()),
+        pa.array([r[2] for r in records], pa.int64()),
+        pc.multiply(pa.array([r[3] for r in records], pa.int64()), 1000).view(_TIMESTAMP_US),
+        pa.array([r[7] for r in records], pa.int32()),
     ]
     if include_headers:
-        columns.append(pa.array(headers, schema.field("headers").type))
+        columns.append(pa.array([r[6] for r in records], schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkette.spark_integration.sink import KafkaSink
 from kafkette.spark_integration.source import KafketteDataSource
 
 
@@ -17,4 +18,4 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KafketteDataSource)
 
 
-__all__ = ["KafketteDataSource", "register"]
+__all__ = ["KafkaSink", "KafketteDataSource", "register"]

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as error:
+    raise ImportError(
+        f"kafkette.spark_integration needs PySpark and PyArrow ({error}): "
+        "pip install kafkette[spark]"
+    ) from error
+
 from kafkette.spark_integration.sink import KafkaSink
 from kafkette.spark_integration.source import KafketteDataSource
 

@@ -10,6 +10,7 @@ the same failures without exactly-once, writes lines twice.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -49,7 +50,9 @@ def test_task_retries_write_each_record_once(
         create_topics(spark_broker.bootstrap, 3, topic)
         (tmp_path / topic / "in").mkdir(parents=True)
         for n, lines in enumerate(BATCHES):
-            (tmp_path / topic / "in" / f"{n}.txt").write_text("".join(f"{x}\n" for x in lines))
+            path = tmp_path / topic / "in" / f"{n}.txt"
+            path.write_text("".join(f"{x}\n" for x in lines))
+            os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # the file source's order
     command = [sys.executable, "-m", "tests.spark_integration.exactly_once_driver"]
     command += ["--bootstrap", spark_broker.bootstrap, "--work", str(tmp_path)]
     command += [job.format(topic) for topic, job in jobs.items()]

@@ -4,6 +4,7 @@ exact records read back, by kafkette's consumer and by confluent-kafka's."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,9 @@ def lines_stream(spark: SparkSession, directory: Path, files: list[list[str]]) -
     """A stream of the lines of ``files``, one file per micro-batch."""
     directory.mkdir()
     for n, lines in enumerate(files):
-        (directory / f"{n:03}.txt").write_text("".join(f"{line}\n" for line in lines))
+        path = directory / f"{n:03}.txt"
+        path.write_text("".join(f"{line}\n" for line in lines))
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # the file source's order
     return spark.readStream.option("maxFilesPerTrigger", 1).text(str(directory))
 
 

@@ -4,7 +4,7 @@ Seed frames of every API the broker serves (each at its lowest and highest
 version) are mutated (:mod:`tests.server.fuzz_frames`) and each sent on a fresh
 connection to a broker served over loopback TCP in process; after each, a
 fresh connection must get an ApiVersions answer within 3 s. The seed is fixed
-and the count bounded (20,000 frames in memory, 1,000 on disk, where fsyncs
+and the count bounded (20,000 frames in memory, 500 on disk, where fsyncs
 make each slower) so that CI runs it in about a minute; ``KAFKETTE_FUZZ_FRAMES`` (and
 ``KAFKETTE_FUZZ_DISK_FRAMES``, ``KAFKETTE_FUZZ_SEED``) run it longer or
 differently.
@@ -26,7 +26,7 @@ from tests.server.fuzz_frames import Seed, cases, seeds
 from tests.server.fuzz_harness import FuzzBroker, fuzz_broker
 
 FRAMES = int(os.environ.get("KAFKETTE_FUZZ_FRAMES", "20000"))
-DISK_FRAMES = int(os.environ.get("KAFKETTE_FUZZ_DISK_FRAMES", str(max(FRAMES // 20, 1))))
+DISK_FRAMES = int(os.environ.get("KAFKETTE_FUZZ_DISK_FRAMES", str(max(FRAMES // 40, 1))))
 SEED = int(os.environ.get("KAFKETTE_FUZZ_SEED", "22"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 

@@ -150,6 +150,17 @@ def test_a_record_the_broker_refuses_fails_the_write(
     assert "exceeds max.message.bytes (1000)" in str(info.value)
 
 
+def test_exactly_once_outside_a_streaming_query_is_refused(
+    spark: SparkSession, spark_broker: BrokerProcess, unique_topic: str
+) -> None:
+    create_topics(spark_broker.bootstrap, 1, unique_topic)
+    with pytest.raises(Exception, match="this task has no streaming query id or batch id"):
+        write(
+            spark.sql("SELECT 'v' AS value"), spark_broker, topic=unique_topic, exactlyOnce="true"
+        )
+    assert read_all(spark_broker.bootstrap, 1, unique_topic, read_committed=False) == []
+
+
 def lines_stream(spark: SparkSession, directory: Path, files: list[list[str]]) -> DataFrame:
     """A stream of the lines of ``files``, one file per micro-batch."""
     directory.mkdir()

@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime
 import pickle
 import re
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -211,3 +214,48 @@ def test_a_writer_is_built_without_opening_a_client() -> None:
     )
 
     assert isinstance(pickle.loads(pickle.dumps(writer)), KafketteBatchWriter)
+
+
+headers_st = st.one_of(
+    st.none(),
+    st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=3)))),
+)
+row_st = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.one_of(st.none(), st.text(max_size=4)),
+    st.one_of(st.none(), st.binary(max_size=4)),
+    headers_st,
+    st.one_of(st.none(), st.integers(0, 2**31 - 1)),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(row_st, max_size=20))
+def test_records_are_the_rows_of_any_batch(rows: list[tuple[Any, ...]]) -> None:
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    batch = pa.record_batch(
+        {
+            "topic": pa.array([r[0] for r in rows], pa.string()),
+            "key": pa.array([r[1] for r in rows], pa.string()),
+            "value": pa.array([r[2] for r in rows], pa.binary()),
+            "headers": pa.array(
+                [None if r[3] is None else [{"key": k, "value": v} for k, v in r[3]] for r in rows],
+                pa.list_(header),
+            ),
+            "partition": pa.array([r[4] for r in rows], pa.int32()),
+        }
+    )
+    columns = SinkColumns.check(
+        schema(
+            topic=StringType(),
+            key=StringType(),
+            value=BinaryType(),
+            headers=HEADERS_TYPE,
+            partition=IntegerType(),
+        ),
+        None,
+    )
+    assert list(columns.records(batch)) == [
+        (topic, value, None if key is None else key.encode(), headers, partition, None)
+        for topic, key, value, headers, partition in rows
+    ]

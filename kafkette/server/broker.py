@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -23,10 +24,12 @@ import anyio
 import attrs
 
 from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
+from kafkette.errors import KafkaError
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
+from kafkette.server.faults import FaultTable
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.producer_ids import ProducerIdManager
@@ -134,6 +137,8 @@ class Broker:
         self.data_changed = _Notifier()
         """Woken on every append, for long-polling fetches."""
         self.closed = False
+        self.faults = FaultTable(self._topic_name)
+        """Faults a test armed on this broker, consulted per request (none by default)."""
         self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None
         store = LogGroupStore(self)
@@ -168,6 +173,12 @@ class Broker:
         node is the only replica) and wake long-polling fetches."""
         log.update_high_watermark(log.log_end_offset)
         self.data_changed.notify()
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        try:
+            return self.cluster.get_topic_by_id(topic_id).name
+        except KafkaError:
+            return None
 
     @property
     def node_id(self) -> int:

@@ -37,6 +37,7 @@ from kafkette.protocol.headers import (
 )
 from kafkette.protocol.primitives import INT16, INT32
 from kafkette.server.broker import HANDLERS, Broker, RequestContext
+from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.sasl import ServerAuthenticator
 from kafkette.server.steps import STEP_BUDGET_S
@@ -91,7 +92,16 @@ async def process_frame(
         )
     # Broker.handle, inlined: the entry is already looked up.
     started = time.perf_counter()
-    response = await entry.func(broker, RequestContext(header, peer), request)
+    if broker.faults.active:  # a test armed faults on this broker (kafkette.testing)
+        ctx = RequestContext(header, peer)
+        try:
+            response = await serve_with_faults(
+                broker.faults, request, lambda: entry.func(broker, ctx, request)
+            )
+        except FaultDisconnect as exc:
+            raise CloseConnection(str(exc)) from None
+    else:
+        response = await entry.func(broker, RequestContext(header, peer), request)
     # A long handler most likely made a long answer (DescribeConfigs naming a
     # broker 100,000 times in a 100 KB frame answers 150 MB): encode it off the loop too.
     if not large and header.request_api_key not in _HOT_KEYS:

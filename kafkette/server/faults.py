@@ -1,0 +1,405 @@
+"""Injected faults: a small table a test fills and the broker consults per request.
+
+A :class:`FaultTable` belongs to one :class:`~kafkette.server.Broker` (never
+the process): :func:`~kafkette.server.frames.process_frame`, the one request
+entry point of every transport, asks it for a :class:`FaultPlan` per request
+when any fault is armed, then acts the plan out (sleep, answer with an error
+instead of serving, close the connection before or after serving). The table
+itself does no I/O and knows no transport, so the in-process clusters
+(``kafkette.testing.MemoryCluster.faults``) and a TCP hook can share it.
+
+Faults, checked in this order for each request:
+
+- ``disconnect``: the connection is closed before the request is served;
+- ``delay``: the request waits that long (real time) before it is served;
+- ``fail``: the request is not served; it is answered with a Kafka error code
+  (for every partition it names, where the answer is per partition);
+- ``drop_response``: the request is served, then its connection is closed
+  instead of answering, as when the answer is lost and the client times out;
+- ``throttle``: every answer that has ``throttle_time_ms`` carries that value.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, cast
+
+import anyio
+import attrs
+
+from kafkette.errors import KafkaError
+from kafkette.protocol.messages import (
+    API_NAMES,
+    RESPONSES,
+    FetchResponse,
+    FindCoordinatorResponse,
+    ListOffsetsResponse,
+    OffsetCommitResponse,
+    ProduceResponse,
+)
+from kafkette.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from kafkette.protocol.messages.find_coordinator_response import Coordinator
+from kafkette.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsTopicResponse,
+)
+from kafkette.protocol.messages.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kafkette.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
+from kafkette.protocol.schema import Request, Response
+
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, FIND_COORDINATOR = 0, 1, 2, 8, 10
+_KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
+
+
+class FaultDisconnect(Exception):
+    """The transport must close the request's connection (without an answer)."""
+
+
+def api_key(api: str | int) -> int:
+    """The API key of ``api``: a key, or a Kafka API name (``"Produce"``, ``"FindCoordinator"``)."""
+    if isinstance(api, int):
+        if api not in API_NAMES:
+            raise ValueError(f"{api} is not a Kafka API key")
+        return api
+    key = _KEYS_BY_NAME.get(api.lower().removesuffix("request"))
+    if key is None:
+        raise ValueError(f"{api!r} is not a Kafka API name (e.g. 'Produce', 'FindCoordinator')")
+    return key
+
+
+def error_code(error: type[KafkaError] | KafkaError | int) -> int:
+    """A Kafka error code from an error class of :mod:`kafkette.errors`, an instance, or a code."""
+    code = error if isinstance(error, int) else error.code
+    if not isinstance(code, int) or code <= 0:
+        raise ValueError(f"{error!r} has no Kafka error code")
+    return code
+
+
+@attrs.define
+class Fault:
+    """One armed fault; ``remaining`` None means until :meth:`FaultTable.clear`."""
+
+    kind: str  # "fail", "drop", "delay", "disconnect"
+    api_key: int | None
+    remaining: int | None = 1
+    error_code: int = 0
+    delay_s: float = 0.0
+    topic: str | None = None
+    partition: int | None = None
+
+
+@attrs.frozen
+class FaultPlan:
+    """What to do with one request."""
+
+    disconnect: bool = False
+    delay_s: float = 0.0
+    error_code: int | None = None
+    drop_response: bool = False
+    throttle_ms: int = 0
+
+
+NO_FAULT = FaultPlan()
+
+
+class FaultTable:
+    """The faults armed on one broker (thread-safe: tests arm them from any thread)."""
+
+    def __init__(self, topic_name: Callable[[uuid.UUID], str | None] = lambda _: None) -> None:
+        self._topic_name = topic_name
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._throttle_ms = 0
+        self.active = False
+        """Whether any fault is armed: the broker's per-request check, one attribute read."""
+
+    # -- arming ----------------------------------------------------------------------
+
+    def fail(
+        self,
+        api: str | int,
+        error: type[KafkaError] | KafkaError | int,
+        times: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests (None: all) with ``error``, unserved.
+
+        With ``topic`` (and ``partition``) only requests naming that topic
+        (partition) match; this works for Produce, Fetch, ListOffsets and
+        OffsetCommit, whose answers then carry the error for every partition
+        the request names.
+        """
+        key = api_key(api)
+        code = error_code(error)
+        if key not in _ERROR_RESPONSES and "error_code" not in attrs.fields_dict(
+            cast(Any, RESPONSES[key])
+        ):
+            raise ValueError(f"fail() cannot answer {API_NAMES[key]} with an error code")
+        if (topic is not None or partition is not None) and key not in _PARTITIONS:
+            raise ValueError(f"{API_NAMES[key]} requests name no partitions to match a topic on")
+        if partition is not None and topic is None:
+            raise ValueError("a partition needs its topic")
+        self._arm(Fault("fail", key, _times(times), code, topic=topic, partition=partition))
+
+    def drop_response(self, api: str | int, times: int | None = 1) -> None:
+        """Serve the next ``times`` requests of ``api``, then close their connection unanswered."""
+        self._arm(Fault("drop", api_key(api), _times(times)))
+
+    def delay(self, api: str | int, seconds: float, times: int | None = None) -> None:
+        """Hold requests of ``api`` ``seconds`` (real time) before serving them."""
+        if seconds < 0:
+            raise ValueError(f"a delay is not negative, got {seconds}")
+        self._arm(Fault("delay", api_key(api), _times(times), delay_s=seconds))
+
+    def disconnect(self, api: str | int | None = None, times: int | None = 1) -> None:
+        """Close the connection of the next ``times`` requests (of ``api``, or any) unserved."""
+        self._arm(Fault("disconnect", None if api is None else api_key(api), _times(times)))
+
+    def throttle(self, ms: int) -> None:
+        """Put ``throttle_time_ms = ms`` in every answer that has it (0 stops)."""
+        if ms < 0:
+            raise ValueError(f"a throttle time is not negative, got {ms}")
+        with self._lock:
+            self._throttle_ms = ms
+            self._update()
+
+    def clear(self) -> None:
+        """Disarm every fault and the throttle."""
+        with self._lock:
+            self._faults.clear()
+            self._throttle_ms = 0
+            self._update()
+
+    def armed(self) -> list[Fault]:
+        """A copy of the faults still armed, oldest first."""
+        with self._lock:
+            return [attrs.evolve(f) for f in self._faults]
+
+    def _arm(self, fault: Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+            self._update()
+
+    def _update(self) -> None:
+        self.active = bool(self._faults) or self._throttle_ms > 0
+
+    # -- consulting ------------------------------------------------------------------
+
+    def plan(self, api_key: int, request: Request) -> FaultPlan:
+        """What to do with this request; uses up one count of each fault it matches
+        (at most one fault of each kind applies)."""
+        with self._lock:
+            chosen: dict[str, Fault] = {}
+            for fault in self._faults:
+                if fault.kind in chosen or fault.api_key not in (None, api_key):
+                    continue
+                if fault.topic is not None and not self._names(fault, api_key, request):
+                    continue
+                chosen[fault.kind] = fault
+            if "disconnect" in chosen:  # the request goes no further: nothing else is used up
+                chosen = {"disconnect": chosen["disconnect"]}
+            for fault in chosen.values():
+                if fault.remaining is not None:
+                    fault.remaining -= 1
+            self._faults = [f for f in self._faults if f.remaining is None or f.remaining > 0]
+            self._update()
+            if not chosen and not self._throttle_ms:
+                return NO_FAULT
+            failed = chosen.get("fail")
+            delayed = chosen.get("delay")
+            return FaultPlan(
+                disconnect="disconnect" in chosen,
+                delay_s=delayed.delay_s if delayed else 0.0,
+                error_code=failed.error_code if failed else None,
+                drop_response="drop" in chosen,
+                throttle_ms=self._throttle_ms,
+            )
+
+    def _names(self, fault: Fault, api_key: int, request: Request) -> bool:
+        for topic, partition in _PARTITIONS[api_key](request, self._topic_name):
+            if topic == fault.topic and fault.partition in (None, partition):
+                return True
+        return False
+
+
+def _times(times: int | None) -> int | None:
+    if times is not None and times < 1:
+        raise ValueError(f"times is at least 1 (or None for always), got {times}")
+    return times
+
+
+# -- answers with an error ---------------------------------------------------------------
+
+TopicName = Callable[[uuid.UUID], "str | None"]
+
+
+def _produce_partitions(request: Any, _: TopicName) -> Iterator[tuple[str, int]]:
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            yield topic.name, p.index
+
+
+def _fetch_partitions(request: Any, name_of: TopicName) -> Iterator[tuple[str, int]]:
+    for topic in request.topics:
+        name = topic.topic or name_of(topic.topic_id) or ""
+        for p in topic.partitions:
+            yield name, p.partition
+
+
+def _topics_partitions(request: Any, _: TopicName) -> Iterator[tuple[str, int]]:
+    for topic in request.topics:
+        for p in topic.partitions:
+            yield topic.name, p.partition_index
+
+
+_PARTITIONS: dict[int, Callable[[Any, TopicName], Iterator[tuple[str, int]]]] = {
+    PRODUCE: _produce_partitions,
+    FETCH: _fetch_partitions,
+    LIST_OFFSETS: _topics_partitions,
+    OFFSET_COMMIT: _topics_partitions,
+}
+
+
+def _produce_error(request: Any, code: int) -> Response:
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ]
+    )
+
+
+def _fetch_error(request: Any, code: int) -> Response:
+    return FetchResponse(
+        responses=[
+            FetchableTopicResponse(
+                topic=t.topic,
+                topic_id=t.topic_id,
+                partitions=[
+                    PartitionData(partition_index=p.partition, error_code=code, high_watermark=-1)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def _list_offsets_error(request: Any, code: int) -> Response:
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=[
+                    ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def _offset_commit_error(request: Any, code: int) -> Response:
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+    )
+
+
+def _find_coordinator_error(request: Any, code: int) -> Response:
+    keys = list(request.coordinator_keys) or [request.key]
+    return FindCoordinatorResponse(
+        error_code=code,
+        node_id=-1,
+        port=-1,
+        coordinators=[Coordinator(key=k, node_id=-1, port=-1, error_code=code) for k in keys],
+    )
+
+
+_ERROR_RESPONSES: dict[int, Callable[[Any, int], Response]] = {
+    PRODUCE: _produce_error,
+    FETCH: _fetch_error,
+    LIST_OFFSETS: _list_offsets_error,
+    OFFSET_COMMIT: _offset_commit_error,
+    FIND_COORDINATOR: _find_coordinator_error,
+}
+
+
+def error_response(request: Request, code: int) -> Response:
+    """``request`` answered with ``code`` (where the answer is per partition, for each one
+    the request names; otherwise in the answer's top-level ``error_code``)."""
+    build = _ERROR_RESPONSES.get(request.API_KEY)
+    if build is not None:
+        return build(request, code)
+    response: Response = cast(Any, RESPONSES[request.API_KEY])(error_code=code)
+    return response
+
+
+def set_throttle(response: Response, ms: int) -> None:
+    """Put ``ms`` in the answer's ``throttle_time_ms``, where it has one."""
+    if hasattr(response, "throttle_time_ms"):
+        response.throttle_time_ms = ms
+
+
+async def serve_with_faults(
+    table: FaultTable, request: Request, serve: Callable[[], Awaitable[Response | None]]
+) -> Response | None:
+    """Serve ``request`` with ``serve`` as the faults armed in ``table`` say.
+
+    Raises :class:`FaultDisconnect` where the connection must close instead of answering.
+    """
+    plan = table.plan(request.API_KEY, request)
+    if plan.disconnect:
+        raise FaultDisconnect(f"fault injected: {type(request).NAME} not served, connection closed")
+    if plan.delay_s:
+        await anyio.sleep(plan.delay_s)
+    response: Response | None
+    if plan.error_code is None:
+        response = await serve()
+    elif request.API_KEY == PRODUCE and getattr(request, "acks", 1) == 0:
+        response = None  # acks=0: no answer, not even an error
+    else:
+        response = error_response(request, plan.error_code)
+    if plan.drop_response:
+        raise FaultDisconnect(f"fault injected: {type(request).NAME} served, answer dropped")
+    if response is not None and plan.throttle_ms:
+        set_throttle(response, plan.throttle_ms)
+    return response
+
+
+__all__ = [
+    "FaultDisconnect",
+    "FaultPlan",
+    "FaultTable",
+    "api_key",
+    "error_code",
+    "error_response",
+    "serve_with_faults",
+    "set_throttle",
+]

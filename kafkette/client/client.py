@@ -220,8 +220,9 @@ class KafkaClient:
                 return node_id
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 last_error = exc
+        detail = f" ({last_error})" if last_error is not None else ""
         raise KafkaConnectionError(
-            f"no broker reachable among {', '.join(self.config.bootstrap_servers)}"
+            f"no broker reachable among {', '.join(self.config.bootstrap_servers)}{detail}"
         ) from last_error
 
     # ---- coordinators

@@ -34,6 +34,18 @@ def call_soon_factory() -> Callable[[Callable[[], object]], object]:
     return loop.call_soon
 
 
+def threadsafe_call_soon_factory() -> Callable[[Callable[[], object]], object]:
+    """Like :func:`call_soon_factory`, but the function it returns may be called from any
+    thread (asyncio's ``loop.call_soon_threadsafe``; trio's token, thread-safe already)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    return loop.call_soon_threadsafe
+
+
 def clock_factory() -> Callable[[], float]:
     """The running event loop's clock, as :func:`anyio.current_time` reads it,
     without the backend lookup on each call (call it in the event loop)."""

@@ -12,19 +12,25 @@ sync client's background thread) reach the same broker state. A client's
 connection to it is an :class:`InProcessStream`: the same Kafka frames as
 over TCP, encoded and decoded by the same code, handed across without a
 socket. ``send()`` serves each complete request before it returns; the
-responses wait in the stream for ``receive()``.
+responses wait in the stream for ``receive()``. A request is handed to the
+broker's loop as a task and its answer wakes the caller's loop: no thread
+waits for it, and a cancelled caller returns at once.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 
+from kafkette.client.events import event_factory, threadsafe_call_soon_factory
 from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.errors import KafkaConnectionError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
@@ -33,6 +39,8 @@ from kafkette.server.data_dir_lock import DataDirLock
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import CloseConnection, process_frame
 from kafkette.server.maintenance import maintenance_loop
+
+T = TypeVar("T")
 
 MEMORY_SCHEME = "memory://"
 FILE_SCHEME = "file://"
@@ -51,30 +59,56 @@ class InProcessCluster:
         self.url = url
         self._lock = lock
         self._loop = BackgroundLoop(url)
+        self.closed = False
         self.broker = broker_factory()
         self._max_frame = self.broker.config.socket_request_max_bytes
         self._loop.call_soon(maintenance_loop, self.broker)
         self._loop.call_soon(group_timer_loop, self.broker)
 
-    async def serve_frame(
-        self, frame: memoryview, limiter: anyio.CapacityLimiter | None = None
-    ) -> list[bytes]:
+    async def serve_frame(self, frame: memoryview) -> list[bytes]:
         """Serve one request frame in the broker's loop; returns the response frame's parts.
 
-        The caller waits in a worker thread taken under ``limiter`` (default: the
-        event loop's shared one)."""
+        The caller's task waits without a thread. Cancelled, it returns at once:
+        the broker finishes the request (a long-poll Fetch its wait) and the
+        answer is dropped, as when a client closes its socket."""
+        if self.closed:
+            raise anyio.BrokenResourceError(f"{self.url} is closed")
         data = bytes(frame)  # the caller's buffer may be reused once we return
+        done = event_factory()()
+        wake = threadsafe_call_soon_factory()
+        try:
+            future = self._loop.portal.start_task_soon(self._serve, data)
+        except RuntimeError:  # the loop stopped meanwhile
+            raise anyio.BrokenResourceError(f"{self.url} is closed") from None
 
-        def call() -> list[bytes]:
-            parts = self._loop.call(process_frame, self.broker, memoryview(data), self.url)
-            return [bytes(p) for p in parts]
+        def wake_caller(_: object) -> None:
+            # RuntimeError: the caller's event loop has ended meanwhile (nobody waits).
+            with contextlib.suppress(RuntimeError):
+                wake(done.set)
 
-        return await anyio.to_thread.run_sync(call, limiter=limiter)
+        future.add_done_callback(wake_caller)
+        await done.wait()
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # the cluster closed under the request
+            raise anyio.BrokenResourceError(f"{self.url} is closed") from None
+
+    async def _serve(self, data: bytes) -> list[bytes]:
+        parts = await process_frame(self.broker, memoryview(data), self.url)
+        return [bytes(p) for p in parts]
+
+    def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run ``func(*args)`` in the broker's event loop and wait for its result (from
+        another thread: tests reading or driving the broker core)."""
+        if self.closed:
+            raise RuntimeError(f"{self.url} is closed")
+        return self._loop.call(func, *args)
 
     def open_stream(self) -> InProcessStream:
         return InProcessStream(self)
 
     def close(self) -> None:
+        self.closed = True
         self._loop.close()
         self.broker.close()
         if self._lock is not None:
@@ -90,12 +124,6 @@ class InProcessStream(anyio.abc.ByteStream):
         self._pending = bytearray()
         self._ready = anyio.Event()
         self._closed = False
-        # A request can wait at the broker for long (a long-poll Fetch, a JoinGroup
-        # held for a rebalance), in a worker thread. Each stream has a limiter of
-        # its own, so waiting requests never use up the event loop's shared thread
-        # limit and hold back the request that would end their wait. One is
-        # enough: like a Kafka broker, this serves one request per connection at a time.
-        self._limiter = anyio.CapacityLimiter(1)
 
     async def send(self, item: bytes) -> None:
         if self._closed:
@@ -103,10 +131,10 @@ class InProcessStream(anyio.abc.ByteStream):
         try:
             self._decoder.feed(item)
             while (frame := self._decoder.next_frame()) is not None:
-                for part in await self._cluster.serve_frame(frame, self._limiter):
+                for part in await self._cluster.serve_frame(frame):
                     self._pending += part
                 self._ready.set()
-        except (CloseConnection, ProtocolError):
+        except (CloseConnection, ProtocolError, anyio.BrokenResourceError):
             # The broker closes a connection that sent bad bytes, as over TCP.
             self._closed = True
             self._ready.set()
@@ -131,6 +159,8 @@ class InProcessStream(anyio.abc.ByteStream):
 
 
 _clusters: dict[str, InProcessCluster] = {}
+_refused: set[str] = set()
+"""Clusters closed by their owner (``MemoryCluster.close()``): new clients get an error."""
 _clusters_lock = threading.Lock()
 
 
@@ -142,8 +172,22 @@ def get_cluster(
     with _clusters_lock:
         cluster = _clusters.get(url)
         if cluster is None:
+            if url in _refused:
+                raise KafkaConnectionError(
+                    f"{url} is closed: its MemoryCluster was closed (make a new one)"
+                )
             cluster = _create(url, config or BrokerConfig(), clock or wall_clock)
             _clusters[url] = cluster
+        return cluster
+
+
+def create_cluster(url: str, config: BrokerConfig, clock: Clock) -> InProcessCluster:
+    """A new in-process cluster ``url``; an error if one of that name is open."""
+    with _clusters_lock:
+        if url in _clusters:
+            raise ValueError(f"{url} exists already")
+        _refused.discard(url)
+        cluster = _clusters[url] = _create(url, config, clock)
         return cluster
 
 
@@ -166,9 +210,14 @@ def _create(url: str, config: BrokerConfig, clock: Clock) -> InProcessCluster:
         raise
 
 
-def close_cluster(url: str) -> None:
-    """Stop an in-process cluster and forget it (its memory topics are gone)."""
+def close_cluster(url: str, *, refuse_new: bool = False) -> None:
+    """Stop an in-process cluster and forget it (its memory topics are gone).
+
+    With ``refuse_new``, clients connecting to ``url`` afterwards get
+    :class:`~kafkette.errors.KafkaConnectionError` instead of a new empty cluster."""
     with _clusters_lock:
         cluster = _clusters.pop(url, None)
+        if refuse_new:
+            _refused.add(url)
     if cluster is not None:
         cluster.close()

@@ -1,6 +1,13 @@
-"""Helpers for users' tests: in-process clusters with a controllable clock."""
+"""Helpers for users' tests: in-process clusters with a controllable clock and faults.
+
+:class:`MemoryCluster` is the toolkit's center; the pytest plugin
+(``kafkette.testing.pytest_plugin``, loaded automatically by pytest) gives it
+as the ``kafka_cluster`` fixture. :func:`memory_cluster` and
+:func:`close_memory_cluster` are the older, string-returning helpers.
+"""
 
 from kafkette.testing.clock import ManualClock
+from kafkette.testing.cluster import MemoryCluster
 from kafkette.testing.clusters import close_memory_cluster, memory_cluster
 
-__all__ = ["ManualClock", "close_memory_cluster", "memory_cluster"]
+__all__ = ["ManualClock", "MemoryCluster", "close_memory_cluster", "memory_cluster"]

@@ -1,0 +1,249 @@
+""":class:`MemoryCluster`: a ``memory://`` Kafka for one test, with its clock, faults and
+read-outs.
+
+The cluster is the broker core of ``kafkette serve`` over the memory backend,
+in this process (:mod:`kafkette.client.inprocess`): every client given its
+:attr:`~MemoryCluster.bootstrap_servers` talks to it with the same Kafka
+requests as over TCP. What a test needs besides clients goes straight to the
+core, in the core's own event loop:
+
+- time: the broker's clock is a :class:`~kafkette.testing.ManualClock`;
+  :meth:`MemoryCluster.advance` moves it and returns once every broker timer
+  due by then has fired, so a test never sleeps for a session timeout;
+- faults: :attr:`MemoryCluster.faults` (:class:`~kafkette.server.faults.FaultTable`)
+  answers chosen requests with errors, loses answers, delays or disconnects;
+- inspection: :meth:`~MemoryCluster.records`, :meth:`~MemoryCluster.committed`,
+  :meth:`~MemoryCluster.high_watermark` ... read the core without a client.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+
+from kafkette.client.inprocess import MEMORY_SCHEME, close_cluster, create_cluster
+from kafkette.consumer.assignors.protocol import decode_assignment
+from kafkette.consumer.fetch_buffer import CompletedFetch
+from kafkette.consumer.record import ConsumerRecord
+from kafkette.consumer.subscription import PartitionState
+from kafkette.server import BrokerConfig
+from kafkette.server.faults import FaultTable
+from kafkette.server.maintenance import run_once
+from kafkette.structs import TopicPartition
+from kafkette.testing.clock import ManualClock
+
+MAX_TIMER_ROUNDS = 1000
+"""Rounds of due timers :meth:`MemoryCluster.advance` runs at most (each may schedule more)."""
+
+
+class MemoryCluster:
+    """An in-process Kafka cluster for a test: ``memory://NAME`` over the broker core.
+
+    ``name`` defaults to a fresh unique one. ``clock`` is the broker's time
+    (default: a :class:`ManualClock` started at the current wall time, which
+    moves only through :meth:`advance`). ``broker_config`` are Kafka broker
+    properties in Python spelling (``group_min_session_timeout_ms=500`` is
+    ``group.min.session.timeout.ms``); unknown names are errors.
+
+    ``brokers`` must be 1 for now: the multi-broker simulation (leaders per
+    node, moves, stopped nodes) is a later slice of the testing toolkit and
+    ``brokers > 1`` raises :class:`NotImplementedError`.
+
+    Use it as a context manager (``with`` or ``async with``) or call
+    :meth:`close`: that stops the cluster's thread, and clients connecting to
+    it afterwards get :class:`~kafkette.errors.KafkaConnectionError`.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        brokers: int = 1,
+        clock: Callable[[], float] | None = None,
+        **broker_config: Any,
+    ) -> None:
+        if brokers != 1:
+            raise NotImplementedError(
+                f"brokers={brokers}: the multi-broker simulation is not built yet "
+                "(a later slice of the testing toolkit); use brokers=1"
+            )
+        self.name = name if name is not None else f"cluster-{uuid.uuid4().hex[:12]}"
+        self.bootstrap_servers = MEMORY_SCHEME + self.name
+        """``memory://NAME``, for any kafkette client's ``bootstrap_servers``."""
+        self.clock: Callable[[], float] = (
+            clock if clock is not None else ManualClock(int(time.time() * 1000))
+        )
+        """The broker's clock (milliseconds since the epoch)."""
+        properties = {key.replace("_", "."): str(value) for key, value in broker_config.items()}
+        config = BrokerConfig.from_properties(properties) if properties else BrokerConfig()
+        self._cluster = create_cluster(self.bootstrap_servers, config, self.clock)
+        self._broker = self._cluster.broker
+        self.closed = False
+
+    @property
+    def faults(self) -> FaultTable:
+        """The faults armed on this cluster's broker (see :class:`FaultTable`)."""
+        return self._broker.faults
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the cluster (its records are gone); idempotent."""
+        if not self.closed:
+            self.closed = True
+            close_cluster(self.bootstrap_servers, refuse_new=True)
+
+    def __enter__(self) -> MemoryCluster:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> MemoryCluster:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryCluster({self.bootstrap_servers!r}{', closed' if self.closed else ''})"
+
+    # -- time ----------------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Move the broker's clock ``seconds`` forward and fire every timer due by then.
+
+        Returns once group sessions, join and sync phases, transaction
+        timeouts, retention and compaction due by the new time have been
+        handled, and long-poll fetches whose wait has passed (in broker time)
+        have answered: what follows in the test sees their effects.
+        """
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError(f"advance() needs a ManualClock as the cluster's clock, not {clock!r}")
+        clock.advance(round(seconds * 1000))
+        self._cluster.call(self._fire_due_timers)
+
+    async def _fire_due_timers(self) -> None:
+        broker = self._broker
+        now = broker.now_ms()
+        for _ in range(MAX_TIMER_ROUNDS):
+            due = [
+                c
+                for c in (broker.groups, broker.transactions)
+                if (deadline := c.next_deadline_ms()) is not None and deadline <= now
+            ]
+            if not due:
+                break
+            for coordinator in due:
+                coordinator.tick(now)
+            await anyio.wait_all_tasks_blocked()  # answers released by the ticks go out
+        run_once(broker)
+        broker.data_changed.notify()  # long polls look at the clock again
+        await anyio.wait_all_tasks_blocked()
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def records(
+        self,
+        topic: str,
+        partition: int | None = None,
+        isolation: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+    ) -> list[ConsumerRecord]:
+        """The records of ``topic`` (one partition, or all in partition order) as a
+        consumer with ``isolation`` would read them from the start: up to the high
+        watermark, or with ``read_committed`` up to the last stable offset without
+        aborted transactions. Control records are left out."""
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation is read_uncommitted or read_committed, not {isolation!r}")
+        return self._cluster.call(self._records, topic, partition, isolation == "read_committed")
+
+    async def _records(
+        self, topic: str, partition: int | None, read_committed: bool
+    ) -> list[ConsumerRecord]:
+        found = self._broker.cluster.get_topic(topic)
+        indexes = range(len(found.partitions)) if partition is None else [partition]
+        out: list[ConsumerRecord] = []
+        for index in indexes:
+            log = self._broker.cluster.get_partition(topic, index).log
+            start = log.log_start_offset
+            end = log.last_stable_offset if read_committed else log.high_watermark
+            if end <= start:
+                continue
+            data = log.read(start, 1 << 62, end).to_bytes()
+            aborted = [
+                (a.first_offset, a.producer_id) for a in log.aborted_transactions(start, end)
+            ]
+            state = PartitionState(position=start)
+            fetch = CompletedFetch(
+                TopicPartition(topic, index),
+                state,
+                start,
+                data,
+                end,
+                aborted=aborted,
+                read_committed=read_committed,
+            )
+            records, _ = fetch.take(end - start, None, None)
+            out += [r for r in records if r.offset < end]
+        return out
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark (the offset after the last record consumers see)."""
+        return self._cluster.call(self._log_offset, topic, partition, "high_watermark")
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The partition's last stable offset (the first offset of an open transaction)."""
+        return self._cluster.call(self._log_offset, topic, partition, "last_stable_offset")
+
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        """The partition's first offset (after retention and DeleteRecords)."""
+        return self._cluster.call(self._log_offset, topic, partition, "log_start_offset")
+
+    async def _log_offset(self, topic: str, partition: int, which: str) -> int:
+        log = self._broker.cluster.get_partition(topic, partition).log
+        value: int = getattr(log, which)
+        return value
+
+    def committed(self, group: str) -> dict[TopicPartition, int]:
+        """The offsets ``group`` has committed, by partition (none: an empty dict)."""
+        return self._cluster.call(self._committed, group)
+
+    async def _committed(self, group: str) -> dict[TopicPartition, int]:
+        offsets = self._broker.groups.fetch_offsets(group, None)
+        return {
+            TopicPartition(topic, partition): committed.offset
+            for (topic, partition), committed in sorted(offsets.items())
+            if committed is not None
+        }
+
+    def assignment(self, group: str) -> dict[str, set[TopicPartition]]:
+        """The partitions each member of ``group`` was given (by member id), as the
+        group's leader assigned them in its last completed rebalance (consumer groups)."""
+        return self._cluster.call(self._assignment, group)
+
+    async def _assignment(self, group: str) -> dict[str, set[TopicPartition]]:
+        summary = self._broker.groups.describe_group(group)
+        if summary.protocol_type != "consumer":
+            return {m.member_id: set() for m in summary.members}
+        return {
+            m.member_id: set(decode_assignment(m.assignment).partitions) for m in summary.members
+        }
+
+    def transactions(self) -> dict[str, str]:
+        """Each live transactional id and its state as Kafka names it (``Ongoing``,
+        ``CompleteCommit`` ...)."""
+        return self._cluster.call(self._transactions)
+
+    async def _transactions(self) -> dict[str, str]:
+        _, found = self._broker.transactions.list_transactions()
+        return {meta.transactional_id: meta.state.display_name for meta in found}

@@ -19,7 +19,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pyspark import TaskContext
@@ -37,12 +38,21 @@ from kafkette.spark_integration.writer import (
 FAILING_FORMAT = "kafkette_fails_once"
 
 
-def fail_first_attempts(write: Any, iterator: Iterator[Any]) -> KafkaWriteMessage:
-    """Run ``write(iterator)``, failing the first attempt of partitions 0 and 1."""
+def fail_first_attempts(
+    write: Any, iterator: Iterator[Any], options: Mapping[str, str]
+) -> KafkaWriteMessage:
+    """Run ``write(iterator)``, failing the first attempt of partitions 0 and 1.
+
+    Each failure leaves a file ``TOPIC-bBATCH-pPARTITION`` in the ``failures``
+    option's directory, for the test to see that it happened.
+    """
     context = TaskContext.get()
     assert context is not None
     if context.attemptNumber() > 0 or context.partitionId() > 1:
         return write(iterator)  # type: ignore[no-any-return]
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    failures = Path(options["failures"])
+    (failures / f"{options['topic']}-b{batch}-p{context.partitionId()}").touch()
     if context.partitionId() == 0:
         write(iterator)
         raise RuntimeError("injected failure after the partition was written")
@@ -57,13 +67,21 @@ def fail_first_attempts(write: Any, iterator: Iterator[Any]) -> KafkaWriteMessag
 
 
 class FailingBatchWriter(KafketteBatchWriter):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        self.options = dict(options)
+
     def write(self, iterator: Iterator[Any]) -> KafkaWriteMessage:
-        return fail_first_attempts(super().write, iterator)
+        return fail_first_attempts(super().write, iterator, self.options)
 
 
 class FailingStreamWriter(KafketteStreamWriter):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        self.options = dict(options)
+
     def write(self, iterator: Iterator[Any]) -> KafkaWriteMessage:
-        return fail_first_attempts(super().write, iterator)
+        return fail_first_attempts(super().write, iterator, self.options)
 
 
 class FailingDataSource(DataSource):
@@ -86,6 +104,13 @@ class FailingDataSource(DataSource):
 class FailingSink(KafkaSink):
     format_name = FAILING_FORMAT
 
+    def __init__(self, bootstrap: str, topic: str, exactly_once: bool, failures: str) -> None:
+        super().__init__(bootstrap, topic, exactly_once=exactly_once)
+        self.failures = failures
+
+    def options(self, batch_id: int) -> dict[str, str]:
+        return {**super().options(batch_id), "failures": self.failures}
+
 
 def start(spark: SparkSession, bootstrap: str, job: str, work: str) -> Any:
     """Start the query ``job`` (``mode:topic:exactly|at-least``): input ``work/topic/in``."""
@@ -94,7 +119,7 @@ def start(spark: SparkSession, bootstrap: str, job: str, work: str) -> Any:
     lines = spark.readStream.option("maxFilesPerTrigger", 1).text(f"{work}/{topic}/in")
     if mode == "sink":
         writer = lines.writeStream.foreachBatch(
-            FailingSink(bootstrap, topic, exactly_once=exactly_once)
+            FailingSink(bootstrap, topic, exactly_once, failures=work)
         )
     else:
         writer = (
@@ -103,6 +128,7 @@ def start(spark: SparkSession, bootstrap: str, job: str, work: str) -> Any:
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", topic)
             .option("exactlyOnce", str(exactly_once).lower())
+            .option("failures", work)
         )
     return (
         writer.option("checkpointLocation", f"{work}/{topic}/checkpoint")

@@ -62,6 +62,10 @@ def test_task_retries_write_each_record_once(
     assert done.returncode == 0, done.stderr[-5000:]
     assert done.stdout.splitlines() == [f"{job.format(t)} batches 2" for t, job in jobs.items()]
 
+    # every first attempt of both partitions of both batches failed (and was retried)
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == sorted(
+        f"{topic}-b{b}-p{p}" for topic in jobs for b in range(2) for p in range(2)
+    )
     once = Counter(line.encode() for lines in BATCHES for line in lines)
     assert values(spark_broker.bootstrap, f"{unique_topic}-sink") == once
     assert values(spark_broker.bootstrap, f"{unique_topic}-stream") == once

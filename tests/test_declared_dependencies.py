@@ -12,6 +12,8 @@ through the installed distributions' metadata. The rules:
   extra (``pip install kafkette[zstd]``), so a user learns what to install.
 - trio is imported only inside functions called when the running event loop
   is trio's (anyio's other backend), so it is installed whenever it is reached.
+- A module that only its host program loads may import that host: the pytest
+  plugin (a ``pytest11`` entry point, imported by pytest alone) imports pytest.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ SUBPACKAGE_EXTRAS = {"spark_integration": "spark"}
 
 RUNNING_EVENT_LOOP = frozenset({"trio"})
 """Modules imported lazily only when they are the running event loop's."""
+
+HOST_LOADED = {"testing/pytest_plugin.py": frozenset({"pytest"})}
+"""Modules (relative to the package) loaded only by a host program, and that host's
+modules they may import: nothing in the package imports them."""
 
 
 @attrs.frozen
@@ -147,6 +153,7 @@ def undeclared_imports(
     declared: Mapping[str | None, frozenset[str]],
     providers: Mapping[str, frozenset[str]],
     subpackage_extras: Mapping[str, str] = SUBPACKAGE_EXTRAS,
+    host_loaded: Mapping[str, frozenset[str]] = HOST_LOADED,
 ) -> list[Finding]:
     """Every third-party import in ``package`` that ``declared`` does not cover."""
     local = package.name
@@ -162,6 +169,8 @@ def undeclared_imports(
             if distributions & eager_allowed:
                 continue
             if found.lazy and found.module in RUNNING_EVENT_LOOP:
+                continue
+            if found.module in host_loaded.get(relative.as_posix(), frozenset()):
                 continue
             extras = sorted(
                 extra for extra, names in declared.items() if extra and distributions & names
@@ -259,6 +268,40 @@ def test_a_subpackage_of_an_extra_may_import_it_at_module_level(tmp_path: Path) 
     )
     findings = undeclared_imports(package, declared, providers)
     assert [(f.module, str(f.path)) for f in findings] == [("pyspark", "kafkette/other.py")]
+
+
+def test_a_host_loaded_module_may_import_its_host_only(tmp_path: Path) -> None:
+    """The pytest plugin may import pytest; no other module may, and the plugin no other."""
+    package = _fake_package(
+        tmp_path,
+        {
+            "testing/pytest_plugin.py": "import pytest\nimport sniffio\n",
+            "testing/other.py": "import pytest\n",
+        },
+    )
+    providers = {**PROVIDERS, "pytest": frozenset({"pytest"})}
+    findings = undeclared_imports(package, DECLARED, providers)
+    assert sorted((f.module, str(f.path)) for f in findings) == [
+        ("pytest", "kafkette/testing/other.py"),
+        ("sniffio", "kafkette/testing/pytest_plugin.py"),
+    ]
+
+
+def test_the_host_loaded_modules_are_not_imported_by_the_package() -> None:
+    """The allowance holds only while nothing in the package imports those modules."""
+    for relative in HOST_LOADED:
+        module = "kafkette." + relative.removesuffix(".py").replace("/", ".")
+        importers = []
+        for path in sorted(PACKAGE.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = set()
+                if isinstance(node, ast.Import):
+                    names = {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+                if module in names:
+                    importers.append(str(path.relative_to(ROOT)))
+        assert importers == [], f"{module} is imported by {importers}"
 
 
 def test_spark_integration_without_pyspark_names_the_extra() -> None:

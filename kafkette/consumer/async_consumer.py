@@ -18,6 +18,7 @@ from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkette.consumer.record import ConsumerRecord
 from kafkette.consumer.subscription import EARLIEST, LATEST
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import IllegalStateError
 from kafkette.structs import TopicPartition
 
@@ -64,15 +65,23 @@ class AsyncConsumer:
             task_group, self._task_group = self._task_group, None
             await task_group.__aexit__(None, None, None)
 
-    async def close(self, timeout_ms: float | None = None) -> None:
+    async def close(
+        self,
+        timeout_or_ms: float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> None:
         """Leave the group, stop fetching and close the connections; idempotent.
 
         A group member first commits its positions (with
         ``enable.auto.commit``), tells the listener its partitions are revoked
         and sends LeaveGroup (not a static member: it keeps its place until
-        its session times out), all within ``timeout_ms`` (default
-        ``default.api.timeout.ms``).
+        its session times out), all within ``timeout`` seconds or ``timeout_ms``
+        (default ``default.api.timeout.ms``).
         """
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         core = self._core
         if core is None or core.closed:
             return
@@ -176,8 +185,18 @@ class AsyncConsumer:
         """Go to the end of ``partitions`` (every assigned one when none given)."""
         self._c.seek_to(partitions, LATEST)
 
-    async def position(self, partition: TopicPartition, timeout_ms: float | None = None) -> int:
-        """The offset of the next record for ``partition``; looked up if not known yet."""
+    async def position(
+        self,
+        partition: TopicPartition,
+        timeout_or_ms: float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> int:
+        """The offset of the next record for ``partition``; looked up if not known yet
+        (within ``timeout`` seconds or ``timeout_ms``)."""
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         return await self._c.position(partition, timeout_ms)
 
     def pause(self, *partitions: TopicPartition) -> None:
@@ -211,13 +230,24 @@ class AsyncConsumer:
 
     # ---- records
 
-    async def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> Records:
+    async def poll(
+        self,
+        timeout_or_ms: float | None = None,
+        /,
+        max_records: int | None = None,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> Records:
         """Records fetched for the assigned partitions, grouped by partition.
 
-        Returns at once when records are buffered; otherwise waits up to
-        ``timeout_ms`` for some. At most ``max_records`` (default
-        ``max.poll.records``) are returned.
+        Returns at once when records are buffered; otherwise waits up to the
+        timeout for some (default 0): ``timeout`` in seconds or ``timeout_ms``;
+        positionally an ``int`` is milliseconds (``poll(100)``, kafka-python)
+        and a ``float`` seconds (``poll(1.0)``, confluent-kafka). At most
+        ``max_records`` (default ``max.poll.records``) are returned.
         """
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms) or 0
         core = self._c
         limit = max_records if max_records is not None else self.config.max_poll_records
         if limit < 1:

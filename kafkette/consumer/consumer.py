@@ -27,6 +27,7 @@ from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkette.consumer.record import ConsumerRecord
 from kafkette.consumer.subscription import EARLIEST, LATEST
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.structs import TopicPartition
 
 T = TypeVar("T")
@@ -92,13 +93,22 @@ class Consumer:
 
     # ---- lifecycle
 
-    def close(self, timeout_ms: float | None = None) -> None:
+    def close(
+        self,
+        timeout_or_ms: float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> None:
         """Leave the group, stop fetching, close the connections and the thread; idempotent.
 
         A group member first commits its positions (with ``enable.auto.commit``),
         tells the listener its partitions are revoked and sends LeaveGroup (not
-        a static member), within ``timeout_ms`` (default ``default.api.timeout.ms``).
+        a static member), within ``timeout`` seconds or ``timeout_ms`` (default
+        ``default.api.timeout.ms``).
         """
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         core = self._core
         if not core.closed:
             budget = core.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
@@ -197,8 +207,18 @@ class Consumer:
         """Go to the end of ``partitions`` (every assigned one when none given)."""
         self._call(self._core.seek_to, partitions, LATEST)
 
-    def position(self, partition: TopicPartition, timeout_ms: float | None = None) -> int:
-        """The offset of the next record for ``partition``; looked up if not known yet."""
+    def position(
+        self,
+        partition: TopicPartition,
+        timeout_or_ms: float | None = None,
+        /,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> int:
+        """The offset of the next record for ``partition``; looked up if not known yet
+        (within ``timeout`` seconds or ``timeout_ms``)."""
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         self._core.check_open()
         return self._loop.call(self._core.position, partition, timeout_ms)
 
@@ -240,13 +260,24 @@ class Consumer:
 
     # ---- records
 
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> Records:
+    def poll(
+        self,
+        timeout_or_ms: float | None = None,
+        /,
+        max_records: int | None = None,
+        *,
+        timeout: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> Records:
         """Records fetched for the assigned partitions, grouped by partition.
 
-        Returns at once when records are buffered; otherwise waits up to
-        ``timeout_ms`` for some. At most ``max_records`` (default
-        ``max.poll.records``) are returned.
+        Returns at once when records are buffered; otherwise waits up to the
+        timeout for some (default 0): ``timeout`` in seconds or ``timeout_ms``;
+        positionally an ``int`` is milliseconds (``poll(100)``, kafka-python)
+        and a ``float`` seconds (``poll(1.0)``, confluent-kafka). At most
+        ``max_records`` (default ``max.poll.records``) are returned.
         """
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms) or 0
         core = self._core
         core.check_open()
         limit = max_records if max_records is not None else self.config.max_poll_records

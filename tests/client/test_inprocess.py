@@ -189,9 +189,9 @@ def test_file_cluster_keeps_records_across_reopen(tmp_path: Path) -> None:
 async def test_long_polls_do_not_starve_other_requests_of_worker_threads(
     memory_url: str,
 ) -> None:
-    """Each stream waits for the broker in a worker thread of its own limiter: requests
-    blocked at the broker (long-poll fetches, JoinGroups) cannot use up the event loop's
-    shared thread limit and hold back a request that would wake them."""
+    """A request waiting at the broker (long-poll fetches, JoinGroups) holds no worker
+    thread (the caller's loop is woken when its answer is ready), so even with the event
+    loop's thread limit down to 2 such requests cannot hold back the one that wakes them."""
     limiter = anyio.to_thread.current_default_thread_limiter()
     saved, limiter.total_tokens = limiter.total_tokens, 2
     cluster = get_cluster(memory_url)

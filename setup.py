@@ -14,6 +14,11 @@ setup(
             optional=True,
         ),
         Extension(
+            "kafkette.protocol.records._columns",
+            sources=["kafkette/protocol/records/_columns.c"],
+            optional=True,
+        ),
+        Extension(
             "kafkette.protocol._produce",
             sources=["kafkette/protocol/_produce.c"],
             optional=True,

@@ -429,22 +429,28 @@ class RecordBatch:
             records = self._records = list(iter_records(self._parsed()))
         return records
 
+    def records_data(self) -> Buffer:
+        """The records section, decompressed (a view of the stored bytes when not compressed).
+
+        For decoders of their own (:mod:`~kafkette.protocol.records.columns`);
+        decompressed anew on each call.
+        """
+        pos = self._pos
+        data: Buffer = memoryview(self._buf)[
+            pos + RECORD_BATCH_OVERHEAD : pos + LOG_OVERHEAD + self.header.batch_length
+        ]
+        codec = self.header.attributes & COMPRESSION_MASK
+        if codec != NONE:
+            data = decompress(codec, data, max_size=self._max_decompressed)
+        return data
+
     def _parsed(self) -> list[Segment]:
         segments = self._segments
         if segments is not None:
             return segments
         # one unpacking instead of an attribute lookup per field
-        base_offset, batch_length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count = (
-            self.header
-        )
-        pos = self._pos
-        data: Buffer = memoryview(self._buf)[
-            pos + RECORD_BATCH_OVERHEAD : pos + LOG_OVERHEAD + batch_length
-        ]
-        codec = attributes & COMPRESSION_MASK
-        if codec != NONE:
-            data = decompress(codec, data, max_size=self._max_decompressed)
-        # else the view itself: parse_segments copies it if needed
+        base_offset, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count = self.header
+        data = self.records_data()  # parse_segments copies a view if needed
         fixed = max_ts if attributes & TIMESTAMP_TYPE_MASK else None
         segments = self._segments = parse_segments(data, count, base_offset, base_ts, fixed)
         return segments

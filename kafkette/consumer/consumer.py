@@ -21,6 +21,7 @@ import anyio.abc
 from kafkette.client.config import ConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
+from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -312,6 +313,42 @@ class Consumer:
         record = self._iter_records[self._iter_at]
         self._iter_at += 1
         return record
+
+    def poll_batches(
+        self, timeout_ms: float = 0, max_offsets: int = 1
+    ) -> dict[TopicPartition, list[FetchedBatch]]:
+        """Fetched record batches handed out whole, unparsed, grouped by partition: the
+        lower-level form of :meth:`poll` for readers that decode batches themselves
+        (the Spark data source decodes them into columns).
+
+        As :meth:`poll`, it waits up to ``timeout_ms`` when nothing is buffered,
+        skips control batches and (``read_committed``) aborted transactions,
+        and moves each partition's position past the batches it returns. It
+        returns whole batches until they span ``max_offsets`` offsets or more.
+        A batch's records below its :class:`~kafkette.consumer.fetch_buffer.FetchedBatch`
+        ``position`` were consumed already (a seek into the batch); the caller
+        parses the records, so no deserializer applies and a damaged record
+        raises from the caller's parsing.
+        """
+        core = self._core
+        core.check_open()
+        if max_offsets < 1:
+            raise ValueError(f"max_offsets must be positive, got {max_offsets}")
+        buffer = core.buffer
+        clock = core.client.clock
+        deadline = clock() + timeout_ms
+        if core.group is not None:
+            self._drive(core.group_steps(deadline))
+        while True:
+            seen = buffer.generation
+            core.check_positions()
+            batches = core.drain_batches(max_offsets)
+            if batches:
+                return batches
+            left = deadline - clock()
+            if left <= 0 or core.closed:
+                return {}
+            buffer.wait_sync(seen, left / 1000)
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of the consumer's counters and per-partition lag."""

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
-from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
 from kafkette.consumer.fetcher import Fetcher, apply_reset
 from kafkette.consumer.group.coordinator import GroupMember, Step
 from kafkette.consumer.group.offsets import fetch_committed
@@ -44,6 +44,8 @@ from kafkette.consumer.subscription import (
 )
 from kafkette.errors import CorruptMessageError, IllegalStateError, KafkaTimeoutError
 from kafkette.structs import TopicPartition
+
+T = TypeVar("T")
 
 Records = dict[TopicPartition, list[ConsumerRecord]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
@@ -319,11 +321,26 @@ class ConsumerCore:
 
     def drain(self, limit: int) -> Records:
         """Up to ``limit`` already-fetched records, grouped by partition."""
-        result: Records = {}
+        kd, vd = self.key_deserializer, self.value_deserializer
+
+        def take(entry: CompletedFetch, remaining: int) -> tuple[list[ConsumerRecord], int, bool]:
+            records, done = entry.take(remaining, kd, vd)
+            return records, len(records), done
+
+        return self._drain(limit, take)
+
+    def drain_batches(self, limit: int) -> dict[TopicPartition, list[FetchedBatch]]:
+        """Already-fetched whole batches, grouped by partition, until they hold ``limit``
+        offsets or more (see :meth:`CompletedFetch.take_batches`)."""
+        return self._drain(limit, CompletedFetch.take_batches)
+
+    def _drain(
+        self, limit: int, take: Callable[[CompletedFetch, int], tuple[list[T], int, bool]]
+    ) -> dict[TopicPartition, list[T]]:
+        result: dict[TopicPartition, list[T]] = {}
         remaining = limit
         buffer = self.buffer
         subscriptions = self.subscriptions
-        kd, vd = self.key_deserializer, self.value_deserializer
         while remaining > 0:
             entry = buffer.first_ready(_paused)
             if entry is None:
@@ -341,19 +358,19 @@ class ConsumerCore:
                 self.wake_fetcher()
                 continue
             try:
-                records, done = entry.take(remaining, kd, vd)
+                items, taken, done = take(entry, remaining)
             except CorruptMessageError as exc:
                 buffer.replace(entry, CompletedFetch.failed(tp, state, exc))
                 if result:
                     break
                 continue
-            if records:
+            if items:
                 got = result.get(tp)
                 if got is None:
-                    result[tp] = records
+                    result[tp] = items
                 else:
-                    got += records
-                remaining -= len(records)
+                    got += items
+            remaining -= taken
             if done:
                 buffer.remove(entry)
                 self.metrics_recorder.bytes_consumed += entry.size

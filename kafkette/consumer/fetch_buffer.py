@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import dropwhile, islice, repeat
 from operator import add
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -78,6 +78,30 @@ def end_offset(records: Any) -> int | None:
     return end
 
 
+class FetchedBatch(NamedTuple):
+    """A record batch handed out whole (:meth:`Consumer.poll_batches
+    <kafkette.consumer.Consumer.poll_batches>`): its records from ``position`` on are
+    the partition's next ones (those below were consumed already)."""
+
+    batch: RecordBatch | LegacyBatch
+    position: int
+
+    @property
+    def timestamp_type(self) -> int:
+        """The records' :attr:`ConsumerRecord.timestamp_type
+        <kafkette.consumer.ConsumerRecord.timestamp_type>`."""
+        return timestamp_type(self.batch)
+
+
+def timestamp_type(batch: RecordBatch | LegacyBatch) -> int:
+    """:data:`CREATE_TIME`, :data:`LOG_APPEND_TIME` or (magic 0) :data:`NO_TIMESTAMP_TYPE`."""
+    if isinstance(batch, RecordBatch):
+        return LOG_APPEND_TIME if batch.header.is_log_append_time else CREATE_TIME
+    if batch.magic == 1:
+        return LOG_APPEND_TIME if batch.is_log_append_time else CREATE_TIME
+    return NO_TIMESTAMP_TYPE
+
+
 class CompletedFetch:
     """One partition's records from one fetch response, drained by ``poll``."""
 
@@ -87,6 +111,7 @@ class CompletedFetch:
         "_batches",
         "_deferred",
         "_pending",
+        "_pending_batch",
         "_pending_end",
         "check_crcs",
         "end_offset",
@@ -128,6 +153,7 @@ class CompletedFetch:
         self._aborted_pids: set[int] = set()
         self._batches: Iterator[RecordBatch | LegacyBatch] | None = None
         self._pending: Iterator[ConsumerRecord] | None = None
+        self._pending_batch: RecordBatch | LegacyBatch | None = None
         self._pending_end = 0
         self._deferred: CorruptMessageError | None = None
 
@@ -170,6 +196,7 @@ class CompletedFetch:
                 if pending is None:
                     continue
                 self._pending = pending
+                self._pending_batch = batch
                 self._pending_end = batch.next_offset
             chunk = list(islice(pending, limit))
             if chunk:
@@ -178,11 +205,48 @@ class CompletedFetch:
                 out += chunk
                 limit -= len(chunk)
             if limit > 0 or chunk[-1][2] + 1 >= self._pending_end:  # the batch is used up
-                self._pending = None
+                self._pending = self._pending_batch = None
                 self.position = state.position = self._pending_end
             else:
                 self.position = state.position = chunk[-1][2] + 1
         return out, self._pending is None and self.position >= self.end_offset
+
+    def take_batches(self, limit: int) -> tuple[list[FetchedBatch], int, bool]:
+        """Whole batches from the position on, until they hold ``limit`` offsets or more;
+        how many offsets they advanced the position by; and whether this fetch is used up.
+
+        Control batches and aborted transactions are skipped as :meth:`take`
+        skips them; the position (and the partition's) moves past each batch
+        handed out. The records are not parsed here: the caller parses them
+        (its parse errors are the caller's) and keeps those from the
+        :class:`FetchedBatch`'s ``position`` on. A batch :meth:`take` had
+        started is handed out whole, with the position reached in it.
+        """
+        if self._deferred is not None:
+            raise self._deferred
+        out: list[FetchedBatch] = []
+        state = self.state
+        start = self.position
+        batch = self._pending_batch
+        if batch is not None:
+            out.append(FetchedBatch(batch, self.position))
+            self._pending = self._pending_batch = None
+            self.position = state.position = batch.next_offset
+        while self.position - start < limit:
+            try:
+                batch = self._next_batch()
+            except CorruptMessageError as exc:
+                if not out:
+                    raise
+                self._deferred = exc  # the batches before the damage first; the next call raises
+                return out, self.position - start, False
+            if batch is None:
+                return out, self.position - start, True
+            if self._skipped(batch):
+                continue
+            out.append(FetchedBatch(batch, self.position))
+            self.position = state.position = batch.next_offset
+        return out, self.position - start, self.position >= self.end_offset
 
     def _next_batch(self) -> RecordBatch | LegacyBatch | None:
         batches = self._batches
@@ -203,32 +267,19 @@ class CompletedFetch:
         None when the whole batch is skipped (below the position, a control
         batch, an aborted transaction); the position then moves past it.
         """
-        state = self.state
-        position = self.position
-        next_offset = batch.next_offset
-        if next_offset <= position:
+        if self._skipped(batch):
             return None
+        position = self.position
         if isinstance(batch, RecordBatch):
             header = batch.header
-            if header.is_transactional and self.read_committed and self._is_aborted(batch):
-                self.position = state.position = next_offset
-                return None
-            if header.is_control:
-                self.position = state.position = next_offset
-                return None
             epoch = header.partition_leader_epoch
             suffix = (
-                LOG_APPEND_TIME if header.is_log_append_time else CREATE_TIME,
+                timestamp_type(batch),
                 None if epoch == NO_PARTITION_LEADER_EPOCH else epoch,
             )
             first_offset = header.base_offset
         else:
-            suffix = (
-                (LOG_APPEND_TIME if batch.is_log_append_time else CREATE_TIME)
-                if batch.magic == 1
-                else NO_TIMESTAMP_TYPE,
-                None,
-            )
+            suffix = (timestamp_type(batch), None)
             first_offset = -1  # unknown before decompressing: always filter
         try:
             raw: Iterator[Record] = iter(batch)  # parses and validates the whole batch
@@ -242,6 +293,21 @@ class CompletedFetch:
         return map(
             _new, repeat(ConsumerRecord), map(add, map(add, repeat(prefix), raw), repeat(suffix))
         )
+
+    def _skipped(self, batch: RecordBatch | LegacyBatch) -> bool:
+        """Whether the whole batch is skipped: below the position, a control batch, an
+        aborted transaction (the position then moves past it)."""
+        next_offset = batch.next_offset
+        if next_offset <= self.position:
+            return True
+        if isinstance(batch, RecordBatch):
+            header = batch.header
+            if (header.is_transactional and self.read_committed and self._is_aborted(batch)) or (
+                header.is_control
+            ):
+                self.position = self.state.position = next_offset
+                return True
+        return False
 
     def _is_aborted(self, batch: RecordBatch) -> bool:
         """Kafka's read_committed filter: is this transactional batch part of an aborted txn?

@@ -8,13 +8,18 @@ and records below the position skipped), and the position must end where
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette import Consumer, TopicPartition
 from kafkette.consumer.fetch_buffer import CompletedFetch, end_offset
 from kafkette.consumer.record import CREATE_TIME, LOG_APPEND_TIME
 from kafkette.consumer.subscription import PartitionState
 from kafkette.protocol.records import GZIP, ControlRecordType
+from tests.consumer.targets import Target
 from tests.consumer.test_fetch_buffer import TP, batch, control
 
 
@@ -95,3 +100,28 @@ def test_timestamp_type_of_a_handed_out_batch() -> None:
     fetch, _ = completed(batch(0, 1) + batch(1, 1, log_append_time=True), 0)
     fetched, _, _ = fetch.take_batches(10)
     assert [f.timestamp_type for f in fetched] == [CREATE_TIME, LOG_APPEND_TIME]
+
+
+def test_consumer_poll_batches_from_a_seek_inside_a_batch(target: Target, topic: str) -> None:
+    """Consumer.poll_batches against every target: whole batches, positions past them."""
+    target.create_topic(topic)
+    tp = TopicPartition(topic, 0)
+    for start in (0, 5, 10):
+        target.produce_values(tp, 5, start=start)
+    settings = {"bootstrap_servers": target.bootstrap, "fetch_max_wait_ms": 100}
+    with Consumer(settings) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 7)
+        got: list[tuple[int, int]] = []
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < 15 and time.monotonic() < deadline:
+            for fetched in consumer.poll_batches(timeout_ms=200, max_offsets=1).get(tp, []):
+                got.append((fetched.batch.base_offset, fetched.position))
+                values += [r.value for r in fetched.batch if r.offset >= fetched.position]
+        assert got == [(5, 7), (10, 10)]
+        assert values == [b"v%d" % i for i in range(7, 15)]
+        assert consumer.position(tp) == 15
+        assert consumer.poll_batches(timeout_ms=0) == {}
+        with pytest.raises(ValueError, match="max_offsets"):
+            consumer.poll_batches(max_offsets=0)

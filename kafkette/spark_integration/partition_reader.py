@@ -15,15 +15,19 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from kafkette.consumer import Consumer, ConsumerRecord
-from kafkette.errors import OffsetOutOfRangeError
-from kafkette.spark_integration.arrow_records import records_to_batch
+from kafkette.consumer import Consumer
+from kafkette.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkette.protocol.errors import ProtocolError
+from kafkette.spark_integration.arrow_records import ArrowBatchBuilder
 from kafkette.spark_integration.planning import OffsetRange
 
 logger = logging.getLogger(__name__)
 
 ARROW_BATCH_RECORDS = 20_000
 """Records per Arrow batch handed to Spark (fewer, larger batches are cheaper)."""
+ARROW_BATCH_BYTES = 64 << 20
+"""Key, value and header bytes after which an Arrow batch is handed over anyway (Arrow's
+binary columns hold under 2 GiB; one Kafka batch decompresses to 256 MiB at most)."""
 
 _DATA_LOSS = (
     "Some data may have been lost because they are not available in Kafka any more; "
@@ -76,23 +80,27 @@ def read_range(
 ) -> Iterator[Any]:
     """Arrow record batches of every record in ``[start, end)`` of the range's partition.
 
-    With read_committed the range ends at (or before) the last stable offset, and
-    aborted records and transaction markers are offsets with no record: the read
-    ends when the consumer's position reaches ``end``, records or not.
+    The consumer hands out whole fetched batches (:meth:`Consumer.poll_batches`)
+    and their records are decoded straight into Arrow buffers
+    (:class:`ArrowBatchBuilder`), ``ARROW_BATCH_RECORDS`` at a time: no Python
+    object per record. With read_committed the range ends at (or before) the
+    last stable offset, and aborted records and transaction markers are offsets
+    with no record: the read ends when the consumer's position reaches ``end``,
+    records or not.
     """
     tp, end = offset_range.tp, offset_range.end
     if offset_range.size <= 0:
         return
     consumer = Consumer(consumer_settings(client))
+    builder = ArrowBatchBuilder(tp, include_headers)
     try:
         consumer.assign([tp])
         consumer.seek(tp, offset_range.start)
         position = offset_range.start
-        pending: list[ConsumerRecord] = []
         idle_since = time.monotonic()
         while position < end:
             try:
-                polled = consumer.poll(timeout_ms=200, max_records=ARROW_BATCH_RECORDS)
+                polled = consumer.poll_batches(timeout_ms=200, max_offsets=ARROW_BATCH_RECORDS)
             except OffsetOutOfRangeError:
                 earliest = consumer.beginning_offsets([tp])[tp]
                 data_loss(
@@ -105,17 +113,21 @@ def read_range(
                 position = earliest
                 consumer.seek(tp, position)
                 continue
-            records = polled.get(tp)
-            if records:
-                if records[-1].offset >= end:
-                    records = [r for r in records if r.offset < end]
-                    position = end
-                else:
-                    position = records[-1].offset + 1
-                pending.extend(records)
-                if len(pending) >= ARROW_BATCH_RECORDS:
-                    yield records_to_batch(pending, include_headers)
-                    pending = []
+            fetched = polled.get(tp)
+            if fetched:
+                for batch, first in fetched:
+                    try:
+                        builder.append(batch, first, end)
+                    except ProtocolError as exc:
+                        raise CorruptMessageError(
+                            f"{tp} batch at offset {batch.base_offset}: {exc}"
+                        ) from exc
+                    if (
+                        len(builder) >= ARROW_BATCH_RECORDS
+                        or builder.data_size >= ARROW_BATCH_BYTES
+                    ):
+                        yield builder.finish()
+                position = fetched[-1].batch.next_offset
                 idle_since = time.monotonic()
                 continue
             moved = consumer.position(tp)
@@ -127,7 +139,7 @@ def read_range(
                     f"Cannot fetch record for offset {position} of {tp} in "
                     f"{poll_timeout_ms} milliseconds"
                 )
-        if pending:
-            yield records_to_batch(pending, include_headers)
+        if len(builder):
+            yield builder.finish()
     finally:
         consumer.close()

@@ -7,7 +7,10 @@ The same run then reads the whole topic (a) with a plain kafkette Consumer
 ``spark.read.format("kafkette")`` in a ``local[2]`` session, summing the
 value lengths (every record crosses into Spark as Arrow). (b) is measured
 twice: one task (one Kafka partition, as the plain consumer) and
-``minPartitions=2`` (both cores). The best of ``--repeat`` rounds is kept;
+``minPartitions=2`` (both cores). To tell the reader's own cost from Spark's,
+(c) runs the data source's ``read_range`` (what one Spark task runs) in this
+process, without Spark, summing the value lengths of its Arrow batches. The
+best of ``--repeat`` rounds is kept;
 the session's start-up is not counted, the first Spark read is a warm-up.
 Target: the data source at >= 0.5x the plain consumer's records/s.
 
@@ -69,6 +72,31 @@ def spark_read(spark: object, bootstrap: str, records: int, **options: str) -> f
     return elapsed
 
 
+def read_range_alone(bootstrap: str, records: int) -> float:
+    import pyarrow.compute as pc
+
+    from kafkette.spark_integration.partition_reader import read_range
+    from kafkette.spark_integration.planning import OffsetRange
+    from kafkette.structs import TopicPartition
+
+    start = time.perf_counter()
+    count = size = 0
+    batches = read_range(
+        {"bootstrap.servers": bootstrap},
+        OffsetRange(TopicPartition(TOPIC, 0), 0, records),
+        include_headers=False,
+        fail_on_data_loss=True,
+        poll_timeout_ms=120_000,
+    )
+    for batch in batches:
+        count += batch.num_rows
+        size += pc.sum(pc.binary_length(batch.column(1))).as_py()
+    elapsed = time.perf_counter() - start
+    if (count, size) != (records, records * VALUE_SIZE):
+        raise AssertionError(f"read_range read {count} records / {size} bytes")
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -82,6 +110,7 @@ def main() -> None:
             kafkette_sync(broker.bootstrap, TOPIC, records, VALUE_SIZE)[0]
             for _ in range(args.repeat)
         )
+        alone = min(read_range_alone(broker.bootstrap, records) for _ in range(args.repeat))
         spark = spark_session()
         try:
             spark_read(spark, broker.bootstrap, records)  # warm-up: Python workers, imports
@@ -96,6 +125,7 @@ def main() -> None:
         ("kafkette Consumer", plain),
         ("data source, 1 task", one_task),
         ("data source, minPartitions=2", two_tasks),
+        ("read_range alone, no Spark", alone),
     ]
     print(f"\nbatch read of {records:,} records of {VALUE_SIZE} B (best of {args.repeat})")
     print(f"{'reader':32} {'seconds':>8} {'records/s':>12} {'vs Consumer':>12}")

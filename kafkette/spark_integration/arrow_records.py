@@ -43,6 +43,7 @@ from kafkette.structs import TopicPartition
 HEADERS_TYPE = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
+"""Spark's type of the ``headers`` column, read and written (nullability aside)."""
 
 
 def kafka_schema(include_headers: bool) -> StructType:

@@ -8,7 +8,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafkette.spark_integration.options import ReaderOptions
-from kafkette.spark_integration.partition_reader import KafkaInputPartition, read_range
+from kafkette.spark_integration.partition_reader import KafkaInputPartition, read_partition
 from kafkette.spark_integration.planning import OffsetRange, offset_ranges, split_ranges
 from kafkette.spark_integration.resolve import KafkaLookup, resolve_limit
 
@@ -48,13 +48,4 @@ class KafkaBatchReader(DataSourceReader):
         return [KafkaInputPartition(r) for r in split]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, KafkaInputPartition):
-            return  # Spark's stand-in partition when there is nothing to read
-        options = self.options
-        yield from read_range(
-            options.client,
-            partition.range,
-            include_headers=options.include_headers,
-            fail_on_data_loss=options.fail_on_data_loss,
-            poll_timeout_ms=options.poll_timeout_ms,
-        )
+        return read_partition(self.options, partition)

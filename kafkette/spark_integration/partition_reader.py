@@ -19,6 +19,7 @@ from kafkette.consumer import Consumer
 from kafkette.errors import CorruptMessageError, OffsetOutOfRangeError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.spark_integration.arrow_records import ArrowBatchBuilder
+from kafkette.spark_integration.options import ReaderOptions
 from kafkette.spark_integration.planning import OffsetRange
 
 logger = logging.getLogger(__name__)
@@ -143,3 +144,20 @@ def read_range(
             yield builder.finish()
     finally:
         consumer.close()
+
+
+def read_partition(options: ReaderOptions, partition: InputPartition) -> Iterator[Any]:
+    """What a reader's ``read(partition)`` yields: the Arrow batches of its offset range.
+
+    Spark calls ``read`` with a stand-in partition when planning found nothing
+    to read; that yields nothing.
+    """
+    if not isinstance(partition, KafkaInputPartition):
+        return
+    yield from read_range(
+        options.client,
+        partition.range,
+        include_headers=options.include_headers,
+        fail_on_data_loss=options.fail_on_data_loss,
+        poll_timeout_ms=options.poll_timeout_ms,
+    )

@@ -22,15 +22,11 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     StringType,
-    StructField,
     StructType,
     TimestampType,
 )
 
-HEADERS_TYPE = ArrayType(
-    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-)
-"""Spark's type of the ``headers`` column (nullability aside)."""
+from kafkette.spark_integration.arrow_records import HEADERS_TYPE
 
 
 class SinkSchemaError(ValueError):

@@ -25,7 +25,7 @@ from kafkette.spark_integration.options import ReaderOptions, offsets_from_json,
 from kafkette.spark_integration.partition_reader import (
     KafkaInputPartition,
     data_loss,
-    read_range,
+    read_partition,
 )
 from kafkette.spark_integration.planning import (
     OffsetRange,
@@ -174,16 +174,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r) for r in split]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, KafkaInputPartition):
-            return
-        options = self.options
-        yield from read_range(
-            options.client,
-            partition.range,
-            include_headers=options.include_headers,
-            fail_on_data_loss=options.fail_on_data_loss,
-            poll_timeout_ms=options.poll_timeout_ms,
-        )
+        return read_partition(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Commit the processed offsets to ``kafka.group.id`` / ``groupIdPrefix``, if given,

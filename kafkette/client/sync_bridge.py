@@ -95,12 +95,12 @@ class BackgroundLoop:
 
     @property
     def in_loop_thread(self) -> bool:
-        """Whether the caller is the loop's own thread (where blocking calls would deadlock)."""
-        try:
-            anyio.get_current_task()
-        except RuntimeError:
-            return False
-        return True
+        """Whether the caller is the loop's own thread (where blocking calls would deadlock).
+
+        Another event loop's thread is not: a sync client used from async code
+        (a web handler, an async test) blocks that loop, but does not deadlock.
+        """
+        return threading.current_thread() is self._thread
 
     def close(self) -> None:
         """Cancel what still runs in the loop, stop it and join its thread; idempotent."""

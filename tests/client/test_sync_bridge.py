@@ -100,3 +100,21 @@ def test_an_unclosed_loop_does_not_keep_the_interpreter_alive() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "bye"
+
+
+def test_in_loop_thread_is_the_loops_own_thread_only() -> None:
+    """In the loop's thread it is True; in the caller's, even inside another event loop, False."""
+    loop = BackgroundLoop("test")
+    try:
+
+        async def inside() -> bool:
+            return loop.in_loop_thread
+
+        async def elsewhere() -> bool:
+            return loop.in_loop_thread
+
+        assert loop.call(inside) is True
+        assert loop.in_loop_thread is False
+        assert anyio.run(elsewhere) is False
+    finally:
+        loop.close()

@@ -405,3 +405,19 @@ def test_batch_too_large_for_the_topic_is_split(
     assert [(r.offset, r.value, r.timestamp) for r in stored] == [
         (i, v, T0 + i) for i, v in enumerate(values)
     ]
+
+
+@pytest.mark.anyio
+async def test_sync_producer_used_inside_an_event_loop_waits_for_new_metadata(
+    anyio_backend: str,
+) -> None:
+    """A sync Producer called from async code (another loop's thread) may wait for a topic's
+    metadata: only its own loop's thread may not (it used to refuse any running loop)."""
+    from kafkette.testing import MemoryCluster
+
+    with MemoryCluster() as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            metadata = producer.send("fresh-topic", b"v", key=b"k").result(timeout=10)
+            await anyio.sleep(0)
+        assert (metadata.topic, metadata.offset) == ("fresh-topic", 0)
+        assert [r.value for r in cluster.records("fresh-topic")] == [b"v"]

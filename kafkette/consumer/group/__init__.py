@@ -3,8 +3,10 @@
 :mod:`.types` holds the public values (offsets to commit, the group's
 metadata, the rebalance listener), :mod:`.timers` the heartbeat, session and
 poll deadlines, :mod:`.offsets` the OffsetCommit/OffsetFetch exchanges,
-:mod:`.rebalance` what a new assignment changes, and :mod:`.coordinator` the
-member itself: join, sync, heartbeats, commits, leave.
+:mod:`.rebalance` what a new assignment changes, :mod:`.membership` the
+member's states and the requests and answers of join, sync, heartbeats and
+leave (no I/O), and :mod:`.coordinator` the member's I/O: it sends those
+requests, runs the rebalance listener and commits.
 
 Usage, through the consumers::
 

@@ -1,15 +1,16 @@
-"""One consumer's membership in its group (the classic protocol), after Java's ConsumerCoordinator.
+"""The I/O of one consumer's group membership (classic protocol), after Java's ConsumerCoordinator.
 
-:class:`GroupMember` owns the member's identity (member id, generation),
-the subscription, the join/sync exchange, heartbeats, commits and leaving.
-Its work is split the way Java splits it between the application thread and
-the heartbeat thread:
+:class:`GroupMember` drives a :class:`~kafkette.consumer.group.membership.Membership`
+(the protocol's states, requests and answers, without I/O): it sends the
+requests that class builds to the group coordinator, feeds it the answers and
+the time, and runs the rebalance listener. Its work is split the way Java
+splits it between the application thread and the heartbeat thread:
 
 - in the background (:meth:`GroupMember.run`, a task of the consumer's event
-  loop): heartbeats every ``heartbeat.interval.ms`` while the member is
-  stable, the ``max.poll.interval.ms`` check (a member that stopped polling
-  leaves its group), and the JoinGroup/SyncGroup exchange itself, which can
-  take as long as the group's rebalance;
+  loop): heartbeats every ``heartbeat.interval.ms`` while the member is in a
+  generation, the ``max.poll.interval.ms`` check (a member that stopped
+  polling leaves its group), and the JoinGroup/SyncGroup exchange itself,
+  which can take as long as the group's rebalance;
 - in ``poll`` (:meth:`GroupMember.poll_steps`): deciding to rejoin, calling
   the rebalance listener, applying a new assignment, auto commits.
 
@@ -36,26 +37,19 @@ import attrs
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
-from kafkette.consumer.assignors import (
-    Assignment,
-    Assignor,
-    RebalanceProtocol,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    resolve_assignors,
+from kafkette.consumer.assignors import Assignor, RebalanceProtocol, Subscription
+from kafkette.consumer.group.membership import (
+    NO_GENERATION,
+    Answer,
+    HeartbeatAction,
+    JoinReply,
+    Membership,
+    MemberState,
 )
 from kafkette.consumer.group.offsets import commit_offsets, fetch_committed
-from kafkette.consumer.group.rebalance import (
-    AssignmentChange,
-    rebalance_protocol,
-    revoked_before_join,
-)
+from kafkette.consumer.group.rebalance import AssignmentChange, revoked_before_join
 from kafkette.consumer.group.timers import MemberTimers
 from kafkette.consumer.group.types import (
-    CommitFailedError,
     ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     OffsetAndMetadata,
@@ -65,41 +59,19 @@ from kafkette.errors import (
     ApiError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    FencedInstanceIdError,
-    IllegalGenerationError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    MemberIdRequiredError,
     NotCoordinatorError,
     RebalanceInProgressError,
-    UnknownMemberIdError,
-    make_error,
 )
-from kafkette.protocol.messages import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafkette.protocol.messages.join_group_request import JoinGroupRequestProtocol
-from kafkette.protocol.messages.leave_group_request import MemberIdentity
+from kafkette.protocol.messages import HeartbeatResponse, JoinGroupResponse, SyncGroupResponse
 from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from kafkette.protocol.schema import Request, Response
 from kafkette.structs import TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
-
-PROTOCOL_TYPE = "consumer"
-NO_GENERATION = -1
-
-UNJOINED = "unjoined"
-JOINING = "joining"
-STABLE = "stable"
 
 
 @attrs.frozen
@@ -120,6 +92,15 @@ class Invoke:
 Step = Call | Invoke
 
 
+class _RetryJoin(Exception):
+    """The coordinator moved or is loading: back off and join again."""
+
+    def __init__(self, error: KafkaError, *, find_coordinator: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.find_coordinator = find_coordinator
+
+
 class GroupMember:
     """The member of ``group.id`` one consumer is; create it inside the event loop."""
 
@@ -130,51 +111,61 @@ class GroupMember:
         subscriptions: SubscriptionState,
         apply_assignment: Callable[[list[TopicPartition]], None],
     ) -> None:
-        if config.group_id is None:
-            raise IllegalStateError("subscribing needs a group.id")
+        self.membership = Membership.from_config(config, client.clock())
         self.client = client
         self.config = config
-        self.group_id: str = config.group_id
+        self.group_id: str = self.membership.group_id
         self.instance_id = config.group_instance_id
         self.subscriptions = subscriptions
         self._apply_assignment = apply_assignment
-        self.assignors: list[Assignor] = resolve_assignors(config.partition_assignment_strategy)
-        self.protocol = rebalance_protocol(self.assignors)
-        now = client.clock()
-        self.timers = MemberTimers(
-            heartbeat_interval_ms=config.heartbeat_interval_ms,
-            session_timeout_ms=config.session_timeout_ms,
-            max_poll_interval_ms=config.max_poll_interval_ms,
-            auto_commit_interval_ms=config.auto_commit_interval_ms,
-            now_ms=now,
-        )
         self.topics: set[str] = set()
         self.pattern: re.Pattern[str] | None = None
         self.listener: ConsumerRebalanceListener | Any | None = None
-        self.member_id = ""
-        self.generation_id = NO_GENERATION
-        self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.state = UNJOINED
-        self.rejoin_needed = True
-        self.rejoin_reason = "joining the group"
-        self._prepared = False
-        self._join_requested = False
-        self._assignment: tuple[TopicPartition, ...] = ()
         self._group_topic_counts: dict[str, int] = {}
         self._pattern_refreshed_ms = float("-inf")
         self._join_done = anyio.Event()
         self._join_wanted = anyio.Event()
-        self._join_error: BaseException | None = None
-        self._join_finished = False
         self._heartbeat_wake = anyio.Event()
-        self._fatal: KafkaError | None = None
         self._pending_callbacks: list[Invoke] = []
         self._task_group: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
         self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._join_scope: anyio.CancelScope | None = None
         self._closed = False
+
+    # ---- the membership's facts, as the consumer and the tests read them
+
+    @property
+    def state(self) -> MemberState:
+        return self.membership.state
+
+    @property
+    def member_id(self) -> str:
+        return self.membership.member_id
+
+    @property
+    def generation_id(self) -> int:
+        return self.membership.generation_id
+
+    @generation_id.setter
+    def generation_id(self, value: int) -> None:
+        self.membership.generation_id = value
+
+    @property
+    def rejoin_needed(self) -> bool:
+        return self.membership.rejoin_needed
+
+    @property
+    def timers(self) -> MemberTimers:
+        return self.membership.timers
+
+    @property
+    def assignors(self) -> list[Assignor]:
+        return self.membership.assignors
+
+    @property
+    def protocol(self) -> RebalanceProtocol:
+        return self.membership.protocol
 
     # ---- subscription
 
@@ -207,15 +198,10 @@ class GroupMember:
         }
 
     def request_rejoin(self, reason: str) -> None:
-        if not self.rejoin_needed:
-            logger.info("group %s: rejoining: %s", self.group_id, reason)
-        self.rejoin_needed = True
-        self.rejoin_reason = reason
+        self.membership.request_rejoin(reason)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        return ConsumerGroupMetadata(
-            self.group_id, self.generation_id, self.member_id, self.instance_id
-        )
+        return self.membership.group_metadata()
 
     # ---- background
 
@@ -251,31 +237,31 @@ class GroupMember:
                 try:
                     await self._join_and_sync()
                 except Exception as exc:  # handed to poll, which raises it
-                    self._join_error = exc
+                    if self.membership.state is MemberState.JOINING:
+                        self.membership.join_failed(exc)
+                    else:  # the member left meanwhile: nobody waits for this join
+                        logger.debug("group %s: join failed after leaving: %s", self.group_id, exc)
             self._join_scope = None
-            self._join_finished = True
             self._join_done.set()
 
     async def _heartbeat_loop(self) -> None:
+        membership = self.membership
         while True:
             now = self.client.clock()
-            wait_ms: float = self.config.heartbeat_interval_ms
-            if self.state == STABLE and self.generation_id != NO_GENERATION:
-                if self.timers.poll_timeout_expired(now):
-                    logger.warning(
-                        "group %s: poll was not called within max.poll.interval.ms (%d ms); "
-                        "leaving the group",
-                        self.group_id,
-                        self.config.max_poll_interval_ms,
-                    )
-                    await self.leave_group("consumer poll timeout has expired")
-                    continue
-                due = self.timers.heartbeat_due_in(now)
-                if due <= 0:
-                    await self._heartbeat(now)
-                    continue
-                wait_ms = min(due, self.timers.poll_timeout_in(now) + 1)
-            with anyio.move_on_after(wait_ms / 1000):
+            plan = membership.next_heartbeat(now, self.config.heartbeat_interval_ms)
+            if plan.action is HeartbeatAction.LEAVE:
+                logger.warning(
+                    "group %s: poll was not called within max.poll.interval.ms (%d ms); "
+                    "leaving the group",
+                    self.group_id,
+                    self.config.max_poll_interval_ms,
+                )
+                await self.leave_group("consumer poll timeout has expired")
+                continue
+            if plan.action is HeartbeatAction.SEND:
+                await self._heartbeat(now)
+                continue
+            with anyio.move_on_after(plan.wait_ms / 1000):
                 await self._heartbeat_wake.wait()
             self._heartbeat_wake = anyio.Event()
 
@@ -283,44 +269,23 @@ class GroupMember:
         self._heartbeat_wake.set()
 
     async def _heartbeat(self, now: float) -> None:
-        self.timers.heartbeat_sent(now)
-        generation = self.generation_id
+        membership = self.membership
+        membership.timers.heartbeat_sent(now)
+        generation = membership.generation_id
         try:
             response = await self._send(
-                lambda version: HeartbeatRequest(
-                    group_id=self.group_id,
-                    generation_id=generation,
-                    member_id=self.member_id,
-                    group_instance_id=self.instance_id if version >= 3 else None,
-                )
+                partial(membership.heartbeat_request, generation=generation)
             )
         except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
             logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
-            self.timers.heartbeat_failed(self.client.clock(), self.config.retry_backoff_ms)
+            membership.timers.heartbeat_failed(self.client.clock(), self.config.retry_backoff_ms)
             return
         assert isinstance(response, HeartbeatResponse)
-        if generation != self.generation_id or self.state != STABLE:
-            return  # a rebalance started meanwhile; this answer is about the old generation
-        code = response.error_code
-        now = self.client.clock()
-        if code == 0:
-            self.timers.heartbeat_ok(now)
-            return
-        error = make_error(code, "Heartbeat")
-        if isinstance(error, RebalanceInProgressError):
-            self.timers.heartbeat_ok(now)
-            self.request_rejoin("the group is rebalancing")
-        elif isinstance(error, (UnknownMemberIdError, IllegalGenerationError)):
-            self._reset_generation(reset_member_id=isinstance(error, UnknownMemberIdError))
-            self.request_rejoin(f"heartbeat answered {error.name}")
-        elif isinstance(error, FencedInstanceIdError):
-            self._fatal = error
-        elif isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError)):
+        answer = membership.on_heartbeat(
+            response.error_code, generation, self.client.clock(), self.config.retry_backoff_ms
+        )
+        if answer is Answer.FIND_COORDINATOR:
             self.client.invalidate_coordinator(self.group_id)
-            self.timers.heartbeat_failed(now, self.config.retry_backoff_ms)
-        else:
-            logger.warning("group %s: heartbeat answered %s", self.group_id, error)
-            self.timers.heartbeat_failed(now, self.config.retry_backoff_ms)
 
     # ---- requests
 
@@ -332,13 +297,6 @@ class GroupMember:
         version = connection.version_for(type(probe))
         return await self.client.send_to_coordinator(self.group_id, build(version), version=version)
 
-    def _reset_generation(self, *, reset_member_id: bool) -> None:
-        self.generation_id = NO_GENERATION
-        if reset_member_id:
-            self.member_id = ""
-        if self.state == STABLE:
-            self.state = UNJOINED
-
     # ---- join and sync (background)
 
     def _subscription(self) -> Subscription:
@@ -346,7 +304,7 @@ class GroupMember:
         return Subscription(
             topics=topics,
             owned_partitions=tuple(sorted(self.subscriptions.assigned())),
-            generation_id=self.generation_id,
+            generation_id=self.membership.generation_id,
             rack_id=self.config.client_rack or None,
         )
 
@@ -358,9 +316,13 @@ class GroupMember:
                     return
                 attempt = 0
                 continue
+            except _RetryJoin as retry:
+                if retry.find_coordinator:
+                    self.client.invalidate_coordinator(self.group_id)
+                error: Exception = retry.error
             except (NotCoordinatorError, CoordinatorNotAvailableError) as exc:
                 self.client.invalidate_coordinator(self.group_id)
-                error: Exception = exc
+                error = exc
             except (
                 KafkaConnectionError,
                 KafkaTimeoutError,
@@ -376,191 +338,108 @@ class GroupMember:
 
     async def _join_once(self) -> bool:
         """One JoinGroup (and SyncGroup); True when the member got its assignment."""
-        base = self._subscription()
-        protocols = [
-            JoinGroupRequestProtocol(
-                name=assignor.name,
-                metadata=encode_subscription(
-                    attrs.evolve(base, user_data=assignor.user_data(base.topics))
-                ),
-            )
-            for assignor in self.assignors
-        ]
-
-        def join_request(version: int) -> JoinGroupRequest:
-            return JoinGroupRequest(
-                group_id=self.group_id,
-                session_timeout_ms=self.config.session_timeout_ms,
-                rebalance_timeout_ms=self.config.max_poll_interval_ms if version >= 1 else -1,
-                member_id=self.member_id,
-                group_instance_id=self.instance_id if version >= 5 else None,
-                protocol_type=PROTOCOL_TYPE,
-                protocols=protocols,
-                reason=self.rejoin_reason if version >= 8 else None,
-            )
-
-        response = await self._send(join_request)
+        membership = self.membership
+        protocols = membership.join_protocols(self._subscription())
+        response = await self._send(partial(membership.join_request, protocols=protocols))
         assert isinstance(response, JoinGroupResponse)
-        if response.error_code != 0:
-            error = make_error(response.error_code, f"JoinGroup of group {self.group_id}")
-            if isinstance(error, MemberIdRequiredError):
-                self.member_id = response.member_id
-                return False
-            if isinstance(error, (UnknownMemberIdError, IllegalGenerationError)):
-                self._reset_generation(reset_member_id=True)
-                return False
-            if isinstance(error, RebalanceInProgressError):
-                return False
-            raise error
-        self.member_id = response.member_id
+        if not self._joined_or_retry(membership.on_join_group(response)):
+            return False
         generation = response.generation_id
-        self.protocol_name = response.protocol_name
-        self.leader_id = response.leader
         assignments: list[SyncGroupRequestAssignment] = []
-        if response.leader == response.member_id and not response.skip_assignment:
+        if membership.must_assign(response):
             assignments = await self._assign(response)
-
-        def sync_request(version: int) -> SyncGroupRequest:
-            return SyncGroupRequest(
-                group_id=self.group_id,
-                generation_id=generation,
-                member_id=self.member_id,
-                group_instance_id=self.instance_id if version >= 3 else None,
-                protocol_type=PROTOCOL_TYPE if version >= 5 else None,
-                protocol_name=self.protocol_name if version >= 5 else None,
-                assignments=assignments,
-            )
-
-        sync = await self._send(sync_request)
-        assert isinstance(sync, SyncGroupResponse)
-        if sync.error_code != 0:
-            error = make_error(sync.error_code, f"SyncGroup of group {self.group_id}")
-            if isinstance(error, (UnknownMemberIdError, IllegalGenerationError)):
-                self._reset_generation(reset_member_id=isinstance(error, UnknownMemberIdError))
-                return False
-            if isinstance(error, RebalanceInProgressError):
-                return False
-            raise error
-        assignment = decode_assignment(sync.assignment)
-        self.generation_id = generation
-        self._assignment = assignment.partitions
-        assignor = self._assignor(self.protocol_name)
-        if assignor is not None:
-            assignor.on_assignment(assignment, generation)
-        self.timers.reset_heartbeats(self.client.clock())
-        self.state = STABLE
-        self._wake_heartbeats()
-        logger.info(
-            "group %s: joined generation %d as %s: %s",
-            self.group_id,
-            generation,
-            self.member_id,
-            sorted(assignment.partitions),
+        sync = await self._send(
+            partial(membership.sync_request, generation=generation, assignments=assignments)
         )
+        assert isinstance(sync, SyncGroupResponse)
+        if not self._joined_or_retry(
+            membership.on_sync_group(sync, generation, self.client.clock())
+        ):
+            return False
+        self._wake_heartbeats()
         return True
 
-    def _assignor(self, name: str | None) -> Assignor | None:
-        return next((a for a in self.assignors if a.name == name), None)
+    @staticmethod
+    def _joined_or_retry(reply: JoinReply) -> bool:
+        """True for OK, False to join again at once; raises to back off or to fail."""
+        answer = reply.answer
+        if answer is Answer.OK:
+            return True
+        assert reply.error is not None
+        if answer in (Answer.FIND_COORDINATOR, Answer.BACKOFF):
+            raise _RetryJoin(reply.error, find_coordinator=answer is Answer.FIND_COORDINATOR)
+        if answer is Answer.FAILED:
+            raise reply.error
+        return False
 
     async def _assign(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
-        """The leader's part: run the chosen assignor over every member's subscription."""
-        assignor = self._assignor(response.protocol_name)
-        if assignor is None:
+        """The leader's part: metadata for every member's topics, then the assignor."""
+        membership = self.membership
+        if membership.assignor_for(response.protocol_name) is None:
             raise IllegalStateError(
                 f"the group chose assignor {response.protocol_name!r}, which is not configured"
             )
-        subscriptions = {
-            m.member_id: decode_subscription(m.metadata, m.group_instance_id)
-            for m in response.members
-        }
+        subscriptions = membership.member_subscriptions(response)
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         snapshot = await self.client.refresh_metadata(
             topics, allow_auto_topic_creation=self.config.allow_auto_create_topics
         )
         counts = {t: n for t in topics if (n := snapshot.partition_count(t))}
         self._group_topic_counts = counts
-        result: Mapping[str, Assignment] = assignor.assign(counts, subscriptions)
-        return [
-            SyncGroupRequestAssignment(member_id=member, assignment=encode_assignment(a))
-            for member, a in sorted(result.items())
-        ]
+        return membership.leader_assignments(response, counts)
 
     # ---- leave
 
     async def leave_group(self, reason: str) -> None:
         """Leave (LeaveGroup for a dynamic member) and forget the generation; rejoin on poll."""
-        member_id = self.member_id
-        joined = self.generation_id != NO_GENERATION or self.state == JOINING
-        if self.instance_id is None and member_id and joined:
-
-            def leave_request(version: int) -> LeaveGroupRequest:
-                if version >= 3:
-                    return LeaveGroupRequest(
-                        group_id=self.group_id,
-                        members=[
-                            MemberIdentity(
-                                member_id=member_id,
-                                group_instance_id=None,
-                                reason=reason if version >= 5 else None,
-                            )
-                        ],
-                    )
-                return LeaveGroupRequest(group_id=self.group_id, member_id=member_id)
-
+        membership = self.membership
+        if membership.should_send_leave():
+            member_id = membership.member_id
             try:
-                await self._send(leave_request)
+                await self._send(
+                    partial(membership.leave_request, member_id=member_id, reason=reason)
+                )
             except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
                 logger.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
-        self._reset_generation(reset_member_id=True)
         if self._join_scope is not None:
             # Leaving mid-join (unsubscribe, close): that join must not complete.
             self._join_scope.cancel()
-            self._join_requested = False
-        self.state = UNJOINED
-        self.request_rejoin(reason)
+        membership.left(reason)
 
     # ---- poll (steps)
 
     def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
         """What ``poll`` does for the group before it returns records."""
-        self.timers.polled(self.client.clock())
+        membership = self.membership
+        membership.timers.polled(self.client.clock())
         yield from self._callbacks()
-        if self._fatal is not None:
-            raise self._fatal
+        if membership.fatal_error is not None:
+            raise membership.fatal_error
         if not self.subscribed:
             return
         self._check_metadata()
         if self._metadata_due(self.client.clock()):
             yield Call(self._refresh_metadata)
             self._check_metadata()
-        if self.state == STABLE and not self.rejoin_needed and not self._join_requested:
+        if membership.state is MemberState.STABLE and not membership.rejoin_needed:
             if self.config.enable_auto_commit:
                 now = self.client.clock()
-                if self.timers.auto_commit_due(now):
-                    self.timers.auto_commit_started(now)
+                if membership.timers.auto_commit_due(now):
+                    membership.timers.auto_commit_started(now)
                     yield Call(self._start_auto_commit)
             return
-        if not self._join_requested:
-            if not self._prepared:
+        if membership.wants_join:
+            if not membership.revoked_for_join:
                 yield from self._prepare_steps()
-                self._prepared = True
-            self._join_requested = True
-            self.state = JOINING
-            self.rejoin_needed = False
-            self._join_finished = False
+                membership.revoked_for_join = True
+            membership.start_join()
             yield Call(self._request_join)
-        if not self._join_finished:
+        if membership.state is MemberState.JOINING:
             yield Call(partial(self._await_join, deadline_ms))
-            if not self._join_finished:
-                return
-        self._prepared = False
-        self._join_requested = False
-        error, self._join_error = self._join_error, None
+        if membership.state not in (MemberState.ASSIGNED, MemberState.JOIN_FAILED):
+            return
+        error = membership.take_join_result()
         if error is not None:
-            self.state = UNJOINED
-            self.request_rejoin("the last join failed")
-            if isinstance(error, FencedInstanceIdError):
-                self._fatal = error
             raise error
         yield from self._complete_steps()
 
@@ -589,11 +468,12 @@ class GroupMember:
             yield Call(partial(self._apply, sorted(owned - revoked)))
 
     def _complete_steps(self) -> Iterator[Step]:
-        change = AssignmentChange.between(self.subscriptions.assigned(), self._assignment)
+        assignment = self.membership.assignment
+        change = AssignmentChange.between(self.subscriptions.assigned(), assignment)
         if self.protocol is RebalanceProtocol.COOPERATIVE and change.revoked:
             yield from self._listener_call("on_partitions_revoked", set(change.revoked))
             self.request_rejoin("partitions were revoked (cooperative protocol)")
-        new = list(self._assignment)
+        new = list(assignment)
         yield Call(partial(self._apply_with_positions, new, sorted(change.added)))
         yield from self._listener_call("on_partitions_assigned", set(change.added))
 
@@ -662,7 +542,7 @@ class GroupMember:
                 self.topics = matched
                 self.client.metadata.wanted_topics.update(matched)
                 self.request_rejoin("the topics matching the pattern changed")
-        if self.leader_id is not None and self.leader_id == self.member_id:
+        if self.membership.is_leader:
             for topic, count in self._group_topic_counts.items():
                 now = snapshot.partition_count(topic)
                 if now is not None and now != count:
@@ -685,14 +565,7 @@ class GroupMember:
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float
     ) -> None:
         """Commit ``offsets`` with this member's generation (CommitFailedError when stale)."""
-        generation = NO_GENERATION
-        if self.subscribed:
-            # As Java: the group's partitions are committed only within a stable generation.
-            if self.state != STABLE or self.generation_id == NO_GENERATION:
-                if self.state == JOINING:
-                    raise RebalanceInProgressError("the consumer is rejoining its group")
-                raise CommitFailedError("the consumer is not part of an active group generation")
-            generation = self.generation_id
+        generation = self.membership.commit_generation(self.subscribed)
         try:
             await commit_offsets(
                 self.client,

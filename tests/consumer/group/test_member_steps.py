@@ -12,7 +12,8 @@ import pytest
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.core import ConsumerCore
-from kafkette.consumer.group.coordinator import STABLE, GroupMember, Invoke, Step
+from kafkette.consumer.group.coordinator import GroupMember, Invoke, Step
+from kafkette.consumer.group.membership import MemberState
 from kafkette.consumer.subscription import SubscriptionState
 from kafkette.errors import IllegalStateError
 from kafkette.structs import TopicPartition
@@ -45,8 +46,10 @@ def member(strategy: str, **settings: Any) -> tuple[GroupMember, SubscriptionSta
 
 def stable(m: GroupMember, state: SubscriptionState, owned: list[TopicPartition]) -> None:
     state.assign(owned)
-    m.generation_id, m.member_id, m.state = 3, "m-1", STABLE
-    m.rejoin_needed = False
+    membership = m.membership
+    membership.generation_id, membership.member_id = 3, "m-1"
+    membership.state = MemberState.STABLE
+    membership.rejoin_needed = False
 
 
 def describe(steps: Iterator[Step]) -> list[tuple[str, Any]]:
@@ -105,8 +108,8 @@ async def test_member_without_generation_reports_its_partitions_lost() -> None:
 async def test_cooperative_join_result_revokes_moved_partitions_and_rejoins() -> None:
     m, state = member("cooperative-sticky", enable_auto_commit=False)
     stable(m, state, [A0, A1])
-    m._join_requested = m._join_finished = True
-    m._assignment = (A1, A2)
+    m.membership.state = MemberState.ASSIGNED  # a join finished; poll takes its result
+    m.membership.assignment = (A1, A2)
     assert describe(m.poll_steps(2_000)) == [
         ("on_partitions_revoked", [A0]),
         ("_apply_with_positions", [A1, A2]),
@@ -118,8 +121,8 @@ async def test_cooperative_join_result_revokes_moved_partitions_and_rejoins() ->
 async def test_eager_join_result_assigns_everything() -> None:
     m, state = member("range", enable_auto_commit=False)
     stable(m, state, [])
-    m._join_requested = m._join_finished = True
-    m._assignment = (A0, A2)
+    m.membership.state = MemberState.ASSIGNED
+    m.membership.assignment = (A0, A2)
     assert describe(m.poll_steps(2_000)) == [
         ("_apply_with_positions", [A0, A2]),
         ("on_partitions_assigned", [A0, A2]),

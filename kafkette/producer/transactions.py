@@ -1,18 +1,23 @@
 """The transactional producer's state machine (sans I/O), after Java's TransactionManager.
 
 Theory of operation. A producer with a ``transactional.id`` moves through
-these states; every user call and every coordinator answer is an event that
-either follows a transition of :data:`TRANSITIONS` or is refused::
+the states of :class:`TxnState`; every user call and every coordinator answer
+is a :class:`TxnEvent`, and :data:`TRANSITIONS` gives, for each (state, event)
+pair, the next state. A pair missing from the table is refused
+(:class:`IllegalStateError`) and the state stays as it was::
 
-    UNINITIALIZED --init_transactions--> INITIALIZING --InitProducerId ok--> READY
-    READY --begin_transaction--> IN_TRANSACTION
-    IN_TRANSACTION --commit_transaction--> COMMITTING_TRANSACTION --EndTxn ok--> READY
-    IN_TRANSACTION | ABORTABLE_ERROR --abort_transaction--> ABORTING_TRANSACTION --EndTxn ok-->
-        READY (or INITIALIZING first when the epoch must be bumped, KIP-360)
-    IN_TRANSACTION | COMMITTING_TRANSACTION | ABORTABLE_ERROR --abortable error--> ABORTABLE_ERROR
-    any state --fatal error--> FATAL_ERROR (only close() is left)
+    UNINITIALIZED --INIT--> INITIALIZING --INITIALIZED--> READY
+    READY --BEGIN--> IN_TRANSACTION
+    IN_TRANSACTION --COMMIT--> COMMITTING_TRANSACTION --ENDED--> READY
+    IN_TRANSACTION | ABORTABLE_ERROR --ABORT--> ABORTING_TRANSACTION --ENDED--> READY
+    ABORTING_TRANSACTION --ENDED_BUMP_EPOCH--> INITIALIZING   (KIP-360, see below)
+    COMMITTING_TRANSACTION | ABORTING_TRANSACTION --INIT--> INITIALIZING   (an unknown outcome)
+    IN_TRANSACTION | COMMITTING_TRANSACTION | ABORTABLE_ERROR | INITIALIZING
+        --ABORTABLE_ERROR--> ABORTABLE_ERROR
+    any state --FATAL_ERROR--> FATAL_ERROR (only close() is left)
 
-Errors are classified as Java classifies them. Fatal: the producer was fenced
+Errors are classified as Java classifies them, in one table,
+:data:`ANSWERS`, of (API, error code) -> :class:`Outcome`. Fatal: the producer was fenced
 (PRODUCER_FENCED, and INVALID_PRODUCER_EPOCH from the coordinator, which older
 coordinators send for the same reason), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, INVALID_TXN_STATE and
@@ -62,7 +67,6 @@ from kafkette.consumer.group.types import (
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
     ConcurrentTransactionsError,
-    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
@@ -81,7 +85,6 @@ from kafkette.errors import (
     TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
     UnknownProducerIdError,
-    UnknownTopicOrPartitionError,
     UnsupportedForMessageFormatError,
     UnsupportedVersionError,
     error_for_code,
@@ -129,26 +132,48 @@ class TxnState(enum.Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-S = TxnState
+class TxnEvent(enum.Enum):
+    """What happens to a transactional producer; :data:`TRANSITIONS` says where it leads."""
 
-TRANSITIONS: Mapping[TxnState, frozenset[TxnState]] = {
-    # target: the states it may be reached from (FATAL_ERROR: from any state)
-    S.UNINITIALIZED: frozenset({S.READY}),
-    S.INITIALIZING: frozenset(
-        # COMMITTING_TRANSACTION: re-initialising after a commit whose outcome is
-        # unknown (our addition; Java allows it from ABORTING_TRANSACTION only)
-        {S.UNINITIALIZED, S.ABORTING_TRANSACTION, S.COMMITTING_TRANSACTION}
-    ),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset(
-        {S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}
-    ),
-    S.FATAL_ERROR: frozenset(TxnState),
+    INIT = "INIT"
+    """``init_transactions`` (also after a commit or abort of unknown outcome)."""
+    INITIALIZED = "INITIALIZED"
+    """InitProducerId gave a producer id and epoch."""
+    BEGIN = "BEGIN"
+    COMMIT = "COMMIT"
+    ABORT = "ABORT"
+    ENDED = "ENDED"
+    """The transaction ended (EndTxn, or nothing the coordinator knew of)."""
+    ENDED_BUMP_EPOCH = "ENDED_BUMP_EPOCH"
+    """The abort ended and the epoch must be bumped before the next transaction."""
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+S = TxnState
+E = TxnEvent
+
+TRANSITIONS: Mapping[tuple[TxnState, TxnEvent], TxnState] = {
+    (S.UNINITIALIZED, E.INIT): S.INITIALIZING,
+    # COMMITTING_TRANSACTION: re-initialising after a commit whose outcome is
+    # unknown (our addition; Java allows it from ABORTING_TRANSACTION only)
+    (S.COMMITTING_TRANSACTION, E.INIT): S.INITIALIZING,
+    (S.ABORTING_TRANSACTION, E.INIT): S.INITIALIZING,
+    (S.INITIALIZING, E.INITIALIZED): S.READY,
+    (S.READY, E.BEGIN): S.IN_TRANSACTION,
+    (S.IN_TRANSACTION, E.COMMIT): S.COMMITTING_TRANSACTION,
+    (S.IN_TRANSACTION, E.ABORT): S.ABORTING_TRANSACTION,
+    (S.ABORTABLE_ERROR, E.ABORT): S.ABORTING_TRANSACTION,
+    (S.COMMITTING_TRANSACTION, E.ENDED): S.READY,
+    (S.ABORTING_TRANSACTION, E.ENDED): S.READY,
+    (S.ABORTING_TRANSACTION, E.ENDED_BUMP_EPOCH): S.INITIALIZING,
+    (S.IN_TRANSACTION, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
+    (S.COMMITTING_TRANSACTION, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
+    (S.ABORTABLE_ERROR, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
+    (S.INITIALIZING, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
+    **{(state, E.FATAL_ERROR): S.FATAL_ERROR for state in TxnState},
 }
-"""Target state -> the states it may be entered from; anything else is refused."""
+"""(state, event) -> next state; a pair not listed is refused."""
 
 
 class TransactionAbortedError(KafkaError):
@@ -183,18 +208,139 @@ _DONE = Reply(Action.DONE)
 _RETRY = Reply(Action.RETRY)
 _FIND = Reply(Action.FIND_COORDINATOR)
 
-_MOVED = frozenset({NotCoordinatorError.code, CoordinatorNotAvailableError.code})
-_FENCED = frozenset({InvalidProducerEpochError.code, ProducerFencedError.code})
-_AUTHORIZATION = frozenset(
-    {TransactionalIdAuthorizationFailedError.code, ClusterAuthorizationFailedError.code}
-)
-_NEEDS_BUMP = frozenset({UnknownProducerIdError.code, InvalidProducerIdMappingError.code})
 _FATAL_BATCH_ERRORS = (
     ClusterAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     ProducerFencedError,
     UnsupportedVersionError,
 )
+
+
+class TxnApi(enum.Enum):
+    """The coordinator requests whose answers :data:`ANSWERS` reads."""
+
+    INIT_PRODUCER_ID = "InitProducerId"
+    ADD_PARTITIONS_TO_TXN = "AddPartitionsToTxn"
+    ADD_OFFSETS_TO_TXN = "AddOffsetsToTxn"
+    TXN_OFFSET_COMMIT = "TxnOffsetCommit"
+    END_TXN = "EndTxn"
+
+
+class Outcome(enum.Enum):
+    """What an error code in a coordinator answer means for the producer."""
+
+    OK = "ok"
+    FIND_COORDINATOR = "find_coordinator"
+    """The coordinator moved: find it again, then retry."""
+    RETRY = "retry"
+    FENCED = "fenced"
+    """A newer producer with the same transactional id: fatal (ProducerFencedError)."""
+    FATAL = "fatal"
+    ABORTABLE = "abortable"
+    ABORTABLE_IF_BUMP = "abortable_if_bump"
+    """Abortable when InitProducerId can bump the epoch (KIP-360), fatal otherwise."""
+    TOPIC_UNAUTHORIZED = "topic_unauthorized"
+    """Abortable, naming every unauthorized topic of the request."""
+    GROUP_UNAUTHORIZED = "group_unauthorized"
+    """Abortable, naming the group."""
+    COMMIT_FAILED = "commit_failed"
+    """The consumer's group metadata is stale: abortable with CommitFailedError."""
+    PARTITION_FAILED = "partition_failed"
+    """This partition could not be added: abortable, with the other failed ones."""
+    UNEXPECTED = "unexpected"
+    """No answer the client expects: fatal."""
+
+
+def _codes(outcome: Outcome, *errors: type[KafkaError]) -> dict[int, Outcome]:
+    codes: dict[int, Outcome] = {}
+    for error in errors:
+        assert error.code is not None
+        codes[error.code] = outcome
+    return codes
+
+
+_COORDINATOR_MOVED = _codes(
+    Outcome.FIND_COORDINATOR, NotCoordinatorError, CoordinatorNotAvailableError
+)
+_PRODUCER_FENCED = _codes(Outcome.FENCED, InvalidProducerEpochError, ProducerFencedError)
+_EPOCH_BUMP_NEEDED = _codes(
+    Outcome.ABORTABLE_IF_BUMP, UnknownProducerIdError, InvalidProducerIdMappingError
+)
+_TRANSACTION_ABORTABLE = _codes(Outcome.ABORTABLE, TransactionAbortableError)
+
+_BY_API: Mapping[TxnApi, Mapping[int, Outcome]] = {
+    TxnApi.INIT_PRODUCER_ID: {
+        **_COORDINATOR_MOVED,
+        **_PRODUCER_FENCED,
+        **_TRANSACTION_ABORTABLE,
+        **_codes(
+            Outcome.FATAL, TransactionalIdAuthorizationFailedError, ClusterAuthorizationFailedError
+        ),
+    },
+    TxnApi.ADD_PARTITIONS_TO_TXN: {
+        **_COORDINATOR_MOVED,
+        **_PRODUCER_FENCED,
+        **_EPOCH_BUMP_NEEDED,
+        **_TRANSACTION_ABORTABLE,
+        **_codes(Outcome.FATAL, TransactionalIdAuthorizationFailedError, InvalidTxnStateError),
+        **_codes(Outcome.TOPIC_UNAUTHORIZED, TopicAuthorizationFailedError),
+    },
+    TxnApi.ADD_OFFSETS_TO_TXN: {
+        **_COORDINATOR_MOVED,
+        **_PRODUCER_FENCED,
+        **_EPOCH_BUMP_NEEDED,
+        **_TRANSACTION_ABORTABLE,
+        **_codes(Outcome.FATAL, TransactionalIdAuthorizationFailedError),
+        **_codes(Outcome.GROUP_UNAUTHORIZED, GroupAuthorizationFailedError),
+    },
+    TxnApi.TXN_OFFSET_COMMIT: {
+        **_COORDINATOR_MOVED,
+        **_PRODUCER_FENCED,
+        **_TRANSACTION_ABORTABLE,
+        # TxnOffsetCommit goes to the group coordinator, which may be the one timing out
+        **_codes(Outcome.FIND_COORDINATOR, RequestTimedOutError),
+        **_codes(Outcome.GROUP_UNAUTHORIZED, GroupAuthorizationFailedError),
+        **_codes(Outcome.ABORTABLE, FencedInstanceIdError),
+        **_codes(Outcome.COMMIT_FAILED, UnknownMemberIdError, IllegalGenerationError),
+        **_codes(
+            Outcome.FATAL, TransactionalIdAuthorizationFailedError, UnsupportedForMessageFormatError
+        ),
+    },
+    TxnApi.END_TXN: {
+        **_COORDINATOR_MOVED,
+        **_PRODUCER_FENCED,
+        **_EPOCH_BUMP_NEEDED,
+        **_TRANSACTION_ABORTABLE,
+        **_codes(Outcome.FATAL, TransactionalIdAuthorizationFailedError, InvalidTxnStateError),
+    },
+}
+
+ANSWERS: Mapping[tuple[TxnApi, int], Outcome] = {
+    (api, code): outcome for api, codes in _BY_API.items() for code, outcome in codes.items()
+}
+"""(API, error code) -> outcome, for the codes an API treats in its own way; other
+codes are :func:`outcome_for`'s: retriable ones are retried, the rest are
+:data:`UNLISTED` for the API."""
+
+UNLISTED: Mapping[TxnApi, Outcome] = {
+    TxnApi.INIT_PRODUCER_ID: Outcome.UNEXPECTED,
+    TxnApi.ADD_PARTITIONS_TO_TXN: Outcome.PARTITION_FAILED,
+    TxnApi.ADD_OFFSETS_TO_TXN: Outcome.UNEXPECTED,
+    TxnApi.TXN_OFFSET_COMMIT: Outcome.UNEXPECTED,
+    TxnApi.END_TXN: Outcome.UNEXPECTED,
+}
+
+
+def outcome_for(api: TxnApi, code: int) -> Outcome:
+    """What error ``code`` in an answer to ``api`` means."""
+    if code == 0:
+        return Outcome.OK
+    listed = ANSWERS.get((api, code))
+    if listed is not None:
+        return listed
+    error_class = error_for_code(code)
+    assert error_class is not None
+    return Outcome.RETRY if error_class.retriable else UNLISTED[api]
 
 
 @attrs.define(slots=True)
@@ -238,15 +384,23 @@ class TransactionManager:
 
     # ---- state
 
-    def transition(self, target: TxnState, error: BaseException | None = None) -> None:
-        """Move to ``target`` or raise :class:`IllegalStateError` (a bug or a misuse)."""
-        if self.state not in TRANSITIONS[target]:
+    def fire(self, event: TxnEvent, error: BaseException | None = None) -> TxnState:
+        """Move along ``(state, event)`` or raise :class:`IllegalStateError` (a bug or a misuse).
+
+        ``error`` is the reason for ABORTABLE_ERROR and FATAL_ERROR.
+        """
+        target = TRANSITIONS.get((self.state, event))
+        if target is None:
             raise IllegalStateError(
                 f"transactional id {self.transactional_id!r}: invalid transition from "
-                f"{self.state.value} to {target.value}"
+                f"{self.state.value} on {event.value}"
             )
         logger.debug(
-            "transactional id %r: %s -> %s", self.transactional_id, self.state.value, target.value
+            "transactional id %r: %s -(%s)-> %s",
+            self.transactional_id,
+            self.state.value,
+            event.value,
+            target.value,
         )
         self.state = target
         if target in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
@@ -254,6 +408,7 @@ class TransactionManager:
             self.last_error = error
         else:
             self.last_error = None
+        return target
 
     @property
     def has_producer_id(self) -> bool:
@@ -285,7 +440,7 @@ class TransactionManager:
         """Enter FATAL_ERROR with ``error``."""
         if self.state is not S.FATAL_ERROR:
             logger.error("transactional id %r: fatal error: %s", self.transactional_id, error)
-            self.transition(S.FATAL_ERROR, error)
+            self.fire(E.FATAL_ERROR, error)
         return Reply(Action.FAILED, self.last_error)
 
     def abortable(self, error: BaseException) -> Reply:
@@ -296,7 +451,7 @@ class TransactionManager:
             logger.debug("already aborting; not recording %s", error)
             return Reply(Action.FAILED, error)
         logger.info("transactional id %r: abortable error: %s", self.transactional_id, error)
-        self.transition(S.ABORTABLE_ERROR, error)
+        self.fire(E.ABORTABLE_ERROR, error)
         return Reply(Action.FAILED, error)
 
     def _abortable_if_bump(self, error: BaseException) -> Reply:
@@ -313,6 +468,43 @@ class TransactionManager:
                 f"with the same transactional id"
             )
         )
+
+    def _settle(
+        self,
+        api: TxnApi,
+        code: int,
+        *,
+        fatal_context: str | None = None,
+        unexpected_context: str | None = None,
+        unauthorized_context: str = "",
+    ) -> Reply:
+        """The reply to a whole answer's ``code``, changing the state as it says."""
+        outcome = outcome_for(api, code)
+        what = api.value
+        if outcome is Outcome.OK:
+            return _DONE
+        if outcome is Outcome.FIND_COORDINATOR:
+            return _FIND
+        if outcome is Outcome.RETRY:
+            return _RETRY
+        if outcome is Outcome.FENCED:
+            return self._fenced(what)
+        if outcome is Outcome.FATAL:
+            return self.fatal(make_error(code, fatal_context or what))
+        if outcome is Outcome.ABORTABLE:
+            return self.abortable(make_error(code, what))
+        if outcome is Outcome.ABORTABLE_IF_BUMP:
+            return self._abortable_if_bump(make_error(code, what))
+        if outcome is Outcome.GROUP_UNAUTHORIZED:
+            return self.abortable(make_error(code, unauthorized_context))
+        if outcome is Outcome.COMMIT_FAILED:
+            return self.abortable(
+                CommitFailedError(
+                    "transactional offset commit failed: the consumer group metadata "
+                    f"does not match ({make_error(code).name})"
+                )
+            )
+        return self.fatal(make_error(code, unexpected_context or f"unexpected error in {what}"))
 
     def error_for_call(self, operation: str) -> BaseException:
         """The error a call made in an error state raises (a fresh instance, as Java does)."""
@@ -393,11 +585,11 @@ class TransactionManager:
                 pending.operation,
             )
             self.pending = None
-            self.transition(S.INITIALIZING)
+            self.fire(E.INIT)
             self._bumping = True
             return True
         self._fail_if_error("initialize transactions")
-        self.transition(S.INITIALIZING)
+        self.fire(E.INIT)
         self._bumping = False
         return False
 
@@ -417,7 +609,7 @@ class TransactionManager:
         self._fail_if_error("begin a transaction")
         if self.state is not S.READY:
             raise IllegalStateError(self._state_message("begin a transaction"))
-        self.transition(S.IN_TRANSACTION)
+        self.fire(E.BEGIN)
         self.first_add_in_transaction = True
 
     def check_send(self) -> None:
@@ -464,7 +656,7 @@ class TransactionManager:
         self._fail_if_error("commit the transaction")
         if self.state is not S.IN_TRANSACTION:
             raise IllegalStateError(self._state_message("commit a transaction"))
-        self.transition(S.COMMITTING_TRANSACTION)
+        self.fire(E.COMMIT)
 
     def begin_abort(self) -> None:
         """``abort_transaction``: IN_TRANSACTION or ABORTABLE_ERROR -> ABORTING_TRANSACTION."""
@@ -473,7 +665,7 @@ class TransactionManager:
         if self.state not in (S.IN_TRANSACTION, S.ABORTABLE_ERROR):
             raise IllegalStateError(self._state_message("abort a transaction"))
         self._lost_mapping = isinstance(self.last_error, InvalidProducerIdMappingError)
-        self.transition(S.ABORTING_TRANSACTION)
+        self.fire(E.ABORT)
         self.new_partitions.clear()
 
     def _state_message(self, operation: str) -> str:
@@ -492,13 +684,13 @@ class TransactionManager:
     ) -> Reply:
         """The coordinator's answer to InitProducerId."""
         if code == 0:
+            self.fire(E.INITIALIZED)
             self.producer_id = producer_id
             self.epoch = epoch
             self.bump_supported = version >= EPOCH_BUMP_INIT_VERSION
             self._bumping = False
             self.epoch_bump_required = False
             self._forget_transaction()  # after a re-init, the old one is the coordinator's
-            self.transition(S.READY)
             logger.info(
                 "transactional id %r: producer id %d epoch %d",
                 self.transactional_id,
@@ -506,22 +698,11 @@ class TransactionManager:
                 epoch,
             )
             return _DONE
-        if code in _MOVED:
-            return _FIND
-        error_class = error_for_code(code)
-        assert error_class is not None
-        if error_class.retriable:
-            return _RETRY
-        if code in _FENCED:
-            return self._fenced("InitProducerId")
-        if code == TransactionAbortableError.code:
-            return self.abortable(make_error(code, "InitProducerId"))
-        if code in (
-            TransactionalIdAuthorizationFailedError.code,
-            ClusterAuthorizationFailedError.code,
-        ):
-            return self.fatal(make_error(code, f"transactional id {self.transactional_id!r}"))
-        return self.fatal(make_error(code, "unexpected error in InitProducerId"))
+        return self._settle(
+            TxnApi.INIT_PRODUCER_ID,
+            code,
+            fatal_context=f"transactional id {self.transactional_id!r}",
+        )
 
     # ---- AddPartitionsToTxn
 
@@ -557,35 +738,23 @@ class TransactionManager:
             if code is None:
                 failed[tp] = OperationNotAttemptedError.code
                 continue
-            if code == 0:
+            outcome = outcome_for(TxnApi.ADD_PARTITIONS_TO_TXN, code)
+            if outcome is Outcome.OK:
                 continue
-            if code in _MOVED:
-                retry = _FIND
+            if outcome in (Outcome.FIND_COORDINATOR, Outcome.RETRY):
+                retry = _FIND if outcome is Outcome.FIND_COORDINATOR else _RETRY
                 break
-            if code == ConcurrentTransactionsError.code:
-                retry = _RETRY
-                break
-            error_class = error_for_code(code)
-            assert error_class is not None
-            if error_class.retriable:
-                retry = _RETRY
-                break
-            if code in _FENCED:
-                self.adding = set()
-                return self._fenced("AddPartitionsToTxn")
-            if code in (TransactionalIdAuthorizationFailedError.code, InvalidTxnStateError.code):
-                self.adding = set()
-                return self.fatal(make_error(code, f"AddPartitionsToTxn {tp[0]}-{tp[1]}"))
-            if code in _NEEDS_BUMP:
-                self.adding = set()
-                return self._abortable_if_bump(make_error(code, "AddPartitionsToTxn"))
-            if code == TransactionAbortableError.code:
-                self.adding = set()
-                return self.abortable(make_error(code, "AddPartitionsToTxn"))
-            if code == TopicAuthorizationFailedError.code:
+            if outcome is Outcome.TOPIC_UNAUTHORIZED:
                 unauthorized.append(tp[0])
-            else:
+            elif outcome is Outcome.PARTITION_FAILED:
                 failed[tp] = code
+            else:
+                self.adding = set()
+                return self._settle(
+                    TxnApi.ADD_PARTITIONS_TO_TXN,
+                    code,
+                    fatal_context=f"AddPartitionsToTxn {tp[0]}-{tp[1]}",
+                )
         if retry is not None:
             self.requeue_partitions()
             if self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
@@ -635,23 +804,12 @@ class TransactionManager:
         if code == 0:
             self.transaction_started = True
             return _DONE
-        if code in _MOVED:
-            return _FIND
-        error_class = error_for_code(code)
-        assert error_class is not None
-        if error_class.retriable:
-            return _RETRY
-        if code in _NEEDS_BUMP:
-            return self._abortable_if_bump(make_error(code, "AddOffsetsToTxn"))
-        if code in _FENCED:
-            return self._fenced("AddOffsetsToTxn")
-        if code == TransactionalIdAuthorizationFailedError.code:
-            return self.fatal(make_error(code, f"transactional id {self.transactional_id!r}"))
-        if code == GroupAuthorizationFailedError.code:
-            return self.abortable(make_error(code, f"group {group_id!r}"))
-        if code == TransactionAbortableError.code:
-            return self.abortable(make_error(code, "AddOffsetsToTxn"))
-        return self.fatal(make_error(code, "unexpected error in AddOffsetsToTxn"))
+        return self._settle(
+            TxnApi.ADD_OFFSETS_TO_TXN,
+            code,
+            fatal_context=f"transactional id {self.transactional_id!r}",
+            unauthorized_context=f"group {group_id!r}",
+        )
 
     def txn_offset_commit_request(
         self,
@@ -708,34 +866,18 @@ class TransactionManager:
             if code == 0:
                 del pending[tp]
                 continue
-            if code in _MOVED or code == RequestTimedOutError.code:
+            outcome = outcome_for(TxnApi.TXN_OFFSET_COMMIT, code)
+            if outcome is Outcome.FIND_COORDINATOR:
                 action = _FIND
-            elif code in (UnknownTopicOrPartitionError.code, CoordinatorLoadInProgressError.code):
-                action = _RETRY if action is _DONE else action
-            elif code == GroupAuthorizationFailedError.code:
-                return self.abortable(make_error(code, f"TxnOffsetCommit for {tp}"))
-            elif code == FencedInstanceIdError.code:
-                return self.abortable(make_error(code, "TxnOffsetCommit"))
-            elif code in (UnknownMemberIdError.code, IllegalGenerationError.code):
-                return self.abortable(
-                    CommitFailedError(
-                        "transactional offset commit failed: the consumer group metadata "
-                        f"does not match ({make_error(code).name})"
-                    )
-                )
-            elif code in _FENCED:
-                return self._fenced("TxnOffsetCommit")
-            elif code in (
-                TransactionalIdAuthorizationFailedError.code,
-                UnsupportedForMessageFormatError.code,
-            ):
-                return self.fatal(make_error(code, "TxnOffsetCommit"))
-            elif code == TransactionAbortableError.code:
-                return self.abortable(make_error(code, "TxnOffsetCommit"))
-            elif _retriable(code):  # CONCURRENT_TRANSACTIONS (KIP-890 verification)...
+            elif outcome is Outcome.RETRY:  # CONCURRENT_TRANSACTIONS (KIP-890 verification)...
                 action = _RETRY if action is _DONE else action
             else:
-                return self.fatal(make_error(code, f"unexpected error in TxnOffsetCommit for {tp}"))
+                return self._settle(
+                    TxnApi.TXN_OFFSET_COMMIT,
+                    code,
+                    unexpected_context=f"unexpected error in TxnOffsetCommit for {tp}",
+                    unauthorized_context=f"TxnOffsetCommit for {tp}",
+                )
         if not pending:
             return _DONE
         return action if action is not _DONE else _RETRY
@@ -759,23 +901,7 @@ class TransactionManager:
 
     def on_end_txn(self, code: int) -> Reply:
         """The answer to EndTxn."""
-        if code == 0:
-            return _DONE
-        if code in _MOVED:
-            return _FIND
-        error_class = error_for_code(code)
-        assert error_class is not None
-        if error_class.retriable:
-            return _RETRY
-        if code in _FENCED:
-            return self._fenced("EndTxn")
-        if code in (TransactionalIdAuthorizationFailedError.code, InvalidTxnStateError.code):
-            return self.fatal(make_error(code, "EndTxn"))
-        if code in _NEEDS_BUMP:
-            return self._abortable_if_bump(make_error(code, "EndTxn"))
-        if code == TransactionAbortableError.code:
-            return self.abortable(make_error(code, "EndTxn"))
-        return self.fatal(make_error(code, "unexpected error in EndTxn"))
+        return self._settle(TxnApi.END_TXN, code)
 
     def needs_epoch_bump(self) -> bool:
         """After an abort: whether InitProducerId must bump the epoch before READY."""
@@ -784,7 +910,7 @@ class TransactionManager:
     def complete(self) -> None:
         """The transaction ended: READY (or INITIALIZING for the epoch bump)."""
         bump = self.needs_epoch_bump()
-        self.transition(S.INITIALIZING if bump else S.READY)
+        self.fire(E.ENDED_BUMP_EPOCH if bump else E.ENDED)
         self._bumping = bump
         self._forget_transaction()
 
@@ -811,11 +937,6 @@ class TransactionManager:
             self.abortable(error)
 
 
-def _retriable(code: int) -> bool:
-    error_class = error_for_code(code)
-    return error_class is not None and error_class.retriable
-
-
 def check_group_metadata(group_metadata: ConsumerGroupMetadata) -> None:
     """Java's throwIfInvalidGroupMetadata: a generation needs a member id."""
     if not isinstance(group_metadata, ConsumerGroupMetadata):
@@ -837,12 +958,17 @@ def partition_codes(results: Iterable[Any]) -> dict[TP, int]:
 
 
 __all__ = [
+    "ANSWERS",
     "TRANSITIONS",
     "Action",
+    "Outcome",
     "Pending",
     "Reply",
     "TransactionAbortedError",
     "TransactionManager",
+    "TxnApi",
+    "TxnEvent",
     "TxnState",
     "check_group_metadata",
+    "outcome_for",
 ]

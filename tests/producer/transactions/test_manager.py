@@ -29,14 +29,20 @@ from kafkette.errors import (
     TransactionalIdAuthorizationFailedError,
     UnknownProducerIdError,
     UnsupportedVersionError,
+    error_for_code,
 )
 from kafkette.producer.transactions import (
+    ANSWERS,
     TRANSITIONS,
     Action,
+    Outcome,
     Pending,
     TransactionAbortedError,
     TransactionManager,
+    TxnApi,
+    TxnEvent,
     TxnState,
+    outcome_for,
 )
 from kafkette.protocol.messages import (
     AddOffsetsToTxnRequest,
@@ -490,13 +496,34 @@ def test_any_sequence_of_events_follows_the_transition_table(events: list[str]) 
             continue
         after = manager.state
         if after is not before:
-            assert before in TRANSITIONS[after] or (
-                # complete() passes through READY/INITIALIZING from COMMITTING/ABORTING
-                event == "end_ok" and before in TRANSITIONS[S.READY]
-            )
+            assert after in {TRANSITIONS.get((before, e)) for e in TxnEvent}, (before, event)
         if before is S.FATAL_ERROR:
             assert after is S.FATAL_ERROR
         if after in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
             assert manager.last_error is not None
         else:
             assert manager.last_error is None
+
+
+def test_answers_table_per_api() -> None:
+    """One table of (API, error) -> outcome: fencing is fatal everywhere, a moved
+    coordinator is looked up again, retriable codes not listed are retried, and what
+    is left is the API's own (a failed partition, or an unexpected answer)."""
+    for api in TxnApi:
+        assert outcome_for(api, NONE) is Outcome.OK
+        assert outcome_for(api, NOT_COORDINATOR) is Outcome.FIND_COORDINATOR
+        assert outcome_for(api, FENCED) is Outcome.FENCED
+        assert outcome_for(api, INVALID_EPOCH) is Outcome.FENCED
+        assert outcome_for(api, CONCURRENT) is Outcome.RETRY
+        assert outcome_for(api, ABORTABLE) is Outcome.ABORTABLE
+    assert outcome_for(TxnApi.TXN_OFFSET_COMMIT, 7) is Outcome.FIND_COORDINATOR  # timed out
+    assert outcome_for(TxnApi.INIT_PRODUCER_ID, UNKNOWN_PID) is Outcome.UNEXPECTED
+    assert outcome_for(TxnApi.END_TXN, UNKNOWN_PID) is Outcome.ABORTABLE_IF_BUMP
+    assert outcome_for(TxnApi.ADD_PARTITIONS_TO_TXN, 42) is Outcome.PARTITION_FAILED
+    assert outcome_for(TxnApi.ADD_OFFSETS_TO_TXN, 42) is Outcome.UNEXPECTED
+    # listed codes are never retriable ones turned into failures
+    for (_, code), outcome in ANSWERS.items():
+        error = error_for_code(code)
+        assert error is not None
+        if error.retriable:
+            assert outcome in (Outcome.FIND_COORDINATOR, Outcome.RETRY)

@@ -14,7 +14,14 @@ best of ``--repeat`` rounds is kept;
 the session's start-up is not counted, the first Spark read is a warm-up.
 Target: the data source at >= 0.5x the plain consumer's records/s.
 
-    .venv/bin/python bench/spark.py [--records 1000000] [--repeat 2]
+Then the streaming end-to-end latency per micro-batch: a query reading a
+topic with the ``kafkette`` source (``maxOffsetsPerTrigger``,
+``Trigger.AvailableNow``) into ``foreachBatch``, once with a sink that only
+counts (Spark's own cost), once with ``KafkaSink`` at least once and once
+exactly once; Spark's ``triggerExecution`` time of each micro-batch, the
+first (which starts the Python workers) apart.
+
+    .venv/bin/python bench/spark.py [--records 1000000] [--repeat 2] [--stream-batches 6]
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ def spark_session() -> object:
         SparkSession.builder.master("local[2]")
         .appName("kafkette-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")  # KafkaSink's partitions: one per core
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
@@ -97,10 +106,54 @@ def read_range_alone(bootstrap: str, records: int) -> float:
     return elapsed
 
 
+STREAM_TOPIC = "bench-spark-stream"
+STREAM_BATCH = 10_000
+
+
+def stream_latencies(spark: object, bootstrap: str, batches: int) -> list[tuple[str, list[int]]]:
+    """Milliseconds per micro-batch of one streaming query per sink, in batch order."""
+    import tempfile
+
+    from kafkette import AdminClient, NewTopic
+    from kafkette.spark_integration import KafkaSink
+
+    outputs = ["bench-spark-alo", "bench-spark-eos"]
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        topics = [NewTopic(STREAM_TOPIC, 1)] + [NewTopic(name, 3) for name in outputs]
+        admin.create_topics(topics).all()
+    fill(bootstrap, STREAM_TOPIC, batches * STREAM_BATCH, VALUE_SIZE)
+    sinks = [
+        ("count only", lambda frame, batch_id: frame.count()),
+        ("KafkaSink, at least once", KafkaSink(bootstrap, outputs[0], exactly_once=False)),
+        ("KafkaSink, exactly once", KafkaSink(bootstrap, outputs[1])),
+    ]
+    results = []
+    with tempfile.TemporaryDirectory() as checkpoints:
+        for number, (name, sink) in enumerate(sinks):
+            query = (
+                spark.readStream.format("kafkette")  # type: ignore[attr-defined]
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", STREAM_TOPIC)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(STREAM_BATCH))
+                .load()
+                .select("key", "value")
+                .writeStream.foreachBatch(sink)
+                .option("checkpointLocation", f"{checkpoints}/{number}")
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+            progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+            results.append((name, [p["durationMs"]["triggerExecution"] for p in progress]))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--stream-batches", type=int, default=6)
     args = parser.parse_args()
     records = args.records
     with BrokerProcess() as broker:
@@ -119,6 +172,7 @@ def main() -> None:
                 spark_read(spark, broker.bootstrap, records, minPartitions="2")
                 for _ in range(args.repeat)
             )
+            latencies = stream_latencies(spark, broker.bootstrap, args.stream_batches)
         finally:
             spark.stop()  # type: ignore[attr-defined]
     rows = [
@@ -132,6 +186,15 @@ def main() -> None:
     for name, seconds in rows:
         rate = records / seconds
         print(f"{name:32} {seconds:8.2f} {rate:12,.0f} {plain / seconds:11.2f}x")
+    print(
+        f"\nstreaming, micro-batches of {STREAM_BATCH:,} records of {VALUE_SIZE} B, "
+        "2 Spark partitions per write: ms per micro-batch\n(the first one apart: "
+        "it starts the Python workers)"
+    )
+    print(f"{'sink':28} {'first':>7} {'median':>7} {'max':>7}")
+    for name, times in latencies:
+        rest = sorted(times[1:]) or times
+        print(f"{name:28} {times[0]:7} {rest[len(rest) // 2]:7} {max(rest):7}")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ waits for it, and a cancelled caller returns at once.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -62,6 +64,9 @@ class InProcessCluster:
         self.closed = False
         self.broker = broker_factory()
         self._max_frame = self.broker.config.socket_request_max_bytes
+        self._broker_loop = self._loop.call(_running_loop)
+        self._in_flight: set[concurrent.futures.Future[list[bytes]]] = set()
+        """Requests handed to the broker's loop and not answered yet."""
         self._loop.call_soon(maintenance_loop, self.broker)
         self._loop.call_soon(group_timer_loop, self.broker)
 
@@ -76,22 +81,46 @@ class InProcessCluster:
         data = bytes(frame)  # the caller's buffer may be reused once we return
         done = event_factory()()
         wake = threadsafe_call_soon_factory()
-        try:
-            future = self._loop.portal.start_task_soon(self._serve, data)
-        except RuntimeError:  # the loop stopped meanwhile
-            raise anyio.BrokenResourceError(f"{self.url} is closed") from None
+        answer: concurrent.futures.Future[list[bytes]] = concurrent.futures.Future()
 
         def wake_caller(_: object) -> None:
+            self._in_flight.discard(answer)
             # RuntimeError: the caller's event loop has ended meanwhile (nobody waits).
             with contextlib.suppress(RuntimeError):
                 wake(done.set)
 
-        future.add_done_callback(wake_caller)
+        answer.add_done_callback(wake_caller)
+        self._in_flight.add(answer)
+        try:
+            # A plain task of the broker's asyncio loop: anyio's portal (a task group
+            # spawn per request) cost more than serving a small request. Started in an
+            # empty context: the caller's context variables (sniffio's "trio") are not
+            # the broker's.
+            self._broker_loop.call_soon_threadsafe(
+                self._start, data, answer, context=contextvars.Context()
+            )
+        except RuntimeError:  # the loop stopped meanwhile
+            answer.cancel()
         await done.wait()
         try:
-            return future.result()
+            return answer.result()
         except concurrent.futures.CancelledError:  # the cluster closed under the request
             raise anyio.BrokenResourceError(f"{self.url} is closed") from None
+
+    def _start(self, data: bytes, answer: concurrent.futures.Future[list[bytes]]) -> None:
+        """In the broker's loop: serve ``data`` in a task of its own, its outcome to ``answer``."""
+        if not answer.set_running_or_notify_cancel():
+            return  # the cluster closed before the request started
+
+        def finished(task: asyncio.Task[list[bytes]]) -> None:
+            if task.cancelled():  # the cluster's loop is shutting down
+                answer.set_exception(anyio.BrokenResourceError(f"{self.url} is closed"))
+            elif (error := task.exception()) is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(task.result())
+
+        self._broker_loop.create_task(self._serve(data)).add_done_callback(finished)
 
     async def _serve(self, data: bytes) -> list[bytes]:
         parts = await process_frame(self.broker, memoryview(data), self.url)
@@ -110,9 +139,15 @@ class InProcessCluster:
     def close(self) -> None:
         self.closed = True
         self._loop.close()
+        for answer in list(self._in_flight):  # never started: the loop stopped first
+            answer.cancel()
         self.broker.close()
         if self._lock is not None:
             self._lock.release()
+
+
+async def _running_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
 
 
 class InProcessStream(anyio.abc.ByteStream):

@@ -1,0 +1,97 @@
+"""The ``kafkette`` command: ``kafkette serve`` runs a broker; the other subcommands
+are clients of any Kafka cluster (see docs/cli.md).
+
+Exit status: 0 on success, 1 on a Kafka error (one line on stderr naming it; a
+traceback too with ``--debug``), 2 on a usage error (a bad option, an unknown
+client setting), 130 after Ctrl-C and 141 when stdout is closed early
+(``| head``), both without a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from kafkette.cli import consume, produce
+from kafkette.cli.common import Subcommands, UsageError, settings_from
+from kafkette.errors import ConfigError, KafkaError
+
+EXIT_KAFKA_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+_CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
+    produce.add_parser,
+    consume.add_parser,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkette", description="Kafka for Python.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from kafkette.server import serve
+
+    serve_parser = commands.add_parser("serve", help="run a Kafka broker")
+    serve.add_arguments(serve_parser)
+    for add in _CLIENT_COMMANDS:
+        add(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        from kafkette.server import serve
+
+        return serve.main(args)
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a client subcommand; every way it can end becomes an exit status."""
+    name = f"kafkette {args.command}"
+    try:
+        args.client_settings = settings_from(args)
+        return int(args.run(args))
+    except (UsageError, ConfigError) as exc:
+        _report(args, f"{name}: error: {exc}")
+        return EXIT_USAGE
+    except KafkaError as exc:
+        _report(args, f"{name}: {error_line(exc)}")
+        return EXIT_KAFKA_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        _report(args, f"{name}: unexpected error: {type(exc).__name__}: {exc}")
+        return EXIT_KAFKA_ERROR
+
+
+def error_line(error: KafkaError) -> str:
+    """The error's text, starting with its Kafka name (``TIMEOUT: ...``)."""
+    line = " ".join(str(error).split()) or error.description
+    return line if line.startswith(error.name) else f"{error.name}: {line}"
+
+
+def _report(args: argparse.Namespace, line: str) -> None:
+    if getattr(args, "debug", False):
+        traceback.print_exc()
+    print(line, file=sys.stderr)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

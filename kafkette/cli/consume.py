@@ -1,0 +1,292 @@
+"""``kafkette consume TOPIC...``: print records, kcat style.
+
+Without ``-G`` the partitions of the topics (or ``-p``'s) are assigned and read
+from ``-o``: ``beginning`` (the default, as kcat), ``end``, an absolute offset,
+``-N`` (N before the end), ``s@MS`` (the first record at or after a timestamp)
+and ``e@MS`` (stop before the first record at or after a timestamp; may be given
+with a start). ``--from-time ISO8601`` is ``s@`` with a date. With ``-G GROUP``
+the topics are subscribed as a balanced group member that commits its
+positions; there ``-o beginning|end`` only chooses where a partition without a
+committed offset starts.
+
+``-e`` ends the command once every partition is read to the end it had when
+the command started (with ``read_committed``, its last stable offset), ``-c``
+after COUNT records. Output is ``-f FORMAT`` (kcat's tokens, see
+:mod:`kafkette.cli.formats`), by default the value and a newline (``-K DELIM``:
+key, DELIM, value), or with ``--json`` one JSON object per record and line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from typing import Any
+
+import attrs
+
+from kafkette.admin.sync_client import AdminClient
+from kafkette.cli.common import Subcommands, UsageError, add_common_arguments, client_settings
+from kafkette.cli.formats import RecordFormat, unescape
+from kafkette.consumer.consumer import Consumer
+from kafkette.consumer.record import ConsumerRecord
+from kafkette.structs import TopicPartition
+
+POLL_TIMEOUT_S = 0.5
+
+
+def add_parser(commands: Subcommands) -> None:
+    parser = commands.add_parser(
+        "consume",
+        help="print records of topics",
+        description="Print the records of TOPICs.",
+    )
+    parser.add_argument("topics", nargs="+", metavar="TOPIC")
+    parser.add_argument(
+        "-o",
+        dest="offsets",
+        action="append",
+        default=[],
+        metavar="OFFSET",
+        help="beginning|end|stored|N|-N|s@MS|e@MS (default beginning)",
+    )
+    parser.add_argument("-p", dest="partition", type=int, help="only this partition")
+    parser.add_argument("-G", dest="group", help="consume as a member of this group, committing")
+    parser.add_argument("-c", dest="count", type=int, help="exit after COUNT records")
+    parser.add_argument(
+        "-e", dest="exit_at_end", action="store_true", help="exit at the end of every partition"
+    )
+    parser.add_argument("-f", dest="format", help="output format (kcat's %%-tokens)")
+    parser.add_argument("-K", dest="key_delimiter", help="print the key and this before the value")
+    parser.add_argument(
+        "--isolation",
+        choices=("read_uncommitted", "read_committed"),
+        help="read_committed skips aborted and open transactions",
+    )
+    parser.add_argument(
+        "--from-time", metavar="ISO8601", help="start at this time (UTC without a zone)"
+    )
+    add_common_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+@attrs.frozen
+class Start:
+    """Where reading starts: ``kind`` is beginning, end, stored, offset, tail or time."""
+
+    kind: str
+    value: int = 0
+
+
+def parse_offsets(texts: list[str], from_time: str | None) -> tuple[Start, int | None]:
+    """The start and the stop timestamp (``e@``) of the ``-o`` options."""
+    start: Start | None = None
+    stop: int | None = None
+    for text in texts:
+        if text.startswith("e@"):
+            stop = _millis(text[2:], text)
+            continue
+        if start is not None:
+            raise UsageError(f"-o {text}: only one start offset (and one e@) may be given")
+        if text in ("beginning", "end", "stored"):
+            start = Start(text)
+        elif text.startswith("s@"):
+            start = Start("time", _millis(text[2:], text))
+        elif text.lstrip("-").isdigit():
+            number = int(text)
+            start = Start("tail", -number) if text.startswith("-") else Start("offset", number)
+        else:
+            raise UsageError(f"-o {text}: expected beginning|end|stored|N|-N|s@MS|e@MS")
+    if from_time is not None:
+        if start is not None:
+            raise UsageError("--from-time and a start -o cannot be given together")
+        start = Start("time", parse_time(from_time, "--from-time"))
+    return start or Start("beginning"), stop
+
+
+def _millis(text: str, option: str) -> int:
+    if not text.isdigit():
+        raise UsageError(f"-o {option}: expected a timestamp in milliseconds")
+    return int(text)
+
+
+def parse_time(text: str, option: str) -> int:
+    """An ISO 8601 date and time as epoch milliseconds (UTC when it names no zone)."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected an ISO 8601 date and time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+class Printer:
+    """Writes records to stdout in the chosen format."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.json = args.json and args.format is None
+        if args.format is not None:
+            spec = args.format
+        elif args.key_delimiter is not None:
+            spec = "%k" + args.key_delimiter.replace("%", "%%") + "%s\\n"
+        else:
+            spec = "%s\\n"
+        self.format = RecordFormat(spec)
+        self.out = sys.stdout.buffer
+
+    def write(self, record: ConsumerRecord) -> None:
+        if self.json:
+            self.out.write(json.dumps(record_json(record)).encode() + b"\n")
+        else:
+            self.out.write(self.format.format(record))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def record_json(record: ConsumerRecord) -> dict[str, Any]:
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": _text(record.key),
+        "value": _text(record.value),
+        "headers": [[name, _text(value)] for name, value in record.headers],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    start, stop_ms = parse_offsets(args.offsets, args.from_time)
+    if args.key_delimiter is not None:
+        unescape(args.key_delimiter)
+    printer = Printer(args)
+    overrides: dict[str, Any] = {}
+    if args.isolation:
+        overrides["isolation.level"] = args.isolation
+    if args.group:
+        if args.partition is not None:
+            raise UsageError("-p cannot be used with -G (the group assigns partitions)")
+        if start.kind not in ("beginning", "end", "stored"):
+            raise UsageError("with -G, -o is one of beginning, end, stored")
+        overrides["group.id"] = args.group
+        if start.kind != "stored":
+            overrides["auto.offset.reset"] = "earliest" if start.kind == "beginning" else "latest"
+    else:
+        if start.kind == "stored":
+            raise UsageError("-o stored needs a group (-G GROUP)")
+        overrides["enable.auto.commit"] = "false"
+    if args.count is not None and args.count < 1:
+        raise UsageError("-c must be at least 1")
+    with Consumer(client_settings(args, "consumer", **overrides)) as consumer:
+        reader = Reader(consumer, printer, args.count, args.exit_at_end, stop_ms)
+        if args.group:
+            consumer.subscribe(args.topics)
+        else:
+            partitions = topic_partitions(args, args.topics, args.partition)
+            consumer.assign(partitions)
+            seek(consumer, partitions, start)
+        reader.run()
+    return 0
+
+
+def topic_partitions(
+    args: argparse.Namespace, topics: list[str], only: int | None
+) -> list[TopicPartition]:
+    with AdminClient(client_settings(args, "admin")) as admin:
+        described = admin.describe_topics(topics).all()
+    partitions = [
+        TopicPartition(name, p.partition)
+        for name in topics
+        for p in described[name].partitions
+        if only is None or p.partition == only
+    ]
+    if not partitions:
+        raise UsageError(f"-p {only}: no such partition in {', '.join(topics)}")
+    return sorted(partitions)
+
+
+def seek(consumer: Consumer, partitions: list[TopicPartition], start: Start) -> None:
+    if start.kind == "beginning":
+        consumer.seek_to_beginning(*partitions)
+    elif start.kind == "end":
+        consumer.seek_to_end(*partitions)
+    elif start.kind == "offset":
+        for tp in partitions:
+            consumer.seek(tp, start.value)
+    elif start.kind == "tail":
+        ends = consumer.end_offsets(partitions)
+        begins = consumer.beginning_offsets(partitions)
+        for tp in partitions:
+            consumer.seek(tp, max(begins[tp], ends[tp] + start.value))
+    elif start.kind == "time":
+        found = consumer.offsets_for_times(dict.fromkeys(partitions, start.value))
+        ends = consumer.end_offsets(partitions)
+        for tp in partitions:
+            answer = found[tp]
+            consumer.seek(tp, answer.offset if answer is not None else ends[tp])
+
+
+class Reader:
+    """The poll loop: prints records until the count, the ends or the stop time."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        printer: Printer,
+        count: int | None,
+        exit_at_end: bool,
+        stop_ms: int | None,
+    ) -> None:
+        self.consumer = consumer
+        self.printer = printer
+        self.left = count
+        self.exit_at_end = exit_at_end
+        self.stop_ms = stop_ms
+        self.ends: dict[TopicPartition, int] = {}
+        self.done: set[TopicPartition] = set()
+
+    def run(self) -> None:
+        consumer = self.consumer
+        while self.left is None or self.left > 0:
+            batch = consumer.poll(timeout=POLL_TIMEOUT_S, max_records=self.left)
+            for tp in sorted(batch):
+                for record in batch[tp]:
+                    self.take(tp, record)
+            self.printer.flush()
+            if self.finished(not batch):
+                return
+
+    def take(self, tp: TopicPartition, record: ConsumerRecord) -> None:
+        if tp in self.done:
+            return
+        if self.stop_ms is not None and record.timestamp >= self.stop_ms:
+            self.finish(tp)
+            return
+        self.printer.write(record)
+        if self.left is not None:
+            self.left -= 1
+
+    def finish(self, tp: TopicPartition) -> None:
+        self.done.add(tp)
+        self.consumer.pause(tp)
+
+    def finished(self, idle: bool) -> bool:
+        """Whether every assigned partition is done (at its end with ``-e``, past the stop)."""
+        assigned = self.consumer.assignment()
+        if not assigned:
+            return False
+        if self.exit_at_end:
+            new = [tp for tp in assigned if tp not in self.ends]
+            if new:
+                self.ends.update(self.consumer.end_offsets(new))
+            for tp in sorted(assigned - self.done):
+                if self.consumer.position(tp) >= self.ends[tp]:
+                    self.finish(tp)
+        return assigned <= self.done

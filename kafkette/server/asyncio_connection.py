@@ -81,6 +81,8 @@ MAX_DIRECT_READS = 16
 timers, from their turn)."""
 
 _BUFFERS = (bytes, bytearray, memoryview)
+LARGE_PART = 64 * 1024
+"""Queued parts from this size on are handed to the transport alone, not joined."""
 
 
 class ConnectionClosed(Exception):
@@ -306,7 +308,24 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         if self.closed:
             return
         assert self.transport is not None
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if len(out) == 1:
+            self.transport.write(out[0])
+            return
+        # Small parts are joined into one write; large ones (stored batches of a memory
+        # log, as views) go to the transport as they are, which sends them without a
+        # copy when the socket takes them (the transport keeps only what it cannot send).
+        small: list[Any] = []
+        write = self.transport.write
+        for part in out:
+            if len(part) < LARGE_PART:
+                small.append(part)
+                continue
+            if small:
+                write(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            write(part)
+        if small:
+            write(small[0] if len(small) == 1 else b"".join(small))
 
     async def send_parts(self, parts: Sequence[Any]) -> None:
         """Send bytes parts and log slices, in order; file regions with ``loop.sendfile``."""

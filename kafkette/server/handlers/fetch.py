@@ -173,12 +173,11 @@ def read_partition(
         if offset < upper and (limit > 0 or first):
             found = log.read(offset, limit, upper)
             if found.size and (found.size <= limit or first):
-                if found.is_file_region:
-                    # Sent from the segment file with os.sendfile by the TCP listener
-                    # (see ExternalRecords); other transports copy it in when encoding.
-                    records = cast(RecordsData, found)
-                else:
-                    records = _bytes_of(found.buffers)
+                # The slice itself, not its bytes (see ExternalRecords): the TCP
+                # listener sends a segment region with os.sendfile and the stored
+                # batches of a memory log as views, without joining or copying them;
+                # other transports copy it in when encoding.
+                records = cast(RecordsData, found)
                 if read_committed:
                     aborted = _aborted(log, offset, upper)
     except (ApiError, OSError, EOFError) as exc:
@@ -203,12 +202,6 @@ def read_partition(
         aborted_transactions=aborted,
         records=records,
     )
-
-
-def _bytes_of(buffers: tuple[memoryview, ...]) -> bytes | memoryview:
-    if len(buffers) == 1:
-        return buffers[0]
-    return b"".join(buffers)
 
 
 def _aborted(log: Log, offset: int, upper: int) -> list[AbortedTransaction]:

@@ -6,7 +6,11 @@ partition, ``acks=1``, no compression. For each broker, on the same run:
 - produce MB/s: from the first ``produce()`` until ``flush()`` returns (every
   record acknowledged);
 - consume MB/s: a fresh consumer assigned to offset 0 until it has every
-  record.
+  record;
+- raw fetch MB/s: the broker's fetch path alone: Fetch v4 requests written by
+  hand on one socket, 16 MiB per fetch, from offset 0 until every record is
+  back; the records are not parsed (only batch headers are read to find the
+  next offset), so the client costs little beside the broker.
 
 Each broker is a child process on a free loopback port; runs alternate
 between brokers and the best of ``--repeat`` rounds is kept for each, so all
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -30,6 +36,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafkette.protocol.headers import decode_response, encode_request_frame
+from kafkette.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from tests.brokers import BrokerProcess, TansuProcess
 
 RECORD_SIZE = 1024
@@ -91,16 +99,93 @@ def consume(bootstrap: str, topic: str, records: int) -> float:
     return elapsed
 
 
-def run_kafkette(data_dir: str | None, topic: str, records: int) -> tuple[float, float]:
+FETCH_BYTES = 16 * 1024 * 1024
+FETCH_VERSION = 4
+_FRAME = struct.Struct(">i")
+_BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+LAST_OFFSET_DELTA_AT = 23
+
+
+def raw_fetch(bootstrap: str, topic: str, end_offset: int) -> tuple[float, int]:
+    """Seconds and bytes to fetch partition 0 from offset 0 to ``end_offset`` with
+    hand-made Fetch v4 requests of FETCH_BYTES, the records not parsed."""
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    buffer = bytearray(FETCH_BYTES + (1 << 20))
+    offset, received, correlation = 0, 0, 0
+    start = time.perf_counter()
+    try:
+        while offset < end_offset:
+            correlation += 1
+            request = FetchRequest(
+                max_wait_ms=500,
+                min_bytes=1,
+                max_bytes=FETCH_BYTES,
+                topics=[
+                    FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchPartition(
+                                partition=0, fetch_offset=offset, partition_max_bytes=FETCH_BYTES
+                            )
+                        ],
+                    )
+                ],
+            )
+            sock.sendall(encode_request_frame(request, FETCH_VERSION, correlation, "bench"))
+            size = _FRAME.unpack(_receive(sock, buffer, 4))[0]
+            if size > len(buffer):
+                buffer = bytearray(size)
+            frame = _receive(sock, buffer, size)
+            received += size + 4
+            _, response = decode_response(frame, FetchRequest.API_KEY, FETCH_VERSION)
+            data = memoryview(response.responses[0].partitions[0].records or b"")
+            assert response.responses[0].partitions[0].error_code == 0
+            position = 0
+            while position + _BATCH_HEAD.size <= len(data):  # whole batches only
+                base, length = _BATCH_HEAD.unpack_from(data, position)
+                if position + 12 + length > len(data):
+                    break
+                (delta,) = struct.unpack_from(">i", data, position + LAST_OFFSET_DELTA_AT)
+                offset = base + delta + 1
+                position += 12 + length
+    finally:
+        sock.close()
+    return time.perf_counter() - start, received
+
+
+def _receive(sock: socket.socket, buffer: bytearray, size: int) -> memoryview:
+    view = memoryview(buffer)[:size]
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            raise ConnectionError("the broker closed the connection")
+        got += n
+    return view
+
+
+def run_fetch(bootstrap: str, topic: str, records: int) -> tuple[float, float, float]:
+    produce_s = produce(bootstrap, topic, records)
+    consume_s = consume(bootstrap, topic, records)
+    fetch_s, received = min(raw_fetch(bootstrap, topic, records + 1) for _ in range(3))
+    return produce_s, consume_s, received / fetch_s / 1e6
+
+
+Timing = tuple[float, float, float]
+"""produce seconds, consume seconds, raw fetch MB/s (best of 3 reads)"""
+
+
+def run_kafkette(data_dir: str | None, topic: str, records: int) -> Timing:
     with BrokerProcess(data_dir) as broker:
-        return produce(broker.bootstrap, topic, records), consume(broker.bootstrap, topic, records)
+        return run_fetch(broker.bootstrap, topic, records)
 
 
-def run_tansu(topic: str, records: int) -> tuple[float, float]:
+def run_tansu(topic: str, records: int) -> Timing:
     tansu = TansuProcess().start()
     try:
         tansu.create_topic(topic, 1)
-        return produce(tansu.bootstrap, topic, records), consume(tansu.bootstrap, topic, records)
+        return run_fetch(tansu.bootstrap, topic, records)
     finally:
         tansu.stop()
 
@@ -120,37 +205,45 @@ def main() -> None:
     records: int = args.records
     megabytes = records * RECORD_SIZE / 1e6
     with tempfile.TemporaryDirectory(prefix="kafkette-bench-") as tmp:
-        brokers: dict[str, Callable[[str], tuple[float, float]]] = {
+        brokers: dict[str, Callable[[str], Timing]] = {
             "tansu (memory)": lambda topic: run_tansu(topic, records),
             "kafkette (memory)": lambda topic: run_kafkette(None, topic, records),
             "kafkette (disk)": lambda topic: run_kafkette(
                 os.path.join(tmp, f"data-{topic}"), topic, records
             ),
         }
-        best: dict[str, tuple[float, float]] = {}
+        best: dict[str, Timing] = {}
         for round_ in range(args.repeat):
             for name, run in brokers.items():
-                produce_s, consume_s = run(f"bench-{round_}")
-                old = best.get(name, (float("inf"), float("inf")))
-                best[name] = (min(old[0], produce_s), min(old[1], consume_s))
+                produce_s, consume_s, fetch_mb_s = run(f"bench-{round_}")
+                old = best.get(name, (float("inf"), float("inf"), 0.0))
+                best[name] = (
+                    min(old[0], produce_s),
+                    min(old[1], consume_s),
+                    max(old[2], fetch_mb_s),
+                )
                 print(
                     f"round {round_ + 1} {name:18} produce {megabytes / produce_s:7.1f} MB/s"
-                    f"  consume {megabytes / consume_s:7.1f} MB/s",
+                    f"  consume {megabytes / consume_s:7.1f} MB/s"
+                    f"  raw fetch {fetch_mb_s:7.1f} MB/s",
                     file=sys.stderr,
                 )
-    tansu_produce, tansu_consume = best["tansu (memory)"]
+    tansu_produce, tansu_consume, tansu_fetch = best["tansu (memory)"]
     print(
         f"\n{records} records of {RECORD_SIZE} B, one partition, acks=1, confluent-kafka "
         f"(max.partition.fetch.bytes {args.partition_fetch_bytes}), best of {args.repeat}"
     )
     print(
         f"{'broker':18} {'produce MB/s':>12} {'vs tansu':>9} {'consume MB/s':>13} {'vs tansu':>9}"
+        f" {'raw fetch MB/s':>14} {'vs tansu':>9}"
     )
-    for name, (produce_s, consume_s) in best.items():
+    for name, (produce_s, consume_s, fetch_mb_s) in best.items():
         print(
             f"{name:18} {megabytes / produce_s:12.1f} {tansu_produce / produce_s:8.2f}x"
             f" {megabytes / consume_s:13.1f} {tansu_consume / consume_s:8.2f}x"
+            f" {fetch_mb_s:14.1f} {fetch_mb_s / tansu_fetch:8.2f}x"
         )
+    print(f"(raw fetch: Fetch v{FETCH_VERSION} by hand, {FETCH_BYTES >> 20} MiB per fetch)")
 
 
 if __name__ == "__main__":

@@ -146,6 +146,8 @@ class AsyncConsumer:
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
         timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Commit ``offsets`` (the next offsets to read, as ints or
         :class:`OffsetAndMetadata`), by default the current positions, and wait.
@@ -153,6 +155,7 @@ class AsyncConsumer:
         Raises :class:`~kafkette.consumer.group.CommitFailedError` when the
         group has rebalanced since (Java's ``commitSync``).
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         await self._c.commit(offsets, timeout_ms)
 
     def commit_async(
@@ -165,9 +168,14 @@ class AsyncConsumer:
         self._c.commit_async(offsets, callback)
 
     async def committed(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (None where there is none)."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._c.committed(partitions, timeout_ms)
 
     def assignment(self) -> set[TopicPartition]:
@@ -212,20 +220,35 @@ class AsyncConsumer:
     # ---- offsets
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition, the first offset whose timestamp is at least the given one (or None)."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._c.offsets_for_times(timestamps, timeout_ms)
 
     async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._c.edge_offsets(partitions, EARLIEST_TIMESTAMP, timeout_ms)
 
     async def end_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
         """The high watermarks, or the last stable offsets with read_committed."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._c.edge_offsets(partitions, LATEST_TIMESTAMP, timeout_ms)
 
     # ---- records

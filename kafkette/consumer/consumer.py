@@ -172,9 +172,12 @@ class Consumer:
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
         timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> None:
         """Commit ``offsets`` (default: the current positions) and wait; see
         :meth:`AsyncConsumer.commit`."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         self._core.check_open()
         given = dict(offsets) if offsets is not None else None
         self._loop.call(self._core.commit, given, timeout_ms)
@@ -190,9 +193,14 @@ class Consumer:
         self._call(self._core.commit_async, given, callback)
 
     def committed(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (None where there is none)."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         self._core.check_open()
         return self._loop.call(self._core.committed, list(partitions), timeout_ms)
 
@@ -236,24 +244,39 @@ class Consumer:
     # ---- offsets
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition, the first offset whose timestamp is at least the given one (or None)."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         self._core.check_open()
         return self._loop.call(self._core.offsets_for_times, dict(timestamps), timeout_ms)
 
     def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         self._core.check_open()
         return self._loop.call(
             self._core.edge_offsets, list(partitions), EARLIEST_TIMESTAMP, timeout_ms
         )
 
     def end_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        timeout_ms: float | None = None,
+        *,
+        timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
         """The high watermarks, or the last stable offsets with read_committed."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         self._core.check_open()
         return self._loop.call(
             self._core.edge_offsets, list(partitions), LATEST_TIMESTAMP, timeout_ms

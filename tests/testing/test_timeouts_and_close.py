@@ -109,3 +109,39 @@ async def test_async_close_returns_fast_with_a_long_poll_in_flight() -> None:
             elapsed = anyio.current_time() - started
         assert elapsed < CLOSE_BUDGET_S, f"close took {elapsed * 1000:.1f} ms"
         assert cluster.assignment("g") == {}
+
+
+def test_commit_and_offsets_take_seconds_or_milliseconds() -> None:
+    tp = TopicPartition("t", 0)
+    with MemoryCluster() as cluster:
+        create(cluster, "t")
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            producer.send("t", b"v", timestamp=1_000).result(10)
+        with Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g") as consumer:
+            consumer.commit({tp: 1}, timeout=5.0)
+            consumer.commit({tp: 1}, 5000)  # kafka-python's positional milliseconds
+            assert consumer.committed([tp], timeout=5.0)[tp].offset == 1  # type: ignore[union-attr]
+            assert consumer.committed([tp], timeout_ms=5000)[tp].offset == 1  # type: ignore[union-attr]
+            found = consumer.offsets_for_times({tp: 0}, timeout=5.0)[tp]
+            assert found is not None and found.offset == 0
+            assert consumer.beginning_offsets([tp], timeout=5.0) == {tp: 0}
+            assert consumer.end_offsets([tp], timeout=5.0) == {tp: 1}
+            with pytest.raises(TypeError, match="give one timeout"):
+                consumer.end_offsets([tp], 5000, timeout=5.0)
+
+
+@pytest.mark.anyio
+async def test_async_commit_and_offsets_take_seconds() -> None:
+    tp = TopicPartition("t", 0)
+    async with MemoryCluster() as cluster:
+        create(cluster, "t")
+        async with AsyncConsumer(
+            bootstrap_servers=cluster.bootstrap_servers, group_id="g"
+        ) as consumer:
+            await consumer.commit({tp: 0}, timeout=5.0)
+            assert (await consumer.committed([tp], timeout=5.0))[tp].offset == 0  # type: ignore[union-attr]
+            assert await consumer.offsets_for_times({tp: 0}, timeout=5.0) == {tp: None}
+            assert await consumer.beginning_offsets([tp], timeout=5.0) == {tp: 0}
+            assert await consumer.end_offsets([tp], timeout=5.0) == {tp: 0}
+            with pytest.raises(TypeError, match="give one timeout"):
+                await consumer.committed([tp], 5000, timeout=5.0)

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from kafkette.admin.sync_client import AdminClient
+from kafkette.admin.types import OffsetSpec
 from kafkette.cli.common import Subcommands, UsageError, add_common_arguments, client_settings
 from kafkette.cli.formats import RecordFormat, unescape
 from kafkette.consumer.consumer import Consumer
@@ -95,7 +96,7 @@ def parse_offsets(texts: list[str], from_time: str | None) -> tuple[Start, int |
             start = Start("time", _millis(text[2:], text))
         elif text.lstrip("-").isdigit():
             number = int(text)
-            start = Start("tail", -number) if text.startswith("-") else Start("offset", number)
+            start = Start("tail", number) if number < 0 else Start("offset", number)
         else:
             raise UsageError(f"-o {text}: expected beginning|end|stored|N|-N|s@MS|e@MS")
     if from_time is not None:
@@ -184,23 +185,32 @@ def run(args: argparse.Namespace) -> int:
         overrides["enable.auto.commit"] = "false"
     if args.count is not None and args.count < 1:
         raise UsageError("-c must be at least 1")
-    with Consumer(client_settings(args, "consumer", **overrides)) as consumer:
-        reader = Reader(consumer, printer, args.count, args.exit_at_end, stop_ms)
+    isolation = args.isolation or "read_uncommitted"
+    with (
+        AdminClient(client_settings(args, "admin")) as admin,
+        Consumer(client_settings(args, "consumer", **overrides)) as consumer,
+    ):
+        # Offsets are looked up by the admin client: on the consumer's connection a
+        # lookup would wait behind the fetch the broker holds open (fetch.max.wait.ms).
+        offsets = Offsets(admin, isolation)
+        ends = offsets if args.exit_at_end else None
+        reader = Reader(consumer, printer, args.count, ends, stop_ms)
         if args.group:
             consumer.subscribe(args.topics)
         else:
-            partitions = topic_partitions(args, args.topics, args.partition)
+            partitions = topic_partitions(admin, args.topics, args.partition)
+            starts = offsets.start(partitions, start)
             consumer.assign(partitions)
-            seek(consumer, partitions, start)
+            for tp, offset in starts.items():
+                consumer.seek(tp, offset)
         reader.run()
     return 0
 
 
 def topic_partitions(
-    args: argparse.Namespace, topics: list[str], only: int | None
+    admin: AdminClient, topics: list[str], only: int | None
 ) -> list[TopicPartition]:
-    with AdminClient(client_settings(args, "admin")) as admin:
-        described = admin.describe_topics(topics).all()
+    described = admin.describe_topics(topics).all()
     partitions = [
         TopicPartition(name, p.partition)
         for name in topics
@@ -212,25 +222,36 @@ def topic_partitions(
     return sorted(partitions)
 
 
-def seek(consumer: Consumer, partitions: list[TopicPartition], start: Start) -> None:
-    if start.kind == "beginning":
-        consumer.seek_to_beginning(*partitions)
-    elif start.kind == "end":
-        consumer.seek_to_end(*partitions)
-    elif start.kind == "offset":
-        for tp in partitions:
-            consumer.seek(tp, start.value)
-    elif start.kind == "tail":
-        ends = consumer.end_offsets(partitions)
-        begins = consumer.beginning_offsets(partitions)
-        for tp in partitions:
-            consumer.seek(tp, max(begins[tp], ends[tp] + start.value))
-    elif start.kind == "time":
-        found = consumer.offsets_for_times(dict.fromkeys(partitions, start.value))
-        ends = consumer.end_offsets(partitions)
-        for tp in partitions:
-            answer = found[tp]
-            consumer.seek(tp, answer.offset if answer is not None else ends[tp])
+class Offsets:
+    """ListOffsets through the admin client."""
+
+    def __init__(self, admin: AdminClient, isolation: str) -> None:
+        self.admin = admin
+        self.isolation = isolation
+
+    def lookup(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        found = self.admin.list_offsets(specs, isolation_level=self.isolation).all()
+        return {tp: info.offset for tp, info in found.items()}
+
+    def ends(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The end offsets: high watermarks, or last stable offsets with read_committed."""
+        return self.lookup(dict.fromkeys(partitions, OffsetSpec.LATEST))
+
+    def start(self, partitions: list[TopicPartition], start: Start) -> dict[TopicPartition, int]:
+        """Where each partition starts for ``start``."""
+        if start.kind == "offset":
+            return dict.fromkeys(partitions, start.value)
+        begins = self.lookup(dict.fromkeys(partitions, OffsetSpec.EARLIEST))
+        if start.kind == "beginning":
+            return begins
+        ends = self.ends(partitions)
+        if start.kind == "end":
+            return ends
+        if start.kind == "tail":
+            return {tp: max(begins[tp], ends[tp] + start.value) for tp in partitions}
+        found = self.lookup(dict.fromkeys(partitions, start.value))
+        # no record at or after the time: the end
+        return {tp: ends[tp] if found[tp] < 0 else found[tp] for tp in partitions}
 
 
 class Reader:
@@ -241,7 +262,7 @@ class Reader:
         consumer: Consumer,
         printer: Printer,
         count: int | None,
-        exit_at_end: bool,
+        exit_at_end: Offsets | None,
         stop_ms: int | None,
     ) -> None:
         self.consumer = consumer
@@ -282,10 +303,10 @@ class Reader:
         assigned = self.consumer.assignment()
         if not assigned:
             return False
-        if self.exit_at_end:
+        if self.exit_at_end is not None:
             new = [tp for tp in assigned if tp not in self.ends]
             if new:
-                self.ends.update(self.consumer.end_offsets(new))
+                self.ends.update(self.exit_at_end.ends(new))
             for tp in sorted(assigned - self.done):
                 if self.consumer.position(tp) >= self.ends[tp]:
                     self.finish(tp)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
-from kafkette.consumer.fetcher import Fetcher, apply_reset
+from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_positions
 from kafkette.consumer.group.coordinator import GroupMember, Step
 from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
@@ -70,7 +70,9 @@ class ConsumerCore:
             self.client.coordinator_request_timeout_ms = max(
                 config.request_timeout_ms, config.max_poll_interval_ms + 5_000
             )
-        self.subscriptions = SubscriptionState(config.auto_offset_reset)
+        self.subscriptions = SubscriptionState(
+            config.auto_offset_reset, committed_first=config.group_id is not None
+        )
         self.buffer = FetchBuffer()
         self.metrics_recorder = MetricsRecorder()
         self.fetcher = Fetcher(
@@ -245,6 +247,10 @@ class ConsumerCore:
         state = self.subscriptions.state(tp)
         budget = self._timeout(timeout_ms)
         deadline = self.client.clock() + budget
+        if state.position is None and state.committed_first and self.config.group_id:
+            await take_committed_positions(
+                self.client, self.subscriptions, self.config.group_id, [tp], deadline_ms=deadline
+            )
         while state.position is None:
             strategy = state.reset
             if strategy == NONE:

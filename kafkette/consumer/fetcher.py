@@ -24,6 +24,7 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offset
+from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.metrics import MetricsRecorder
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
 from kafkette.consumer.subscription import EARLIEST, NONE, PartitionState, SubscriptionState
@@ -183,8 +184,20 @@ class Fetcher:
     # ---- offsets
 
     async def _reset_positions(self) -> None:
-        """Resolve positions awaiting a reset (earliest / latest) with ListOffsets."""
-        wanted = self.subscriptions.awaiting_reset()
+        """Resolve missing positions: the group's committed offsets first (partitions newly
+        assigned to a consumer with a ``group.id``), then a reset (earliest / latest) with
+        ListOffsets for the rest."""
+        if not await self._positions_from_committed():
+            return
+        wanted = {
+            tp: strategy
+            for tp, strategy in self.subscriptions.awaiting_reset().items()
+            if strategy != NONE
+        }
+        if not wanted:
+            self._reset_retry_at = 0.0
+            self.wake()
+            return
         specs = {
             tp: EARLIEST_TIMESTAMP if strategy == EARLIEST else LATEST_TIMESTAMP
             for tp, strategy in wanted.items()
@@ -214,6 +227,34 @@ class Fetcher:
         for tp, answer in found.items():
             apply_reset(self.subscriptions, tp, wanted[tp], answer.offset if answer else None)
         self.wake()
+
+    async def _positions_from_committed(self) -> bool:
+        """Take the group's committed offsets as positions where there are some; False when
+        reading them failed (the reset waits for the next try)."""
+        partitions = self.subscriptions.awaiting_committed()
+        group_id = self.config.group_id
+        if not partitions or group_id is None:
+            return True
+        try:
+            await take_committed_positions(
+                self.client,
+                self.subscriptions,
+                group_id,
+                partitions,
+                deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
+            )
+        except Exception as exc:
+            logger.info("reading committed offsets failed, will retry: %s", exc)
+            self._reset_failures += 1
+            self._reset_retry_at = self.client.clock() + backoff_ms(
+                self._reset_failures,
+                self.config.retry_backoff_ms,
+                self.config.retry_backoff_max_ms,
+            )
+            if not isinstance(exc, RetriableError):
+                self._report(exc, partitions)
+            return False
+        return True
 
     # ---- fetch
 
@@ -407,6 +448,26 @@ class Fetcher:
 
 def config_limit(config: ConsumerConfig) -> int:
     return min(config.max_partition_fetch_bytes, config.fetch_max_bytes)
+
+
+async def take_committed_positions(
+    client: KafkaClient,
+    subscriptions: SubscriptionState,
+    group_id: str,
+    partitions: list[TopicPartition],
+    *,
+    deadline_ms: float,
+) -> None:
+    """Read the group's committed offsets of ``partitions`` and take them as positions;
+    a partition with none committed is left to its reset strategy."""
+    committed = await fetch_committed(client, group_id, partitions, deadline_ms=deadline_ms)
+    for tp, found in committed.items():
+        state = subscriptions.get(tp)
+        if state is None or state.position is not None or not state.committed_first:
+            continue  # unassigned, sought or reset meanwhile
+        state.committed_first = False
+        if found is not None:
+            state.position = found.offset
 
 
 def apply_reset(

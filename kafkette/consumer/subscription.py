@@ -4,9 +4,8 @@
 each one's position (the offset of the next record the application gets), the
 paused set, pending offset resets, and the partition's watermarks as last
 seen in a fetch (for lag). The fetcher reads it to decide what to fetch; the
-consumer's ``poll`` advances positions as it hands records out. Only manual
-assignment (``assign``) exists for now; a group coordinator client will
-later drive :meth:`SubscriptionState.assign` from the group's assignment.
+consumer's ``poll`` advances positions as it hands records out. The user
+(``assign``) or the group's assignment drives :meth:`SubscriptionState.assign`.
 """
 
 from __future__ import annotations
@@ -36,11 +35,16 @@ class PartitionState:
     """Where the consumer is in one assigned partition.
 
     ``position`` is None until it is known; ``reset`` is then the strategy
-    that will resolve it (``earliest``/``latest``), or ``none``.
+    that will resolve it (``earliest``/``latest``), or ``none``. A partition
+    newly assigned to a consumer with a ``group.id`` looks up the group's
+    committed offset first (``committed_first``), as Java's consumer does, and
+    falls back to ``reset`` when there is none; a reset asked for later (out of
+    range, ``seek_to_beginning``) does not.
     """
 
     position: int | None = None
     reset: str = LATEST
+    committed_first: bool = False
     paused: bool = False
     high_watermark: int | None = None
     last_stable_offset: int | None = None
@@ -50,8 +54,10 @@ class PartitionState:
 class SubscriptionState:
     """The assigned partitions and their :class:`PartitionState`."""
 
-    def __init__(self, default_reset: str = LATEST) -> None:
+    def __init__(self, default_reset: str = LATEST, *, committed_first: bool = False) -> None:
         self.default_reset = default_reset
+        self.committed_first = committed_first
+        """Whether new partitions look up the group's committed offset first (a group.id)."""
         self._states: dict[TopicPartition, PartitionState] = {}
 
     # ---- assignment
@@ -64,7 +70,9 @@ class SubscriptionState:
                 raise TypeError(f"expected a TopicPartition, got {tp!r}")
         removed = set(self._states) - set(wanted)
         self._states = {
-            tp: self._states.get(tp) or PartitionState(reset=self.default_reset) for tp in wanted
+            tp: self._states.get(tp)
+            or PartitionState(reset=self.default_reset, committed_first=self.committed_first)
+            for tp in wanted
         }
         return removed
 
@@ -100,16 +108,27 @@ class SubscriptionState:
         state = self.state(tp)
         state.position = None
         state.reset = strategy or self.default_reset
+        state.committed_first = False
 
     def awaiting_reset(self) -> dict[TopicPartition, str]:
-        """Partitions without a position whose strategy can resolve one."""
+        """Partitions without a position that a committed offset or their strategy may resolve."""
         return {
-            tp: s.reset for tp, s in self._states.items() if s.position is None and s.reset != NONE
+            tp: s.reset
+            for tp, s in self._states.items()
+            if s.position is None and (s.reset != NONE or s.committed_first)
         }
 
+    def awaiting_committed(self) -> list[TopicPartition]:
+        """Partitions without a position whose group's committed offset is still to be read."""
+        return [tp for tp, s in self._states.items() if s.position is None and s.committed_first]
+
     def missing_positions(self) -> list[TopicPartition]:
-        """Partitions without a position that no strategy can resolve (``none``)."""
-        return [tp for tp, s in self._states.items() if s.position is None and s.reset == NONE]
+        """Partitions without a position that nothing can resolve (``none``, nothing committed)."""
+        return [
+            tp
+            for tp, s in self._states.items()
+            if s.position is None and s.reset == NONE and not s.committed_first
+        ]
 
     def fetchable(self) -> list[tuple[TopicPartition, PartitionState]]:
         """Assigned, not paused, with a position."""

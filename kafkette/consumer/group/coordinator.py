@@ -59,7 +59,6 @@ from kafkette.errors import (
     ApiError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -375,10 +374,7 @@ class GroupMember:
     async def _assign(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
         """The leader's part: metadata for every member's topics, then the assignor."""
         membership = self.membership
-        if membership.assignor_for(response.protocol_name) is None:
-            raise IllegalStateError(
-                f"the group chose assignor {response.protocol_name!r}, which is not configured"
-            )
+        membership.chosen_assignor(response.protocol_name)  # before any I/O
         subscriptions = membership.member_subscriptions(response)
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
         snapshot = await self.client.refresh_metadata(
@@ -386,7 +382,7 @@ class GroupMember:
         )
         counts = {t: n for t in topics if (n := snapshot.partition_count(t))}
         self._group_topic_counts = counts
-        return membership.leader_assignments(response, counts)
+        return membership.leader_assignments(response.protocol_name, subscriptions, counts)
 
     # ---- leave
 

@@ -429,16 +429,21 @@ class Membership:
     def assignor_for(self, name: str | None) -> Assignor | None:
         return next((a for a in self.assignors if a.name == name), None)
 
+    def chosen_assignor(self, name: str | None) -> Assignor:
+        """The assignor the group chose, which this member must lead with."""
+        assignor = self.assignor_for(name)
+        if assignor is None:
+            raise IllegalStateError(f"the group chose assignor {name!r}, which is not configured")
+        return assignor
+
     def leader_assignments(
-        self, response: JoinGroupResponse, partition_counts: Mapping[str, int]
+        self,
+        protocol_name: str | None,
+        subscriptions: Mapping[str, Subscription],
+        partition_counts: Mapping[str, int],
     ) -> list[SyncGroupRequestAssignment]:
         """The leader's part: the chosen assignor over every member's subscription."""
-        assignor = self.assignor_for(response.protocol_name)
-        if assignor is None:
-            raise IllegalStateError(
-                f"the group chose assignor {response.protocol_name!r}, which is not configured"
-            )
-        subscriptions = self.member_subscriptions(response)
+        assignor = self.chosen_assignor(protocol_name)
         result: Mapping[str, Assignment] = assignor.assign(partition_counts, subscriptions)
         return [
             SyncGroupRequestAssignment(member_id=member, assignment=encode_assignment(a))

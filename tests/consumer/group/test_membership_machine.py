@@ -130,7 +130,9 @@ def test_a_join_from_first_request_to_stable() -> None:
     assert m.on_join_group(response).answer is Answer.OK
     assert (m.member_id, m.protocol_name, m.is_leader) == ("m-1", "range", True)
     assert m.must_assign(response)
-    assignments = m.leader_assignments(response, {"a": 2})
+    subscriptions = m.member_subscriptions(response)
+    assert list(subscriptions) == ["m-1"]
+    assignments = m.leader_assignments("range", subscriptions, {"a": 2})
     assert m.sync_request(5, 4, assignments) == SyncGroupRequest(
         group_id="g",
         generation_id=4,

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kafkette.cli import consume, produce
+from kafkette.cli import cluster, consume, offsets, produce, topics
 from kafkette.cli.common import Subcommands, UsageError, settings_from
 from kafkette.errors import ConfigError, KafkaError
 
@@ -27,6 +27,9 @@ EXIT_BROKEN_PIPE = 141
 _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     produce.add_parser,
     consume.add_parser,
+    topics.add_parser,
+    offsets.add_parser,
+    cluster.add_parser,
 )
 
 
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run a client subcommand; every way it can end becomes an exit status."""
-    name = f"kafkette {args.command}"
+    name = " ".join(["kafkette", args.command, *([args.action] if "action" in args else [])])
     try:
         args.client_settings = settings_from(args)
         return int(args.run(args))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from kafkette import AdminClient, Producer
 from kafkette.protocol.records import compression
 from tests.brokers import BrokerProcess
@@ -146,33 +144,6 @@ def test_produce_options(memory_broker: BrokerProcess, tmp_path: Path) -> None:
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         described = admin.describe_transactions(["cli-txn"]).all()["cli-txn"]
     assert described.state.value == "CompleteCommit"
-
-
-@pytest.fixture
-def timed(memory_broker: BrokerProcess) -> str:
-    """Topic "timed": partition 0 has offsets 0-4 at 1000..5000 ms, partition 1 offsets
-    0-2 at 1500, 2500, 3500 ms; keys k<partition><offset>, values v<partition><offset>."""
-    bootstrap = memory_broker.bootstrap
-    create_topic(bootstrap, "timed", 2)
-    with Producer(bootstrap_servers=bootstrap) as producer:
-        for offset in range(5):
-            producer.send(
-                "timed",
-                f"v0{offset}".encode(),
-                key=f"k0{offset}".encode(),
-                partition=0,
-                timestamp=1000 * (offset + 1),
-            )
-        for offset in range(3):
-            producer.send(
-                "timed",
-                f"v1{offset}".encode(),
-                key=f"k1{offset}".encode(),
-                partition=1,
-                timestamp=1500 + 1000 * offset,
-            )
-        producer.flush()
-    return bootstrap
 
 
 def lines(result: str) -> list[str]:

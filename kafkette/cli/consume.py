@@ -120,7 +120,10 @@ def parse_time(text: str, option: str) -> int:
         raise UsageError(f"{option} {text!r}: expected an ISO 8601 date and time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1000)
+    millis = int(moment.timestamp() * 1000)
+    if millis < 0:  # negative numbers mean earliest and latest to ListOffsets
+        raise UsageError(f"{option} {text!r}: must not be before 1970-01-01T00:00:00Z")
+    return millis
 
 
 class Printer:

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kafkette.cli import cluster, consume, groups, offsets, produce, topics
+from kafkette.cli import cluster, consume, groups, offsets, produce, topics, txns
 from kafkette.cli.common import Subcommands, UsageError, settings_from
 from kafkette.errors import ConfigError, KafkaError
 
@@ -30,6 +30,7 @@ _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     topics.add_parser,
     offsets.add_parser,
     groups.add_parser,
+    txns.add_parser,
     cluster.add_parser,
 )
 

@@ -6,7 +6,8 @@ controller; the named broker for broker configs; partition leaders for
 DeleteRecords and ListOffsets) and returns per-item outcomes
 (:class:`~kafkette.admin.types.Results`). Connection failures and retriable
 per-item errors are retried with backoff until ``default.api.timeout.ms``
-(or the operation's ``timeout_ms``), after which the remaining items fail
+(or the operation's ``timeout=`` in seconds, or ``timeout_ms=``, kafka-python's
+spelling; giving both is a TypeError), after which the remaining items fail
 with :class:`~kafkette.errors.KafkaTimeoutError`.
 
 Consumer group operations (listing, describing and deleting groups, their
@@ -48,6 +49,7 @@ from kafkette.admin.types import (
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
     ApiError,
     KafkaConnectionError,
@@ -130,11 +132,13 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
 
     # ---- plumbing
 
-    def _deadline_s(self, timeout_ms: int | None) -> float:
+    def _deadline_s(self, timeout_ms: float | None) -> float:
         ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         return ms / 1000
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[T]], timeout_ms: int | None) -> T:
+    async def _with_retries(
+        self, attempt: Callable[[], Awaitable[T]], timeout_ms: float | None
+    ) -> T:
         """Run ``attempt`` until it succeeds, retrying connection failures with backoff."""
         timeout_s = self._deadline_s(timeout_ms)
         tries = 0
@@ -183,9 +187,11 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         new_topics: Iterable[NewTopic],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, CreatedTopic]:
         """Create topics; each topic's outcome is its :class:`CreatedTopic` or its error."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         topics = list(new_topics)
         request = CreateTopicsRequest(
             topics=[
@@ -228,9 +234,14 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         return Results(outcomes)
 
     async def delete_topics(
-        self, topics: Iterable[str | uuid.UUID], *, timeout_ms: int | None = None
+        self,
+        topics: Iterable[str | uuid.UUID],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str | uuid.UUID, None]:
         """Delete topics by name or by topic id."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(topics)
 
         async def attempt() -> DeleteTopicsResponse:
@@ -274,9 +285,11 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         new_partitions: Mapping[str, NewPartitions],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, None]:
         """Raise topics' partition counts to the given totals."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         request = CreatePartitionsRequest(
             topics=[
                 CreatePartitionsTopic(
@@ -302,17 +315,23 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         return Results(outcomes)
 
     async def list_topics(
-        self, *, include_internal: bool = False, timeout_ms: int | None = None
+        self,
+        *,
+        include_internal: bool = False,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> list[str]:
         """Names of the cluster's topics, sorted."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         snapshot = await self._with_retries(lambda: self._client.refresh_metadata(None), timeout_ms)
         return sorted(
             name for name, t in snapshot.topics.items() if include_internal or not t.is_internal
         )
 
     async def describe_topics(
-        self, names: Iterable[str], *, timeout_ms: int | None = None
+        self, names: Iterable[str], *, timeout_ms: float | None = None, timeout: float | None = None
     ) -> Results[str, TopicDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(names)
         snapshot = await self._with_retries(
             lambda: self._client.refresh_metadata(wanted), timeout_ms
@@ -352,8 +371,12 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
                 )
         return Results(outcomes)
 
-    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+    async def describe_cluster(
+        self, *, timeout_ms: float | None = None, timeout: float | None = None
+    ) -> ClusterDescription:
         """The cluster id, its controller and its brokers."""
+
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
 
         async def attempt() -> ClusterDescription:
             node_id = await self._client.any_node()
@@ -384,9 +407,11 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         *,
         include_synonyms: bool = False,
         include_documentation: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[ConfigResource, dict[str, ConfigEntry]]:
         """Every config entry of each resource (topic or broker), by name."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(resources)
         outcomes: dict[ConfigResource, Outcome[dict[str, ConfigEntry]]] = {}
         for node, group in self._group_by_node(wanted).items():
@@ -430,9 +455,11 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[ConfigResource, None]:
         """Apply SET/DELETE/APPEND/SUBTRACT changes to each resource's configs."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         outcomes: dict[ConfigResource, Outcome[None]] = {}
         for node, group in self._group_by_node(list(changes)).items():
             request = IncrementalAlterConfigsRequest(
@@ -484,9 +511,15 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
     # ---- records and offsets (partition leaders)
 
     async def delete_records(
-        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+        self,
+        before: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, int]:
         """Delete records below each offset; each outcome is the new low watermark."""
+
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
 
         def build(group: list[TopicPartition]) -> Request:
             by_topic: dict[str, list[DeleteRecordsPartition]] = defaultdict(list)
@@ -512,10 +545,12 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         specs: Mapping[TopicPartition, int],
         *,
         isolation_level: str = "read_uncommitted",
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, ListOffsetsResultInfo]:
         """Offsets by :class:`~kafkette.admin.types.OffsetSpec` (earliest, latest,
         max timestamp) or timestamp: the first offset whose timestamp is >= it."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         isolation = ISOLATION_LEVELS[isolation_level]
 
         def build(group: list[TopicPartition]) -> Request:
@@ -547,7 +582,7 @@ class AsyncAdminClient(TransactionOperations, GroupOperations):
         partitions: list[TopicPartition],
         build: Callable[[list[TopicPartition]], Request],
         parse: Callable[[Response], Mapping[TopicPartition, tuple[int, T]]],
-        timeout_ms: int | None,
+        timeout_ms: float | None,
     ) -> Results[TopicPartition, T]:
         """Send per-leader requests; retry partitions whose error is retriable."""
         outcomes: dict[TopicPartition, Outcome[T]] = {}

@@ -38,6 +38,7 @@ from kafkette.client.config import AdminConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.consumer.assignors.protocol import decode_assignment
 from kafkette.consumer.group.types import OffsetAndMetadata
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -115,7 +116,7 @@ class GroupOperations:
 
     # ---- plumbing
 
-    def _timeout_s(self, timeout_ms: int | None) -> float:
+    def _timeout_s(self, timeout_ms: float | None) -> float:
         ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         return ms / 1000
 
@@ -181,7 +182,7 @@ class GroupOperations:
         group_ids: Iterable[str],
         operation: Callable[[str], Awaitable[T]],
         what: str,
-        timeout_ms: int | None,
+        timeout_ms: float | None,
     ) -> Results[str, T]:
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
         outcomes: dict[str, Outcome[T]] = {}
@@ -211,7 +212,8 @@ class GroupOperations:
         self,
         *,
         states: Iterable[GroupState | str] | None = None,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> ConsumerGroupListings:
         """Consumer groups of every broker (groups of other protocol types are left out).
 
@@ -219,6 +221,7 @@ class GroupOperations:
         broker gets UNSUPPORTED_VERSION). A broker that cannot answer before the
         deadline is in the result's ``errors``.
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = [GroupState.parse(s) if isinstance(s, str) else s for s in states or ()]
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
         snapshot = await self._until_done(
@@ -270,7 +273,11 @@ class GroupOperations:
     # ---- describe and delete
 
     async def describe_consumer_groups(
-        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        group_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, ConsumerGroupDescription]:
         """Members (with their assigned partitions), state and assignor of each group.
 
@@ -278,6 +285,7 @@ class GroupOperations:
         DescribeGroups up to v5 reports it); a group of another protocol type
         than ``consumer`` is an error.
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._per_group(
             group_ids, self._describe_group, "describe consumer group", timeout_ms
         )
@@ -331,10 +339,15 @@ class GroupOperations:
         )
 
     async def delete_consumer_groups(
-        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        group_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, None]:
         """Delete groups with their committed offsets; a group with active members
         fails with NON_EMPTY_GROUP, an unknown one with GROUP_ID_NOT_FOUND."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._per_group(
             group_ids, self._delete_group, "delete consumer group", timeout_ms
         )
@@ -365,7 +378,8 @@ class GroupOperations:
         partitions: Iterable[TopicPartition] | None = None,
         *,
         require_stable: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets: of ``partitions``, or of every partition it
         committed (``None``). A partition without a committed offset gets ``None``.
@@ -373,6 +387,7 @@ class GroupOperations:
         Errors of the group as a whole (GROUP_AUTHORIZATION_FAILED...) are raised.
         ``require_stable`` waits out pending transactional commits (v7+).
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = None if partitions is None else list(dict.fromkeys(partitions))
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
 
@@ -432,13 +447,15 @@ class GroupOperations:
         group_id: str,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         *,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, None]:
         """Commit offsets for a group from outside it (generation -1, no member id).
 
         The group must have no active members: otherwise each partition fails
         with UNKNOWN_MEMBER_ID, as in Kafka.
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         commits = {
             tp: value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
             for tp, value in offsets.items()
@@ -492,7 +509,8 @@ class GroupOperations:
         group_id: str,
         partitions: Iterable[TopicPartition],
         *,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, None]:
         """Delete the group's committed offsets of ``partitions``.
 
@@ -500,6 +518,7 @@ class GroupOperations:
         GROUP_SUBSCRIBED_TO_TOPIC; an error of the whole request (an unknown
         group: GROUP_ID_NOT_FOUND) fails every partition.
         """
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(dict.fromkeys(partitions))
         request = OffsetDeleteRequest(
             group_id=group_id,

@@ -30,6 +30,7 @@ from kafkette.admin.types import (
 )
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.consumer.group.types import OffsetAndMetadata
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.structs import TopicPartition
 
 
@@ -62,8 +63,10 @@ class AdminClient:
         new_topics: Iterable[NewTopic],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, CreatedTopic]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         topics = list(new_topics)
         return self._loop.call(
             lambda: self._async.create_topics(
@@ -72,8 +75,13 @@ class AdminClient:
         )
 
     def delete_topics(
-        self, topics: Iterable[str | uuid.UUID], *, timeout_ms: int | None = None
+        self,
+        topics: Iterable[str | uuid.UUID],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str | uuid.UUID, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         names = list(topics)
         return self._loop.call(lambda: self._async.delete_topics(names, timeout_ms=timeout_ms))
 
@@ -82,8 +90,10 @@ class AdminClient:
         new_partitions: Mapping[str, NewPartitions],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(
             lambda: self._async.create_partitions(
                 new_partitions, validate_only=validate_only, timeout_ms=timeout_ms
@@ -91,8 +101,13 @@ class AdminClient:
         )
 
     def list_topics(
-        self, *, include_internal: bool = False, timeout_ms: int | None = None
+        self,
+        *,
+        include_internal: bool = False,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> list[str]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(
             lambda: self._async.list_topics(
                 include_internal=include_internal, timeout_ms=timeout_ms
@@ -100,12 +115,16 @@ class AdminClient:
         )
 
     def describe_topics(
-        self, names: Iterable[str], *, timeout_ms: int | None = None
+        self, names: Iterable[str], *, timeout_ms: float | None = None, timeout: float | None = None
     ) -> Results[str, TopicDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(names)
         return self._loop.call(lambda: self._async.describe_topics(wanted, timeout_ms=timeout_ms))
 
-    def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+    def describe_cluster(
+        self, *, timeout_ms: float | None = None, timeout: float | None = None
+    ) -> ClusterDescription:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(lambda: self._async.describe_cluster(timeout_ms=timeout_ms))
 
     def describe_configs(
@@ -114,8 +133,10 @@ class AdminClient:
         *,
         include_synonyms: bool = False,
         include_documentation: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[ConfigResource, dict[str, ConfigEntry]]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(resources)
         return self._loop.call(
             lambda: self._async.describe_configs(
@@ -131,8 +152,10 @@ class AdminClient:
         changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
         *,
         validate_only: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[ConfigResource, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(
             lambda: self._async.incremental_alter_configs(
                 changes, validate_only=validate_only, timeout_ms=timeout_ms
@@ -140,8 +163,13 @@ class AdminClient:
         )
 
     def delete_records(
-        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+        self,
+        before: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, int]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(lambda: self._async.delete_records(before, timeout_ms=timeout_ms))
 
     def list_offsets(
@@ -149,8 +177,10 @@ class AdminClient:
         specs: Mapping[TopicPartition, int],
         *,
         isolation_level: str = "read_uncommitted",
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, ListOffsetsResultInfo]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(
             lambda: self._async.list_offsets(
                 specs, isolation_level=isolation_level, timeout_ms=timeout_ms
@@ -163,24 +193,36 @@ class AdminClient:
         self,
         *,
         states: Iterable[GroupState | str] | None = None,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> ConsumerGroupListings:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = None if states is None else list(states)
         return self._loop.call(
             lambda: self._async.list_consumer_groups(states=wanted, timeout_ms=timeout_ms)
         )
 
     def describe_consumer_groups(
-        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        group_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, ConsumerGroupDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(group_ids)
         return self._loop.call(
             lambda: self._async.describe_consumer_groups(wanted, timeout_ms=timeout_ms)
         )
 
     def delete_consumer_groups(
-        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        group_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(group_ids)
         return self._loop.call(
             lambda: self._async.delete_consumer_groups(wanted, timeout_ms=timeout_ms)
@@ -192,8 +234,10 @@ class AdminClient:
         partitions: Iterable[TopicPartition] | None = None,
         *,
         require_stable: bool = False,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, OffsetAndMetadata | None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = None if partitions is None else list(partitions)
         return self._loop.call(
             lambda: self._async.list_consumer_group_offsets(
@@ -206,8 +250,10 @@ class AdminClient:
         group_id: str,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         *,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(
             lambda: self._async.alter_consumer_group_offsets(
                 group_id, offsets, timeout_ms=timeout_ms
@@ -219,8 +265,10 @@ class AdminClient:
         group_id: str,
         partitions: Iterable[TopicPartition],
         *,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(partitions)
         return self._loop.call(
             lambda: self._async.delete_consumer_group_offsets(
@@ -236,8 +284,10 @@ class AdminClient:
         states: Iterable[TransactionState | str] | None = None,
         producer_ids: Iterable[int] | None = None,
         duration_ms: int | None = None,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> TransactionListings:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted_states = None if states is None else list(states)
         wanted_ids = None if producer_ids is None else list(producer_ids)
         return self._loop.call(
@@ -250,16 +300,26 @@ class AdminClient:
         )
 
     def describe_transactions(
-        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        transactional_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, TransactionDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(transactional_ids)
         return self._loop.call(
             lambda: self._async.describe_transactions(wanted, timeout_ms=timeout_ms)
         )
 
     def describe_producers(
-        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, tuple[ProducerState, ...]]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(partitions)
         return self._loop.call(
             lambda: self._async.describe_producers(wanted, timeout_ms=timeout_ms)

@@ -31,6 +31,7 @@ from kafkette.admin.txn_types import (
 )
 from kafkette.admin.types import Outcome, Results
 from kafkette.client.connection import BrokerConnection
+from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -72,7 +73,7 @@ class TransactionOperations(GroupOperations):
             partitions: list[TopicPartition],
             build: Callable[[list[TopicPartition]], Request],
             parse: Callable[[Response], Mapping[TopicPartition, tuple[int, T]]],
-            timeout_ms: int | None,
+            timeout_ms: float | None,
         ) -> Results[TopicPartition, T]: ...
 
     # ---- listing
@@ -83,10 +84,12 @@ class TransactionOperations(GroupOperations):
         states: Iterable[TransactionState | str] | None = None,
         producer_ids: Iterable[int] | None = None,
         duration_ms: int | None = None,
-        timeout_ms: int | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> TransactionListings:
         """Transactional ids of every broker, optionally only those in ``states``, of
         ``producer_ids``, or with a transaction open longer than ``duration_ms`` (v1+)."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted_states = [
             (TransactionState.parse(s) if isinstance(s, str) else s).value for s in states or ()
         ]
@@ -144,11 +147,16 @@ class TransactionOperations(GroupOperations):
     # ---- describe
 
     async def describe_transactions(
-        self, transactional_ids: Iterable[str], *, timeout_ms: int | None = None
+        self,
+        transactional_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[str, TransactionDescription]:
         """State, producer id and epoch, timeout, start and partitions of each id's
         transaction; an id the coordinator does not know fails with
         TRANSACTIONAL_ID_NOT_FOUND."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
         outcomes: dict[str, Outcome[TransactionDescription]] = {}
         for transactional_id in dict.fromkeys(transactional_ids):
@@ -205,10 +213,16 @@ class TransactionOperations(GroupOperations):
     # ---- producers
 
     async def describe_producers(
-        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
     ) -> Results[TopicPartition, tuple[ProducerState, ...]]:
         """The producers each partition's leader remembers (id, epoch, last sequence and
         timestamp, open transaction's first offset), sorted by producer id."""
+
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
 
         def build(group: list[TopicPartition]) -> Request:
             by_topic: dict[str, list[int]] = defaultdict(list)

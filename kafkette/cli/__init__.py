@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kafkette.cli import cluster, consume, groups, offsets, produce, topics, txns
+from kafkette.cli import cluster, consume, groups, offsets, perf, produce, topics, txns
 from kafkette.cli.common import Subcommands, UsageError, settings_from
 from kafkette.errors import ConfigError, KafkaError
 
@@ -32,6 +32,7 @@ _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     groups.add_parser,
     txns.add_parser,
     cluster.add_parser,
+    perf.add_parser,
 )
 
 

@@ -6,7 +6,8 @@ entry point of every transport, asks it for a :class:`FaultPlan` per request
 when any fault is armed, then acts the plan out (sleep, answer with an error
 instead of serving, close the connection before or after serving). The table
 itself does no I/O and knows no transport, so the in-process clusters
-(``kafkette.testing.MemoryCluster.faults``) and a TCP hook can share it.
+(``kafkette.testing.MemoryCluster.faults``) and ``kafkette serve --fault
+API:ERROR[:TIMES]`` (:func:`parse_fail_spec`, armed at start) share it.
 
 Faults, checked in this order for each request:
 
@@ -29,7 +30,7 @@ from typing import Any, cast
 import anyio
 import attrs
 
-from kafkette.errors import KafkaError
+from kafkette.errors import ERRORS, KafkaError
 from kafkette.protocol.messages import (
     API_NAMES,
     RESPONSES,
@@ -140,10 +141,7 @@ class FaultTable:
         """
         key = api_key(api)
         code = error_code(error)
-        if key not in _ERROR_RESPONSES and "error_code" not in attrs.fields_dict(
-            cast(Any, RESPONSES[key])
-        ):
-            raise ValueError(f"fail() cannot answer {API_NAMES[key]} with an error code")
+        _check_failable(key)
         if (topic is not None or partition is not None) and key not in _PARTITIONS:
             raise ValueError(f"{API_NAMES[key]} requests name no partitions to match a topic on")
         if partition is not None and topic is None:
@@ -229,6 +227,65 @@ class FaultTable:
             if topic == fault.topic and fault.partition in (None, partition):
                 return True
         return False
+
+
+def _check_failable(key: int) -> None:
+    if key not in _ERROR_RESPONSES and "error_code" not in attrs.fields_dict(
+        cast(Any, RESPONSES[key])
+    ):
+        raise ValueError(f"fail() cannot answer {API_NAMES[key]} with an error code")
+
+
+@attrs.frozen
+class FailSpec:
+    """A ``fail`` fault given as text (``kafkette serve --fault API:ERROR[:TIMES]``)."""
+
+    api_key: int
+    error_code: int
+    times: int = 1
+
+    def arm(self, table: FaultTable) -> None:
+        table.fail(self.api_key, self.error_code, times=self.times)
+
+    def __str__(self) -> str:
+        name = ERRORS[self.error_code].name if self.error_code in ERRORS else self.error_code
+        return f"{API_NAMES[self.api_key]}:{name}:{self.times}"
+
+
+_CODES_BY_NAME = {info.name: code for code, info in ERRORS.items()}
+
+
+def parse_fail_spec(text: str) -> FailSpec:
+    """``API:ERROR[:TIMES]``: the next TIMES (default 1) requests of API are answered
+    with ERROR unserved. API is a Kafka API name (``Produce``) or key; ERROR is
+    Kafka's name of the error (``NOT_ENOUGH_REPLICAS``, any case) or its code.
+    Raises ValueError naming what is wrong."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(p.strip() for p in parts):
+        raise ValueError(f"expected API:ERROR[:TIMES], got {text!r}")
+    api, error = parts[0].strip(), parts[1].strip()
+    key = api_key(int(api) if _is_int(api) else api)
+    if _is_int(error):
+        code = int(error)
+        if code not in ERRORS:
+            raise ValueError(f"{code} is not a Kafka error code")
+    else:
+        found = _CODES_BY_NAME.get(error.upper())
+        if found is None:
+            raise ValueError(f"{error!r} is not a Kafka error name (e.g. NOT_ENOUGH_REPLICAS)")
+        code = found
+    code = error_code(code)
+    times = 1
+    if len(parts) == 3:
+        if not _is_int(parts[2]) or int(parts[2]) < 1:
+            raise ValueError(f"TIMES is a whole number, at least 1, got {parts[2]!r}")
+        times = int(parts[2])
+    _check_failable(key)
+    return FailSpec(key, code, times)
+
+
+def _is_int(text: str) -> bool:
+    return text.strip().lstrip("-").isdigit()
 
 
 def _times(times: int | None) -> int | None:
@@ -394,12 +451,14 @@ async def serve_with_faults(
 
 
 __all__ = [
+    "FailSpec",
     "FaultDisconnect",
     "FaultPlan",
     "FaultTable",
     "api_key",
     "error_code",
     "error_response",
+    "parse_fail_spec",
     "serve_with_faults",
     "set_throttle",
 ]

@@ -13,6 +13,12 @@ listener is SASL_PLAINTEXT: clients must authenticate with one of
 ``--sasl-mechanisms`` (or the ``sasl.enabled.mechanisms`` property; PLAIN,
 SCRAM-SHA-256 and SCRAM-SHA-512 by default) before any other request.
 Passwords are salted and hashed at start and not kept.
+
+For tests of clients against a failing broker, ``--fault API:ERROR[:TIMES]``
+(repeatable) arms the broker's fault table at start, as
+``MemoryCluster.faults.fail`` does in process: the first TIMES (default 1)
+requests of that API are answered with that Kafka error, unserved. There is no
+way to arm faults over the network.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 
 import anyio
 
@@ -30,6 +37,7 @@ from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
+from kafkette.server.faults import FailSpec, parse_fail_spec
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
 from kafkette.server.maintenance import maintenance_loop
@@ -85,6 +93,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a broker property (repeatable), e.g. --set num.partitions=3",
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="API:ERROR[:TIMES]",
+        help="for tests: answer the first TIMES (default 1) requests of API with the Kafka "
+        "error ERROR, unserved (repeatable), e.g. --fault Produce:NOT_ENOUGH_REPLICAS:3",
+    )
     sasl = parser.add_argument_group(
         "SASL",
         "Any --sasl-user or --sasl-users-file makes the listener SASL_PLAINTEXT: clients "
@@ -135,6 +151,17 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     elif args.memory:
         config.data_dir = None
     return config
+
+
+def build_faults(args: argparse.Namespace) -> list[FailSpec]:
+    """The ``--fault`` options, parsed (raises :class:`ConfigError` naming the bad one)."""
+    specs = []
+    for text in args.fault:
+        try:
+            specs.append(parse_fail_spec(text))
+        except ValueError as exc:
+            raise ConfigError("--fault", str(exc)) from None
+    return specs
 
 
 def _sasl_user(text: str, where: str) -> tuple[str, str]:
@@ -193,7 +220,9 @@ def raise_open_files_limit() -> int | None:
     return target
 
 
-async def run(config: BrokerConfig, sasl: SaslSettings | None = None) -> None:
+async def run(
+    config: BrokerConfig, sasl: SaslSettings | None = None, faults: Sequence[FailSpec] = ()
+) -> None:
     lock = None
     if config.data_dir is not None:
         lock = DataDirLock(config.data_dir, f"kafkette serve on {config.host}:{config.port}")
@@ -204,6 +233,9 @@ async def run(config: BrokerConfig, sasl: SaslSettings | None = None) -> None:
             lock.release()
         raise
     try:
+        for spec in faults:  # armed and logged before the listening line
+            spec.arm(broker.faults)
+            logger.warning("kafkette serve: fault armed: %s", spec)
         async with anyio.create_task_group() as tg:
             port = await tg.start(
                 functools.partial(serve_tcp, sasl=sasl), broker, config.host, config.port
@@ -254,6 +286,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         sasl = build_sasl(args, config)
+        faults = build_faults(args)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -265,7 +298,7 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl)
+        anyio.run(run, config, sasl, faults)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError) as exc:

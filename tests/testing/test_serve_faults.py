@@ -1,0 +1,115 @@
+"""``kafkette serve --fault API:ERROR[:TIMES]``: the fault table of MemoryCluster.faults,
+armed at start on a broker over TCP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kafkette.errors import NotEnoughReplicasError
+from kafkette.server.faults import FailSpec, FaultTable, parse_fail_spec
+from tests.brokers import BrokerProcess
+
+PRODUCE, FIND_COORDINATOR = 0, 10
+FAULT = ("--fault", "Produce:NOT_ENOUGH_REPLICAS:3")
+BAD_FAULT = ("--fault", "Produce:NOT_ENOUGH")
+
+
+def test_fault_specs() -> None:
+    assert parse_fail_spec("Produce:NOT_ENOUGH_REPLICAS:3") == FailSpec(PRODUCE, 19, 3)
+    assert parse_fail_spec("produce:not_enough_replicas") == FailSpec(PRODUCE, 19, 1)
+    assert parse_fail_spec("FindCoordinator:15") == FailSpec(FIND_COORDINATOR, 15, 1)
+    assert parse_fail_spec("0:19:2") == FailSpec(PRODUCE, 19, 2)
+    assert str(parse_fail_spec("Produce:19:3")) == "Produce:NOT_ENOUGH_REPLICAS:3"
+    table = FaultTable()
+    parse_fail_spec("Produce:NOT_ENOUGH_REPLICAS:3").arm(table)
+    [armed] = table.armed()
+    assert (armed.kind, armed.api_key, armed.error_code, armed.remaining) == ("fail", 0, 19, 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Produce", "expected API:ERROR"),
+        ("Produce:19:3:4", "expected API:ERROR"),
+        ("Produce::3", "expected API:ERROR"),
+        ("Produc:19", "'Produc' is not a Kafka API name"),
+        ("Produce:NOT_ENOUGH", "'NOT_ENOUGH' is not a Kafka error name"),
+        ("Produce:9999", "9999 is not a Kafka error code"),
+        ("Produce:NONE", "has no Kafka error code"),
+        ("Produce:19:0", "TIMES is a whole number, at least 1"),
+        ("Produce:19:x", "TIMES is a whole number"),
+        ("Metadata:3", "cannot answer Metadata"),
+    ],
+)
+def test_bad_fault_specs(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_fail_spec(text)
+
+
+def test_serve_refuses_a_bad_fault_with_status_2() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkette", "serve", "--listen", "127.0.0.1:0", *BAD_FAULT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "--fault" in result.stderr
+    assert "'NOT_ENOUGH' is not a Kafka error name" in result.stderr
+
+
+def _create(bootstrap: str, topic: str) -> None:
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1)], timeout=10.0).all()
+
+
+def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp])
+        values: list[bytes] = []
+        for _ in range(50):
+            for record in consumer.poll(timeout=0.2).get(tp, []):
+                assert record.value is not None
+                values.append(record.value)
+            if len(values) >= count:
+                break
+        assert consumer.end_offsets([tp], timeout=10.0) == {tp: count}
+    return values
+
+
+def test_a_producer_survives_not_enough_replicas_over_tcp() -> None:
+    with BrokerProcess(args=FAULT) as broker:
+        assert "fault armed: Produce:NOT_ENOUGH_REPLICAS:3" in broker.log()
+        _create(broker.bootstrap, "t")
+        with Producer(bootstrap_servers=broker.bootstrap) as producer:
+            futures = [producer.send("t", b"v%d" % i, partition=0) for i in range(5)]
+            offsets = [f.result(20).offset for f in futures]
+        assert offsets == [0, 1, 2, 3, 4]
+        # the retries used up all three faulty answers: a producer without retries is served
+        with Producer(
+            bootstrap_servers=broker.bootstrap, retries=0, enable_idempotence=False
+        ) as producer:
+            assert producer.send("t", b"after", partition=0).result(20).offset == 5
+        values = _values(broker.bootstrap, "t", 6)
+        assert values == [b"v0", b"v1", b"v2", b"v3", b"v4", b"after"]
+
+
+def test_the_fault_answers_exactly_times_requests_over_tcp() -> None:
+    """Without retries the three faulty answers reach the application; the fourth
+    request is served."""
+    with BrokerProcess(args=FAULT) as broker:
+        _create(broker.bootstrap, "t")
+        with Producer(
+            bootstrap_servers=broker.bootstrap, retries=0, enable_idempotence=False
+        ) as producer:
+            for _ in range(3):
+                with pytest.raises(NotEnoughReplicasError):
+                    producer.send("t", b"refused", partition=0).result(20)
+            assert producer.send("t", b"stored", partition=0).result(20).offset == 0
+        assert _values(broker.bootstrap, "t", 1) == [b"stored"]

@@ -25,7 +25,11 @@ SUMMARY_LATENCY = (
 
 
 def live(verb: str) -> re.Pattern[str]:
-    return re.compile(rf"[0-9]+ records {verb}, {NUMBER} records/s \({NUMBER} MB/s\), {LATENCY}")
+    """A live line; "latency ms -" when no measured record completed in the interval."""
+    return re.compile(
+        rf"[0-9]+ records {verb}, {NUMBER} records/s \({NUMBER} MB/s\), "
+        rf"({LATENCY}|latency ms -)"
+    )
 
 
 def summary(records: int, verb: str) -> re.Pattern[str]:

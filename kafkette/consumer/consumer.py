@@ -307,21 +307,7 @@ class Consumer:
         limit = max_records if max_records is not None else self.config.max_poll_records
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
-        buffer = core.buffer
-        clock = core.client.clock
-        deadline = clock() + timeout_ms
-        if core.group is not None:
-            self._drive(core.group_steps(deadline))
-        while True:
-            seen = buffer.generation
-            core.check_positions()
-            records = core.drain(limit)
-            if records:
-                return records
-            left = deadline - clock()
-            if left <= 0 or core.closed:
-                return {}
-            buffer.wait_sync(seen, left / 1000)
+        return self._wait_for(lambda: core.drain(limit), timeout_ms)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -357,6 +343,14 @@ class Consumer:
         core.check_open()
         if max_offsets < 1:
             raise ValueError(f"max_offsets must be positive, got {max_offsets}")
+        return self._wait_for(lambda: core.drain_batches(max_offsets), timeout_ms)
+
+    def _wait_for(
+        self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
+    ) -> dict[TopicPartition, list[T]]:
+        """What ``drain`` takes from the buffer after the group's work, waiting up to
+        ``timeout_ms`` for something to arrive while it takes nothing."""
+        core = self._core
         buffer = core.buffer
         clock = core.client.clock
         deadline = clock() + timeout_ms
@@ -365,9 +359,9 @@ class Consumer:
         while True:
             seen = buffer.generation
             core.check_positions()
-            batches = core.drain_batches(max_offsets)
-            if batches:
-                return batches
+            taken = drain()
+            if taken:
+                return taken
             left = deadline - clock()
             if left <= 0 or core.closed:
                 return {}

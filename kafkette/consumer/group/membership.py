@@ -364,15 +364,16 @@ class Membership:
         A failure leaves the member UNJOINED, to join again; FENCED_INSTANCE_ID
         is also kept as the fatal error.
         """
-        self.revoked_for_join = False
         if self.state is S.JOIN_FAILED:
-            error, self.join_error = self.join_error, None
             self.fire(E.FAILURE_TAKEN)
+            self.revoked_for_join = False
+            error, self.join_error = self.join_error, None
             self.request_rejoin("the last join failed")
             if isinstance(error, FencedInstanceIdError):
                 self.fatal_error = error
             return error
         self.fire(E.ASSIGNMENT_TAKEN)
+        self.revoked_for_join = False
         if self.generation_id == NO_GENERATION:
             # Lost while ASSIGNED: the assignment is applied, the next poll joins again.
             self.fire(E.GENERATION_LOST)

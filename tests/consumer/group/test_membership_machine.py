@@ -314,6 +314,7 @@ EVENTS: dict[str, tuple[Event, frozenset[MemberEvent]]] = {
     "next_heartbeat": (lambda m: m.next_heartbeat(0.0, 3_000), frozenset()),
     "commit": (lambda m: m.commit_generation(True), frozenset()),
     "rejoin": (lambda m: m.request_rejoin("test"), frozenset()),
+    "revoked": (lambda m: setattr(m, "revoked_for_join", True), frozenset()),
     "leave": (lambda m: m.left("test"), frozenset({E.LEFT})),
 }
 
@@ -330,6 +331,7 @@ def facts(m: Membership) -> tuple[object, ...]:
         m.rejoin_reason,
         m.join_error,
         m.fatal_error,
+        m.revoked_for_join,
     )
 
 

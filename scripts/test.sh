@@ -17,4 +17,4 @@ if [ ${#packages[@]} -gt 0 ]; then
     fi
 fi
 cd "$here"
-exec "$here/.venv/bin/python" -m pytest "$@"
+exec "$here/.venv/bin/python" -m pytest --durations=25 "$@"

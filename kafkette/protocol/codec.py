@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import attrs
 
@@ -49,20 +49,22 @@ from kafkette.protocol.errors import (
     TruncatedError,
     UnsupportedVersionError,
 )
-from kafkette.protocol.schema import (
+from kafkette.protocol.fields import (
     EMPTY_LIST,
     NEW_STRUCT,
     Array,
     Field,
-    Message,
     Struct,
     in_range,
 )
 
+if TYPE_CHECKING:
+    from kafkette.protocol.schema import Message
+
 Decoder = Callable[[Any, int], tuple[Any, int]]
 Encoder = Callable[[bytearray, Any], None]
 
-M = TypeVar("M", bound=Message)
+M = TypeVar("M", bound="Message")
 
 _FIXED_FORMATS = {
     "bool": "?",

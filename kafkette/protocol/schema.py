@@ -1,130 +1,66 @@
-"""The vocabulary of the generated message modules.
+"""The message classes of the generated modules, and the registry of them by API key.
 
 Each generated module (``kafkette/protocol/messages/*.py``) declares attrs
 classes for a message and its nested structs, and attaches to each class a
-``FIELDS`` table of :class:`Field` rows: the Kafka JSON definition, as data.
-:mod:`kafkette.protocol.codec` turns those tables into an encoder and a
-decoder per (class, version) on first use.
-
-A version range is a ``(low, high)`` pair, inclusive; ``high`` is
-:data:`MAX_VERSION` for an open range ("3+"), and :data:`NO_VERSIONS` is the
-empty range ("none").
+``FIELDS`` table of :class:`~kafkette.protocol.fields.Field` rows: the Kafka
+JSON definition, as data. :mod:`kafkette.protocol.codec` turns those tables
+into an encoder and a decoder per (class, version) on first use. The field
+vocabulary lives in :mod:`kafkette.protocol.fields` (which the codec imports,
+so that the codec does not import this module) and is re-exported here for
+the generated modules.
 """
 
 from __future__ import annotations
 
 import importlib
-import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
-import attrs
-
+from kafkette.protocol import codec as _codec
 from kafkette.protocol.errors import UnsupportedVersionError
-
-VersionRange = tuple[int, int]
-
-RecordsData = bytes | bytearray | memoryview
-"""What a ``records`` field holds: stored batch bytes, passed through unparsed."""
-
-
-class ExternalRecords(Protocol):
-    """Record data a transport writes itself: a region of a log segment for ``os.sendfile``.
-
-    A broker may put one in a ``records`` field of a response. Encoded with a
-    :class:`~kafkette.primitives.PartsWriter` it becomes a separate part of the
-    frame, which the TCP listener sends straight from the file; any other
-    writer copies :meth:`to_bytes` in.
-    """
-
-    def __len__(self) -> int: ...
-
-    def to_bytes(self) -> bytes: ...
-
-
-ZERO_UUID = uuid.UUID(int=0)
-
-MAX_VERSION = 0x7FFF
-NO_VERSIONS: VersionRange = (1, 0)
-
-PRIMITIVE_TYPES = frozenset(
-    {
-        "bool",
-        "int8",
-        "int16",
-        "uint16",
-        "int32",
-        "int64",
-        "float64",
-        "uuid",
-        "string",
-        "bytes",
-        "records",
-    }
+from kafkette.protocol.fields import (
+    EMPTY_LIST,
+    MAX_VERSION,
+    NEW_STRUCT,
+    NO_VERSIONS,
+    PRIMITIVE_TYPES,
+    ZERO_UUID,
+    Array,
+    EmptyList,
+    ExternalRecords,
+    Field,
+    FieldType,
+    NewStruct,
+    RecordsData,
+    Struct,
+    VersionRange,
+    in_range,
 )
 
-
-def in_range(version: int, versions: VersionRange) -> bool:
-    return versions[0] <= version <= versions[1]
-
-
-@attrs.frozen(slots=True)
-class Array:
-    """An array field's type: ``element`` is a primitive name or a struct class."""
-
-    element: str | type[Struct]
-
-
-FieldType = str | type["Struct"] | Array
-
-
-class EmptyList:
-    """Default marker of a non-nullable array field: a fresh empty list."""
-
-    def __repr__(self) -> str:
-        return "EMPTY_LIST"
-
-
-class NewStruct:
-    """Default marker of a non-nullable struct field: a fresh default instance."""
-
-    def __repr__(self) -> str:
-        return "NEW_STRUCT"
-
-
-EMPTY_LIST: Any = EmptyList()
-NEW_STRUCT: Any = NewStruct()
-
-
-@attrs.frozen(slots=True)
-class Field:
-    """One field of a struct, as the Kafka message definition states it.
-
-    ``name`` is the Python attribute name; ``kafka_name`` the definition's.
-    ``tag`` is set for tagged fields, which live in ``tagged_versions``.
-    ``flexible`` overrides the message's flexible versions for this field
-    (only the request header's ClientId does so: always a non-compact string).
-    """
-
-    name: str
-    kafka_name: str
-    type: FieldType
-    versions: VersionRange
-    nullable: VersionRange = NO_VERSIONS
-    default: Any = None
-    ignorable: bool = False
-    tag: int | None = None
-    tagged_versions: VersionRange = NO_VERSIONS
-    flexible: VersionRange | None = None
-
-
-class Struct:
-    """Base of every generated struct class."""
-
-    __slots__ = ()
-
-    FIELDS: ClassVar[tuple[Field, ...]] = ()
-
+__all__ = [
+    "EMPTY_LIST",
+    "MAX_VERSION",
+    "NEW_STRUCT",
+    "NO_VERSIONS",
+    "PRIMITIVE_TYPES",
+    "ZERO_UUID",
+    "Array",
+    "Data",
+    "EmptyList",
+    "ExternalRecords",
+    "Field",
+    "FieldType",
+    "Header",
+    "LazyClassMap",
+    "Message",
+    "NewStruct",
+    "RecordsData",
+    "Request",
+    "Response",
+    "Struct",
+    "VersionRange",
+    "in_range",
+]
 
 M = TypeVar("M", bound="Message")
 
@@ -235,7 +171,3 @@ class LazyClassMap(Mapping[int, type[C]], Generic[C]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
-
-
-# Imported last: codec imports this module's names, and Message's methods call codec.
-from kafkette.protocol import codec as _codec  # noqa: E402

@@ -1,0 +1,34 @@
+"""Consumer-type groups: the consumer group protocol of KIP-848, broker side, without I/O.
+
+- ``coordinator``: :class:`ConsumerGroupCoordinator`, ConsumerGroupHeartbeat over every
+  group, and the session and revocation timers (``next_deadline_ms`` / ``tick``);
+- ``heartbeat``: the request and response, and the checks made before any group;
+- ``group``: one group's state (epochs, members, target assignment, partition epochs);
+- ``member``: one member (Kafka's ConsumerGroupMember) and its reconciliation states;
+- ``reconciliation``: a member's next step towards its target (CurrentAssignmentBuilder);
+- ``assignors``: the server assignors ``uniform`` and ``range``;
+- ``topics``: the injected topic image and what subscriptions (names, regex) resolve to;
+- ``partitions``: partition sets keyed by topic id;
+- ``describe``: the ConsumerGroupDescribe read-out; ``offsets``: OffsetCommit and
+  OffsetFetch checked against member epochs; ``wire``: to and from the generated messages;
+- ``config``: the ``group.consumer.*`` settings.
+"""
+
+from kafkette.server.groups.consumer_protocol.config import ConsumerGroupConfig
+from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
+from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, GroupState
+from kafkette.server.groups.consumer_protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
+from kafkette.server.groups.consumer_protocol.member import Member, MemberState
+from kafkette.server.groups.consumer_protocol.topics import TopicInfo
+
+__all__ = [
+    "ConsumerGroup",
+    "ConsumerGroupConfig",
+    "ConsumerGroupCoordinator",
+    "GroupState",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "Member",
+    "MemberState",
+    "TopicInfo",
+]

@@ -4,8 +4,7 @@ Producers, consumers and an admin client speaking the Kafka wire protocol, a
 bundled broker (``kafkette serve``) and an in-memory fake (``memory://``).
 """
 
-__version__ = "0.1.0"  # before the imports below: kafkette.client reads it
-
+from kafkette._version import __version__
 from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
 from kafkette.consumer import (
     AsyncConsumer,

@@ -23,7 +23,7 @@ import ssl
 import anyio
 import anyio.abc
 
-from kafkette import __version__
+from kafkette._version import __version__
 from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import attrs
 
 from kafkette.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     UnknownMemberIdError,
     UnknownServerError,
@@ -47,6 +48,7 @@ from kafkette.errors import (
 from kafkette.server.groups.consumer_protocol import partitions
 from kafkette.server.groups.consumer_protocol.assignors import ASSIGNORS, AssignmentSpec, MemberSpec
 from kafkette.server.groups.consumer_protocol.config import ConsumerGroupConfig
+from kafkette.server.groups.consumer_protocol.describe import DescribedGroup, describe
 from kafkette.server.groups.consumer_protocol.group import ConsumerGroup
 from kafkette.server.groups.consumer_protocol.heartbeat import (
     HeartbeatRequest,
@@ -176,6 +178,8 @@ class ConsumerGroupCoordinator:
                         f"Member {member_id} is not a member of group {group.group_id}."
                     )
                 return Member(member_id=member_id), None
+            if joining:
+                return _rejoined(existing), None
             _check_epoch(existing, request)
             return existing, None
 
@@ -184,13 +188,10 @@ class ConsumerGroupCoordinator:
             if static is None:
                 existing = group.members.get(member_id)
                 if existing is not None:
-                    _check_epoch(existing, request)
-                    return existing, None
+                    return _rejoined(existing), None
                 return Member(member_id=member_id), None
             if static.member_id == member_id and static.member_epoch != STATIC_LEAVE_EPOCH:
-                # The same incarnation again: its join answer may have been lost.
-                _check_epoch(static, request)
-                return static, None
+                return _rejoined(static), None
             if static.member_epoch != STATIC_LEAVE_EPOCH:
                 raise UnreleasedInstanceIdError(
                     f"Static member {member_id} with instance id {request.instance_id} cannot "
@@ -380,9 +381,31 @@ class ConsumerGroupCoordinator:
 
     # -- read-outs ---------------------------------------------------------------------
 
-    def group_ids(self) -> Iterable[str]:
-        """Every consumer-type group this coordinator holds."""
-        return list(self.groups)
+    def describe(self, group_id: str) -> DescribedGroup:
+        """ConsumerGroupDescribe's read-out of one group, or GROUP_ID_NOT_FOUND."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        return describe(group, self.topics(), self.config.assignors)
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """Every consumer-type group with its state, as ListGroups reports them."""
+        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
+
+
+def _rejoined(member: Member) -> Member:
+    """A member still in the group that joins again with epoch 0 and its member id (after
+    being fenced, or because the answer to its join was lost): it holds nothing now (a join
+    reports no partitions), so it starts again from epoch 0 with its subscription, and its
+    partitions are free for its target at once."""
+    return attrs.evolve(
+        member,
+        member_epoch=JOIN_EPOCH,
+        previous_member_epoch=JOIN_EPOCH,
+        state=MemberState.STABLE,
+        assigned={},
+        pending_revocation={},
+    )
 
 
 def _check_epoch(member: Member, request: HeartbeatRequest) -> None:

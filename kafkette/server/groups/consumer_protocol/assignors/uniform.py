@@ -1,5 +1,5 @@
-"""``uniform``: every partition given out, as evenly as the subscriptions allow, moving as
-few partitions as possible from their previous owners (the behaviour of Kafka's
+"""``uniform``: every partition given out, as evenly as the subscriptions allow, leaving
+partitions with their previous owners where balance allows (the behaviour of Kafka's
 UniformAssignor; our own algorithm).
 
 1. Each member keeps the partitions of its previous target that still exist and that
@@ -7,9 +7,9 @@ UniformAssignor; our own algorithm).
 2. Each partition left over goes to the subscribed member with the fewest partitions
    (ties: the lowest member id).
 3. While a partition can move from a member to another subscribed member holding at
-   least two fewer, it moves. Each move lowers the sum of the squared counts, so this
-   ends; when all members share the same subscription their counts then differ by at
-   most one.
+   least two fewer, it moves (a member gives up its last topic's last partitions
+   first). Each move lowers the sum of the squared counts, so this ends; when all
+   members share the same subscription their counts then differ by at most one.
 
 Rack awareness (Kafka's rack-matching preference) is not applied.
 """
@@ -65,11 +65,14 @@ class UniformAssignor:
                     owner[tp] = taker
                     held[taker].add(tp)
 
+        def by_name(tp: TopicPartition) -> tuple[str, uuid.UUID, int]:
+            return (spec.topics[tp[0]].name, tp[0], tp[1])
+
         moved = True
         while moved:
             moved = False
             for donor in sorted(order, key=lambda m: (-len(held[m]), rank[m])):
-                for tp in sorted(held[donor], reverse=True):
+                for tp in sorted(held[donor], key=by_name, reverse=True):
                     taker = min(subscribers[tp[0]], key=lambda m: (len(held[m]), rank[m]))
                     if len(held[taker]) < len(held[donor]) - 1:
                         held[donor].remove(tp)

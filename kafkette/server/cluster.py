@@ -65,12 +65,17 @@ def new_cluster_id() -> str:
 
 @attrs.define(eq=False)
 class Partition:
-    """One partition of a topic, with its log; this node leads it."""
+    """One partition of a topic, with its log.
+
+    ``leader_id`` is the node leading it when the broker core stands for several
+    nodes (:class:`~kafkette.server.nodes.NodeTable`, None until chosen); a lone
+    broker leads every partition."""
 
     topic: str
     index: int
     log: Log
     leader_epoch: int = 0
+    leader_id: int | None = None
 
 
 @attrs.define(eq=False)

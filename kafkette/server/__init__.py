@@ -5,7 +5,8 @@ listener (:mod:`kafkette.server.listener`, run by ``kafkette serve``) and the
 in-process ``memory://`` transport are thin shells around it.
 """
 
-from kafkette.server.broker import Broker, RequestContext
+from kafkette.server.broker import Broker
 from kafkette.server.config import BrokerConfig
+from kafkette.server.dispatch import RequestContext
 
 __all__ = ["Broker", "BrokerConfig", "RequestContext"]

@@ -44,8 +44,9 @@ from typing import Any
 
 from kafkette.protocol.errors import ProtocolError
 from kafkette.server.broker import Broker
+from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frame_queue import FrameQueue
-from kafkette.server.frames import CloseConnection, process_frame, serve_sasl_frame
+from kafkette.server.frames import process_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
 logger = logging.getLogger("kafkette.server.listener")

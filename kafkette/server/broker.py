@@ -3,10 +3,8 @@
 :class:`Broker` knows nothing of sockets: the TCP listener
 (:mod:`kafkette.server.listener`) and the in-process transport both hand it
 a parsed request with its header and send back what :meth:`Broker.handle`
-returns. Each API is served by a handler registered with :func:`handler`
-(one module per API or group of APIs in :mod:`kafkette.server.handlers`),
-together with the versions this broker supports for it; ApiVersions answers
-from that table.
+returns, serving each API with the handler registered for it in
+:mod:`kafkette.server.dispatch`.
 
 Time comes from an injected clock (milliseconds), so that tests control
 session timeouts, retention and long polls without sleeping.
@@ -17,18 +15,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 import anyio
-import attrs
 
 from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
 from kafkette.errors import KafkaError
-from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
+from kafkette.server.dispatch import HANDLERS, RequestContext
 from kafkette.server.faults import FaultTable
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore
@@ -43,64 +39,6 @@ Clock = Callable[[], float]
 
 def wall_clock() -> float:
     return time.time() * 1000.0
-
-
-@attrs.define(eq=False)
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    header: RequestHeader
-    client_host: str = "127.0.0.1"
-    listener: str = "PLAINTEXT"
-
-    @property
-    def api_version(self) -> int:
-        return self.header.request_api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.client_id
-
-
-Handler = Callable[["Broker", RequestContext, Any], Awaitable[Response | None]]
-R = TypeVar("R", bound=Request)
-
-
-@attrs.frozen
-class HandlerEntry:
-    request: type[Request]
-    min_version: int
-    max_version: int
-    func: Handler
-
-
-HANDLERS: dict[int, HandlerEntry] = {}
-"""Registered handlers by API key."""
-
-
-def handler(
-    request: type[R], *, min_version: int | None = None, max_version: int | None = None
-) -> Callable[[Callable[[Broker, RequestContext, R], Awaitable[Response | None]]], Handler]:
-    """Register the decorated coroutine as the handler of ``request``.
-
-    The supported versions default to every version the codec knows; a
-    handler narrows them where older versions carry semantics we do not
-    serve (e.g. Produce v0-2, whose magic 0/1 batches Kafka 4 no longer accepts).
-    """
-
-    def register(
-        func: Callable[[Broker, RequestContext, R], Awaitable[Response | None]],
-    ) -> Handler:
-        low, high = request.VALID_VERSIONS
-        HANDLERS[request.API_KEY] = HandlerEntry(
-            request,
-            low if min_version is None else min_version,
-            high if max_version is None else max_version,
-            func,
-        )
-        return func
-
-    return register
 
 
 class Broker:

@@ -15,12 +15,12 @@ DEFAULT_CONFIG, while ``cleanup.policy`` has ``log.cleanup.policy`` (DEFAULT_CON
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from kafkette.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsSynonym,
 )
-from kafkette.server.broker import Broker
 from kafkette.server.configs_catalog import (
     BROKER_CONFIGS,
     SYNONYM_OF,
@@ -28,6 +28,9 @@ from kafkette.server.configs_catalog import (
     ConfigSource,
     validate_topic_configs,
 )
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 _KAFKA_DEFAULTS: dict[str, str] = {
     name: d.default for name, d in BROKER_CONFIGS.items() if d.default is not None

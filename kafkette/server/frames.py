@@ -36,7 +36,8 @@ from kafkette.protocol.headers import (
     encode_response_parts,
 )
 from kafkette.protocol.primitives import INT16, INT32
-from kafkette.server.broker import HANDLERS, Broker, RequestContext
+from kafkette.server.broker import Broker
+from kafkette.server.dispatch import HANDLERS, CloseConnection, RequestContext
 from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.sasl import ServerAuthenticator
@@ -48,10 +49,6 @@ logger = logging.getLogger("kafkette.server.listener")
 FETCH_KEY = 1
 LARGE_FRAME_BYTES = 1 << 20
 """Request frames from this size on are decoded and answered off the event loop."""
-
-
-class CloseConnection(Exception):
-    """The connection must be closed (after one log line)."""
 
 
 def _unsupported_api_versions(broker: Broker, correlation_id: int) -> list[Any]:

@@ -50,7 +50,8 @@ import anyio.abc
 
 from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
-from kafkette.server.frames import CloseConnection, authenticate_frame, process_frame
+from kafkette.server.dispatch import CloseConnection
+from kafkette.server.frames import authenticate_frame, process_frame
 from kafkette.server.sasl import SaslSettings
 from kafkette.server.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
 

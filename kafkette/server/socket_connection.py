@@ -22,7 +22,8 @@ import anyio
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server.broker import Broker
-from kafkette.server.frames import CloseConnection, process_frame, serve_sasl_frame
+from kafkette.server.dispatch import CloseConnection
+from kafkette.server.frames import process_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
 logger = logging.getLogger("kafkette.server.listener")

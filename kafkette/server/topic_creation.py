@@ -9,9 +9,13 @@ no log behind.
 
 from __future__ import annotations
 
-from kafkette.server.broker import Broker
+from typing import TYPE_CHECKING
+
 from kafkette.server.cluster import Partition, Topic, TopicPlan
 from kafkette.server.steps import run_in_steps
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 
 async def open_topic(broker: Broker, plan: TopicPlan) -> Topic:

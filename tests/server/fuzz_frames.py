@@ -23,7 +23,7 @@ import attrs
 import kafkette.server.handlers  # noqa: F401  (registers every handler)
 from kafkette.protocol.headers import encode_request
 from kafkette.protocol.schema import Array, Field, Request, Struct, in_range
-from kafkette.server.broker import HANDLERS
+from kafkette.server.dispatch import HANDLERS
 from tests.server.dataplane import NOW, batch
 
 TOPIC = "fuzz"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafkette.errors import UnsupportedVersionError
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.messages.api_versions_response import ApiVersion
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 
 def api_keys(broker: Broker) -> list[ApiVersion]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from kafkette.errors import UnsupportedEndpointTypeError
 from kafkette.protocol.messages import (
@@ -24,8 +25,11 @@ from kafkette.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 BROKERS_ENDPOINT = 1
 MEMORY_LOG_DIR = "(memory)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kafkette.errors import ApiError, InvalidRequestError
 from kafkette.protocol.messages import (
@@ -29,7 +29,6 @@ from kafkette.protocol.messages import incremental_alter_configs_request as incr
 from kafkette.protocol.messages import incremental_alter_configs_response as incremental
 from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
 from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResult
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import validate_topic_name
 from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
 from kafkette.server.configs_catalog import (
@@ -40,7 +39,11 @@ from kafkette.server.configs_catalog import (
     TopicConfigDef,
     is_list,
 )
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.steps import run_in_steps
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.configs")
 

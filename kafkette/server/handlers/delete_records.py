@@ -10,6 +10,7 @@ the new log start offset (-1 on error). As in Kafka, a topic whose
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kafkette.errors import (
     ApiError,
@@ -22,7 +23,10 @@ from kafkette.protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
     DeleteRecordsTopicResult,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.delete_records")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
@@ -55,8 +55,11 @@ from kafkette.protocol.messages.fetch_response import (
     PartitionData,
 )
 from kafkette.protocol.schema import RecordsData
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition, Topic
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.fetch")
 

@@ -12,6 +12,7 @@ is the coordinator of every group and transactional id.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from kafkette.errors import (
     InvalidRequestError,
@@ -66,10 +67,13 @@ from kafkette.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.groups.engine import JoinParams
 from kafkette.server.groups.store import CommittedOffset, PartitionKey
 from kafkette.server.handlers.metadata import NOT_REQUESTED
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1

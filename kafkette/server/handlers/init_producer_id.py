@@ -12,9 +12,14 @@ across restarts. With a transactional id the broker's
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafkette.errors import InvalidProducerEpochError, ProducerFencedError
 from kafkette.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 FIRST_PRODUCER_FENCED_VERSION = 4
 

@@ -16,6 +16,7 @@ every client asks for).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kafkette.errors import (
     ApiError,
@@ -30,8 +31,11 @@ from kafkette.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.list_offsets")
 

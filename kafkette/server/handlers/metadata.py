@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Generator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kafkette.errors import (
     ApiError,
@@ -27,11 +27,14 @@ from kafkette.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from kafkette.protocol.schema import ZERO_UUID
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import INTERNAL_TOPICS, Topic, validate_topic_name
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.request_limits import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from kafkette.server.steps import run_in_steps
 from kafkette.server.topic_creation import open_topic
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.metadata")
 

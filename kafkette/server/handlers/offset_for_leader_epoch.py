@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kafkette.errors import (
     ApiError,
@@ -26,8 +26,11 @@ from kafkette.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 UNDEFINED = (-1, -1)
 

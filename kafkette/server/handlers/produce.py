@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafkette.backends import Log
 from kafkette.backends.header import StoredHeader, parse_header
@@ -58,9 +59,12 @@ from kafkette.protocol.messages.produce_response import (
 )
 from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, codec_id
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD, batch_crc
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import Partition
+from kafkette.server.dispatch import CloseConnection, RequestContext, handler
 from kafkette.server.sequences import Duplicate, check_sequence
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.produce")
 
@@ -130,8 +134,6 @@ async def handle_produce(
             if p.error_code
         ]
         if failed:
-            from kafkette.server.frames import CloseConnection  # (frames imports the handlers)
-
             # As Kafka: the only way to tell an acks=0 producer is to drop its connection,
             # which makes it refresh its metadata.
             raise CloseConnection(f"produce with acks=0 failed for {', '.join(failed)}")

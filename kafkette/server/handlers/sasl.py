@@ -12,6 +12,8 @@ before they start SASL.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafkette.errors import IllegalSaslStateError
 from kafkette.protocol.messages import (
     SaslAuthenticateRequest,
@@ -19,7 +21,10 @@ from kafkette.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 
 @handler(SaslHandshakeRequest)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from kafkette.errors import (
     ApiError,
@@ -51,9 +52,9 @@ from kafkette.protocol.messages.create_topics_response import (
 )
 from kafkette.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.protocol.schema import ZERO_UUID
-from kafkette.server.broker import Broker, RequestContext, handler
 from kafkette.server.cluster import INTERNAL_TOPICS, Partition, Topic
 from kafkette.server.config_entries import describe_topic_configs
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.request_limits import (
     MAX_PARTITIONS_PER_REQUEST,
     MAX_RECORDS_PER_REQUEST,
@@ -63,6 +64,9 @@ from kafkette.server.request_limits import (
 )
 from kafkette.server.steps import run_in_steps
 from kafkette.server.topic_creation import open_topic
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.topics")
 

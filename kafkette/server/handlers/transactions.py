@@ -17,6 +17,8 @@ v2) get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafkette.errors import (
     ApiError,
     InvalidProducerEpochError,
@@ -55,9 +57,12 @@ from kafkette.protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
-from kafkette.server.broker import Broker, RequestContext, handler
+from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.groups.store import CommittedOffset, PartitionKey
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
 
 NONE = 0
 FIRST_PRODUCER_FENCED_VERSION = 2

@@ -1,0 +1,89 @@
+"""The broker's handler table and the request context: what a handler is given.
+
+Each API is served by a coroutine registered with :func:`handler` (one module
+per API or group of APIs in :mod:`kafkette.server.handlers`), together with
+the versions this broker supports for it; ApiVersions answers from that
+table, and :mod:`kafkette.server.frames` looks requests up in it.
+
+This module is a leaf: the handlers and the broker both import it, and it
+imports neither, so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from kafkette.protocol.messages.request_header import RequestHeader
+from kafkette.protocol.schema import Request, Response
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
+
+
+class CloseConnection(Exception):
+    """The connection must be closed (after one log line): raised by the frame
+    layer on a malformed frame, and by a handler where Kafka drops the
+    connection (a failed acks=0 produce)."""
+
+
+@attrs.define(eq=False)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: RequestHeader
+    client_host: str = "127.0.0.1"
+    listener: str = "PLAINTEXT"
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+Handler = Callable[["Broker", RequestContext, Any], Awaitable[Response | None]]
+R = TypeVar("R", bound=Request)
+
+
+@attrs.frozen
+class HandlerEntry:
+    """One API's handler and the versions the broker serves it at."""
+
+    request: type[Request]
+    min_version: int
+    max_version: int
+    func: Handler
+
+
+HANDLERS: dict[int, HandlerEntry] = {}
+"""Registered handlers by API key (filled when :mod:`kafkette.server.handlers` is imported)."""
+
+
+def handler(
+    request: type[R], *, min_version: int | None = None, max_version: int | None = None
+) -> Callable[[Callable[[Broker, RequestContext, R], Awaitable[Response | None]]], Handler]:
+    """Register the decorated coroutine as the handler of ``request``.
+
+    The supported versions default to every version the codec knows; a
+    handler narrows them where older versions carry semantics we do not
+    serve (e.g. Produce v0-2, whose magic 0/1 batches Kafka 4 no longer accepts).
+    """
+
+    def register(
+        func: Callable[[Broker, RequestContext, R], Awaitable[Response | None]],
+    ) -> Handler:
+        low, high = request.VALID_VERSIONS
+        HANDLERS[request.API_KEY] = HandlerEntry(
+            request,
+            low if min_version is None else min_version,
+            high if max_version is None else max_version,
+            func,
+        )
+        return func
+
+    return register

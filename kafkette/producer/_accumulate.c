@@ -1,77 +1,173 @@
 /*
- * The producer's most common append in C: a record without headers, callback
- * or explicit partition, added to its partition's open batch.
+ * The state of the producer's append, owned by C types, and its most common
+ * append: a record without headers, callback or explicit partition, added to
+ * its partition's open batch.
  *
- * append_open(accumulator, topic, partition, timestamp, key, value) does what
- * RecordAccumulator.append_plain does when the partition's last batch is open
- * and has room: under the accumulator's lock it checks buffer.memory, encodes
- * the record into the batch (with the record encoder bound below,
+ * BatchState is the base of ProducerBatch: the encoded records of an open batch,
+ * its first and highest timestamps, its size, the buffer memory it holds,
+ * whether it is full, and its BatchResult. AccumulatorState is the base of
+ * RecordAccumulator: its lock, the queues of batches per partition, the bytes of
+ * buffer.memory in use, the limits, whether it is closed and whether the sender
+ * has a wake-up pending. Both keep these fields in their C structs, typed (an
+ * int field refuses a float, a flag anything but a bool), and the Python
+ * subclasses read and write them through the types' member descriptors, under
+ * the same lock as here. kafkette.producer.append_state has the same classes in
+ * Python for when the extension is not used.
+ *
+ * AccumulatorState.append_open(topic, partition, timestamp, key, value) does
+ * what RecordAccumulator.append_plain does when the partition's last batch is
+ * open and has room: under the lock it checks buffer.memory, encodes the record
+ * into the batch (with the record encoder given to bind(),
  * kafkette.protocol.records' C encode_record), updates the batch's size and
  * timestamps and the accounting, and returns the record's RecordFuture. In
  * every other case (no open batch, no room, the producer closed, a key or
- * value that is not bytes) it changes nothing and returns None, for the
- * Python method to do the same work (opening the next batch, waking the
- * sender, letting a sync producer's sender catch up) or to send the record
- * the general way.
+ * value that is not bytes) it changes nothing and returns None, for the Python
+ * method to do the same work (opening the next batch, waking the sender) or to
+ * send the record the general way.
  *
- * The objects are the Python classes' own instances: bind() is given the
- * classes, looks up the slot of each attribute used here by name and keeps
- * its offset, so this code reads and writes the same slots as the Python
- * code, under the same lock. A renamed slot fails bind() at import (the
- * tests import it), never later.
+ * send_plain(core, topic, value, key, timestamp) is ProducerCore.append_plain;
+ * it reads the core's attributes by name (ProducerCore is kept by another part
+ * of the producer; see bind_core).
  */
 #include "../_slots.h"
 
-/* Slots of RecordAccumulator */
-enum {
-    A_LOCK,
-    A_CLOSED,
-    A_USED,
-    A_BUFFER_MEMORY,
-    A_QUEUES,
-    A_BATCH_SIZE,
-    A_WAKE_PENDING,
-    A_WAKEUP,
-    A_COUNT
-};
-static const char *accumulator_names[A_COUNT] = {
-    "_lock",  "_closed", "_used",        "buffer_memory",    "_queues",
-    "batch_size", "_wake_pending", "wakeup",
-};
-
-/* Slots of ProducerBatch */
-enum { B_RECORDS, B_BASE_TIMESTAMP, B_MAX_TIMESTAMP, B_SIZE, B_RESERVED, B_FULL, B_RESULT, B_COUNT };
-static const char *batch_names[B_COUNT] = {
-    "records", "base_timestamp", "max_timestamp", "size", "reserved", "full", "result",
-};
-
-/* Slots of RecordFuture */
-enum { F_BATCH, F_INDEX, F_TIMESTAMP, F_COUNT };
-static const char *future_names[F_COUNT] = {"_batch", "_index", "_timestamp"};
-
-/* Slots of ProducerCore */
-enum { C_PLAIN, C_METADATA, C_SNAPSHOT, C_COUNTS, C_IGNORE_KEYS, C_STICKY, C_ACCUMULATOR, C_COUNT };
-static const char *core_names[C_COUNT] = {
-    "plain", "_metadata", "_snapshot", "_counts", "ignore_keys", "sticky", "accumulator",
-};
-
-static Py_ssize_t accumulator_slots[A_COUNT], batch_slots[B_COUNT], future_slots[F_COUNT];
-static Py_ssize_t core_slots[C_COUNT];
-static PyTypeObject *accumulator_type, *batch_type, *future_type, *core_type;
-static PyObject *encode_record, *keyed_partition;
-static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain;
-
 #define RECORD_OVERHEAD 21
 
-/* An int slot's value into *out: 0, or -1 with an exception. */
-static int
-slot_int(PyObject *obj, Py_ssize_t offset, long long *out)
+/* ---- int fields: a getter and setter over the long long at offset `closure` (the
+ * setter checks the value before it writes, which T_LONGLONG members do not) */
+
+static PyObject *
+get_ll(PyObject *self, void *closure)
 {
-    if (slot_ll(obj, offset, out) == 0)
-        return 0;
-    if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "accumulator: an int slot holds something else");
-    return -1;
+    return PyLong_FromLongLong(*(long long *)((char *)self + (Py_ssize_t)closure));
+}
+
+static int
+set_ll(PyObject *self, PyObject *value, void *closure)
+{
+    if (value == NULL || !PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "the field must be an int, not %s",
+                     value == NULL ? "deleted" : Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *(long long *)((char *)self + (Py_ssize_t)closure) = v;
+    return 0;
+}
+
+#define INT_FIELD(name, type, field, doc)                                                         \
+    {name, get_ll, set_ll, doc, (void *)offsetof(type, field)}
+
+/* ---- BatchState */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *records; /* list of encoded records; None once built */
+    PyObject *result;  /* BatchResult */
+    long long base_timestamp;
+    long long max_timestamp;
+    long long size;     /* bytes of the batch if built now, before compression */
+    long long reserved; /* buffer.memory held by the batch's records */
+    char full;
+} BatchState;
+
+static int
+batch_traverse(BatchState *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->records);
+    Py_VISIT(self->result);
+    return 0;
+}
+
+static int
+batch_clear(BatchState *self)
+{
+    Py_CLEAR(self->records);
+    Py_CLEAR(self->result);
+    return 0;
+}
+
+static void
+batch_dealloc(BatchState *self)
+{
+    PyObject_GC_UnTrack(self);
+    batch_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef batch_members[] = {
+    {"records", T_OBJECT, offsetof(BatchState, records), 0,
+     "The encoded records (offset deltas 0, 1, ...), or None once built."},
+    {"result", T_OBJECT, offsetof(BatchState, result), 0, "The batch's BatchResult."},
+    {"full", T_BOOL, offsetof(BatchState, full), 0, "Whether no record may be added."},
+    {NULL},
+};
+
+static PyGetSetDef batch_getset[] = {
+    INT_FIELD("base_timestamp", BatchState, base_timestamp,
+              "The first record's timestamp (the records' deltas are from it)."),
+    INT_FIELD("max_timestamp", BatchState, max_timestamp, "The highest timestamp of the records."),
+    INT_FIELD("size", BatchState, size, "Bytes of the batch if built now, before compression."),
+    INT_FIELD("reserved", BatchState, reserved, "Bytes of buffer.memory the batch's records hold."),
+    {NULL},
+};
+
+static PyTypeObject BatchStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkette.producer._accumulate.BatchState",
+    .tp_doc = "The open-batch state of a ProducerBatch (its base class).",
+    .tp_basicsize = sizeof(BatchState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_traverse = (traverseproc)batch_traverse,
+    .tp_clear = (inquiry)batch_clear,
+    .tp_members = batch_members,
+    .tp_getset = batch_getset,
+};
+
+/* ---- AccumulatorState */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lock;   /* threading.Lock */
+    PyObject *queues; /* dict: (topic, partition) -> deque of ProducerBatch */
+    PyObject *wakeup; /* callable or None */
+    long long used;
+    long long buffer_memory;
+    long long batch_size;
+    char closed;
+    char wake_pending;
+} AccumulatorState;
+
+static PyObject *encode_record, *future_type, *keyed_partition;
+static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain;
+
+static int
+accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->lock);
+    Py_VISIT(self->queues);
+    Py_VISIT(self->wakeup);
+    return 0;
+}
+
+static int
+accumulator_clear(AccumulatorState *self)
+{
+    Py_CLEAR(self->lock);
+    Py_CLEAR(self->queues);
+    Py_CLEAR(self->wakeup);
+    return 0;
+}
+
+static void
+accumulator_dealloc(AccumulatorState *self)
+{
+    PyObject_GC_UnTrack(self);
+    accumulator_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int
@@ -95,23 +191,16 @@ field_length(PyObject *field)
     return -1;
 }
 
-/* Under the lock: add the record to the open batch. 1 when added (with *future
- * set), 0 when the Python path must take it, -1 on an error. */
+/* Under the lock: add the record to the open batch. 1 when added (with *batch_out
+ * and *future_out set), 0 when the Python path must take it, -1 on an error. */
 static int
-append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
-              long long ts, PyObject *key, PyObject *value, Py_ssize_t size,
+append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
+              long long ts, PyObject *key, PyObject *value, long long size,
               PyObject **batch_out, PyObject **future_out, int *wake_out)
 {
-    if (SLOT(acc, accumulator_slots[A_CLOSED]) != Py_False)
+    if (acc->closed || acc->used + size > acc->buffer_memory)
         return 0;
-    long long used, buffer_memory, batch_size;
-    if (slot_int(acc, accumulator_slots[A_USED], &used) < 0
-        || slot_int(acc, accumulator_slots[A_BUFFER_MEMORY], &buffer_memory) < 0
-        || slot_int(acc, accumulator_slots[A_BATCH_SIZE], &batch_size) < 0)
-        return -1;
-    if (used + size > buffer_memory)
-        return 0;
-    PyObject *queues = SLOT(acc, accumulator_slots[A_QUEUES]);
+    PyObject *queues = acc->queues;
     if (queues == NULL || !PyDict_CheckExact(queues))
         return 0;
     PyObject *tp = PyTuple_Pack(2, topic, partition);
@@ -124,100 +213,78 @@ append_locked(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *tim
     Py_ssize_t queued = PySequence_Size(queue);
     if (queued <= 0)
         return queued < 0 ? -1 : 0;
-    PyObject *batch = PySequence_GetItem(queue, queued - 1); /* new reference */
-    if (batch == NULL)
+    PyObject *last = PySequence_GetItem(queue, queued - 1); /* new reference */
+    if (last == NULL)
         return -1;
-    int status = 0;
-    long long batch_bytes, base_ts, max_ts, reserved;
-    PyObject *records = SLOT(batch, batch_slots[B_RECORDS]);
-    if (Py_TYPE(batch) != batch_type || SLOT(batch, batch_slots[B_FULL]) != Py_False
-        || records == NULL || !PyList_CheckExact(records))
-        goto done;
-    if (slot_int(batch, batch_slots[B_SIZE], &batch_bytes) < 0
-        || slot_int(batch, batch_slots[B_BASE_TIMESTAMP], &base_ts) < 0
-        || slot_int(batch, batch_slots[B_MAX_TIMESTAMP], &max_ts) < 0
-        || slot_int(batch, batch_slots[B_RESERVED], &reserved) < 0) {
-        status = -1;
-        goto done;
+    if (!PyObject_TypeCheck(last, &BatchStateType)) {
+        Py_DECREF(last);
+        return 0;
     }
-    if (batch_bytes + size > batch_size)
-        goto done; /* the Python path closes this batch and opens the next */
+    BatchState *batch = (BatchState *)last;
+    PyObject *records = batch->records;
+    if (batch->full || records == NULL || !PyList_CheckExact(records)
+        || batch->size + size > acc->batch_size) {
+        Py_DECREF(last); /* the Python path closes this batch and opens the next */
+        return 0;
+    }
     Py_ssize_t delta = PyList_GET_SIZE(records);
     PyObject *args[4];
-    args[0] = PyLong_FromLongLong(ts - base_ts);
+    args[0] = PyLong_FromLongLong(ts - batch->base_timestamp);
     args[1] = PyLong_FromSsize_t(delta);
     if (args[0] == NULL || args[1] == NULL) {
         Py_XDECREF(args[0]);
         Py_XDECREF(args[1]);
-        status = -1;
-        goto done;
+        Py_DECREF(last);
+        return -1;
     }
     args[2] = key;
     args[3] = value;
     PyObject *raw = PyObject_Vectorcall(encode_record, args, 4, NULL);
     Py_DECREF(args[0]);
+    if (raw == NULL || !PyBytes_CheckExact(raw)) { /* None: what only the Python encoder takes */
+        Py_DECREF(args[1]);
+        Py_XDECREF(raw);
+        Py_DECREF(last);
+        return raw == NULL ? -1 : 0;
+    }
+    PyObject *fargs[3] = {batch->result != NULL ? batch->result : Py_None, args[1], timestamp};
+    PyObject *future = PyObject_Vectorcall(future_type, fargs, 3, NULL);
     Py_DECREF(args[1]);
-    if (raw == NULL) {
-        status = -1;
-        goto done;
-    }
-    if (!PyBytes_CheckExact(raw)) { /* None: what only the Python encoder handles */
-        Py_DECREF(raw);
-        goto done;
-    }
-    Py_ssize_t raw_size = PyBytes_GET_SIZE(raw);
-    PyObject *future = future_type->tp_alloc(future_type, 0);
-    PyObject *index = PyLong_FromSsize_t(delta);
-    if (future == NULL || index == NULL || PyList_Append(records, raw) < 0) {
+    if (future == NULL || PyList_Append(records, raw) < 0) {
         Py_DECREF(raw);
         Py_XDECREF(future);
-        Py_XDECREF(index);
-        status = -1;
-        goto done;
+        Py_DECREF(last);
+        return -1;
     }
-    Py_DECREF(raw);
     /* from here on the record is in the batch: only the accounting follows */
-    PyObject *result = SLOT(batch, batch_slots[B_RESULT]);
-    Py_XINCREF(result);
-    slot_set(future, future_slots[F_BATCH], result);
-    slot_set(future, future_slots[F_INDEX], index);
-    Py_INCREF(timestamp);
-    slot_set(future, future_slots[F_TIMESTAMP], timestamp);
-    if (ts > max_ts) {
-        Py_INCREF(timestamp);
-        slot_set(batch, batch_slots[B_MAX_TIMESTAMP], timestamp);
-    }
-    batch_bytes += raw_size;
+    batch->size += PyBytes_GET_SIZE(raw);
+    Py_DECREF(raw);
+    if (ts > batch->max_timestamp)
+        batch->max_timestamp = ts;
+    batch->reserved += size;
+    acc->used += size;
     int wake = 0;
-    if (slot_set_ll(batch, batch_slots[B_SIZE], batch_bytes) < 0
-        || slot_set_ll(batch, batch_slots[B_RESERVED], reserved + size) < 0
-        || slot_set_ll(acc, accumulator_slots[A_USED], used + size) < 0) {
-        Py_DECREF(future);
-        status = -1;
-        goto done;
-    }
-    if (batch_bytes >= batch_size) {
-        Py_INCREF(Py_True);
-        slot_set(batch, batch_slots[B_FULL], Py_True);
-        wake = SLOT(acc, accumulator_slots[A_WAKE_PENDING]) != Py_True;
-        Py_INCREF(Py_True);
-        slot_set(acc, accumulator_slots[A_WAKE_PENDING], Py_True);
+    if (batch->size >= acc->batch_size) {
+        batch->full = 1;
+        wake = !acc->wake_pending;
+        acc->wake_pending = 1;
     }
     *wake_out = wake;
     *future_out = future;
-    *batch_out = batch;
+    *batch_out = last;
     return 1;
-done:
-    Py_DECREF(batch);
-    return status;
 }
 
 /* append_open's work: the future (a new reference), None when the Python path must
- * take the record, NULL on an error. `acc` is a RecordAccumulator. */
+ * take the record, NULL on an error. */
 static PyObject *
-add_to_open_batch(PyObject *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
-                  PyObject *key, PyObject *value)
+add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
+                  PyObject *timestamp, PyObject *key, PyObject *value)
 {
+    if (encode_record == NULL || future_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "append_open: bind() was not called");
+        return NULL;
+    }
     Py_ssize_t key_size = field_length(key), value_size = field_length(value);
     if (key_size < 0 || value_size < 0 || !PyLong_CheckExact(timestamp))
         Py_RETURN_NONE;
@@ -226,9 +293,9 @@ add_to_open_batch(PyObject *acc, PyObject *topic, PyObject *partition, PyObject 
         PyErr_Clear();
         Py_RETURN_NONE; /* past 64 bits: the Python path refuses it */
     }
-    Py_ssize_t size = RECORD_OVERHEAD + key_size + value_size;
+    long long size = RECORD_OVERHEAD + (long long)key_size + (long long)value_size;
 
-    PyObject *lock = SLOT(acc, accumulator_slots[A_LOCK]);
+    PyObject *lock = acc->lock;
     if (lock == NULL) {
         PyErr_SetString(PyExc_AttributeError, "the accumulator has no lock");
         return NULL;
@@ -258,36 +325,85 @@ add_to_open_batch(PyObject *acc, PyObject *topic, PyObject *partition, PyObject 
     }
     if (status == 0)
         Py_RETURN_NONE;
-
-    PyObject *wakeup = SLOT(acc, accumulator_slots[A_WAKEUP]);
+    Py_DECREF(batch);
+    PyObject *wakeup = acc->wakeup;
     if (wake && wakeup != NULL && wakeup != Py_None) {
+        Py_INCREF(wakeup);
         PyObject *r = PyObject_CallNoArgs(wakeup);
-        if (r == NULL)
-            goto fail;
+        Py_DECREF(wakeup);
+        if (r == NULL) {
+            Py_DECREF(future);
+            return NULL;
+        }
         Py_DECREF(r);
     }
-    Py_DECREF(batch);
     return future;
-fail:
-    Py_DECREF(batch);
-    Py_DECREF(future);
-    return NULL;
 }
 
 static PyObject *
-append_open(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+accumulator_append_open(AccumulatorState *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
+    if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "append_open(accumulator, topic, partition, timestamp, key, value)");
+                        "append_open(topic, partition, timestamp, key, value) takes 5 arguments");
         return NULL;
     }
-    if (accumulator_type == NULL || Py_TYPE(args[0]) != accumulator_type) {
-        PyErr_SetString(PyExc_TypeError, "append_open: not a bound RecordAccumulator");
-        return NULL;
-    }
-    return add_to_open_batch(args[0], args[1], args[2], args[3], args[4], args[5]);
+    return add_to_open_batch(self, args[0], args[1], args[2], args[3], args[4]);
 }
+
+static PyMethodDef accumulator_methods[] = {
+    {"append_open", (PyCFunction)(void (*)(void))accumulator_append_open, METH_FASTCALL,
+     "append_open(topic, partition, timestamp, key, value)\n"
+     "--\n\n"
+     "Add a record without headers to its partition's open batch: its RecordFuture,\n"
+     "or None (nothing changed) when RecordAccumulator.append_plain must take it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef accumulator_members[] = {
+    {"_lock", T_OBJECT_EX, offsetof(AccumulatorState, lock), 0,
+     "The lock of the queues and the accounting."},
+    {"_queues", T_OBJECT_EX, offsetof(AccumulatorState, queues), 0,
+     "(topic, partition) -> deque of ProducerBatch."},
+    {"wakeup", T_OBJECT, offsetof(AccumulatorState, wakeup), 0,
+     "Called (outside the lock) when the sender has something new to look at."},
+    {"_closed", T_BOOL, offsetof(AccumulatorState, closed), 0, "Whether records are refused."},
+    {"_wake_pending", T_BOOL, offsetof(AccumulatorState, wake_pending), 0,
+     "Whether the sender was woken and has not looked yet."},
+    {NULL},
+};
+
+static PyGetSetDef accumulator_getset[] = {
+    INT_FIELD("_used", AccumulatorState, used,
+              "Bytes of records accepted and not yet acknowledged or failed."),
+    INT_FIELD("buffer_memory", AccumulatorState, buffer_memory, "buffer.memory: the bound of _used."),
+    INT_FIELD("batch_size", AccumulatorState, batch_size, "batch.size: a batch this large is full."),
+    {NULL},
+};
+
+static PyTypeObject AccumulatorStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkette.producer._accumulate.AccumulatorState",
+    .tp_doc = "The append state of a RecordAccumulator (its base class).",
+    .tp_basicsize = sizeof(AccumulatorState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)accumulator_dealloc,
+    .tp_traverse = (traverseproc)accumulator_traverse,
+    .tp_clear = (inquiry)accumulator_clear,
+    .tp_members = accumulator_members,
+    .tp_methods = accumulator_methods,
+    .tp_getset = accumulator_getset,
+};
+
+/* ---- send_plain: ProducerCore.append_plain */
+
+/* Slots of ProducerCore */
+enum { C_PLAIN, C_METADATA, C_SNAPSHOT, C_COUNTS, C_IGNORE_KEYS, C_STICKY, C_ACCUMULATOR, C_COUNT };
+static const char *core_names[C_COUNT] = {
+    "plain", "_metadata", "_snapshot", "_counts", "ignore_keys", "sticky", "accumulator",
+};
+static Py_ssize_t core_slots[C_COUNT];
+static PyTypeObject *core_type;
 
 /* int(time.time() * 1000), computed as Python computes it */
 static PyObject *
@@ -392,11 +508,11 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (partition == NULL)
         goto done;
     PyObject *acc = SLOT(core, core_slots[C_ACCUMULATOR]);
-    if (acc == NULL || Py_TYPE(acc) != accumulator_type) {
+    if (acc == NULL || !PyObject_TypeCheck(acc, &AccumulatorStateType)) {
         PyErr_SetString(PyExc_TypeError, "send_plain: the producer's accumulator is not bound");
         goto done;
     }
-    future = add_to_open_batch(acc, topic, partition, timestamp, key, value);
+    future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value);
     if (future == Py_None) { /* a batch to open, or no room: the accumulator's own method */
         Py_DECREF(future);
         PyObject *margs[6] = {acc, topic, partition, timestamp, key, value};
@@ -412,21 +528,11 @@ done:
 static PyObject *
 bind(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyTypeObject *acc, *batch, *future;
-    PyObject *encoder;
-    if (!PyArg_ParseTuple(args, "O!O!O!O:bind", &PyType_Type, &acc, &PyType_Type, &batch,
-                          &PyType_Type, &future, &encoder))
+    PyObject *future, *encoder;
+    if (!PyArg_ParseTuple(args, "O!O:bind", &PyType_Type, &future, &encoder))
         return NULL;
-    if (find_slots(acc, accumulator_names, A_COUNT, accumulator_slots) < 0
-        || find_slots(batch, batch_names, B_COUNT, batch_slots) < 0
-        || find_slots(future, future_names, F_COUNT, future_slots) < 0)
-        return NULL;
-    Py_INCREF(acc);
-    Py_INCREF(batch);
     Py_INCREF(future);
     Py_INCREF(encoder);
-    Py_XSETREF(accumulator_type, acc);
-    Py_XSETREF(batch_type, batch);
     Py_XSETREF(future_type, future);
     Py_XSETREF(encode_record, encoder);
     Py_RETURN_NONE;
@@ -449,11 +555,6 @@ bind_core(PyObject *Py_UNUSED(module), PyObject *args)
 }
 
 static PyMethodDef accumulate_methods[] = {
-    {"append_open", (PyCFunction)(void (*)(void))append_open, METH_FASTCALL,
-     "append_open(accumulator, topic, partition, timestamp, key, value)\n"
-     "--\n\n"
-     "Add a record without headers to its partition's open batch: its RecordFuture,\n"
-     "or None (nothing changed) when the Python path must take it."},
     {"send_plain", (PyCFunction)(void (*)(void))send_plain, METH_FASTCALL,
      "send_plain(core, topic, value, key, timestamp)\n"
      "--\n\n"
@@ -464,16 +565,17 @@ static PyMethodDef accumulate_methods[] = {
      "--\n\n"
      "Find the slots send_plain uses in ProducerCore; raises if one is missing."},
     {"bind", bind, METH_VARARGS,
-     "bind(RecordAccumulator, ProducerBatch, RecordFuture, encode_record)\n"
+     "bind(RecordFuture, encode_record)\n"
      "--\n\n"
-     "Find the slots append_open uses in these classes; raises if one is missing."},
+     "The future class append_open makes (called with the batch's result, the record's\n"
+     "offset delta and timestamp) and the encoder of a record without headers."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef accumulate_module = {
     PyModuleDef_HEAD_INIT, "_accumulate",
-    "The producer's common append in C (see kafkette.producer.accumulator).", -1,
-    accumulate_methods,
+    "The producer's append state and common append in C (see kafkette.producer.accumulator).",
+    -1, accumulate_methods,
 };
 
 PyMODINIT_FUNC
@@ -487,5 +589,16 @@ PyInit__accumulate(void)
     if (str_acquire == NULL || str_release == NULL || str_snapshot == NULL
         || str_partition == NULL || str_append_plain == NULL)
         return NULL;
-    return PyModule_Create(&accumulate_module);
+    if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&accumulate_module);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "BatchState", (PyObject *)&BatchStateType) < 0
+        || PyModule_AddObjectRef(module, "AccumulatorState", (PyObject *)&AccumulatorStateType)
+               < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -3,16 +3,18 @@
 from collections.abc import Callable
 from typing import Any
 
-def append_open(
-    accumulator: Any,
-    topic: str,
-    partition: int,
-    timestamp: int,
-    key: object,
-    value: object,
-    /,
-) -> Any:
-    """The record's RecordFuture once in its partition's open batch, or None (nothing changed)."""
+from kafkette.producer import append_state
+
+class BatchState(append_state.BatchState):
+    """The open-batch state of a ProducerBatch, in C."""
+
+class AccumulatorState(append_state.AccumulatorState):
+    """The append state of a RecordAccumulator, in C."""
+
+    def append_open(
+        self, topic: str, partition: int, timestamp: int, key: object, value: object, /
+    ) -> Any:
+        """The record's RecordFuture once in its partition's open batch, or None."""
 
 def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
     """ProducerCore.append_plain: the record's RecordFuture, or None for the general path."""
@@ -20,7 +22,5 @@ def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int
 def bind_core(core: type, keyed_partition: Callable[[bytes, int], int], /) -> None:
     """Find the slots ``send_plain`` uses in ProducerCore; raises if one is missing."""
 
-def bind(
-    accumulator: type, batch: type, future: type, encode_record: Callable[..., Any], /
-) -> None:
-    """Find the slots ``append_open`` uses in these classes; raises if one is missing."""
+def bind(future: type, encode_record: Callable[..., Any], /) -> None:
+    """The future class ``append_open`` makes and the record encoder it uses."""

@@ -38,6 +38,7 @@ from kafkette.errors import (
 )
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
+from kafkette.producer.speedups import AccumulatorState, BatchState
 from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, speedups
 from kafkette.protocol.records.default_records import encode_record
 
@@ -77,34 +78,28 @@ class BufferFull(Exception):
         self.size = size
 
 
-class ProducerBatch:
+class ProducerBatch(BatchState):
     """Records for one partition, sent and acknowledged together.
 
     While open, the batch holds its records encoded (``records``, as
     :func:`~kafkette.protocol.records.default_records.encode_record` writes
     them, offset deltas 0, 1, ...) with their first and highest timestamps;
-    :meth:`build` makes the batch's bytes once, when it is drained.
+    :meth:`build` makes the batch's bytes once, when it is drained. The fields
+    the C append works on are its base's (:class:`BatchState`).
     """
 
     __slots__ = (
         "attempts",
         "base_sequence",
-        "base_timestamp",
         "built_count",
         "compression",
         "created_ms",
         "data",
-        "full",
         "last_error",
-        "max_timestamp",
         "partition",
         "producer_epoch",
         "producer_id",
-        "records",
-        "reserved",
-        "result",
         "retry_at_ms",
-        "size",
         "topic",
         "transactional",
     )
@@ -115,7 +110,7 @@ class ProducerBatch:
         self.topic = topic
         self.partition = partition
         self.compression = compression
-        self.records: list[bytes] | None = []
+        self.records = []
         self.built_count = 0
         """Records in the batch once built (``records`` is None then)."""
         self.base_timestamp = first_timestamp
@@ -187,24 +182,19 @@ class ProducerBatch:
         )
 
 
-class RecordAccumulator:
-    """Thread-safe queues of batches per partition, with buffer-memory accounting."""
+class RecordAccumulator(AccumulatorState):
+    """Thread-safe queues of batches per partition, with buffer-memory accounting.
 
-    # slots: the C append (kafkette.producer._accumulate) works on some of them
+    The fields the C append works on are its base's (:class:`AccumulatorState`).
+    """
+
     __slots__ = (
-        "_closed",
         "_flushes",
         "_incomplete",
-        "_lock",
         "_max_record",
-        "_queues",
         "_resume_room",
         "_space",
-        "_used",
         "_wait",
-        "_wake_pending",
-        "batch_size",
-        "buffer_memory",
         "clock",
         "compression",
         "delivery_timeout_ms",
@@ -212,7 +202,6 @@ class RecordAccumulator:
         "max_block_ms",
         "max_request_size",
         "on_space",
-        "wakeup",
     )
 
     def __init__(
@@ -243,7 +232,7 @@ class RecordAccumulator:
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
-        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._queues = {}
         self._incomplete: set[ProducerBatch] = set()
         self._used = 0
         self._resume_room = min(buffer_memory, max(batch_size, buffer_memory // RESUME_SHARE))
@@ -635,5 +624,3 @@ class RecordAccumulator:
 append_open = producer_speedups.append_open
 """The C :meth:`RecordAccumulator.append_plain` for a partition's open batch with room
 (None without the extension): the record's future, or None when that method must take it."""
-if producer_speedups.bind is not None and _encode_plain is not None:
-    producer_speedups.bind(RecordAccumulator, ProducerBatch, RecordFuture, _encode_plain)

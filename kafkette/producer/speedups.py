@@ -1,12 +1,13 @@
 """Selection of the optional C accelerator for the producer's common append.
 
-``append_open`` and ``send_plain`` are the functions of
-:mod:`kafkette.producer._accumulate` when the extension was built, the record
-encoder's extension too, and the environment variable
-``KAFKETTE_NO_EXTENSIONS`` is not ``1``; else None (the pure-Python
-``RecordAccumulator.append_plain`` and ``ProducerCore.append_plain`` then do
-all the work). The accumulator and core modules bind them to their classes at
-import.
+When :mod:`kafkette.producer._accumulate` was built, the record encoder's
+extension too, and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
+``1``: ``BatchState`` and ``AccumulatorState`` are its C types (the bases of
+``ProducerBatch`` and ``RecordAccumulator``, which keep the append's state in
+C), and ``append_open`` and ``send_plain`` its functions. Otherwise the classes
+of :mod:`kafkette.producer.append_state` and None (the pure-Python
+``RecordAccumulator.append_plain`` and ``ProducerCore.append_plain`` then do all
+the work).
 """
 
 from __future__ import annotations
@@ -15,29 +16,40 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from kafkette.producer import append_state
+from kafkette.producer.futures import RecordFuture
 from kafkette.protocol.extensions import load_extension
 from kafkette.protocol.records import speedups as record_speedups
 
-if TYPE_CHECKING:
-    from kafkette.producer.futures import RecordFuture
-
 AppendOpen = Callable[[Any, str, int, int, Any, Any], "RecordFuture | None"]
 SendPlain = Callable[[Any, str, Any, Any, "int | None"], "RecordFuture | None"]
-Bind = Callable[[type, type, type, Callable[..., Any]], None]
 
 
 def _load() -> ModuleType | None:
-    if record_speedups.encode_record is None:
+    encode = record_speedups.encode_record
+    if encode is None:
         return None
-    return load_extension("kafkette.producer._accumulate")
+    module = load_extension("kafkette.producer._accumulate")
+    if module is not None:
+        module.bind(RecordFuture, encode)
+    return module
 
 
 _module = _load()
 
-append_open: AppendOpen | None = None if _module is None else _module.append_open
-"""``(accumulator, topic, partition, timestamp, key, value)``: the
-record's RecordFuture once added to the partition's open batch, or None (and
-nothing changed) when ``RecordAccumulator.append_plain`` must take it."""
+if TYPE_CHECKING:
+    BatchState = append_state.BatchState
+    AccumulatorState = append_state.AccumulatorState
+else:
+    BatchState = append_state.BatchState if _module is None else _module.BatchState
+    AccumulatorState = (
+        append_state.AccumulatorState if _module is None else _module.AccumulatorState
+    )
+
+append_open: AppendOpen | None = None if _module is None else _module.AccumulatorState.append_open
+"""``(accumulator, topic, partition, timestamp, key, value)``: the record's
+RecordFuture once added to the partition's open batch, or None (and nothing
+changed) when ``RecordAccumulator.append_plain`` must take it."""
 
 send_plain: SendPlain | None = None if _module is None else _module.send_plain
 """``(core, topic, value, key, timestamp)``: ``ProducerCore.append_plain``."""
@@ -47,6 +59,5 @@ bind_core: Callable[[type, Callable[[bytes, int], int]], None] | None = (
 )
 """``(ProducerCore, keyed_partition)``: tell ``send_plain`` the core's slots."""
 
-bind: Bind | None = None if _module is None else _module.bind
-"""``(RecordAccumulator, ProducerBatch, RecordFuture, encode_record)``: tell
-``append_open`` the slots of these classes (raises if one is missing)."""
+EXTENSION_USED: bool = _module is not None
+"""Whether the producer's append state and common append are in C."""

@@ -53,21 +53,31 @@ def make(**kwargs: object) -> tuple[RecordAccumulator, list[int]]:
     return acc, woken
 
 
+def c_append(
+    acc: RecordAccumulator, topic: str, partition: int, ts: Any, key: object, value: object
+) -> RecordFuture | None:
+    """The C append (``AccumulatorState.append_open``)."""
+    assert append_open is not None
+    return append_open(acc, topic, partition, ts, key, value)
+
+
 def c_then_python(
     acc: RecordAccumulator, topic: str, partition: int, ts: int, key: object, value: object
 ) -> tuple[RecordFuture | None, bool]:
     """The core's order: the C append first, the Python method when it declines."""
-    future = _accumulate.append_open(acc, topic, partition, ts, key, value)
+    future = c_append(acc, topic, partition, ts, key, value)
     if future is not None:
         return future, True
     return acc.append_plain(topic, partition, ts, key, value), False  # type: ignore[arg-type]
 
 
 def test_the_extension_is_in_use() -> None:
-    """Built in CI (scripts/setup.sh), selected, and bound to the accumulator's classes."""
+    """Built in CI (scripts/setup.sh), selected, and the base of the accumulator's classes."""
     assert speedups.encode_record is not None
-    assert append_open is _accumulate.append_open
-    assert producer_speedups.append_open is _accumulate.append_open
+    assert append_open is _accumulate.AccumulatorState.append_open
+    assert producer_speedups.append_open is append_open
+    assert accumulator.RecordAccumulator.__bases__ == (_accumulate.AccumulatorState,)
+    assert accumulator.ProducerBatch.__bases__ == (_accumulate.BatchState,)
 
 
 _records = st.lists(
@@ -117,7 +127,7 @@ def test_c_and_python_cut_the_same_batches(
 
 def test_declines_and_changes_nothing_when_python_must_decide() -> None:
     acc, woken = make(batch_size=200, buffer_memory=1_000)
-    assert _accumulate.append_open(acc, "t", 0, 1, None, b"v") is None  # no queue yet
+    assert c_append(acc, "t", 0, 1, None, b"v") is None  # no queue yet
     first = acc.append_plain("t", 0, 1, None, b"x" * 100)
     assert first is not None
     batch = acc._queues[("t", 0)][-1]
@@ -130,7 +140,7 @@ def test_declines_and_changes_nothing_when_python_must_decide() -> None:
         (2**70, None, b"v"),  # past 64 bits
     ]
     for ts, key, value in declined:
-        assert _accumulate.append_open(acc, "t", 0, ts, key, value) is None
+        assert c_append(acc, "t", 0, ts, key, value) is None
         assert (
             list(batch.records or []),
             batch.size,
@@ -139,13 +149,13 @@ def test_declines_and_changes_nothing_when_python_must_decide() -> None:
             len(woken),
         ) == state
     acc.buffer_memory = acc.buffer_used + 21  # room for 0 more bytes of key and value
-    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    assert c_append(acc, "t", 0, 2, None, b"v") is None
     acc.buffer_memory = 1_000
     batch.full = True
-    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    assert c_append(acc, "t", 0, 2, None, b"v") is None
     batch.full = False
     acc.close()
-    assert _accumulate.append_open(acc, "t", 0, 2, None, b"v") is None
+    assert c_append(acc, "t", 0, 2, None, b"v") is None
     assert list(batch.records or []) == state[0]
 
 
@@ -154,8 +164,8 @@ def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
     opened = acc.append_plain("t", 0, 5, b"k", b"a" * 50)  # opens: wakes
     assert opened is not None and len(woken) == 1
     acc.ready(0)  # the sender looked
-    second = _accumulate.append_open(acc, "t", 0, 7, None, b"b" * 50)
-    third = _accumulate.append_open(acc, "t", 0, 6, None, b"c" * 40)
+    second = c_append(acc, "t", 0, 7, None, b"b" * 50)
+    third = c_append(acc, "t", 0, 6, None, b"c" * 40)
     assert isinstance(second, RecordFuture) and isinstance(third, RecordFuture)
     assert [(f._index, f._timestamp) for f in (second, third)] == [(1, 7), (2, 6)]
     assert second._batch is opened._batch is third._batch
@@ -164,7 +174,7 @@ def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
     assert batch.size == 61 + 58 + 57 + 47  # the records as encoded
     assert acc.buffer_used == batch.reserved == 3 * 21 + 1 + 140
     assert len(woken) == 1  # adding to an open batch does not wake the sender
-    assert _accumulate.append_open(acc, "t", 0, 8, None, b"d") is None  # 223 + 22 > 240
+    assert c_append(acc, "t", 0, 8, None, b"d") is None  # 223 + 22 > 240
     fourth = acc.append_plain("t", 0, 8, None, b"d")
     assert fourth is not None and batch.full and len(woken) == 2
     parsed = [(r.offset, r.timestamp, r.key, r.value) for r in _records_of(batch)]
@@ -181,7 +191,7 @@ def test_the_lock_is_taken() -> None:
     acc._lock.acquire()
 
     def append() -> None:
-        _accumulate.append_open(acc, "t", 0, 1, None, b"b")
+        c_append(acc, "t", 0, 1, None, b"b")
         done.set()
 
     thread = threading.Thread(target=append)

@@ -1,0 +1,243 @@
+"""The producer's append state in C (kafkette.producer._accumulate) against pure Python.
+
+With the extension, ``ProducerBatch`` and ``RecordAccumulator`` keep the fields
+the C append works on in C types (their bases); without it
+(``KAFKETTE_NO_EXTENSIONS=1``) in the Python classes of
+``kafkette.producer.append_state``. Two copies of the accumulator module are
+loaded here, whatever the environment says: one on the C types with the C
+append and record encoder, one on the Python bases with neither, as the
+fallback runs. Fed the same records (each the way the producer sends it), both
+must hold the same state after every step and build the same bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import weakref
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkette.producer import _accumulate, accumulator, append_state
+from kafkette.producer import speedups as producer_speedups
+from kafkette.producer.futures import RecordFuture
+from kafkette.protocol.extensions import extensions_disabled
+from kafkette.protocol.records import _speedups
+from kafkette.protocol.records import speedups as record_speedups
+
+
+def _load_accumulator(name: str, c: bool) -> ModuleType:
+    """kafkette/producer/accumulator.py executed again, on the C types or the Python ones."""
+    spec = importlib.util.find_spec("kafkette.producer.accumulator")
+    assert spec is not None and spec.origin is not None
+    copy = importlib.util.spec_from_file_location(name, spec.origin)
+    assert copy is not None and copy.loader is not None
+    module = importlib.util.module_from_spec(copy)
+    with pytest.MonkeyPatch.context() as patch:
+        if c:
+            _accumulate.bind(RecordFuture, _speedups.encode_record)
+            patch.setattr(producer_speedups, "BatchState", _accumulate.BatchState)
+            patch.setattr(producer_speedups, "AccumulatorState", _accumulate.AccumulatorState)
+            patch.setattr(
+                producer_speedups, "append_open", _accumulate.AccumulatorState.append_open
+            )
+            patch.setattr(record_speedups, "encode_record", _speedups.encode_record)
+        else:
+            patch.setattr(producer_speedups, "BatchState", append_state.BatchState)
+            patch.setattr(producer_speedups, "AccumulatorState", append_state.AccumulatorState)
+            patch.setattr(producer_speedups, "append_open", None)
+            patch.setattr(record_speedups, "encode_record", None)
+        copy.loader.exec_module(module)
+    return module
+
+
+c_accumulator = _load_accumulator("_c_accumulator", c=True)
+python_accumulator = _load_accumulator("_python_accumulator", c=False)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_copy_runs_on_the_python_bases() -> None:
+    assert python_accumulator.ProducerBatch.__bases__ == (append_state.BatchState,)
+    assert python_accumulator.RecordAccumulator.__bases__ == (append_state.AccumulatorState,)
+    assert python_accumulator.append_open is None
+    assert c_accumulator.ProducerBatch.__bases__ == (_accumulate.BatchState,)
+    assert c_accumulator.RecordAccumulator.__bases__ == (_accumulate.AccumulatorState,)
+    assert c_accumulator.append_open is _accumulate.AccumulatorState.append_open
+
+
+def test_the_producer_uses_the_c_types_unless_told_not_to() -> None:
+    """The accumulator module's bases follow KAFKETTE_NO_EXTENSIONS (the extension is
+    built in CI, scripts/setup.sh)."""
+    c = not extensions_disabled()
+    assert accumulator.ProducerBatch.__bases__ == (
+        (_accumulate.BatchState,) if c else (append_state.BatchState,)
+    )
+    assert accumulator.RecordAccumulator.__bases__ == (
+        (_accumulate.AccumulatorState,) if c else (append_state.AccumulatorState,)
+    )
+    assert producer_speedups.EXTENSION_USED is c
+
+
+def send(acc: Any, module: ModuleType, tp: tuple[str, int], ts: int, key: Any, value: Any) -> Any:
+    """A record the way ProducerCore sends it: the C append, the plain method, the general one."""
+    topic, partition = tp
+    if module.append_open is not None:
+        future = module.append_open(acc, topic, partition, ts, key, value)
+        if future is not None:
+            return future
+    future = acc.append_plain(topic, partition, ts, key, value)
+    if future is None:
+        future = acc.append(topic, partition, ts, key, value, block=False)
+    return future
+
+
+def state(acc: Any) -> tuple[Any, ...]:
+    """Every field of the append state, and the batches' own."""
+    batches = [
+        (
+            tp,
+            b.records if b.records is None else list(b.records),
+            b.base_timestamp,
+            b.max_timestamp,
+            b.size,
+            b.reserved,
+            b.full,
+            b.result.partition,
+        )
+        for tp, queue in acc._queues.items()
+        for b in queue
+    ]
+    fields = (acc._used, acc.buffer_memory, acc.batch_size, acc._closed, acc._wake_pending)
+    return fields, batches
+
+
+def futures(found: Iterator[RecordFuture]) -> list[tuple[int, int]]:
+    return [(f._index, f._timestamp) for f in found]
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("send"),
+            st.integers(min_value=0, max_value=2),  # partition
+            st.integers(min_value=0, max_value=2**40),  # timestamp
+            st.one_of(st.none(), st.binary(max_size=30)),
+            st.one_of(st.none(), st.binary(max_size=200)),
+        ),
+        st.tuples(st.just("ready")),
+        st.tuples(st.just("drain"), st.integers(min_value=0, max_value=2)),
+        st.tuples(st.just("complete")),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_steps, st.integers(min_value=600, max_value=5_000))
+def test_c_and_python_state_agree_after_every_step(
+    steps: list[tuple[Any, ...]], buffer_memory: int
+) -> None:
+    """Same futures, same fields, same wake-ups, same batch bytes; a record that does not
+    fit in buffer.memory is refused the same way (BufferFull) by both."""
+    sides: list[tuple[ModuleType, Any, list[int], list[Any]]] = []
+    for module in (c_accumulator, python_accumulator):
+        woken: list[int] = []
+        acc = module.RecordAccumulator(
+            batch_size=400, linger_ms=5, buffer_memory=buffer_memory, clock=FakeClock()
+        )
+        acc.wakeup = lambda woken=woken: woken.append(1)
+        sides.append((module, acc, woken, []))
+    for step in steps:
+        outcomes = []
+        for module, acc, woken, drained in sides:
+            if step[0] == "send":
+                _, partition, ts, key, value = step
+                try:
+                    outcome: Any = futures(
+                        iter([send(acc, module, ("t", partition), ts, key, value)])
+                    )
+                except module.BufferFull as full:
+                    outcome = ("full", full.size)
+            elif step[0] == "ready":
+                outcome = acc.ready(0)
+            elif step[0] == "drain":
+                taken = acc.drain([("t", step[1])], 1 << 30)
+                drained.extend(taken)
+                outcome = [(b.full, bytes(b.build())) for b in taken]
+            else:
+                outcome = [b.record_count for b in drained]
+                for batch in drained:
+                    acc.complete(batch, 0)
+                drained.clear()
+            outcomes.append((outcome, state(acc), len(woken)))
+        assert outcomes[0] == outcomes[1], step
+    c_acc, py_acc = sides[0][1], sides[1][1]
+    tps = [("t", p) for p in range(3)] * len(steps)
+    c_built = [bytes(b.build()) for b in c_acc.drain(tps, 1 << 30)]
+    assert c_built == [bytes(b.build()) for b in py_acc.drain(tps, 1 << 30)]
+
+
+def test_the_c_fields_are_typed() -> None:
+    """A C field takes only its type: an int field refuses a float, a flag refuses an int."""
+    acc = c_accumulator.RecordAccumulator()
+    batch = c_accumulator.ProducerBatch("t", 0, 0, 0.0, 5)
+    for obj, name, wrong in (
+        (acc, "_used", 1.5),
+        (acc, "buffer_memory", "1"),
+        (acc, "_closed", 1),
+        (acc, "_wake_pending", None),
+        (batch, "size", 2.0),
+        (batch, "full", 0),
+        (batch, "max_timestamp", None),
+    ):
+        before = getattr(obj, name)
+        with pytest.raises(TypeError):
+            setattr(obj, name, wrong)
+        assert getattr(obj, name) == before
+    with pytest.raises(OverflowError):
+        batch.max_timestamp = 1 << 63
+
+
+def test_the_c_types_hold_their_fields_in_c() -> None:
+    """The Python classes add no slot of the same name over the C types' fields."""
+    for cls, base in (
+        (c_accumulator.ProducerBatch, _accumulate.BatchState),
+        (c_accumulator.RecordAccumulator, _accumulate.AccumulatorState),
+    ):
+        own = set(cls.__dict__.get("__slots__", ()))
+        python_fields = set(getattr(append_state, base.__name__).__slots__)
+        assert python_fields <= set(dir(base))
+        assert not own & python_fields
+
+
+def test_a_cycle_through_the_wakeup_is_collected() -> None:
+    """The C types take part in garbage collection (the sender's wake-up refers back)."""
+
+    class Holder:
+        acc: Any = None
+
+        def wake(self) -> None:
+            pass
+
+    holder = Holder()
+    acc = c_accumulator.RecordAccumulator()
+    acc.wakeup = holder.wake
+    holder.acc = acc
+    assert acc.append("t", 0, 1, None, b"v") is not None
+    gone = weakref.ref(holder)
+    del holder, acc
+    gc.collect()
+    assert gone() is None

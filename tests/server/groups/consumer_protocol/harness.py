@@ -86,13 +86,17 @@ class Client:
     epoch: int = 0
     owned: dict[uuid.UUID, frozenset[int]] = attrs.Factory(dict)
     revokes: bool = True
-    """False: keep every partition ever given (a consumer stuck in its revocation callback)."""
+    """False: keep the partitions it was told to give up (a consumer stuck in its
+    revocation callback); it gives them up on its first heartbeat with this True."""
+    given: dict[uuid.UUID, frozenset[int]] = attrs.Factory(dict)
+    """The last assignment it was sent."""
     last: HeartbeatResponse | None = None
 
     def join(self) -> HeartbeatResponse:
         """A full heartbeat with epoch 0."""
         self.epoch = 0
         self.owned = {}
+        self.given = {}
         return self._send(
             HeartbeatRequest(
                 group_id=self.group_id,
@@ -107,14 +111,24 @@ class Client:
             )
         )
 
-    def heartbeat(self, **changes: Any) -> HeartbeatResponse:
-        """A partial heartbeat reporting what the client holds; ``changes`` sets fields."""
+    def heartbeat(self, *, full: bool = False, **changes: Any) -> HeartbeatResponse:
+        """A partial heartbeat reporting what the client holds, or a full one (as a client
+        sends after an error or a lost answer); ``changes`` sets fields."""
+        if self.revokes:
+            self.owned = dict(self.given)
         fields: dict[str, Any] = {
             "group_id": self.group_id,
             "member_id": self.member_id,
             "member_epoch": self.epoch,
             "owned": dict(self.owned),
         }
+        if full:
+            fields.update(
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                subscribed_topic_names=self.topics or (),
+                subscribed_topic_regex=self.regex or "",
+                instance_id=self.instance_id,
+            )
         fields.update(changes)
         return self._send(HeartbeatRequest(**fields))
 
@@ -129,6 +143,7 @@ class Client:
             ),
         )
         self.owned = {}
+        self.given = {}
         return response
 
     def _send(self, request: HeartbeatRequest) -> HeartbeatResponse:
@@ -136,8 +151,8 @@ class Client:
         self.last = response
         self.epoch = response.member_epoch
         if response.assignment is not None:
-            given = dict(response.assignment)
-            self.owned = ps.union(self.owned, given) if not self.revokes else given
+            self.given = dict(response.assignment)
+            self.owned = dict(self.given) if self.revokes else ps.union(self.owned, self.given)
         return response
 
     def holds(self) -> dict[str, list[int]] | None:

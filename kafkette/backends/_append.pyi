@@ -18,13 +18,3 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0, /) -> int:
 
 def crc32c_with(name: str, data: bytes | bytearray | memoryview, /) -> int:
     """The CRC-32C of ``data`` by the named implementation (tests)."""
-
-def bind_log(
-    log_type: type, segment_type: type, tracker_type: type, info_type: type, array_type: type, /
-) -> None:
-    """The SegmentedLog, FileSegment, IndexTracker, AppendInfo and array classes."""
-
-def append_fast(
-    log: object, data: bytes | bytearray | memoryview, check_crc: bool, leader_epoch: int, /
-) -> object:
-    """AppendInfo, header fields (tail left to Python), None (not taken), False (Python's)."""

@@ -23,7 +23,6 @@ from kafkette.backends.log import Log
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.records import control_marker, first_record_at_or_after, require_keys
 from kafkette.backends.segment import BufferLike, Segment
-from kafkette.backends.speedups import append_fast as _append_fast
 from kafkette.backends.speedups import check_batch as _check_batch
 from kafkette.backends.types import (
     AbortedTxn,
@@ -77,7 +76,6 @@ class EpochEntry:
 class SegmentedLog(Log):
     """A :class:`Log` made of segments; subclasses provide storage."""
 
-    # Slots: the C append path (_append.append_fast) reads and updates them.
     __slots__ = (
         "_flush_threshold",
         "_log_start",
@@ -231,20 +229,6 @@ class SegmentedLog(Log):
         # not take (several batches, a bad length, magic, count or CRC, ...) goes the
         # general way, which also says what is wrong.
         if RECORD_BATCH_OVERHEAD <= size <= self._single_batch_limit:
-            if _append_fast is not None and (
-                leader_epoch < 0 or (self._epochs and leader_epoch <= self._epochs[-1].epoch)
-            ):
-                # An unbuffered disk segment, no new leader epoch: all of it in one C call.
-                try:
-                    done = _append_fast(self, records, check_crc, leader_epoch)
-                except OSError as exc:
-                    raise self._storage_error(exc) from exc
-                if done.__class__ is AppendInfo:
-                    return done
-                if done is None:
-                    return self._append_batches(records, leader_epoch, check_crc)
-                if done is not False:
-                    return self._after_fast_append(done)  # type: ignore[arg-type]
             fields: tuple[int, ...] | None
             if _check_batch is not None:
                 fields = _check_batch(records, check_crc)
@@ -298,20 +282,6 @@ class SegmentedLog(Log):
                     self._maybe_flush()
                 return _new_tuple(AppendInfo, (offset, last, -1, self._log_start, infos))
         return self._append_batches(records, leader_epoch, check_crc)
-
-    def _after_fast_append(self, fields: tuple[int, ...]) -> AppendInfo:
-        """The end of a C fast-path append that left producer state or a flush to do
-        (the batch is written and the log end advanced)."""
-        last = self._next_offset - 1
-        offset = last - fields[_LAST_OFFSET_DELTA]
-        infos: tuple[BatchInfo, ...] = ()
-        if fields[_PRODUCER_ID] >= 0:
-            header: StoredHeader = _new_header(StoredHeader, fields)
-            infos = (batch_info(header, None, base_offset=offset),)
-            self._track(self._segments[-1], infos[0])
-        if self._unflushed_messages >= self._flush_threshold:
-            self._maybe_flush()
-        return _new_tuple(AppendInfo, (offset, last, -1, self._log_start, infos))
 
     def _append_batches(
         self, records: bytes | bytearray | memoryview, leader_epoch: int, check_crc: bool

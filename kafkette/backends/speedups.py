@@ -1,6 +1,6 @@
 """Selection of the optional C accelerator for the append path.
 
-``append_fast``, ``check_batch`` and ``write_batch`` are the compiled functions
+``check_batch`` and ``write_batch`` are the compiled functions
 of :mod:`kafkette.backends._append` when the extension was built and the
 environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1`` and the machine has
 CRC-32C instructions the extension uses (x86-64 SSE4.2), else None (the
@@ -17,8 +17,6 @@ from kafkette.protocol.extensions import load_extension
 
 CheckBatch = Callable[[Any, bool], "tuple[int, ...] | None"]
 WriteBatch = Callable[[int, Any, int, int], None]
-AppendFast = Callable[[Any, Any, bool, int], object]
-BindLog = Callable[[type, type, type, type, type], None]
 
 
 def _load() -> ModuleType | None:
@@ -43,18 +41,6 @@ write_batch: WriteBatch | None = getattr(_module, "write_batch", None)
 """``(fd, data, base_offset, leader_epoch)``: write the batch in ``data`` to ``fd``
 as a log stores it (base offset, length and leader epoch rewritten), all of it
 or OSError."""
-
-append_fast: AppendFast | None = getattr(_module, "append_fast", None)
-"""``(log, data, check_crc, leader_epoch)``: ``SegmentedLog.append``'s fast path on
-an unbuffered disk segment in one call. Returns the AppendInfo when done; the
-header fields when the batch is written and the log end advanced but producer
-state or a flush is left to do; None when the fast path does not take the batch
-(nothing done); False when it is the Python code's to do (a roll is due, another
-kind of segment, a state it does not know; nothing done)."""
-
-bind_log: BindLog | None = getattr(_module, "bind_log", None)
-"""``(log_type, segment_type, tracker_type, info_type, array_type)``: the classes
-``append_fast`` works on; their state is in slots, found by name."""
 
 EXTENSION_USED: bool = _module is not None
 """Whether the append path uses the C extension."""

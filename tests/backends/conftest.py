@@ -37,7 +37,6 @@ def append_implementation(request: pytest.FixtureRequest) -> Iterator[str]:
     name: str = getattr(request, "param", APPEND_IMPLEMENTATIONS[0])
     with pytest.MonkeyPatch.context() as patch:
         if name == "python":
-            patch.setattr(segmented, "_append_fast", None)
             patch.setattr(segmented, "_check_batch", None)
             patch.setattr(disk_segment, "_write_batch", None)
         yield name

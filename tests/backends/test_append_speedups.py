@@ -22,7 +22,6 @@ import signal
 import struct
 import tempfile
 import threading
-from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +37,8 @@ import kafkette.backends.segmented as segmented
 from kafkette.backends import _append
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk import DiskLog
-from kafkette.backends.disk.segment import FileSegment, IndexTracker
 from kafkette.backends.memory import MemoryLog
 from kafkette.backends.segmented import SegmentedLog
-from kafkette.backends.types import AppendInfo
 from kafkette.errors import KafkaStorageError
 from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -55,16 +52,12 @@ from kafkette.protocol.records.batch_header import (
 from tests.backends.disk_helpers import index_snapshot, rebuilt_index_snapshot
 from tests.backends.helpers import FakeClock, control_batch, make_batch, read_all, simple_batch
 
-# The C path works on these classes (disk/log.py binds them unless the extension is off).
-_append.bind_log(SegmentedLog, FileSegment, IndexTracker, AppendInfo, array)
-
 
 @contextmanager
 def append_path(name: str) -> Iterator[None]:
     """Appends in the block take the C path (``"c"``) or the pure-Python one."""
     with pytest.MonkeyPatch.context() as patch:
         c = name == "c"
-        patch.setattr(segmented, "_append_fast", _append.append_fast if c else None)
         patch.setattr(segmented, "_check_batch", _append.check_batch if c else None)
         patch.setattr(disk_segment, "_write_batch", _append.write_batch if c else None)
         yield
@@ -73,11 +66,9 @@ def append_path(name: str) -> Iterator[None]:
 def test_paths_are_switched() -> None:
     """The switch used below really changes what the log calls."""
     with append_path("c"):
-        assert vars(segmented)["_append_fast"] is _append.append_fast
         assert vars(segmented)["_check_batch"] is _append.check_batch
         assert vars(disk_segment)["_write_batch"] is _append.write_batch
     with append_path("python"):
-        assert vars(segmented)["_append_fast"] is None
         assert vars(segmented)["_check_batch"] is None
         assert vars(disk_segment)["_write_batch"] is None
 
@@ -514,74 +505,3 @@ def test_append_after_close_is_a_storage_error(tmp_path: Path, path: str) -> Non
     with append_path(path), pytest.raises(KafkaStorageError):
         log.append(simple_batch(1))
     assert log.log_end_offset == 1
-
-
-# -- append_fast: the whole fast path of a disk log in one call ---------------------------
-
-
-def test_append_fast_outcomes(tmp_path: Path) -> None:
-    """AppendInfo when it did everything; the header fields when producer state is left
-    to Python; None for a batch the fast path refuses; False for what is Python's (a
-    roll due, a buffered segment, a memory log), with nothing done in the last two."""
-    config = LogConfig(segment_bytes=400)
-    log = DiskLog(str(tmp_path / "a"), "t", 0, config)
-    plain = simple_batch(2)
-    info = _append.append_fast(log, plain, True, -1)
-    assert info == AppendInfo(0, 1, -1, 0, ())
-    assert info.__class__ is AppendInfo
-    idempotent = make_batch([(5, b"k", b"v")], producer_id=3, producer_epoch=0, base_sequence=0)
-    assert _append.append_fast(log, idempotent, True, 7) == HEADER_STRUCT.unpack_from(idempotent)
-    assert log.log_end_offset == 3  # written; producer state is the caller's to update
-    assert _append.append_fast(log, MANGLES["crc"](plain), True, -1) is None
-    big = simple_batch(20, size=20)
-    assert _append.append_fast(log, big, True, -1) is False  # 400 bytes: a roll is due
-    assert (log.log_end_offset, len(log.segments)) == (3, 1)
-    assert read_all(log) == stored_form(plain, 0, -1) + stored_form(idempotent, 2, 7)
-    log.close()
-    buffered = DiskLog(str(tmp_path / "b"), "t", 0, config, write_buffer_bytes=1000)
-    assert _append.append_fast(buffered, plain, True, -1) is False
-    assert buffered.log_end_offset == 0
-    buffered.close()
-    assert _append.append_fast(MemoryLog("t", 0, config), plain, True, -1) is False
-    assert _append.append_fast(object(), plain, True, -1) is False
-
-
-def test_log_appends_take_the_one_call(tmp_path: Path) -> None:
-    """A steady-state append on a disk log goes through append_fast and nothing else."""
-    calls: list[object] = []
-
-    def spy(*args: Any) -> object:
-        result = _append.append_fast(*args)
-        calls.append(result.__class__)
-        return result
-
-    log = DiskLog(str(tmp_path), "t", 0)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(segmented, "_append_fast", spy)
-        patch.setattr(segmented, "_check_batch", None)  # the Python path would fail loudly
-        patch.setattr(disk_segment, "_write_batch", None)
-        log.append(simple_batch(2))
-        log.append(simple_batch(3), leader_epoch=0)  # a new epoch: Python's
-        log.append(simple_batch(1), leader_epoch=0)
-    assert calls == [AppendInfo, AppendInfo]
-    assert log.log_end_offset == 6
-    log.close()
-
-
-def test_bind_log_needs_slots() -> None:
-    """The classes must keep their state in slots of those names."""
-
-    class Loose:
-        interval = max_timestamp = offset_of_max_timestamp = first_timestamp = 0
-        bytes_since_entry = 0
-
-    with pytest.raises(AttributeError):
-        _append.bind_log(FileSegment, FileSegment, IndexTracker, AppendInfo, array)
-    with pytest.raises(TypeError, match="is not a slot"):
-        _append.bind_log(SegmentedLog, FileSegment, Loose, AppendInfo, array)
-    with pytest.raises(TypeError, match="is a tuple"):
-        _append.bind_log(SegmentedLog, FileSegment, IndexTracker, Loose, array)
-    # the binding in use is unchanged
-    log = DiskLog(tempfile.mkdtemp(), "t", 0)
-    assert _append.append_fast(log, simple_batch(1), True, -1) == AppendInfo(0, 0, -1, 0, ())
-    log.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from array import array
 from collections.abc import Sequence
 
 from kafkette.backends.config import LogConfig
@@ -19,7 +18,6 @@ from kafkette.backends.disk.segment import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
     FileSegment,
-    IndexTracker,
     segment_stem,
 )
 from kafkette.backends.header import StoredHeader
@@ -27,8 +25,6 @@ from kafkette.backends.memory import wall_clock
 from kafkette.backends.producer_state import ProducerStateTable, SnapshotError
 from kafkette.backends.segment import BufferLike, Segment
 from kafkette.backends.segmented import Clock, EpochEntry, SegmentedLog
-from kafkette.backends.speedups import bind_log
-from kafkette.backends.types import AppendInfo
 from kafkette.errors import KafkaStorageError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -39,9 +35,6 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
-
-if bind_log is not None:  # the C append path works on these classes' slots
-    bind_log(SegmentedLog, FileSegment, IndexTracker, AppendInfo, array)
 
 
 class DiskLog(SegmentedLog):

@@ -67,7 +67,6 @@ class IndexTracker:
 class FileSegment(Segment):
     """One segment's files. Positions are byte positions in the ``.log`` file."""
 
-    # Slots: the C append path (_append.append_fast) reads and updates them.
     __slots__ = (
         "_buffer",
         "_buffer_limit",

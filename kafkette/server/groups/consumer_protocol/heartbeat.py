@@ -49,7 +49,7 @@ class HeartbeatRequest:
         """Whether every field a full heartbeat carries is there (Kafka's rule)."""
         return self.member_epoch == JOIN_EPOCH or (
             self.rebalance_timeout_ms != -1
-            and self.subscribed_topic_names is not None
+            and (self.subscribed_topic_names is not None or self.subscribed_topic_regex is not None)
             and self.owned is not None
         )
 

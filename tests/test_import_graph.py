@@ -1,0 +1,193 @@
+"""No import cycle between the modules of the package.
+
+The graph is read from the source with :mod:`ast`: an edge for every import
+that runs, whether at module level or inside a function (a function-level
+import that "breaks" a cycle still ties the two modules together). Imports
+under ``if TYPE_CHECKING:`` are left out: they never run, and annotating a
+handler with the :class:`~kafkette.server.broker.Broker` it is given is not a
+dependency on the broker's module.
+
+``from package import name`` is an edge to ``package.name`` when that is a
+module, else to ``package``; a relative import is resolved against the
+importing module's package.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "kafkette"
+
+
+def module_names(package: Path) -> dict[str, Path]:
+    """Dotted module name -> source file, for every module under ``package``."""
+    names: dict[str, Path] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    return hidden
+
+
+def _imported(name: str, path: Path, node: ast.AST, modules: Mapping[str, Path]) -> Iterator[str]:
+    def known(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if (target := known(alias.name)) is not None:
+                yield target
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join([*package, base] if base else package)
+        for alias in node.names:
+            submodule = f"{base}.{alias.name}"
+            target = submodule if submodule in modules else known(base)
+            if target is not None:
+                yield target
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports when its code runs."""
+    modules = module_names(package)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        hidden = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) not in hidden:
+                graph[name].update(_imported(name, path, node, modules))
+        graph[name].discard(name)
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _path_within(component: list[str], graph: Mapping[str, set[str]]) -> list[str]:
+    """One cycle through the component's first module, for the failure message."""
+    start = component[0]
+    members = set(component)
+    trail = [start]
+    seen = {start}
+    while True:
+        here = trail[-1]
+        if start in graph[here] and len(trail) > 1:
+            return [*trail, start]
+        nxt = next((t for t in sorted(graph[here]) if t in members and t not in seen), None)
+        if nxt is None:
+            return [*trail, "..."]
+        trail.append(nxt)
+        seen.add(nxt)
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = import_graph(PACKAGE)
+    assert len(graph) > 300  # the walk found the package
+    found = cycles(graph)
+    assert found == [], "\n".join(" -> ".join(_path_within(c, graph)) for c in found)
+
+
+def _package(tmp_path: Path, files: Mapping[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_a_module_level_cycle_is_found(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pkg.b import B\n",
+            "b.py": "import pkg.c\n",
+            "c.py": "from . import a\n",
+            "d.py": "from pkg import a\n",
+        },
+    )
+    assert cycles(import_graph(root)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_a_function_level_import_still_makes_a_cycle(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "sub/__init__.py": "",
+            "sub/a.py": "from ..b import thing\n",
+            "b.py": "def thing():\n    from pkg.sub.a import other\n    return other\n",
+        },
+    )
+    assert cycles(import_graph(root)) == [["pkg.b", "pkg.sub.a"]]
+
+
+def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pkg.b import B\n",
+            "b.py": """\
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from pkg.a import A
+                class B: ...
+            """,
+        },
+    )
+    graph = import_graph(root)
+    assert graph["pkg.a"] == {"pkg.b"}
+    assert graph["pkg.b"] == set()
+    assert cycles(graph) == []

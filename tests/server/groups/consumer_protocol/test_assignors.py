@@ -123,8 +123,8 @@ def test_uniform_properties(
     first: list[tuple[str, set[str]]], second: list[tuple[str, set[str]]]
 ) -> None:
     """Every subscribed partition given once, to a subscriber; when all share a
-    subscription the counts differ by at most one; a second round starting from the first
-    result keeps every partition that balance does not require to move."""
+    subscription the counts differ by at most one; the same group again moves nothing; a
+    different group starting from that result is again valid and complete."""
     members = _members(first)
     result = UniformAssignor().assign(spec(members))
     _check_valid(members, result, complete=True)

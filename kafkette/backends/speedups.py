@@ -2,9 +2,9 @@
 
 ``check_batch`` and ``write_batch`` are the compiled functions
 of :mod:`kafkette.backends._append` when the extension was built and the
-environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1`` and the machine has
-CRC-32C instructions the extension uses (x86-64 SSE4.2), else None (the
-pure-Python code then does all the work).
+environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None (the
+pure-Python code then does all the work). Both compute CRC-32C with the crc32c
+package.
 """
 
 from __future__ import annotations
@@ -20,14 +20,7 @@ WriteBatch = Callable[[int, Any, int, int], None]
 
 
 def _load() -> ModuleType | None:
-    _append = load_extension("kafkette.backends._append")
-    if _append is None:
-        return None
-    if _append.CRC_IMPLEMENTATION == "table":
-        # No CRC instructions this code knows (e.g. ARM): the crc32c package's own
-        # code is faster than our table fallback, so the Python path keeps the append.
-        return None
-    return _append
+    return load_extension("kafkette.backends._append")
 
 
 _module = _load()

@@ -146,9 +146,11 @@ class ProducerCore:
                 self.accumulator,
                 config,
                 self.sender.idempotence,
+                spawn=self.sender.start_background,
+                wakeup=self.sender.wakeup,
             )
-            runner.sender = self.sender
-            self.sender.txn = runner
+            self.sender.txn = runner.manager
+            self.sender.before_transactional_pass = runner.before_sender_pass
             self.transactions = runner
         self.sticky = StickyPartitioner(config.batch_size)
         self.key_serializer: Callable[[Any], Any] | None = config.key_serializer

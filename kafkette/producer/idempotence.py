@@ -10,8 +10,15 @@ When the broker reports a sequence it did not expect for the next batch we
 expect it to take (OUT_OF_ORDER_SEQUENCE_NUMBER) or forgot our producer id
 (UNKNOWN_PRODUCER_ID), the producer bumps its epoch (KIP-360:
 InitProducerId with its current id and epoch; a fresh id on older brokers)
-and starts every partition's sequences again from 0. No I/O here: the sender
-does the requests.
+and starts every partition's sequences again from 0.
+
+The producer id of an idempotent producer without a ``transactional.id``
+comes from InitProducerId, built here (:meth:`IdempotenceState.init_request`)
+and read here (:meth:`IdempotenceState.take_init_answer`); a failed request is
+tried again after a backoff (:meth:`IdempotenceState.init_failed`), and
+:meth:`IdempotenceState.init_due` says when one should go. A transactional
+producer gets its id from the transaction manager instead. No I/O here: the
+sender sends the request.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import struct
 
 from crc32c import crc32c
 
+from kafkette.errors import make_error
 from kafkette.producer.accumulator import ProducerBatch, TopicPartition
+from kafkette.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -29,6 +38,9 @@ from kafkette.protocol.records.batch_header import (
 )
 
 SEQUENCE_MODULUS = 2**31
+KIP360_INIT_PRODUCER_ID_VERSION = 3
+"""From this InitProducerId version, the request may carry the current id and epoch
+to bump the epoch of the same producer id (KIP-360); older brokers give a new id."""
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
@@ -59,10 +71,56 @@ class IdempotenceState:
         self.bump_needed = False
         self._next: dict[TopicPartition, int] = {}
         self._acked: dict[TopicPartition, int] = {}  # last acknowledged sequence
+        self.init_busy = False
+        """An InitProducerId request is in flight."""
+        self.init_retry_at = 0.0
+        """When a failed InitProducerId may be sent again (the sender's clock, ms)."""
+        self.init_failures = 0
 
     @property
     def has_id(self) -> bool:
         return self.producer_id >= 0
+
+    @property
+    def needs_id(self) -> bool:
+        """Nothing may be sent before an InitProducerId: no id yet, or a new epoch needed."""
+        return not self.has_id or self.bump_needed
+
+    def init_due(self, now: float) -> float | None:
+        """None when an InitProducerId may go now (marked in flight), else ms to wait.
+
+        The caller checked :attr:`needs_id`, that records wait and that none is
+        in flight (the new epoch must not overtake batches of the old one).
+        """
+        if self.init_busy:
+            return float("inf")
+        if now < self.init_retry_at:
+            return self.init_retry_at - now
+        self.init_busy = True
+        return None
+
+    def init_request(self, version: int, transaction_timeout_ms: int) -> InitProducerIdRequest:
+        """The InitProducerId to send at ``version``: with the current id and epoch
+        when the broker can bump the epoch (KIP-360)."""
+        request = InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=transaction_timeout_ms
+        )
+        if self.has_id and version >= KIP360_INIT_PRODUCER_ID_VERSION:
+            request.producer_id = self.producer_id
+            request.producer_epoch = self.epoch
+        return request
+
+    def take_init_answer(self, response: InitProducerIdResponse) -> None:
+        """Take the new id and epoch; raise the answer's error (:class:`KafkaError`)."""
+        if response.error_code:
+            raise make_error(response.error_code, "InitProducerId")
+        self.reset(response.producer_id, response.producer_epoch)
+        self.init_failures = 0
+
+    def init_failed(self, now: float, backoff_ms: float) -> None:
+        """The InitProducerId failed: try again after ``backoff_ms``."""
+        self.init_retry_at = now + backoff_ms
+        self.init_failures += 1
 
     def reset(self, producer_id: int, epoch: int) -> None:
         """A new producer id or epoch: every partition starts again at sequence 0."""

@@ -21,8 +21,11 @@ The sender's task (:meth:`Sender.run`) runs a pass, then sleeps until woken
 (new batch, full batch, flush, a response of a worker) or until the next
 linger, backoff or expiry deadline.
 
-Responses: success resolves the batch (offset of record *i* = base offset +
-*i*); DUPLICATE_SEQUENCE_NUMBER is a success; retriable errors and lost
+Responses: what each partition's answer means is read in
+:mod:`kafkette.producer.produce_outcomes` (one table of error code ->
+outcome, and the decision for the batch); this module applies it. Success
+resolves the batch (offset of record *i* = base offset + *i*);
+DUPLICATE_SEQUENCE_NUMBER is a success; retriable errors and lost
 connections put the batch back at the head of its partition (in sequence
 order) after ``retry.backoff.ms``..``retry.backoff.max.ms`` with jitter, and
 mark the metadata stale when it may be (a leader moved). When the response
@@ -38,12 +41,19 @@ idempotence and with ``max.in.flight.requests.per.connection=1`` a partition
 with a batch in flight is not drained; with more in flight, a retry may
 reorder records, as in Kafka.
 
+Producer ids: an idempotent producer's InitProducerId is built and read by
+:class:`~kafkette.producer.idempotence.IdempotenceState`; the sender sends it
+when no batch is in flight.
+
 Transactions: with a ``transactional.id`` the producer id comes from
 ``init_transactions`` (not from here), batches carry the transactional
 attribute, and a partition's batches wait until the transaction coordinator
-added the partition (AddPartitionsToTxn, started from here). A failed batch
-makes the transaction abortable instead of bumping the epoch, which only the
-abort may do.
+added the partition. The sender holds the
+:class:`~kafkette.producer.transactions.TransactionManager` (the state) and
+calls :attr:`Sender.before_transactional_pass` at each pass, with which the
+transaction runner starts AddPartitionsToTxn; the sender does not know the
+runner. A failed batch makes the transaction abortable instead of bumping the
+epoch, which only the abort may do.
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Container, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -65,21 +75,25 @@ from kafkette.client.connection import BrokerConnection
 from kafkette.client.events import call_soon_factory, event_factory
 from kafkette.client.metadata import BrokerInfo, PartitionInfo
 from kafkette.errors import (
-    DuplicateSequenceNumberError,
-    InvalidMetadataError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    MessageTooLargeError,
     NotLeaderOrFollowerError,
-    OutOfOrderSequenceNumberError,
-    RecordListTooLargeError,
-    UnknownProducerIdError,
     make_error,
 )
 from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from kafkette.producer.idempotence import IdempotenceState
-from kafkette.producer.transactions import TransactionAbortedError, TxnState
+from kafkette.producer.produce_outcomes import (
+    BatchFacts,
+    Outcome,
+    RetryVerdict,
+    Step,
+    decide,
+    outcome_for,
+    refreshes_on_retry,
+    retry_verdict,
+)
+from kafkette.producer.transactions import TransactionManager
 from kafkette.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -89,13 +103,7 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.schema import Response
 
-if TYPE_CHECKING:
-    from kafkette.producer.txn_runner import TransactionRunner
-
 logger = logging.getLogger("kafkette.producer")
-
-KIP360_INIT_PRODUCER_ID_VERSION = 3
-
 
 MAX_WORKERS_PER_NODE = 16
 
@@ -158,8 +166,8 @@ class _Everything:
 class _NotInTransaction:
     """Partitions a transactional producer may not send to yet (or resyncing ones)."""
 
-    def __init__(self, runner: TransactionRunner, muted: Container[TopicPartition]) -> None:
-        self.allowed = runner.manager.send_allowed
+    def __init__(self, manager: TransactionManager, muted: Container[TopicPartition]) -> None:
+        self.allowed = manager.send_allowed
         self.muted = muted
 
     def __contains__(self, item: object) -> bool:
@@ -216,9 +224,6 @@ class Sender:
         self._metadata_busy = False
         self._metadata_retry_at = 0.0
         self._metadata_failures = 0
-        self._pid_retry_at = 0.0
-        self._pid_failures = 0
-        self._pid_busy = False
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
         self._submitted: set[_Submitted] = set()
@@ -228,8 +233,11 @@ class Sender:
         self._asleep_until: float | None = None
         """When the sender's task wakes up on its own (None while it is not waiting)."""
         self._expiry_check_at = 0.0
-        self.txn: TransactionRunner | None = None
-        """The transactional producer's coordinator requests (None without transactional.id)."""
+        self.txn: TransactionManager | None = None
+        """The transactional producer's state (None without transactional.id)."""
+        self.before_transactional_pass: Callable[[], None] | None = None
+        """Called at each pass of a transactional producer, before it drains: the
+        transaction's I/O starts what the state asks for (AddPartitionsToTxn)."""
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
     # ---- control (event loop thread only)
@@ -323,7 +331,7 @@ class Sender:
                 if self.idempotence is not None and batch.base_sequence >= 0:
                     self.idempotence.bump_needed = True  # its sequence left a gap
                 if self.txn is not None and batch.result.error is not None:
-                    self.txn.manager.on_batch_failed(batch.result.error)
+                    self.txn.on_batch_failed(batch.result.error)
             # queued batches only get younger, and retries lower this again
             oldest = self.accumulator.next_expiry_ms(now)
             self._expiry_check_at = now + (
@@ -334,15 +342,15 @@ class Sender:
         idem = self.idempotence
         txn = self.txn
         if txn is not None:
-            muted = self._transaction_muted(tg, txn, muted)
-        elif idem is not None and (not idem.has_id or idem.bump_needed):
+            muted = self._transaction_muted(txn, muted)
+        elif idem is not None and idem.needs_id:
             muted = _Everything()
-            if self.accumulator.incomplete and not self._pid_busy and self.in_flight == 0:
-                if now >= self._pid_retry_at:
-                    self._pid_busy = True
-                    tg.start_soon(self._init_producer_id)
+            if self.accumulator.incomplete and self.in_flight == 0:
+                wait = idem.init_due(now)
+                if wait is None:
+                    tg.start_soon(self._init_producer_id, idem)
                 else:
-                    delays.append(self._pid_retry_at - now)
+                    delays.append(wait)
         ready, next_ms = self.accumulator.ready(now, muted)
         if next_ms is not None:
             delays.append(next_ms)
@@ -457,33 +465,15 @@ class Sender:
                 tps = [tp for tp in tps if tp not in blocked]
 
     def _transaction_muted(
-        self,
-        tg: anyio.abc.TaskGroup,
-        txn: TransactionRunner,
-        muted: Container[TopicPartition],
+        self, manager: TransactionManager, muted: Container[TopicPartition]
     ) -> Container[TopicPartition]:
-        """What a transactional producer may not send now; adds partitions when needed.
-
-        In an abortable or fatal error state, or aborting, records not sent yet
-        fail at once (Java's abortUndrainedBatches): their transaction is lost.
-        """
-        manager = txn.manager
-        if (
-            manager.state
-            in (
-                TxnState.ABORTABLE_ERROR,
-                TxnState.ABORTING_TRANSACTION,
-                TxnState.FATAL_ERROR,
-            )
-            and self.accumulator.queued()
-        ):
-            txn.drop_queued(manager.last_error or TransactionAbortedError())
-        if manager.new_partitions and not txn.adding_busy and not manager.adding:
-            txn.adding_busy = True
-            tg.start_soon(txn.add_partitions)
+        """What a transactional producer may not send now, once the transaction's
+        I/O started what the state asks for (:attr:`before_transactional_pass`)."""
+        if self.before_transactional_pass is not None:
+            self.before_transactional_pass()
         if self.idempotence is None or not self.idempotence.has_id:
             return _Everything()
-        return _NotInTransaction(txn, muted)
+        return _NotInTransaction(manager, muted)
 
     def _dispatch(self, tg: anyio.abc.TaskGroup, node: int, batches: list[ProducerBatch]) -> None:
         if self.config.acks != 0:
@@ -589,41 +579,26 @@ class Sender:
 
     # ---- producer id
 
-    async def _init_producer_id(self) -> None:
-        idem = self.idempotence
-        assert idem is not None
+    async def _init_producer_id(self, idem: IdempotenceState) -> None:
+        """Send the InitProducerId that :meth:`IdempotenceState.init_request` builds."""
         try:
             node = await self.client.any_node()
             connection = await self.client.connection(node)
             version = connection.version_for(InitProducerIdRequest)
-            request = InitProducerIdRequest(
-                transactional_id=None, transaction_timeout_ms=self.config.transaction_timeout_ms
-            )
-            if idem.has_id and version >= KIP360_INIT_PRODUCER_ID_VERSION:
-                request.producer_id = idem.producer_id
-                request.producer_epoch = idem.epoch
+            request = idem.init_request(version, self.config.transaction_timeout_ms)
             response = await connection.request(request, version=version)
             assert isinstance(response, InitProducerIdResponse)
-            if response.error_code:
-                raise make_error(response.error_code, "InitProducerId")
-            logger.info(
-                "producer id %d epoch %d (was %d/%d)",
-                response.producer_id,
-                response.producer_epoch,
-                idem.producer_id,
-                idem.epoch,
-            )
-            idem.reset(response.producer_id, response.producer_epoch)
-            self._pid_failures = 0
+            was = (idem.producer_id, idem.epoch)
+            idem.take_init_answer(response)
+            logger.info("producer id %d epoch %d (was %d/%d)", idem.producer_id, idem.epoch, *was)
         except KafkaError as exc:
             if not exc.retriable:
                 self.fatal_error = exc
                 logger.error("producer cannot get a producer id: %s", exc)
                 self.accumulator.abort(exc)
-            self._pid_retry_at = self.clock() + self._backoff(self._pid_failures)
-            self._pid_failures += 1
+            idem.init_failed(self.clock(), self._backoff(idem.init_failures))
         finally:
-            self._pid_busy = False
+            idem.init_busy = False
             self.wakeup()
 
     # ---- requests
@@ -737,16 +712,20 @@ class Sender:
                 if code == 0:
                     self._succeeded(batch, p.base_offset, p.log_append_time_ms)
                     continue
-                if code == DuplicateSequenceNumberError.code:
+                outcome = outcome_for(code)
+                if outcome is Outcome.DUPLICATE:
                     self._succeeded(batch, p.base_offset if p.base_offset >= 0 else -1, -1)
                     continue
-                if code == NotLeaderOrFollowerError.code and hinted is None:
+                if outcome is Outcome.LEADER_MOVED and hinted is None:
                     hinted = self._apply_leader_hint(response)
                 detail = f"{batch.topic}-{batch.partition}"
                 if p.error_message:
                     detail += f": {p.error_message}"
                 self._on_error(
-                    batch, make_error(code, detail), refresh=not hinted or batch.tp not in hinted
+                    batch,
+                    make_error(code, detail),
+                    outcome,
+                    leader_known=hinted is not None and batch.tp in hinted,
                 )
         for batch in by_tp.values():
             self._retry_or_fail(
@@ -765,102 +744,95 @@ class Sender:
         self.metrics.bytes_sent += len(batch.data or b"")
         self.accumulator.complete(batch, base_offset, log_append_time)
 
-    def _on_error(self, batch: ProducerBatch, error: KafkaError, *, refresh: bool = True) -> None:
+    def _facts(self, batch: ProducerBatch) -> BatchFacts:
         idem = self.idempotence
-        if (
-            isinstance(error, (MessageTooLargeError, RecordListTooLargeError))
-            and batch.record_count > 1
-        ):
-            # as the Java client does: send the records again in smaller batches
+        if idem is None:
+            return BatchFacts(batch.record_count)
+        return BatchFacts(
+            batch.record_count,
+            idempotent=True,
+            transactional=self.txn is not None,
+            sequenced=batch.base_sequence >= 0,
+            owned=idem.owns(batch),
+            next_expected=idem.is_next_expected(batch),
+        )
+
+    def _on_error(
+        self, batch: ProducerBatch, error: KafkaError, outcome: Outcome, *, leader_known: bool
+    ) -> None:
+        """Apply :func:`decide`'s reading of an error answer to ``batch``."""
+        decision = decide(outcome, self._facts(batch), leader_known=leader_known)
+        idem = self.idempotence
+        if decision.bump_epoch:
+            assert idem is not None
+            idem.bump_needed = True
+        step = decision.step
+        if step is Step.SPLIT:
             parts = self.accumulator.split(batch)
             self.metrics.batches_split += 1
-            if idem is not None and batch.base_sequence >= 0:
+            if decision.resync:
                 self._resyncing.add(batch.tp)
-                if self.txn is not None and idem.owns(batch):
-                    # no epoch bump inside a transaction: the parts take the sequences
-                    # of the batch, which the broker did not store
-                    idem.reuse_sequences(batch, parts)
-                else:
-                    idem.bump_needed = True  # the parts need sequences the broker expects
-            return
-        if idem is not None and isinstance(
-            error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
-        ):
-            if not idem.is_next_expected(batch):
-                # An earlier batch of this partition failed: this one follows it again.
-                self._retry_or_fail(batch, error, count_attempt=False)
-                return
-            if self.txn is not None:
-                # the transaction is lost: aborting it bumps the epoch (as Java does)
-                self._fail(batch, error)
-                return
-            idem.bump_needed = True
-            if isinstance(error, UnknownProducerIdError):
-                # The broker kept no state for us (none of our batches remains):
-                # a new epoch and sequence 0 cannot duplicate anything.
-                self._retry_or_fail(batch, error)
-                return
-            self._fail(batch, error)
-            return
-        if error.retriable:
-            if refresh and isinstance(error, InvalidMetadataError):
+            if decision.reuse_sequences:
+                assert idem is not None
+                idem.reuse_sequences(batch, parts)
+        elif step is Step.RETRY:
+            if decision.refresh_metadata:
                 self.client.metadata.request_update()
-            self._retry_or_fail(batch, error)
-            return
-        self._fail(batch, error)
+            self._retry_or_fail(batch, error, count_attempt=decision.count_attempt)
+        else:
+            self._fail(batch, error)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.errors += 1
         idem = self.idempotence
-        if (
-            idem is not None
-            and batch.base_sequence >= 0
-            and batch.producer_id == idem.producer_id
-            and batch.producer_epoch == idem.epoch
-        ):
+        if idem is not None and idem.owns(batch):
             # its sequences will never reach the broker: later batches of the
             # partition could only get OUT_OF_ORDER_SEQUENCE_NUMBER; a new epoch
             # starts the sequences again
             idem.bump_needed = True
         if self.txn is not None:
-            self.txn.manager.on_batch_failed(error)
+            self.txn.on_batch_failed(error)
         self.accumulator.fail(batch, error)
 
     def _retry_or_fail(
         self, batch: ProducerBatch, error: KafkaError, *, count_attempt: bool = True
     ) -> None:
-        if not error.retriable and not isinstance(
-            error, (OutOfOrderSequenceNumberError, UnknownProducerIdError)
-        ):
-            self._fail(batch, error)
-            return
-        if self._abort_error is not None:
-            self._fail(batch, self._abort_error)
-            return
-        batch.last_error = error
         now = self.clock()
         delay = self._backoff(batch.attempts)
-        if count_attempt and batch.attempts >= self.config.retries:
-            self._fail(batch, error)
+        expires_at = batch.created_ms + self.config.delivery_timeout_ms
+        verdict = retry_verdict(
+            error,
+            aborted=self._abort_error is not None,
+            attempts=batch.attempts,
+            retries=self.config.retries,
+            count_attempt=count_attempt,
+            retry_at_ms=now + delay,
+            expires_at_ms=expires_at,
+        )
+        if verdict is not RetryVerdict.RETRY:
+            if verdict is RetryVerdict.ABORTED:
+                assert self._abort_error is not None
+                self._fail(batch, self._abort_error)
+            elif verdict is RetryVerdict.EXPIRED:
+                self._fail(
+                    batch,
+                    KafkaTimeoutError(
+                        f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
+                        f"expired: not delivered within "
+                        f"delivery.timeout.ms={self.config.delivery_timeout_ms}; "
+                        f"last error: {error}"
+                    ),
+                )
+            else:
+                self._fail(batch, error)
             return
-        if now + delay >= batch.created_ms + self.config.delivery_timeout_ms:
-            self._fail(
-                batch,
-                KafkaTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired: not delivered within "
-                    f"delivery.timeout.ms={self.config.delivery_timeout_ms}; last error: {error}"
-                ),
-            )
-            return
-        if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+        batch.last_error = error
+        if refreshes_on_retry(error):
             self.client.metadata.request_update()
         if count_attempt:
             batch.attempts += 1
             self.metrics.retries += 1
         if self.idempotence is not None:
             self._resyncing.add(batch.tp)
-        self._expiry_check_at = min(
-            self._expiry_check_at, batch.created_ms + self.config.delivery_timeout_ms
-        )
+        self._expiry_check_at = min(self._expiry_check_at, expires_at)
         self.accumulator.reenqueue(batch, now + delay)

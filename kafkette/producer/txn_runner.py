@@ -2,16 +2,18 @@
 
 Each user call (``init_transactions``, ``send_offsets_to_transaction``,
 ``commit_transaction``, ``abort_transaction``) starts an operation in the
-sender's task group and waits for its :class:`TxnOperation` up to its
+sender's task group (through the ``spawn`` it is given) and waits for its
+:class:`TxnOperation` up to its
 timeout. The operation goes on when the caller stops waiting, so that calling
 the same method again waits for the same requests (Java's cached results);
 the manager refuses any other operation meanwhile.
 
 One coordinator request is in flight at a time (``_lock``), in the order the
 operations asked, which keeps EndTxn after the AddOffsetsToTxn and
-TxnOffsetCommit of the same transaction. AddPartitionsToTxn is started by the
-sender when records were written to partitions not in the transaction yet;
-their batches wait (muted) until the coordinator added them.
+TxnOffsetCommit of the same transaction. AddPartitionsToTxn is started at a
+pass of the sender (:meth:`TransactionRunner.before_sender_pass`) when records
+were written to partitions not in the transaction yet; their batches wait
+(muted) until the coordinator added them, and the sender is woken then.
 
 Requests are sent over the client's coordinator connection to the
 transaction coordinator (FindCoordinator key type 1), or to the group
@@ -25,7 +27,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -69,9 +71,6 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.schema import Request, Response
 from kafkette.structs import TopicPartition
 
-if TYPE_CHECKING:
-    from kafkette.producer.sender import Sender
-
 logger = logging.getLogger("kafkette.producer")
 
 TRANSACTION_KEY = 1
@@ -79,6 +78,9 @@ GROUP_KEY = 0
 
 Build = Callable[[BrokerConnection], "tuple[Request, int] | None"]
 Answer = Callable[[Response, int], Reply]
+Task = Callable[[], Coroutine[Any, Any, None]]
+Spawn = Callable[[Task], None]
+"""Runs a task in the sender's task group (cancelled when the producer is aborted)."""
 
 
 class TxnOperation:
@@ -114,6 +116,8 @@ class TransactionRunner:
         config: ProducerConfig,
         idempotence: IdempotenceState,
         *,
+        spawn: Spawn,
+        wakeup: Callable[[], None],
         rng: random.Random | None = None,
     ) -> None:
         self.manager = manager
@@ -122,7 +126,8 @@ class TransactionRunner:
         self.config = config
         self.idempotence = idempotence
         self.rng = rng or random.Random()
-        self.sender: Sender | None = None
+        self._spawn_task = spawn
+        self._wakeup = wakeup
         self._lock = anyio.Lock()
         self.adding_busy = False
         self._request_connection: BrokerConnection | None = None
@@ -207,9 +212,6 @@ class TransactionRunner:
     def _spawn(
         self, op: TxnOperation, run: Callable[..., Coroutine[Any, Any, None]], *args: Any
     ) -> None:
-        sender = self.sender
-        assert sender is not None
-
         async def guarded() -> None:
             with anyio.CancelScope() as scope:
                 op.scope = scope
@@ -223,7 +225,7 @@ class TransactionRunner:
                 finally:
                     op.fail(KafkaConnectionError(f"{op.name}: the producer was closed"))
 
-        sender.start_background(guarded)
+        self._spawn_task(guarded)
 
     async def _wait(self, op: TxnOperation, timeout_s: float | None) -> None:
         with anyio.move_on_after(timeout_s):
@@ -366,7 +368,30 @@ class TransactionRunner:
         else:
             op.fail(reply.error or KafkaError(f"{op.name} failed"))
 
-    # ---- AddPartitionsToTxn (started by the sender)
+    # ---- at each pass of the sender
+
+    def before_sender_pass(self) -> None:
+        """Drop what cannot be sent any more; start AddPartitionsToTxn when needed.
+
+        In an abortable or fatal error state, or aborting, records not sent yet
+        fail at once (Java's abortUndrainedBatches): their transaction is lost.
+        """
+        manager = self.manager
+        if (
+            manager.state
+            in (
+                TxnState.ABORTABLE_ERROR,
+                TxnState.ABORTING_TRANSACTION,
+                TxnState.FATAL_ERROR,
+            )
+            and self.accumulator.queued()
+        ):
+            self.drop_queued(manager.last_error or TransactionAbortedError())
+        if manager.new_partitions and not self.adding_busy and not manager.adding:
+            self.adding_busy = True
+            self._spawn_task(self.add_partitions)
+
+    # ---- AddPartitionsToTxn
 
     async def add_partitions(self) -> None:
         """Add the partitions written to since the last AddPartitionsToTxn."""
@@ -395,8 +420,7 @@ class TransactionRunner:
                     logger.info("adding partitions to the transaction failed: %s", reply.error)
         finally:
             self.adding_busy = False
-            if self.sender is not None:
-                self.sender.wakeup()
+            self._wakeup()
 
     _last_add_code = 0
 

@@ -19,7 +19,7 @@ from kafkette.server.groups.consumer_protocol.member import (
     STATIC_LEAVE_EPOCH,
 )
 from kafkette.server.groups.consumer_protocol.partitions import Assignment
-from kafkette.server.groups.consumer_protocol.topics import compile_regex
+from kafkette.server.groups.consumer_protocol.regex import compile_regex
 
 CLIENT_MEMBER_ID_VERSION = 1
 """From this ConsumerGroupHeartbeat version the member picks its own id (KIP-1082)."""

@@ -41,6 +41,7 @@ from kafkette.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    NonEmptyGroupError,
     UnknownMemberIdError,
     UnknownServerError,
     UnreleasedInstanceIdError,
@@ -88,8 +89,12 @@ class ConsumerGroupCoordinator:
 
     def heartbeat(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
         """Answer one ConsumerGroupHeartbeat, or raise Kafka's error for it (the group is
-        then unchanged)."""
+        then unchanged). The group's timers due at ``now_ms`` run first, so that the answer
+        does not depend on how promptly :meth:`tick` was called."""
         validate(request, self.config.assignors)
+        existing = self.groups.get(request.group_id)
+        if existing is not None:
+            self._run_timers(existing, now_ms)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(now_ms, request)
 
@@ -363,21 +368,24 @@ class ConsumerGroupCoordinator:
         """Remove the members whose session expired, or that kept partitions to revoke past
         their rebalance timeout, at ``now_ms``."""
         for group in list(self.groups.values()):
-            for member_id, deadline in list(group.session_deadlines.items()):
-                if deadline <= now_ms:
-                    self.remove_member(group, member_id, "its session expired")
-            for member_id, (epoch, deadline) in list(group.revocation_deadlines.items()):
-                if deadline > now_ms:
-                    continue
-                member = group.members.get(member_id)
-                if member is not None and member.member_epoch == epoch:
-                    self.remove_member(
-                        group,
-                        member_id,
-                        f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms",
-                    )
-                else:
-                    group.revocation_deadlines.pop(member_id, None)
+            self._run_timers(group, now_ms)
+
+    def _run_timers(self, group: ConsumerGroup, now_ms: int) -> None:
+        for member_id, deadline in list(group.session_deadlines.items()):
+            if deadline <= now_ms:
+                self.remove_member(group, member_id, "its session expired")
+        for member_id, (epoch, deadline) in list(group.revocation_deadlines.items()):
+            if deadline > now_ms:
+                continue
+            member = group.members.get(member_id)
+            if member is not None and member.member_epoch == epoch:
+                self.remove_member(
+                    group,
+                    member_id,
+                    f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms",
+                )
+            else:
+                group.revocation_deadlines.pop(member_id, None)
 
     # -- read-outs ---------------------------------------------------------------------
 
@@ -387,6 +395,16 @@ class ConsumerGroupCoordinator:
         if group is None:
             raise GroupIdNotFoundError(f"Group {group_id} not found.")
         return describe(group, self.topics(), self.config.assignors)
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups for a consumer-type group: only an Empty one (NON_EMPTY_GROUP
+        otherwise, GROUP_ID_NOT_FOUND for none). Its committed offsets are the caller's."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        if group.members:
+            raise NonEmptyGroupError(f"Group {group_id} has {len(group.members)} members.")
+        del self.groups[group_id]
 
     def list_groups(self) -> list[tuple[str, str]]:
         """Every consumer-type group with its state, as ListGroups reports them."""

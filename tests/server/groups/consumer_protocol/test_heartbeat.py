@@ -9,7 +9,9 @@ import pytest
 from kafkette.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
+    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    NonEmptyGroupError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
@@ -435,3 +437,29 @@ def test_group_max_size() -> None:
     assert sorted(cluster.group().members) == ["m1", "m2"]
     assert cluster.group().group_epoch == 2
     assert c1.heartbeat().member_epoch == 1
+
+
+def test_heartbeat_after_the_session_deadline_is_refused_even_before_tick() -> None:
+    """The group's due timers run before the heartbeat: a member whose session ended is
+    gone, however late the broker's timer loop is."""
+    cluster = Cluster({"a": 1}, session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+    c1 = Client(cluster, "m1")
+    c1.join()
+    cluster.now = 10_000  # no tick
+    with pytest.raises(UnknownMemberIdError):
+        c1.heartbeat()
+    assert cluster.group().members == {}
+    assert cluster.group().group_epoch == 2
+
+
+def test_delete_group_only_when_empty() -> None:
+    cluster = Cluster({"a": 1})
+    c1 = Client(cluster, "m1")
+    c1.join()
+    with pytest.raises(NonEmptyGroupError):
+        cluster.coordinator.delete_group("g")
+    c1.leave()
+    cluster.coordinator.delete_group("g")
+    assert cluster.coordinator.groups == {}
+    with pytest.raises(GroupIdNotFoundError):
+        cluster.coordinator.delete_group("g")

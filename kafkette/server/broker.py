@@ -28,6 +28,7 @@ from kafkette.server.dispatch import HANDLERS, RequestContext
 from kafkette.server.faults import FaultTable
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore
+from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.txn.coordinator import TransactionCoordinator
 
@@ -42,7 +43,8 @@ def wall_clock() -> float:
 
 
 class Broker:
-    """One Kafka broker: this node leads every partition and coordinates every group.
+    """One Kafka broker: this node leads every partition and coordinates every group
+    (unless :attr:`nodes` makes it stand for several nodes).
 
     Its group and transaction timers run in
     :func:`~kafkette.server.groups.timer.group_timer_loop`, which whoever runs the
@@ -76,6 +78,9 @@ class Broker:
         """Woken on every append, for long-polling fetches."""
         self.closed = False
         self.faults = FaultTable(self._topic_name)
+        self.nodes: NodeTable = single_node(self.config.node_id, self.config.advertised)
+        """The nodes this core stands for (one, unless a test cluster or ``kafkette serve
+        --nodes`` made several): partition leaders and coordinators per node."""
         """Faults a test armed on this broker, consulted per request (none by default)."""
         self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None

@@ -36,6 +36,9 @@ class RequestContext:
     header: RequestHeader
     client_host: str = "127.0.0.1"
     listener: str = "PLAINTEXT"
+    node_id: int | None = None
+    """The node the request reached, when the broker core stands for several
+    (:class:`~kafkette.server.nodes.NodeTable`); None for a lone broker."""
 
     @property
     def api_version(self) -> int:

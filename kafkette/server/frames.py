@@ -36,10 +36,13 @@ from kafkette.protocol.headers import (
     encode_response_parts,
 )
 from kafkette.protocol.primitives import INT16, INT32
+from kafkette.protocol.schema import Response
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import HANDLERS, CloseConnection, RequestContext
 from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
+from kafkette.server.nodes import serving_node
+from kafkette.server.routing import misrouted
 from kafkette.server.sasl import ServerAuthenticator
 from kafkette.server.steps import STEP_BUDGET_S
 
@@ -89,8 +92,13 @@ async def process_frame(
         )
     # Broker.handle, inlined: the entry is already looked up.
     started = time.perf_counter()
-    if broker.faults.active:  # a test armed faults on this broker (kafkette.testing)
-        ctx = RequestContext(header, peer)
+    ctx = RequestContext(header, peer, node_id=serving_node.get())
+    # A coordinator request at a node that does not coordinate its key (several nodes).
+    answer = misrouted(broker.nodes, ctx.node_id, request, version) if broker.nodes.multi else None
+    response: Response | None
+    if answer is not None:
+        response = answer
+    elif broker.faults.active:  # a test armed faults on this broker (kafkette.testing)
         try:
             response = await serve_with_faults(
                 broker.faults, request, lambda: entry.func(broker, ctx, request)
@@ -98,7 +106,7 @@ async def process_frame(
         except FaultDisconnect as exc:
             raise CloseConnection(str(exc)) from None
     else:
-        response = await entry.func(broker, RequestContext(header, peer), request)
+        response = await entry.func(broker, ctx, request)
     # A long handler most likely made a long answer (DescribeConfigs naming a
     # broker 100,000 times in a 100 KB frame answers 150 MB): encode it off the loop too.
     if not large and header.request_api_key not in _HOT_KEYS:

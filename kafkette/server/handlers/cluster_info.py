@@ -26,7 +26,7 @@ from kafkette.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED
+from kafkette.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED, listed_brokers
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -52,15 +52,15 @@ async def handle_describe_cluster(
             endpoint_type=endpoint_type,
             cluster_id=broker.cluster_id,
         )
-    host, port = broker.config.advertised
+    listed, controller = listed_brokers(broker)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker.node_id, host, port, None)],
+        controller_id=controller,
+        brokers=[DescribeClusterBroker(n, host, port, None) for n, host, port in listed],
         cluster_authorized_operations=(
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
         ),

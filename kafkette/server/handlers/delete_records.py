@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kafkette.errors import (
     ApiError,
+    NotLeaderOrFollowerError,
     PolicyViolationError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -36,6 +37,8 @@ async def handle_delete_records(
     broker: Broker, ctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
     topics: list[DeleteRecordsTopicResult] = []
+    nodes = broker.nodes
+    node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.name)
         results: list[DeleteRecordsPartitionResult] = []
@@ -44,6 +47,8 @@ async def handle_delete_records(
             error: ApiError
             if topic is None or not 0 <= index < len(topic.partitions):
                 error = UnknownTopicOrPartitionError()
+            elif node is not None and not nodes.leads(node, topic.partitions[index]):
+                error = NotLeaderOrFollowerError()
             else:
                 log = topic.partitions[index].log
                 try:

@@ -43,6 +43,7 @@ from kafkette.errors import (
     FencedLeaderEpochError,
     FetchSessionIdNotFoundError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
     UnknownTopicIdError,
@@ -52,6 +53,8 @@ from kafkette.protocol.messages import FetchRequest, FetchResponse
 from kafkette.protocol.messages.fetch_response import (
     AbortedTransaction,
     FetchableTopicResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from kafkette.protocol.schema import RecordsData
@@ -65,6 +68,7 @@ logger = logging.getLogger("kafkette.server.fetch")
 
 READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
+NODE_ENDPOINTS_VERSION = 16
 EMPTY = b""
 UNKNOWN_PARTITION = UnknownTopicOrPartitionError()
 
@@ -81,7 +85,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchReques
     # consumers' fetches for ever.
     real_deadline = anyio.current_time() + max_wait / 1000.0
     while True:
-        response, size, failed = read_partitions(broker, ctx.api_version, request)
+        response, size, failed = read_partitions(broker, ctx.api_version, request, ctx.node_id)
         if max_wait == 0 or size >= request.min_bytes or failed or not request.topics:
             return response
         remaining_s = min(
@@ -93,10 +97,15 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchReques
 
 
 def read_partitions(
-    broker: Broker, version: int, request: FetchRequest
+    broker: Broker, version: int, request: FetchRequest, node: int | None = None
 ) -> tuple[FetchResponse, int, bool]:
-    """One pass over the requested partitions: the response, its record bytes, any error."""
+    """One pass over the requested partitions as ``node`` (None: the node leading them
+    all): the response, its record bytes, any error."""
     cluster = broker.cluster
+    nodes = broker.nodes
+    if not nodes.multi:
+        node = None
+    leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
     read_committed = request.isolation_level == READ_COMMITTED
     budget = min(request.max_bytes, broker.config.fetch_max_bytes)
     if budget <= 0:
@@ -121,6 +130,15 @@ def read_partitions(
                 failed = True
                 continue
             partition = topic.partitions[index]
+            if node is not None and not nodes.leads(node, partition):
+                leader = nodes.leader(partition)
+                if leader >= 0:
+                    leaders.add(leader)
+                moved = _error(index, NotLeaderOrFollowerError())
+                moved.current_leader = LeaderIdAndEpoch(leader, partition.leader_epoch)
+                partitions.append(moved)
+                failed = True
+                continue
             limit = min(fetch.partition_max_bytes, budget - total)
             data = read_partition(
                 partition,
@@ -142,7 +160,12 @@ def read_partitions(
                 partitions=partitions,
             )
         )
-    return FetchResponse(error_code=0, session_id=0, responses=responses), total, failed
+    response = FetchResponse(error_code=0, session_id=0, responses=responses)
+    if leaders and version >= NODE_ENDPOINTS_VERSION:
+        response.node_endpoints = [
+            NodeEndpoint(n, *nodes.addresses[n], None) for n in sorted(leaders)
+        ]
+    return response, total, failed
 
 
 def read_partition(

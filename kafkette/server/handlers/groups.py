@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kafkette.errors import (
+    CoordinatorNotAvailableError,
     InvalidRequestError,
+    NotCoordinatorError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
@@ -111,9 +113,18 @@ async def handle_find_coordinator(
     node, host, port = (broker.node_id, host, port) if valid else (-1, "", -1)
     message = None if valid else f"unknown coordinator key type {request.key_type}"
     if ctx.api_version < 4:
+        if valid and broker.nodes.multi:
+            error, node, host, port = _coordinator_node(broker, request.key_type, request.key)
         # Kafka sets the message of NONE ("NONE") here, and none per key from v4.
         return FindCoordinatorResponse(
             error_code=error, error_message=message or "NONE", node_id=node, host=host, port=port
+        )
+    if valid and broker.nodes.multi:
+        return FindCoordinatorResponse(
+            coordinators=[
+                _coordinator(key, *_coordinator_node(broker, request.key_type, key))
+                for key in request.coordinator_keys
+            ]
         )
     return FindCoordinatorResponse(
         coordinators=[
@@ -122,6 +133,21 @@ async def handle_find_coordinator(
             )
             for key in request.coordinator_keys
         ]
+    )
+
+
+def _coordinator_node(broker: Broker, key_type: int, key: str) -> tuple[int, int, str, int]:
+    """(error code, node id, host, port) of the node coordinating ``key`` among several;
+    COORDINATOR_NOT_AVAILABLE while every node is stopped."""
+    node = broker.nodes.coordinator(key_type, key)
+    if node < 0:
+        return CoordinatorNotAvailableError.code, -1, "", -1
+    return 0, node, *broker.nodes.addresses[node]
+
+
+def _coordinator(key: str, error: int, node: int, host: str, port: int) -> Coordinator:
+    return Coordinator(
+        key=key, node_id=node, host=host, port=port, error_code=error, error_message=None
     )
 
 
@@ -400,6 +426,9 @@ async def handle_list_groups(
 ) -> ListGroupsResponse:
     version = ctx.api_version
     overviews = broker.groups.list_groups(request.states_filter, request.types_filter)
+    node = ctx.node_id
+    if broker.nodes.multi and node is not None:  # each node lists the groups it coordinates
+        overviews = [g for g in overviews if broker.nodes.coordinates(node, GROUP_KEY, g.group_id)]
     return ListGroupsResponse(
         groups=[
             ListedGroup(
@@ -421,6 +450,9 @@ async def handle_describe_groups(
     operations = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
     described = []
     for group_id in request.groups:
+        if not broker.nodes.coordinates(ctx.node_id, GROUP_KEY, group_id):
+            described.append(DescribedGroup(error_code=NotCoordinatorError.code, group_id=group_id))
+            continue
         summary = broker.groups.describe_group(group_id)
         described.append(
             DescribedGroup(
@@ -450,7 +482,10 @@ async def handle_describe_groups(
 async def handle_delete_groups(
     broker: Broker, ctx: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    errors = broker.groups.delete_groups(dict.fromkeys(request.groups_names))
+    here = [g for g in request.groups_names if broker.nodes.coordinates(ctx.node_id, GROUP_KEY, g)]
+    errors = broker.groups.delete_groups(dict.fromkeys(here))
+    for group_id in request.groups_names:
+        errors.setdefault(group_id, NotCoordinatorError.code)
     return DeleteGroupsResponse(
         results=[
             DeletableGroupResult(group_id=group_id, error_code=errors[group_id])

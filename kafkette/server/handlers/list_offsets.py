@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -55,6 +56,8 @@ async def handle_list_offsets(
     version = ctx.api_version
     read_committed = request.isolation_level == READ_COMMITTED
     topics: list[ListOffsetsTopicResponse] = []
+    nodes = broker.nodes
+    node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.name)
         results: list[ListOffsetsPartitionResponse] = []
@@ -62,6 +65,9 @@ async def handle_list_offsets(
             index = asked.partition_index
             if topic is None or not 0 <= index < len(topic.partitions):
                 results.append(_error(index, UnknownTopicOrPartitionError()))
+                continue
+            if node is not None and not nodes.leads(node, topic.partitions[index]):
+                results.append(_error(index, NotLeaderOrFollowerError()))
                 continue
             try:
                 timestamp, offset, epoch = lookup(topic.partitions[index], asked, read_committed)

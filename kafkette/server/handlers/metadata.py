@@ -27,8 +27,9 @@ from kafkette.protocol.messages.metadata_response import (
     MetadataResponseTopic,
 )
 from kafkette.protocol.schema import ZERO_UUID
-from kafkette.server.cluster import INTERNAL_TOPICS, Topic, validate_topic_name
+from kafkette.server.cluster import INTERNAL_TOPICS, Partition, Topic, validate_topic_name
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.nodes import NodeTable
 from kafkette.server.request_limits import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 from kafkette.server.steps import run_in_steps
 from kafkette.server.topic_creation import open_topic
@@ -49,13 +50,12 @@ NOT_REQUESTED = -(2**31)
 
 
 def describe_topic(broker: Broker, topic: Topic, include_operations: bool) -> MetadataResponseTopic:
-    node = broker.node_id
-    return MetadataResponseTopic(
-        error_code=0,
-        name=topic.name,
-        topic_id=topic.topic_id,
-        is_internal=topic.is_internal,
-        partitions=[
+    nodes = broker.nodes
+    if nodes.multi:
+        partitions = [_described_partition(nodes, p) for p in topic.partitions]
+    else:
+        node = broker.node_id
+        partitions = [
             MetadataResponsePartition(
                 error_code=0,
                 partition_index=p.index,
@@ -66,9 +66,42 @@ def describe_topic(broker: Broker, topic: Topic, include_operations: bool) -> Me
                 offline_replicas=[],
             )
             for p in topic.partitions
-        ],
+        ]
+    return MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
         topic_authorized_operations=TOPIC_OPERATIONS if include_operations else NOT_REQUESTED,
     )
+
+
+def _described_partition(nodes: NodeTable, partition: Partition) -> MetadataResponsePartition:
+    """A partition of a core standing for several nodes: its one replica is its leader;
+    with every node stopped it has none (LEADER_NOT_AVAILABLE)."""
+    leader = nodes.leader(partition)
+    replicas = [leader] if leader >= 0 else []
+    return MetadataResponsePartition(
+        error_code=0 if leader >= 0 else LeaderNotAvailableError.code,
+        partition_index=partition.index,
+        leader_id=leader,
+        leader_epoch=partition.leader_epoch,
+        replica_nodes=replicas,
+        isr_nodes=replicas,
+        offline_replicas=[],
+    )
+
+
+def listed_brokers(broker: Broker) -> tuple[list[tuple[int, str, int]], int]:
+    """The live nodes ``(id, host, port)`` and the controller's id, for Metadata and
+    DescribeCluster."""
+    nodes = broker.nodes
+    if not nodes.multi:
+        host, port = broker.config.advertised
+        return [(broker.node_id, host, port)], broker.node_id
+    live = nodes.live()
+    return [(n, *nodes.addresses[n]) for n in live], live[0] if live else -1
 
 
 def _error_topic(
@@ -107,12 +140,12 @@ async def handle_metadata(
         topics = [
             t if t is not None else created[w.name] for w, t in zip(wanted, found, strict=True)
         ]
-    host, port = broker.config.advertised
+    listed, controller = listed_brokers(broker)
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(broker.node_id, host, port, None)],
+        brokers=[MetadataResponseBroker(n, host, port, None) for n, host, port in listed],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller,
         topics=topics,
         cluster_authorized_operations=(
             CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED

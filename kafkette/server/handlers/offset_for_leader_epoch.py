@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
@@ -45,6 +46,8 @@ async def handle_offset_for_leader_epoch(
     broker: Broker, ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     topics: list[OffsetForLeaderTopicResult] = []
+    nodes = broker.nodes
+    node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.topic)
         results: list[EpochEndOffset] = []
@@ -54,6 +57,8 @@ async def handle_offset_for_leader_epoch(
                 if topic is None or not 0 <= index < len(topic.partitions):
                     raise UnknownTopicOrPartitionError()
                 partition = topic.partitions[index]
+                if node is not None and not nodes.leads(node, partition):
+                    raise NotLeaderOrFollowerError()
                 current = asked.current_leader_epoch
                 if current >= 0 and current != partition.leader_epoch:
                     if current < partition.leader_epoch:

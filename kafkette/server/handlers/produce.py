@@ -44,6 +44,7 @@ from kafkette.errors import (
     InvalidTimestampError,
     InvalidTopicError,
     MessageTooLargeError,
+    NotLeaderOrFollowerError,
     RecordListTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -54,6 +55,8 @@ from kafkette.protocol.messages import ProduceRequest, ProduceResponse
 from kafkette.protocol.messages.produce_request import PartitionProduceData
 from kafkette.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     TopicProduceResponse,
 )
@@ -61,6 +64,7 @@ from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, cod
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD, batch_crc
 from kafkette.server.cluster import Partition
 from kafkette.server.dispatch import CloseConnection, RequestContext, handler
+from kafkette.server.nodes import NodeTable
 from kafkette.server.sequences import Duplicate, check_sequence
 
 if TYPE_CHECKING:
@@ -70,6 +74,7 @@ logger = logging.getLogger("kafkette.server.produce")
 
 ZSTD = 4
 MIN_ZSTD_VERSION = 7
+NODE_ENDPOINTS_VERSION = 10
 LONG_MAX = 2**63 - 1
 MAX_DECOMPRESSED = 1 << 30
 _new_tuple = tuple.__new__
@@ -100,6 +105,9 @@ async def handle_produce(
     appended = False
     responses: list[TopicProduceResponse] = []
     topics = broker.cluster.topics
+    nodes = broker.nodes
+    node = ctx.node_id if nodes.multi else None  # None: this node leads every partition
+    leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
     for topic_data in request.topic_data:
         topic = topics.get(topic_data.name)
         partitions: list[Partition] = [] if topic is None else topic.partitions
@@ -118,6 +126,9 @@ async def handle_produce(
             if refused:
                 error = InvalidTopicError(f"Cannot append to internal topic {topic.name}")
                 results.append(_error(index, error))
+                continue
+            if node is not None and not nodes.leads(node, partitions[index]):
+                results.append(_not_leader(index, nodes, partitions[index], leaders))
                 continue
             result = produce_to(partitions[index], data, version, now)
             if result.error_code == 0:
@@ -138,7 +149,27 @@ async def handle_produce(
             # which makes it refresh its metadata.
             raise CloseConnection(f"produce with acks=0 failed for {', '.join(failed)}")
         return None
-    return ProduceResponse(responses)
+    response = ProduceResponse(responses)
+    if leaders and version >= NODE_ENDPOINTS_VERSION:
+        response.node_endpoints = [
+            NodeEndpoint(n, *nodes.addresses[n], None) for n in sorted(leaders)
+        ]
+    return response
+
+
+def _not_leader(
+    index: int, nodes: NodeTable, partition: Partition, leaders: set[int]
+) -> PartitionProduceResponse:
+    """NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), which joins ``leaders``."""
+    leader = nodes.leader(partition)
+    if leader >= 0:
+        leaders.add(leader)
+    return PartitionProduceResponse(
+        index=index,
+        error_code=NotLeaderOrFollowerError.code,
+        base_offset=-1,
+        current_leader=LeaderIdAndEpoch(leader, partition.leader_epoch),
+    )
 
 
 def produce_to(

@@ -173,12 +173,13 @@ class KafkaClient:
         if coordinator and self.coordinator_request_timeout_ms is not None:
             timeout_ms = max(timeout_ms, self.coordinator_request_timeout_ms)
         if self._in_process_url is not None:
-            # Every node of an in-process cluster is the broker core in this process.
+            # Every node of an in-process cluster is the broker core in this process;
+            # the stream says which node it reached (bootstrap ids: the first live one).
             from kafkette.client.inprocess import get_cluster
 
             cluster = get_cluster(self._in_process_url)
             return await BrokerConnection.over_stream(
-                cluster.open_stream(),
+                cluster.open_stream(node_id),
                 address=self._in_process_url,
                 client_id=self.config.client_id,
                 request_timeout_s=timeout_ms / 1000,

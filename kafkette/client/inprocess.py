@@ -15,6 +15,13 @@ socket. ``send()`` serves each complete request before it returns; the
 responses wait in the stream for ``receive()``. A request is handed to the
 broker's loop as a task and its answer wakes the caller's loop: no thread
 waits for it, and a cancelled caller returns at once.
+
+A cluster made with several nodes (``MemoryCluster(brokers=N)``) has one
+broker core whose :class:`~kafkette.server.nodes.NodeTable` routes requests:
+a stream is opened to one node (the client picks it from the metadata's
+node id; the bootstrap connection reaches the first live node), and each of
+its requests is served as that node (:data:`~kafkette.server.nodes.serving_node`).
+A stopped node refuses new streams and drops its open ones.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -41,6 +49,7 @@ from kafkette.server.data_dir_lock import DataDirLock
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import CloseConnection, process_frame
 from kafkette.server.maintenance import maintenance_loop
+from kafkette.server.nodes import numbered_nodes, serving_node
 
 T = TypeVar("T")
 
@@ -56,13 +65,21 @@ class InProcessCluster:
     """A broker core running in this process, in its own event loop thread."""
 
     def __init__(
-        self, url: str, broker_factory: Callable[[], Broker], lock: DataDirLock | None
+        self,
+        url: str,
+        broker_factory: Callable[[], Broker],
+        lock: DataDirLock | None,
+        nodes: int = 1,
     ) -> None:
         self.url = url
         self._lock = lock
         self._loop = BackgroundLoop(url)
         self.closed = False
         self.broker = broker_factory()
+        if nodes > 1:
+            host = self.broker.config.advertised[0]
+            self.broker.nodes = numbered_nodes([(host, node) for node in range(1, nodes + 1)])
+        self._streams: weakref.WeakSet[InProcessStream] = weakref.WeakSet()
         self._max_frame = self.broker.config.socket_request_max_bytes
         self._broker_loop = self._loop.call(_running_loop)
         self._in_flight: set[concurrent.futures.Future[list[bytes]]] = set()
@@ -70,14 +87,19 @@ class InProcessCluster:
         self._loop.call_soon(maintenance_loop, self.broker)
         self._loop.call_soon(group_timer_loop, self.broker)
 
-    async def serve_frame(self, frame: memoryview) -> list[bytes]:
-        """Serve one request frame in the broker's loop; returns the response frame's parts.
+    async def serve_frame(self, frame: memoryview, node: int | None = None) -> list[bytes]:
+        """Serve one request frame in the broker's loop as ``node`` (None: the only
+        node); returns the response frame's parts.
 
         The caller's task waits without a thread. Cancelled, it returns at once:
         the broker finishes the request (a long-poll Fetch its wait) and the
-        answer is dropped, as when a client closes its socket."""
+        answer is dropped, as when a client closes its socket. A node stopped
+        before the answer drops it too."""
         if self.closed:
             raise anyio.BrokenResourceError(f"{self.url} is closed")
+        nodes = self.broker.nodes
+        if not nodes.is_live(node):
+            raise anyio.BrokenResourceError(f"node {node} of {self.url} is stopped")
         data = bytes(frame)  # the caller's buffer may be reused once we return
         done = event_factory()()
         wake = threadsafe_call_soon_factory()
@@ -94,18 +116,22 @@ class InProcessCluster:
         try:
             # A plain task of the broker's asyncio loop: anyio's portal (a task group
             # spawn per request) cost more than serving a small request. Started in an
-            # empty context: the caller's context variables (sniffio's "trio") are not
-            # the broker's.
-            self._broker_loop.call_soon_threadsafe(
-                self._start, data, answer, context=contextvars.Context()
-            )
+            # empty context (but for the node served): the caller's context variables
+            # (sniffio's "trio") are not the broker's.
+            context = contextvars.Context()
+            if node is not None:
+                context.run(serving_node.set, node)
+            self._broker_loop.call_soon_threadsafe(self._start, data, answer, context=context)
         except RuntimeError:  # the loop stopped meanwhile
             answer.cancel()
         await done.wait()
         try:
-            return answer.result()
+            parts = answer.result()
         except concurrent.futures.CancelledError:  # the cluster closed under the request
             raise anyio.BrokenResourceError(f"{self.url} is closed") from None
+        if not nodes.is_live(node):
+            raise anyio.BrokenResourceError(f"node {node} of {self.url} stopped")
+        return parts
 
     def _start(self, data: bytes, answer: concurrent.futures.Future[list[bytes]]) -> None:
         """In the broker's loop: serve ``data`` in a task of its own, its outcome to ``answer``."""
@@ -133,8 +159,31 @@ class InProcessCluster:
             raise RuntimeError(f"{self.url} is closed")
         return self._loop.call(func, *args)
 
-    def open_stream(self) -> InProcessStream:
-        return InProcessStream(self)
+    def open_stream(self, node: int | None = None) -> InProcessStream:
+        """A new connection to ``node`` (None: the bootstrap connection, to the first
+        live node). :class:`~kafkette.errors.KafkaConnectionError` when the node is
+        stopped or not in the cluster."""
+        nodes = self.broker.nodes
+        if not nodes.multi:
+            return InProcessStream(self)
+        if node is None or node < 0:
+            live = nodes.live()
+            if not live:
+                raise KafkaConnectionError(f"every node of {self.url} is stopped")
+            node = live[0]
+        if node not in nodes.addresses:
+            raise KafkaConnectionError(f"{self.url} has no node {node}")
+        if not nodes.is_live(node):
+            raise KafkaConnectionError(f"node {node} of {self.url} is stopped")
+        stream = InProcessStream(self, node)
+        self._streams.add(stream)
+        return stream
+
+    def drop_connections(self, node: int) -> None:
+        """Close every open stream to ``node`` (it was stopped), from any thread."""
+        for stream in list(self._streams):
+            if stream.node == node:
+                stream.drop()
 
     def close(self) -> None:
         self.closed = True
@@ -153,12 +202,30 @@ async def _running_loop() -> asyncio.AbstractEventLoop:
 class InProcessStream(anyio.abc.ByteStream):
     """A client's byte stream to an in-process broker."""
 
-    def __init__(self, cluster: InProcessCluster) -> None:
+    def __init__(self, cluster: InProcessCluster, node: int | None = None) -> None:
         self._cluster = cluster
+        self.node = node
+        """The node this stream reached (None: the cluster has one node)."""
         self._decoder = FrameDecoder(cluster._max_frame)
         self._pending = bytearray()
         self._ready = anyio.Event()
         self._closed = False
+        self._wake: Callable[[Callable[[], object]], object] | None = None
+        if node is not None:
+            with contextlib.suppress(RuntimeError):  # made outside an event loop
+                self._wake = threadsafe_call_soon_factory()
+
+    def drop(self) -> None:
+        """Close the stream from any thread, as a broker going away does."""
+        if self._wake is None:
+            self._closed = True
+            return
+        with contextlib.suppress(RuntimeError):  # the stream's event loop has ended
+            self._wake(self._drop_now)
+
+    def _drop_now(self) -> None:
+        self._closed = True
+        self._ready.set()
 
     async def send(self, item: bytes) -> None:
         if self._closed:
@@ -166,7 +233,7 @@ class InProcessStream(anyio.abc.ByteStream):
         try:
             self._decoder.feed(item)
             while (frame := self._decoder.next_frame()) is not None:
-                for part in await self._cluster.serve_frame(frame):
+                for part in await self._cluster.serve_frame(frame, self.node):
                     self._pending += part
                 self._ready.set()
         except (CloseConnection, ProtocolError, anyio.BrokenResourceError):
@@ -216,22 +283,29 @@ def get_cluster(
         return cluster
 
 
-def create_cluster(url: str, config: BrokerConfig, clock: Clock) -> InProcessCluster:
-    """A new in-process cluster ``url``; an error if one of that name is open."""
+def create_cluster(
+    url: str, config: BrokerConfig, clock: Clock, *, nodes: int = 1
+) -> InProcessCluster:
+    """A new in-process cluster ``url``; an error if one of that name is open.
+
+    With ``nodes`` > 1 (``memory://`` only) the broker core stands for nodes 1..N,
+    advertised as ``memory-NAME`` with the node id as port."""
     with _clusters_lock:
         if url in _clusters:
             raise ValueError(f"{url} exists already")
         _refused.discard(url)
-        cluster = _clusters[url] = _create(url, config, clock)
+        cluster = _clusters[url] = _create(url, config, clock, nodes)
         return cluster
 
 
-def _create(url: str, config: BrokerConfig, clock: Clock) -> InProcessCluster:
+def _create(url: str, config: BrokerConfig, clock: Clock, nodes: int = 1) -> InProcessCluster:
     if url.startswith(MEMORY_SCHEME):
         name = url[len(MEMORY_SCHEME) :]
         config.advertised_host, config.advertised_port = f"memory-{name}", 0
         config.data_dir = None
-        return InProcessCluster(url, lambda: Broker(config, clock=clock), None)
+        return InProcessCluster(url, lambda: Broker(config, clock=clock), None, nodes)
+    if nodes != 1:
+        raise ValueError(f"{url!r}: several nodes are simulated over memory:// only")
     path = url[len(FILE_SCHEME) :]
     if not path.startswith("/"):
         raise ValueError(f"{url!r}: a file:// cluster needs an absolute path (file:///path)")

@@ -13,7 +13,11 @@ core, in the core's own event loop:
 - faults: :attr:`MemoryCluster.faults` (:class:`~kafkette.server.faults.FaultTable`)
   answers chosen requests with errors, loses answers, delays or disconnects;
 - inspection: :meth:`~MemoryCluster.records`, :meth:`~MemoryCluster.committed`,
-  :meth:`~MemoryCluster.high_watermark` ... read the core without a client.
+  :meth:`~MemoryCluster.high_watermark` ... read the core without a client;
+- several nodes (``brokers=N``): :meth:`~MemoryCluster.move_leader`,
+  :meth:`~MemoryCluster.stop_broker`, :meth:`~MemoryCluster.start_broker` and
+  :meth:`~MemoryCluster.move_coordinator` drive the core's
+  :class:`~kafkette.server.nodes.NodeTable`, as Kafka's controller would.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from kafkette.consumer.subscription import PartitionState
 from kafkette.server import BrokerConfig
 from kafkette.server.faults import FaultTable
 from kafkette.server.maintenance import run_once
+from kafkette.server.nodes import GROUP, TRANSACTION
 from kafkette.structs import TopicPartition
 from kafkette.testing.clock import ManualClock
 
@@ -50,9 +55,14 @@ class MemoryCluster:
     properties in Python spelling (``group_min_session_timeout_ms=500`` is
     ``group.min.session.timeout.ms``); unknown names are errors.
 
-    ``brokers`` must be 1 for now: the multi-broker simulation (leaders per
-    node, moves, stopped nodes) is a later slice of the testing toolkit and
-    ``brokers > 1`` raises :class:`NotImplementedError`.
+    ``brokers=N`` (N > 1) makes nodes 1..N over the one broker core: each
+    partition is led by one node (spread round-robin, as Kafka places them),
+    Metadata lists every live node (``memory-NAME``, the node id as port), and
+    a request for a partition sent to another node gets NOT_LEADER_OR_FOLLOWER
+    with the new leader (KIP-951); each group and transactional id has its
+    coordinator node (NOT_COORDINATOR elsewhere). :meth:`move_leader`,
+    :meth:`stop_broker`, :meth:`start_broker` and :meth:`move_coordinator`
+    change that while clients run; the records, groups and transactions stay.
 
     Use it as a context manager (``with`` or ``async with``) or call
     :meth:`close`: that stops the cluster's thread, and clients connecting to
@@ -67,11 +77,8 @@ class MemoryCluster:
         clock: Callable[[], float] | None = None,
         **broker_config: Any,
     ) -> None:
-        if brokers != 1:
-            raise NotImplementedError(
-                f"brokers={brokers}: the multi-broker simulation is not built yet "
-                "(a later slice of the testing toolkit); use brokers=1"
-            )
+        if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
+            raise ValueError(f"brokers is a number of nodes (1 or more), not {brokers!r}")
         self.name = name if name is not None else f"cluster-{uuid.uuid4().hex[:12]}"
         self.bootstrap_servers = MEMORY_SCHEME + self.name
         """``memory://NAME``, for any kafkette client's ``bootstrap_servers``."""
@@ -81,7 +88,7 @@ class MemoryCluster:
         """The broker's clock (milliseconds since the epoch)."""
         properties = {key.replace("_", "."): str(value) for key, value in broker_config.items()}
         config = BrokerConfig.from_properties(properties) if properties else BrokerConfig()
-        self._cluster = create_cluster(self.bootstrap_servers, config, self.clock)
+        self._cluster = create_cluster(self.bootstrap_servers, config, self.clock, nodes=brokers)
         self._broker = self._cluster.broker
         self.closed = False
 
@@ -247,3 +254,100 @@ class MemoryCluster:
     async def _transactions(self) -> dict[str, str]:
         _, found = self._broker.transactions.list_transactions()
         return {meta.transactional_id: meta.state.display_name for meta in found}
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[int]:
+        """The ids of the cluster's nodes (``[1]``... ``[1, ..., N]``), stopped ones too."""
+        return list(self._broker.nodes.ids)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node leading ``topic``/``partition`` now (-1: every node is stopped)."""
+        return self._cluster.call(self._leader, topic, partition)
+
+    async def _leader(self, topic: str, partition: int) -> int:
+        found = self._broker.cluster.get_partition(topic, partition)
+        return self._broker.nodes.leader(found) if self._broker.nodes.multi else self.nodes[0]
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch (each leader move bumps it)."""
+        return self._cluster.call(self._leader_epoch, topic, partition)
+
+    async def _leader_epoch(self, topic: str, partition: int) -> int:
+        return self._broker.cluster.get_partition(topic, partition).leader_epoch
+
+    def move_leader(self, topic: str, partition: int, node: int) -> None:
+        """Make ``node`` lead ``topic``/``partition``, as a reassignment or a preferred
+        leader election would: its leader epoch is bumped (unless ``node`` leads it
+        already) and requests for it to any other node get NOT_LEADER_OR_FOLLOWER."""
+        self._need_nodes("move_leader")
+        self._cluster.call(self._move_leader, topic, partition, node)
+
+    async def _move_leader(self, topic: str, partition: int, node: int) -> None:
+        found = self._broker.cluster.get_partition(topic, partition)
+        if self._broker.nodes.move_leader(found, node):
+            self._broker.data_changed.notify()  # long polls at the old leader answer now
+
+    def stop_broker(self, node: int) -> None:
+        """Stop ``node``: its connections drop, it accepts none, Metadata no longer lists
+        it, and the partitions it led and the keys it coordinated move to the next
+        live nodes (leader epochs bumped). Stopping every node leaves the partitions
+        without a leader until one starts."""
+        self._need_nodes("stop_broker")
+        self._cluster.call(self._stop_broker, node)
+        self._cluster.drop_connections(node)
+
+    async def _stop_broker(self, node: int) -> None:
+        broker = self._broker
+        broker.nodes.stop(node, list(broker.cluster.partitions()))
+        broker.data_changed.notify()
+
+    def start_broker(self, node: int) -> None:
+        """Start a stopped ``node`` again: it is listed and accepts connections; partitions
+        and keys left without a node (every node was stopped) take it. Leaders that
+        moved away stay where they are (move them back with :meth:`move_leader`)."""
+        self._need_nodes("start_broker")
+        self._cluster.call(self._start_broker, node)
+
+    async def _start_broker(self, node: int) -> None:
+        broker = self._broker
+        broker.nodes.start(node, list(broker.cluster.partitions()))
+
+    def coordinator(self, key: str, key_type: Literal["group", "transaction"] = "group") -> int:
+        """The node coordinating group (or transactional id) ``key``."""
+        return self._cluster.call(self._coordinator, key, key_type)
+
+    async def _coordinator(self, key: str, key_type: str) -> int:
+        nodes = self._broker.nodes
+        return nodes.coordinator(_key_type(key_type), key) if nodes.multi else self.nodes[0]
+
+    def move_coordinator(
+        self,
+        group_or_txn_id: str,
+        node: int,
+        key_type: Literal["group", "transaction", "both"] = "both",
+    ) -> None:
+        """Make ``node`` the coordinator of a group and/or transactional id (by default
+        both namespaces of that name): requests about it at other nodes get
+        NOT_COORDINATOR, and FindCoordinator answers ``node``. The group's members,
+        offsets and transactions stay as they are."""
+        self._need_nodes("move_coordinator")
+        self._cluster.call(self._move_coordinator, group_or_txn_id, node, key_type)
+
+    async def _move_coordinator(self, key: str, node: int, key_type: str) -> None:
+        types = (GROUP, TRANSACTION) if key_type == "both" else (_key_type(key_type),)
+        for kind in types:
+            self._broker.nodes.move_coordinator(kind, key, node)
+
+    def _need_nodes(self, what: str) -> None:
+        if not self._broker.nodes.multi:
+            raise ValueError(f"{what}() needs a cluster of several nodes: MemoryCluster(brokers=N)")
+
+
+def _key_type(name: str) -> int:
+    if name == "group":
+        return GROUP
+    if name == "transaction":
+        return TRANSACTION
+    raise ValueError(f"key_type is 'group' or 'transaction', not {name!r}")

@@ -57,8 +57,8 @@ def test_names_are_unique_and_closed_clusters_refuse_clients() -> None:
 def test_broker_config_and_brokers() -> None:
     with MemoryCluster(group_min_session_timeout_ms=500) as cluster:
         assert cluster._broker.config.group_min_session_timeout_ms == 500
-    with pytest.raises(NotImplementedError, match="multi-broker simulation"):
-        MemoryCluster(brokers=3)
+    with MemoryCluster(brokers=3) as three:
+        assert three.nodes == [1, 2, 3]
     with pytest.raises(Exception, match=r"no\.such\.setting"):
         MemoryCluster(no_such_setting=1)
 

@@ -51,6 +51,7 @@ class GroupMachine(RuleBasedStateMachine):
         }
         self.joined: set[str] = set()
         self.static_away = False
+        self.restarts = 0
         self.answers_lost: set[str] = set()
         """Clients whose last answer was lost: their next heartbeat is a full one."""
 
@@ -114,7 +115,7 @@ class GroupMachine(RuleBasedStateMachine):
                 self.cluster.now,
                 HeartbeatRequest(
                     group_id="g",
-                    member_id=name,
+                    member_id=client.member_id,
                     member_epoch=client.epoch,
                     owned=dict(client.owned),
                 ),
@@ -135,13 +136,32 @@ class GroupMachine(RuleBasedStateMachine):
         with contextlib.suppress(UnknownMemberIdError):
             self.clients[STATIC].leave(epoch=-2)
         self.joined.discard(STATIC)
-        self.static_away = STATIC in self.cluster.group().members
+        self.static_away = self.clients[STATIC].member_id in self.cluster.group().members
+
+    @rule()
+    def static_restarts(self) -> None:
+        """The static member's process restarts: a new member id, the same instance id. It
+        replaces the old member if that one left for now, is refused while it is active."""
+        client = self.clients[STATIC]
+        old = (client.member_id, client.epoch, client.owned, client.given)
+        self.restarts += 1
+        client.member_id = f"{STATIC}-{self.restarts}"
+        try:
+            client.join()
+        except UnreleasedInstanceIdError:
+            assert STATIC in self.joined and not self.static_away
+            # The new process was refused; the old one carries on as it was.
+            client.member_id, client.epoch, client.owned, client.given = old
+            return
+        self.answers_lost.discard(STATIC)
+        self.joined.add(STATIC)
+        self.static_away = False
 
     @rule(ms=st.sampled_from([100, 2_000, 9_000, 15_000]))
     def advance(self, ms: int) -> None:
         self.cluster.advance(ms)
         group = self.cluster.coordinator.groups.get("g")
-        if group is not None and STATIC not in group.members:
+        if group is not None and self.clients[STATIC].member_id not in group.members:
             self.static_away = False
 
     @rule(
@@ -177,11 +197,11 @@ class GroupMachine(RuleBasedStateMachine):
             return
         assert group.state is GroupState.STABLE, group.state
         assert group.group_epoch == group.assignment_epoch
-        assert sorted(group.members) == sorted(self.joined)
+        assert sorted(group.members) == sorted(self.clients[n].member_id for n in self.joined)
         for name in self.joined:
-            member = group.members[name]
+            member = group.members[self.clients[name].member_id]
             assert member.member_epoch == group.group_epoch
-            assert member.assigned == group.target.get(name, {})
+            assert member.assigned == group.target.get(member.member_id, {})
             assert member.pending_revocation == {}
             assert self.clients[name].owned == member.assigned
         every_target = ps.make(
@@ -229,7 +249,7 @@ class GroupMachine(RuleBasedStateMachine):
         # What the clients hold: within what the coordinator has them holding.
         client_seen: dict[tuple[object, int], str] = {}
         for name, client in self.clients.items():
-            current = group.members.get(name)
+            current = group.members.get(client.member_id)
             if current is None or name not in self.joined:
                 continue
             assert ps.is_subset(client.owned, current.owned()), (name, client.owned, current)

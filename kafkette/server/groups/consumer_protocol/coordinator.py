@@ -150,7 +150,7 @@ class ConsumerGroupCoordinator:
         self.groups.setdefault(group.group_id, group)
         if replaced is not None:
             self._replace_static(group, replaced, updated)
-        else:
+        elif updated != group.members.get(member_id):
             group.put(updated)
         if self._refresh_metadata(group) or bump:
             group.group_epoch += 1

@@ -86,11 +86,18 @@ class ConsumerGroup:
     def put(self, member: Member) -> None:
         """Add or update a member, moving its partition epochs along."""
         old = self.members.get(member.member_id)
+        if (
+            old is not None
+            and old.member_epoch == member.member_epoch
+            and old.assigned == member.assigned
+            and old.pending_revocation == member.pending_revocation
+        ):
+            self._index(old, member)
+            return
         if old is not None:
             self._release(old)
-            if old.instance_id is not None and old.instance_id != member.instance_id:
-                self.static_members.pop(old.instance_id, None)
-        for topic_id, p in partitions.each(member.owned()):
+        owned = member.owned()
+        for topic_id, p in partitions.pairs(owned):
             holder = self.partition_epochs.get((topic_id, p))
             if holder is not None:
                 if old is not None:
@@ -100,7 +107,17 @@ class ConsumerGroup:
                     f"{member.member_id} at epoch {member.member_epoch} is still held at "
                     f"epoch {holder}"
                 )
-            self.partition_epochs[(topic_id, p)] = member.member_epoch
+        for key in partitions.pairs(owned):
+            self.partition_epochs[key] = member.member_epoch
+        self._index(old, member)
+
+    def _index(self, old: Member | None, member: Member) -> None:
+        if (
+            old is not None
+            and old.instance_id is not None
+            and old.instance_id != member.instance_id
+        ):
+            self.static_members.pop(old.instance_id, None)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -122,19 +139,25 @@ class ConsumerGroup:
         return member
 
     def _release(self, member: Member) -> None:
-        for topic_id, p in partitions.each(member.owned()):
+        for topic_id, p in partitions.pairs(member.owned()):
             self.partition_epochs.pop((topic_id, p), None)
 
     def _hold(self, member: Member) -> None:
-        for topic_id, p in partitions.each(member.owned()):
+        for topic_id, p in partitions.pairs(member.owned()):
             self.partition_epochs[(topic_id, p)] = member.member_epoch
 
     def subscribed_topics(self, topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
         """The existing topics that some member's names or regex cover, from ``topics``."""
         names: set[str] = set()
+        regexes: set[str] = set()
         for member in self.members.values():
-            names |= resolve(member.subscribed_topic_names, member.subscribed_topic_regex, topics)
-        return {name: topics[name] for name in sorted(names)}
+            names.update(member.subscribed_topic_names)
+            if member.subscribed_topic_regex:
+                regexes.add(member.subscribed_topic_regex)
+        covered = set(resolve(names, None, topics))
+        for regex in regexes:
+            covered |= resolve((), regex, topics)
+        return {name: topics[name] for name in sorted(covered)}
 
     def preferred_assignor(self, configured: Iterable[str]) -> str:
         """The assignor most members ask for (ties: the earlier in ``group.consumer.assignors``),

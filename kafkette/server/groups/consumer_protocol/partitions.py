@@ -60,3 +60,10 @@ def each(a: Assignment) -> Iterator[tuple[uuid.UUID, int]]:
     for topic_id in sorted(a):
         for partition in sorted(a[topic_id]):
             yield topic_id, partition
+
+
+def pairs(a: Assignment) -> Iterator[tuple[uuid.UUID, int]]:
+    """Every (topic id, partition) of ``a``, in no particular order."""
+    for topic_id, partitions in a.items():
+        for partition in partitions:
+            yield topic_id, partition

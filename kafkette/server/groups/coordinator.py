@@ -22,13 +22,9 @@ from kafkette.errors import (
     UnknownMemberIdError,
 )
 from kafkette.server.config import BrokerConfig
-from kafkette.server.groups.engine import (
-    GroupEngine,
-    GroupOverview,
-    GroupSummary,
-    JoinParams,
-)
+from kafkette.server.groups.engine import GroupEngine, JoinParams
 from kafkette.server.groups.group import Group, GroupState, JoinResult, SyncResult
+from kafkette.server.groups.queries import GroupOverview, GroupSummary
 from kafkette.server.groups.store import CommittedOffset, GroupStore, LoadedGroups, PartitionKey
 
 T = TypeVar("T")

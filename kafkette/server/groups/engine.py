@@ -1,4 +1,4 @@
-"""The classic group protocol's rules over every group, without I/O.
+"""The classic group protocol's membership rules over every group, without I/O.
 
 :class:`GroupEngine` is Kafka's classic GroupCoordinator (GroupCoordinator.scala
 in Kafka 3.x) as a plain class: each operation takes the time (``now_ms``) and
@@ -19,11 +19,12 @@ work:
   while new members keep joining, up to the rebalance timeout (Kafka's
   InitialDelayedJoin);
 - the sync phase: members that got their JoinGroup response must send
-  SyncGroup within the rebalance timeout, or are removed;
-- offset expiry, checked every ``offsets.retention.check.interval.ms``
-  (KIP-211: the offsets of an Empty group expire ``offsets.retention.minutes``
-  after it became Empty; a group without a protocol, whose members only
-  commit, expires each offset that long after its commit).
+  SyncGroup within the rebalance timeout, or are removed.
+
+Committed offsets (:mod:`~kafkette.server.groups.offsets`, with their expiry
+timer) and the admin queries (:mod:`~kafkette.server.groups.queries`) work on
+the same table of groups; the engine owns one of each and passes their
+operations through, so the coordinator has one object to call.
 """
 
 from __future__ import annotations
@@ -36,16 +37,11 @@ import attrs
 
 from kafkette.errors import (
     CoordinatorNotAvailableError,
-    FencedInstanceIdError,
-    GroupIdNotFoundError,
-    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
-    NonEmptyGroupError,
-    OffsetMetadataTooLargeError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
@@ -60,7 +56,10 @@ from kafkette.server.groups.group import (
     SyncResult,
     invoke_join,
     invoke_sync,
+    validate_current_member,
 )
+from kafkette.server.groups.offsets import GroupOffsets
+from kafkette.server.groups.queries import GroupOverview, GroupQueries, GroupSummary
 from kafkette.server.groups.store import (
     CommittedOffset,
     GroupStore,
@@ -75,9 +74,6 @@ logger = logging.getLogger("kafkette.server.groups")
 NONE = 0
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """How long a new member's first join may wait (Kafka's NewMemberJoinTimeoutMs)."""
-OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
-"""Kafka's ``offsets.retention.check.interval.ms`` default."""
-CLASSIC_GROUP_TYPE = "classic"
 
 ACTIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
 
@@ -101,41 +97,6 @@ class JoinParams:
     """JoinGroup v9+ (KIP-814): a rejoining static leader is told to skip the assignment."""
 
 
-@attrs.frozen
-class GroupOverview:
-    """One group as ListGroups reports it."""
-
-    group_id: str
-    protocol_type: str
-    state: str
-    group_type: str = CLASSIC_GROUP_TYPE
-
-
-@attrs.frozen
-class MemberSummary:
-    """One member as DescribeGroups reports it."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@attrs.frozen
-class GroupSummary:
-    """One group as DescribeGroups reports it."""
-
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberSummary, ...]
-
-
-DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "", ())
-
-
 class GroupEngine:
     """Every group this coordinator owns, and the classic group protocol over them."""
 
@@ -147,18 +108,25 @@ class GroupEngine:
         id_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         self.config = config
-        self.store = store
         self.groups: dict[str, Group] = {}
+        self.offsets = GroupOffsets(config, store, self.groups)
+        """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry."""
+        self.queries = GroupQueries(self.groups, self.offsets)
+        """ListGroups, DescribeGroups and DeleteGroups."""
         self._new_id = id_factory
-        self._next_offsets_check_ms: int | None = None
+
+    @property
+    def store(self) -> GroupStore:
+        """Where the groups and their offsets are persisted."""
+        return self.offsets.store
+
+    @store.setter
+    def store(self, store: GroupStore) -> None:
+        self.offsets.store = store
 
     def schedule_offsets_check(self, now_ms: int) -> None:
         """Start the periodic offset expiry check (the first runs one interval from now)."""
-        self._next_offsets_check_ms = now_ms + OFFSETS_RETENTION_CHECK_INTERVAL_MS
-
-    @property
-    def offsets_retention_ms(self) -> int:
-        return self.config.offsets_retention_minutes * 60_000
+        self.offsets.schedule_check(now_ms)
 
     # -- start ----------------------------------------------------------------------
 
@@ -704,7 +672,7 @@ class GroupEngine:
         self.tick_group(group, now_ms)
         return NONE, errors
 
-    # -- offsets ----------------------------------------------------------------------------
+    # -- offsets and admin queries (GroupOffsets, GroupQueries) ------------------------------
 
     def commit(
         self,
@@ -716,189 +684,57 @@ class GroupEngine:
         group_instance_id: str | None,
         offsets: Mapping[PartitionKey, CommittedOffset],
     ) -> dict[PartitionKey, int]:
-        """OffsetCommit: an error code per partition. A commit with no member and generation
-        -1 is a simple (standalone) consumer's, allowed only while the group has no members."""
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return dict.fromkeys(offsets, IllegalGenerationError.code)
-            group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, now_ms)
-        error = self._validate_commit(group, generation_id, member_id, group_instance_id)
-        if error == NONE:
-            if group.is_in(GroupState.COMPLETING_REBALANCE):
-                error = RebalanceInProgressError.code
-            elif group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-                member = group.members[member_id]
-                member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        if error != NONE:
-            if _is_blank(group):
-                self.groups.pop(group_id, None)  # made by this commit: leave no trace
-            return dict.fromkeys(offsets, error)
-        result: dict[PartitionKey, int] = {}
-        accepted: dict[PartitionKey, CommittedOffset] = {}
-        for key, offset in offsets.items():
-            if len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                result[key] = OffsetMetadataTooLargeError.code
-            else:
-                accepted[key] = offset
-                result[key] = NONE
-        if accepted:
-            try:
-                self.store.write_offsets(group_id, dict(accepted))
-            except Exception:
-                logger.exception("group %s: storing offsets failed", group_id)
-                return dict.fromkeys(offsets, CoordinatorNotAvailableError.code)
-            group.offsets.update(accepted)
-        elif _is_blank(group):
-            self.groups.pop(group_id, None)
-        return result
-
-    def _validate_commit(
-        self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> int:
-        if group.is_in(GroupState.DEAD):
-            return CoordinatorNotAvailableError.code
-        if generation_id < 0 and group.is_in(GroupState.EMPTY):
-            return NONE  # an admin client's or a standalone consumer's commit
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = validate_current_member(group, member_id, group_instance_id)
-            if error != NONE:
-                return error
-            if generation_id != group.generation_id:
-                return IllegalGenerationError.code
-            return NONE
-        if not group.is_in(GroupState.EMPTY):
-            return UnknownMemberIdError.code  # only members commit while the group has some
-        return NONE
+        """OffsetCommit (:meth:`GroupOffsets.commit`)."""
+        return self.offsets.commit(
+            now_ms,
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            offsets=offsets,
+        )
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[PartitionKey] | None
     ) -> dict[PartitionKey, CommittedOffset | None]:
-        """OffsetFetch: the committed offset of each partition (``None``: none committed);
-        ``partitions=None`` means every partition the group has an offset for."""
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return dict.fromkeys(partitions or (), None)
-        keys = sorted(group.offsets) if partitions is None else list(partitions)
-        return {key: group.offsets.get(key) for key in keys}
+        """OffsetFetch (:meth:`GroupOffsets.fetch_offsets`)."""
+        return self.offsets.fetch_offsets(group_id, partitions)
 
     def delete_offsets(
         self, now_ms: int, group_id: str, partitions: Sequence[PartitionKey]
     ) -> tuple[int, dict[PartitionKey, int]]:
-        """OffsetDelete: (group error, error per partition). Offsets of topics the group's
-        members consume stay (GROUP_SUBSCRIBED_TO_TOPIC)."""
-        if not group_id:
-            return InvalidGroupIdError.code, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return GroupIdNotFoundError.code, {}
-        errors: dict[PartitionKey, int] = {}
-        if group.is_in(GroupState.EMPTY):
-            eligible = list(partitions)
-        elif group.protocol_type == "consumer":
-            eligible = [key for key in partitions if not group.is_subscribed_to(key[0])]
-            errors = {
-                key: GroupSubscribedToTopicError.code
-                for key in partitions
-                if group.is_subscribed_to(key[0])
-            }
-        else:
-            return NonEmptyGroupError.code, {}
-        if eligible:
-            removed = {key: group.offsets.pop(key) for key in eligible if key in group.offsets}
-            self._cleanup(group, removed, now_ms)
-            errors.update(dict.fromkeys(eligible, NONE))
-        return NONE, errors
-
-    def _cleanup(
-        self, group: Group, removed: Mapping[PartitionKey, CommittedOffset], now_ms: int
-    ) -> None:
-        """After offsets were removed: tombstones for them, and the group is Dead (and
-        forgotten) when it is Empty with no offset left."""
-        if group.is_in(GroupState.EMPTY) and not group.offsets:
-            group.transition_to(GroupState.DEAD, now_ms)
-        if removed:
-            self.store.write_offsets(group.group_id, dict.fromkeys(removed, None))
-        if group.is_in(GroupState.DEAD):
-            self.groups.pop(group.group_id, None)
-            self.store.write_group(group.group_id, None)
+        """OffsetDelete (:meth:`GroupOffsets.delete_offsets`)."""
+        return self.offsets.delete_offsets(now_ms, group_id, partitions)
 
     def remove_topic_offsets(self, now_ms: int, topics: Iterable[str]) -> int:
-        """Drop every group's offsets of deleted ``topics`` (Kafka's handleDeletedPartitions);
-        returns how many were removed."""
-        gone = set(topics)
-        count = 0
-        for group in list(self.groups.values()):
-            removed = {key: group.offsets.pop(key) for key in list(group.offsets) if key[0] in gone}
-            if removed:
-                count += len(removed)
-                self._cleanup(group, removed, now_ms)
-        return count
+        """Offsets of deleted topics (:meth:`GroupOffsets.remove_topic_offsets`)."""
+        return self.offsets.remove_topic_offsets(now_ms, topics)
 
-    # -- ListGroups, DescribeGroups, DeleteGroups ----------------------------------------------
+    def expire_offsets(self, now_ms: int) -> None:
+        """Offset expiry (:meth:`GroupOffsets.expire_offsets`)."""
+        self.offsets.expire_offsets(now_ms)
 
     def list_groups(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> list[GroupOverview]:
-        """ListGroups, filtered by state and by type (case-insensitive; empty: no filter)."""
-        wanted_types = {t.lower() for t in types}
-        if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
-            return []
-        wanted_states = {s.lower() for s in states}
-        return [
-            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if not wanted_states or g.state.value.lower() in wanted_states
-        ]
+        """ListGroups (:meth:`GroupQueries.list_groups`)."""
+        return self.queries.list_groups(states, types)
 
     def describe(self, group_id: str) -> GroupSummary:
-        """DescribeGroups: an unknown group is reported Dead (with no error, as Kafka does)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return DEAD_GROUP
-        stable = group.is_in(GroupState.STABLE) and group.protocol_name is not None
-        members = tuple(
-            MemberSummary(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                m.assignment if stable else b"",
-            )
-            for m in group.members.values()
-        )
-        return GroupSummary(
-            group.state.value,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members,
-        )
+        """DescribeGroups (:meth:`GroupQueries.describe`)."""
+        return self.queries.describe(group_id)
 
     def delete_groups(self, now_ms: int, group_ids: Iterable[str]) -> dict[str, int]:
-        """DeleteGroups: an error code per group (only groups without members go)."""
-        errors: dict[str, int] = {}
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None or group.is_in(GroupState.DEAD):
-                errors[group_id] = GroupIdNotFoundError.code
-            elif not group.is_in(GroupState.EMPTY):
-                errors[group_id] = NonEmptyGroupError.code
-            else:
-                group.transition_to(GroupState.DEAD, now_ms)
-                removed = dict(group.offsets)
-                group.offsets.clear()
-                self._cleanup(group, removed, now_ms)
-                errors[group_id] = NONE
-        return errors
+        """DeleteGroups (:meth:`GroupQueries.delete_groups`)."""
+        return self.queries.delete_groups(now_ms, group_ids)
 
     # -- time ------------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
         """When :meth:`tick` next has something to do (``None``: nothing scheduled)."""
         deadlines = [d for g in self.groups.values() if (d := self._group_deadline(g)) is not None]
-        if self._next_offsets_check_ms is not None and self.groups:
-            deadlines.append(self._next_offsets_check_ms)
+        if (offsets_check := self.offsets.next_deadline_ms()) is not None:
+            deadlines.append(offsets_check)
         return min(deadlines, default=None)
 
     def _group_deadline(self, group: Group) -> int | None:
@@ -916,13 +752,9 @@ class GroupEngine:
 
     def tick(self, now_ms: int) -> None:
         """Run every timer due at ``now_ms``."""
-        if self._next_offsets_check_ms is None:
-            self._next_offsets_check_ms = now_ms + OFFSETS_RETENTION_CHECK_INTERVAL_MS
         for group in list(self.groups.values()):
             self.tick_group(group, now_ms)
-        if now_ms >= self._next_offsets_check_ms:
-            self._next_offsets_check_ms = now_ms + OFFSETS_RETENTION_CHECK_INTERVAL_MS
-            self.expire_offsets(now_ms)
+        self.offsets.tick(now_ms)
 
     def tick_group(self, group: Group, now_ms: int) -> None:
         """Run the timers of one group that are due at ``now_ms``."""
@@ -958,34 +790,6 @@ class GroupEngine:
         if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now_ms:
             self._on_sync_deadline(group, now_ms)
 
-    def expire_offsets(self, now_ms: int) -> None:
-        """Remove expired offsets (KIP-211), and groups left Empty with none."""
-        retention = self.offsets_retention_ms
-        for group in list(self.groups.values()):
-            subscribed: frozenset[str] = frozenset()
-            since_empty: int | None = None  # Empty consumer group: counted from when it emptied
-            if group.protocol_type is not None and group.is_in(GroupState.EMPTY):
-                since_empty = group.state_timestamp_ms
-            elif group.protocol_type is None:
-                pass  # offsets-only group: each offset counts from its commit
-            elif group.subscribed_topics is not None and group.is_in(GroupState.STABLE):
-                subscribed = group.subscribed_topics
-            else:
-                continue
-            expired = {
-                key: offset
-                for key, offset in group.offsets.items()
-                if key[0] not in subscribed and _expired(offset, now_ms, retention, since_empty)
-            }
-            for key in expired:
-                del group.offsets[key]
-            if expired:
-                logger.info("group %s: %d offset(s) expired", group.group_id, len(expired))
-            if expired or (
-                group.is_in(GroupState.EMPTY) and not group.offsets and not group.members
-            ):
-                self._cleanup(group, expired, now_ms)
-
     # -- persistence ---------------------------------------------------------------------------
 
     def _store_group(self, group: Group, assignment: Mapping[str, bytes]) -> None:
@@ -1014,34 +818,3 @@ class GroupEngine:
                 members=members if group.members else (),
             ),
         )
-
-
-def _expired(offset: CommittedOffset, now_ms: int, retention_ms: int, since: int | None) -> bool:
-    if offset.expire_timestamp_ms is not None:  # committed with an explicit retention (v1-4)
-        return now_ms >= offset.expire_timestamp_ms
-    base = since if since is not None else offset.commit_timestamp_ms
-    return now_ms - base >= retention_ms
-
-
-def _is_blank(group: Group) -> bool:
-    """A group with nothing in it: no members, offsets or protocol, never rebalanced."""
-    return (
-        not group.members
-        and not group.offsets
-        and not group.pending_members
-        and group.protocol_type is None
-        and group.generation_id == 0
-    )
-
-
-def validate_current_member(group: Group, member_id: str, group_instance_id: str | None) -> int:
-    """Is the request's sender the current member (Kafka's validateCurrentMember)? An
-    instance id held by another member id is FENCED_INSTANCE_ID; an unknown instance id
-    or member id is UNKNOWN_MEMBER_ID."""
-    if group_instance_id is not None:
-        current = group.static_members.get(group_instance_id)
-        if current is None:
-            return UnknownMemberIdError.code
-        if current != member_id:
-            return FencedInstanceIdError.code
-    return NONE if group.has(member_id) else UnknownMemberIdError.code

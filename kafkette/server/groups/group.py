@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from kafkette.errors import FencedInstanceIdError, UnknownMemberIdError
 from kafkette.protocol.codec import decode_message
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages import ConsumerProtocolSubscription
@@ -388,3 +389,16 @@ def parse_subscription_topics(metadata: bytes) -> list[str] | None:
     except (struct.error, ProtocolError, ValueError):
         return None
     return list(subscription.topics)
+
+
+def validate_current_member(group: Group, member_id: str, group_instance_id: str | None) -> int:
+    """Is the request's sender the current member (Kafka's validateCurrentMember)? An
+    instance id held by another member id is FENCED_INSTANCE_ID; an unknown instance id
+    or member id is UNKNOWN_MEMBER_ID."""
+    if group_instance_id is not None:
+        current = group.static_members.get(group_instance_id)
+        if current is None:
+            return UnknownMemberIdError.code
+        if current != member_id:
+            return FencedInstanceIdError.code
+    return 0 if group.has(member_id) else UnknownMemberIdError.code

@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-from kafkette.server.groups.engine import (
-    DEAD_GROUP,
-    OFFSETS_RETENTION_CHECK_INTERVAL_MS,
-    GroupEngine,
-    GroupOverview,
-    GroupSummary,
-    MemberSummary,
-)
+from kafkette.server.groups.engine import GroupEngine
 from kafkette.server.groups.group import GroupState
+from kafkette.server.groups.offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS
+from kafkette.server.groups.queries import DEAD_GROUP, GroupOverview, GroupSummary, MemberSummary
 from kafkette.server.groups.store import CommittedOffset
 from tests.server.groups.harness import NOW, SESSION, Harness, subscription
 

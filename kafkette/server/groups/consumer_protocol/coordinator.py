@@ -102,7 +102,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(request.group_id)
         if group is None:
             if not joining:
-                raise UnknownMemberIdError(f"Consumer group {request.group_id} not found.")
+                raise GroupIdNotFoundError(f"Consumer group {request.group_id} not found.")
             group = ConsumerGroup(request.group_id)
         member_id = request.member_id or self._new_id()
         if len(group.members) >= self.config.max_size and member_id not in group.members:
@@ -254,7 +254,7 @@ class ConsumerGroupCoordinator:
     def _leave(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
         group = self.groups.get(request.group_id)
         if group is None:
-            raise UnknownMemberIdError(f"Consumer group {request.group_id} not found.")
+            raise GroupIdNotFoundError(f"Consumer group {request.group_id} not found.")
         if request.instance_id is None:
             member = group.members.get(request.member_id)
             if member is None:

@@ -413,9 +413,9 @@ class ConsumerGroupCoordinator:
 
 def _rejoined(member: Member) -> Member:
     """A member still in the group that joins again with epoch 0 and its member id (after
-    being fenced, or because the answer to its join was lost): it holds nothing now (a join
-    reports no partitions), so it starts again from epoch 0 with its subscription, and its
-    partitions are free for its target at once."""
+    being fenced, or because the answer to its join was lost; Kafka accepts this since
+    KAFKA-19233): it holds nothing now (a join reports no partitions), so it starts again
+    from epoch 0 with its subscription, and its partitions are free for its target at once."""
     return attrs.evolve(
         member,
         member_epoch=JOIN_EPOCH,

@@ -79,11 +79,14 @@ class ConsumerGroupCoordinator:
         topics: TopicImage,
         *,
         id_factory: Callable[[], str] = lambda: str(uuid.uuid4()),
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_id = id_factory
+        self._clock = clock
+        """Milliseconds, read only by ``tick()`` called without a time."""
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -364,9 +367,13 @@ class ConsumerGroupCoordinator:
         deadlines += (d for g in self.groups.values() for _, d in g.revocation_deadlines.values())
         return min(deadlines, default=None)
 
-    def tick(self, now_ms: int) -> None:
+    def tick(self, now_ms: int | None = None) -> None:
         """Remove the members whose session expired, or that kept partitions to revoke past
-        their rebalance timeout, at ``now_ms``."""
+        their rebalance timeout, at ``now_ms`` (by default the injected clock's time)."""
+        if now_ms is None:
+            if self._clock is None:
+                raise TypeError("tick() needs now_ms: this coordinator has no clock")
+            now_ms = self._clock()
         for group in list(self.groups.values()):
             self._run_timers(group, now_ms)
 

@@ -15,7 +15,14 @@ from kafkette.errors import (
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
-from kafkette.server.groups.consumer_protocol import GroupState, HeartbeatRequest, MemberState
+from kafkette.server.groups.consumer_protocol import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    GroupState,
+    HeartbeatRequest,
+    MemberState,
+)
+from kafkette.server.groups.timer import Timed
 from tests.server.groups.consumer_protocol.harness import Client, Cluster
 
 
@@ -464,3 +471,29 @@ def test_delete_group_only_when_empty() -> None:
     assert cluster.coordinator.groups == {}
     with pytest.raises(GroupIdNotFoundError):
         cluster.coordinator.delete_group("g")
+
+
+def test_coordinator_runs_under_the_broker_timer_loop() -> None:
+    """It has the Timed shape group_timer_loop drives: the next deadline, then tick."""
+    cluster = Cluster({"a": 2}, session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+    timed: Timed = cluster.coordinator
+    assert timed.next_deadline_ms() is None
+    stuck = Client(cluster, "m1", revokes=False, rebalance_timeout_ms=3_000)
+    stuck.join()
+    cluster.now = 500
+    Client(cluster, "m2").join()
+    stuck.heartbeat()
+    assert timed.next_deadline_ms() == 3_500  # m1's revocation, before both sessions
+    timed.tick(3_500)
+    assert sorted(cluster.group().members) == ["m2"]
+    assert timed.next_deadline_ms() == 10_500
+    with pytest.raises(TypeError, match="no clock"):
+        timed.tick()
+    clocked = ConsumerGroupCoordinator(
+        ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1_000),
+        lambda: cluster.topics,
+        clock=lambda: 20_000,
+    )
+    clocked.groups["g"] = cluster.group()
+    clocked.tick()
+    assert cluster.group().members == {}

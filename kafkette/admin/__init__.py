@@ -4,6 +4,7 @@ and transactions."""
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.txn_types import (
+    AbortTransactionSpec,
     ProducerState,
     TransactionDescription,
     TransactionListing,
@@ -37,6 +38,7 @@ from kafkette.admin.types import (
 from kafkette.consumer.group.types import OffsetAndMetadata
 
 __all__ = [
+    "AbortTransactionSpec",
     "AdminClient",
     "AlterConfigOp",
     "AlterOp",

@@ -8,6 +8,7 @@ from typing import Any
 
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.txn_types import (
+    AbortTransactionSpec,
     ProducerState,
     TransactionDescription,
     TransactionListings,
@@ -324,6 +325,16 @@ class AdminClient:
         return self._loop.call(
             lambda: self._async.describe_producers(wanted, timeout_ms=timeout_ms)
         )
+
+    def abort_transaction(
+        self,
+        spec: AbortTransactionSpec,
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[TopicPartition, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        return self._loop.call(lambda: self._async.abort_transaction(spec, timeout_ms=timeout_ms))
 
 
 async def _make(config: Mapping[str, Any] | None, settings: dict[str, Any]) -> AsyncAdminClient:

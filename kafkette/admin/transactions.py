@@ -10,6 +10,9 @@
 - :meth:`~TransactionOperations.describe_producers` asks each partition's
   leader (DescribeProducers) for the producers it remembers; results are per
   partition.
+- :meth:`~TransactionOperations.abort_transaction` has a partition's leader
+  write an ABORT marker for one producer (WriteTxnMarkers), as Kafka's
+  ``Admin.abortTransaction``: the way out of a hanging transaction.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import anyio
 
 from kafkette.admin.groups import GroupOperations, _Retry
 from kafkette.admin.txn_types import (
+    AbortTransactionSpec,
     ProducerState,
     TransactionDescription,
     TransactionListing,
@@ -49,8 +53,14 @@ from kafkette.protocol.messages import (
     DescribeTransactionsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafkette.protocol.messages.describe_producers_request import TopicRequest
+from kafkette.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+)
 from kafkette.protocol.schema import Request, Response
 from kafkette.structs import TopicPartition
 
@@ -263,6 +273,51 @@ class TransactionOperations(GroupOperations):
             }
 
         return await self._by_leader(list(partitions), build, parse, timeout_ms)
+
+    # ---- ending
+
+    async def abort_transaction(
+        self,
+        spec: AbortTransactionSpec,
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[TopicPartition, None]:
+        """Abort the producer's transaction in one partition: its leader appends an ABORT
+        marker, so a hanging transaction stops holding back the last stable offset.
+
+        Take the producer id, epoch and coordinator epoch from
+        :meth:`describe_producers`. A stale epoch fails with
+        :class:`~kafkette.errors.InvalidProducerEpochError` or
+        :class:`~kafkette.errors.TransactionCoordinatorFencedError`; the marker of a
+        producer with no open transaction there ends nothing. Meant for transactions
+        their coordinator lost track of: a live producer's transaction is aborted in
+        this partition only."""
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+
+        def build(group: list[TopicPartition]) -> Request:
+            return WriteTxnMarkersRequest(
+                markers=[
+                    WritableTxnMarker(
+                        producer_id=spec.producer_id,
+                        producer_epoch=spec.producer_epoch,
+                        transaction_result=False,
+                        topics=[WritableTxnMarkerTopic(tp.topic, [tp.partition]) for tp in group],
+                        coordinator_epoch=spec.coordinator_epoch,
+                    )
+                ]
+            )
+
+        def parse(response: Response) -> dict[TopicPartition, tuple[int, None]]:
+            assert isinstance(response, WriteTxnMarkersResponse)
+            return {
+                TopicPartition(t.name, p.partition_index): (p.error_code, None)
+                for marker in response.markers
+                for t in marker.topics
+                for p in t.partitions
+            }
+
+        return await self._by_leader([spec.topic_partition], build, parse, timeout_ms)
 
 
 __all__ = ["TransactionOperations"]

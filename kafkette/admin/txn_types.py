@@ -71,6 +71,19 @@ class TransactionDescription:
 
 
 @attrs.frozen
+class AbortTransactionSpec:
+    """Which transaction :meth:`~kafkette.AdminClient.abort_transaction` ends, and where:
+    the producer's id and epoch and the coordinator epoch of its last marker, as
+    :meth:`~kafkette.AdminClient.describe_producers` reports them for the partition
+    (Kafka's ``AbortTransactionSpec``)."""
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+
+
+@attrs.frozen
 class ProducerState:
     """A producer that wrote to a partition, as its leader remembers it (DescribeProducers)."""
 
@@ -84,6 +97,7 @@ class ProducerState:
 
 
 __all__ = [
+    "AbortTransactionSpec",
     "ProducerState",
     "TransactionDescription",
     "TransactionListing",

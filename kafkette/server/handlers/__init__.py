@@ -19,6 +19,7 @@ from kafkette.server.handlers import (
     sasl,
     topics,
     transactions,
+    write_txn_markers,
 )
 
 __all__ = [
@@ -37,4 +38,5 @@ __all__ = [
     "sasl",
     "topics",
     "transactions",
+    "write_txn_markers",
 ]

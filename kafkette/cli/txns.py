@@ -1,4 +1,4 @@
-"""``kafkette txns list|describe ID...`` and ``kafkette producers TOPIC``.
+"""``kafkette txns list|describe ID...|abort`` and ``kafkette producers TOPIC``.
 
 ``txns list`` asks every broker for the transactional ids it coordinates
 (ListTransactions), optionally only those in ``--state`` states, of
@@ -10,9 +10,11 @@ asks each partition's leader (DescribeProducers) for the producers it
 remembers, with the first offset of an open transaction: the place to look for
 a transaction that hangs.
 
-There is no ``txns abort``: Kafka's aborts a hanging transaction by writing
-its markers on the partition leader (WriteTxnMarkers), which the admin client
-does not send and ``kafkette serve`` does not accept from clients.
+``txns abort`` ends a hanging transaction in one partition as
+``kafka-transactions.sh abort`` does: the partition's leader writes an ABORT
+marker (WriteTxnMarkers) for the producer given by ``--producer-id``,
+``--producer-epoch`` and ``--coordinator-epoch``, or for the producer whose
+open transaction starts at ``--start-offset`` (found with DescribeProducers).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from typing import Any
 
 from kafkette.admin.sync_client import AdminClient
-from kafkette.admin.txn_types import TransactionState
+from kafkette.admin.txn_types import AbortTransactionSpec, TransactionState
 from kafkette.cli.common import (
     Subcommands,
     UsageError,
@@ -30,6 +32,7 @@ from kafkette.cli.common import (
     client_settings,
     print_rows,
 )
+from kafkette.errors import KafkaError
 from kafkette.structs import TopicPartition
 
 STATES = [s.value for s in TransactionState if s is not TransactionState.UNKNOWN]
@@ -68,6 +71,22 @@ def add_parser(commands: Subcommands) -> None:
     describe.add_argument("transactional_ids", nargs="+", metavar="ID")
     describe.set_defaults(run=describe_transactions)
 
+    abort = actions.add_parser(
+        "abort", help="abort a hanging transaction in one partition (WriteTxnMarkers)"
+    )
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", required=True, type=int, metavar="N")
+    abort.add_argument(
+        "--start-offset",
+        type=int,
+        metavar="OFFSET",
+        help="the producer whose open transaction starts at OFFSET (see kafkette producers)",
+    )
+    abort.add_argument("--producer-id", type=int, metavar="ID")
+    abort.add_argument("--producer-epoch", type=int, metavar="EPOCH")
+    abort.add_argument("--coordinator-epoch", type=int, metavar="EPOCH")
+    abort.set_defaults(run=abort_transaction)
+
     producers = commands.add_parser(
         "producers", help="producers each partition's leader remembers (DescribeProducers)"
     )
@@ -77,7 +96,7 @@ def add_parser(commands: Subcommands) -> None:
     )
     producers.set_defaults(run=describe_producers)
 
-    for action in (listing, describe, producers):
+    for action in (listing, describe, abort, producers):
         add_common_arguments(action)
 
 
@@ -141,6 +160,44 @@ def describe_transactions(args: argparse.Namespace) -> int:
         "partitions",
     )
     print_rows(args, columns, rows)
+    return 0
+
+
+def abort_spec(args: argparse.Namespace, admin: AdminClient) -> AbortTransactionSpec:
+    """The producer to abort: given in full, or found by its transaction's first offset."""
+    tp = TopicPartition(args.topic, args.partition)
+    if args.start_offset is None:
+        return AbortTransactionSpec(
+            tp, args.producer_id, args.producer_epoch, args.coordinator_epoch
+        )
+    for state in admin.describe_producers([tp]).all()[tp]:
+        if state.current_transaction_start_offset == args.start_offset:
+            return AbortTransactionSpec(
+                tp, state.producer_id, state.producer_epoch, state.coordinator_epoch or 0
+            )
+    raise KafkaError(
+        f"no open transaction starts at offset {args.start_offset} of {tp.topic}-"
+        f"{tp.partition} (kafkette producers {tp.topic} -p {tp.partition} lists them)"
+    )
+
+
+def abort_transaction(args: argparse.Namespace) -> int:
+    given = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    if args.start_offset is not None and any(value is not None for value in given):
+        raise UsageError("give --start-offset or the producer's id and epochs, not both")
+    if args.start_offset is None and any(value is None for value in given):
+        raise UsageError(
+            "give --start-offset, or --producer-id, --producer-epoch and --coordinator-epoch"
+        )
+    with admin_for(args) as admin:
+        spec = abort_spec(args, admin)
+        admin.abort_transaction(spec).all()
+    tp = spec.topic_partition
+    print_rows(
+        args,
+        ("topic", "partition", "producer_id", "epoch", "coordinator_epoch"),
+        [(tp.topic, tp.partition, spec.producer_id, spec.producer_epoch, spec.coordinator_epoch)],
+    )
     return 0
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kafkette import AdminClient, Producer
+from kafkette import AdminClient, Consumer, Producer, TopicPartition
 from kafkette.cli import main
 from tests.brokers import BrokerProcess
 from tests.cli.cli import kafkette, ok
@@ -105,4 +105,99 @@ def test_txns_usage(capsys: pytest.CaptureFixture[str]) -> None:
         "",
         "kafkette txns list: error: --state bogus: expected one of Ongoing, PrepareAbort, "
         "PrepareCommit, CompleteAbort, CompleteCommit, Empty, PrepareEpochFence\n",
+    )
+
+
+def test_txns_abort_a_hanging_transaction(memory_broker: BrokerProcess) -> None:
+    """A producer leaves a transaction open on partition 0 and stays silent: `txns abort`
+    by start offset ends it (the records stay unread under read_committed, the last
+    stable offset moves past the marker); the same producer given by id and epochs, and
+    an offset where no transaction starts, are answered as Kafka would."""
+    bootstrap = memory_broker.bootstrap
+    create_topic(bootstrap, "stuck", 1)
+    with Producer(bootstrap_servers=bootstrap, transactional_id="stuck-tx") as hanging:
+        hanging.init_transactions()
+        hanging.begin_transaction()
+        hanging.send("stuck", b"a", partition=0).result(10)
+        hanging.send("stuck", b"b", partition=0).result(10)
+        with AdminClient(bootstrap_servers=bootstrap) as admin:
+            (state,) = admin.describe_producers([TopicPartition("stuck", 0)]).all()[
+                TopicPartition("stuck", 0)
+            ]
+
+        def abort(*args: str) -> str:
+            return ok(
+                kafkette(
+                    "txns",
+                    "abort",
+                    "--topic",
+                    "stuck",
+                    "--partition",
+                    "0",
+                    *args,
+                    bootstrap=bootstrap,
+                )
+            )
+
+        nowhere = kafkette(
+            "txns",
+            "abort",
+            "--topic",
+            "stuck",
+            "--partition",
+            "0",
+            "--start-offset",
+            "1",
+            bootstrap=bootstrap,
+        )
+        assert (nowhere.returncode, nowhere.stdout) == (1, "")
+        assert nowhere.stderr == (
+            "kafkette txns abort: KAFKA_ERROR: no open transaction starts at offset 1 of "
+            "stuck-0 (kafkette producers stuck -p 0 lists them)\n"
+        )
+        assert abort("--start-offset", "0") == (
+            "TOPIC  PARTITION  PRODUCER_ID  EPOCH  COORDINATOR_EPOCH\n"
+            f"stuck  0          {state.producer_id:<11}  0      0\n"
+        )
+        with Consumer(bootstrap_servers=bootstrap, isolation_level="read_committed") as consumer:
+            tp = TopicPartition("stuck", 0)
+            assert consumer.end_offsets([tp]) == {tp: 3}  # two records and the marker
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            assert consumer.poll(timeout=0.5) == {}
+        again = json.loads(
+            abort(
+                "--producer-id",
+                str(state.producer_id),
+                "--producer-epoch",
+                "0",
+                "--coordinator-epoch",
+                "0",
+                "--json",
+            )
+        )
+        assert again == [
+            {
+                "topic": "stuck",
+                "partition": 0,
+                "producer_id": state.producer_id,
+                "epoch": 0,
+                "coordinator_epoch": 0,
+            }
+        ]
+
+
+def test_txns_abort_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """The producer is given by start offset or by id and both epochs: anything else is a
+    usage error, before any connection."""
+    base = ["txns", "abort", "--topic", "t", "--partition", "0", "-b", "127.0.0.1:1"]
+    assert main([*base, "--producer-id", "3"]) == 2
+    assert main([*base, "--start-offset", "0", "--producer-epoch", "1"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (
+        "",
+        "kafkette txns abort: error: give --start-offset, or --producer-id, --producer-epoch "
+        "and --coordinator-epoch\n"
+        "kafkette txns abort: error: give --start-offset or the producer's id and epochs, "
+        "not both\n",
     )

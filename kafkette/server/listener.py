@@ -52,6 +52,7 @@ from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frames import authenticate_frame, process_frame
+from kafkette.server.nodes import serving_node
 from kafkette.server.sasl import SaslSettings
 from kafkette.server.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
 
@@ -91,6 +92,7 @@ async def serve_tcp(
     *,
     sasl: SaslSettings | None = None,
     connections: ConnectionKind = "auto",
+    node: int | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host:port`` (0 picks a free port) until cancelled.
@@ -98,7 +100,11 @@ async def serve_tcp(
     ``task_status.started`` receives the bound port. With ``sasl`` the
     listener is SASL_PLAINTEXT: every connection must authenticate first.
     ``connections`` picks how connections are served (see :data:`ConnectionKind`).
+    ``node`` is the node this listener is, when the broker stands for several
+    (``kafkette serve --nodes``): its connections' requests are served as that node.
     """
+    if node is not None:
+        serving_node.set(node)  # this task's context: every connection task copies it
     asyncio_running = _asyncio_running()
     if connections == "protocol" and not asyncio_running:
         raise ValueError("connections='protocol' needs asyncio")

@@ -19,6 +19,16 @@ For tests of clients against a failing broker, ``--fault API:ERROR[:TIMES]``
 ``MemoryCluster.faults.fail`` does in process: the first TIMES (default 1)
 requests of that API are answered with that Kafka error, unserved. There is no
 way to arm faults over the network.
+
+For tests of clients following leader moves, ``--nodes N`` makes the one
+broker core stand for nodes 1..N (:class:`~kafkette.server.nodes.NodeTable`),
+each listening on its own port: node 1 on ``--listen``, the others on the
+following ports (or each on a free one when ``--listen`` gives port 0), all
+named on the start-up line (``nodes 1=HOST:PORT,2=...``). Partitions are
+spread over the nodes; a request at a node that does not lead the partition
+(or coordinate the group) is refused as Kafka does. Leaders move with Kafka's
+AlterPartitionReassignments (one replica: the new leader), e.g. from an admin
+client; there is no other control over the network.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from kafkette.server.faults import FailSpec, parse_fail_spec
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
 from kafkette.server.maintenance import maintenance_loop
+from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
 
 logger = logging.getLogger("kafkette.server")
@@ -84,6 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--advertised-listener",
         metavar="HOST:PORT",
         help="address clients are told to connect to (default: --listen)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="for tests: stand for N nodes (ids 1..N) on N consecutive ports from --listen's "
+        "(each a free one with port 0), sharing one broker core; partitions are spread over "
+        "them and leaders move with AlterPartitionReassignments",
     )
     parser.add_argument("--config", metavar="FILE", help="a server.properties file")
     parser.add_argument(
@@ -151,6 +171,17 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     elif args.memory:
         config.data_dir = None
     return config
+
+
+MAX_NODES = 64
+
+
+def build_nodes(args: argparse.Namespace) -> int:
+    """The ``--nodes`` count, checked (raises :class:`ConfigError`)."""
+    nodes: int = args.nodes
+    if not 1 <= nodes <= MAX_NODES:
+        raise ConfigError("--nodes", f"must be between 1 and {MAX_NODES}, got {nodes}")
+    return nodes
 
 
 def build_faults(args: argparse.Namespace) -> list[FailSpec]:
@@ -221,7 +252,10 @@ def raise_open_files_limit() -> int | None:
 
 
 async def run(
-    config: BrokerConfig, sasl: SaslSettings | None = None, faults: Sequence[FailSpec] = ()
+    config: BrokerConfig,
+    sasl: SaslSettings | None = None,
+    faults: Sequence[FailSpec] = (),
+    nodes: int = 1,
 ) -> None:
     lock = None
     if config.data_dir is not None:
@@ -237,25 +271,46 @@ async def run(
             spec.arm(broker.faults)
             logger.warning("kafkette serve: fault armed: %s", spec)
         async with anyio.create_task_group() as tg:
+            first_node = 1 if nodes > 1 else None
             port = await tg.start(
-                functools.partial(serve_tcp, sasl=sasl), broker, config.host, config.port
+                functools.partial(serve_tcp, sasl=sasl, node=first_node),
+                broker,
+                config.host,
+                config.port,
             )
+            ports = [port]
+            for node in range(2, nodes + 1):
+                wanted = config.port + node - 1 if config.port else 0
+                serve_node = functools.partial(serve_tcp, sasl=sasl, node=node)
+                ports.append(await tg.start(serve_node, broker, config.host, wanted))
             tg.start_soon(maintenance_loop, broker)
             tg.start_soon(group_timer_loop, broker)
             if config.port == 0:
                 config.port = port
             where = f"in {config.data_dir}" if config.data_dir else "in memory"
             host, advertised_port = config.advertised
+            listed = ""
+            if nodes > 1:
+                # Advertised ports follow the first one as the listening ports do.
+                advertised = [
+                    (host, advertised_port + i if config.advertised_port else bound)
+                    for i, bound in enumerate(ports)
+                ]
+                broker.nodes = numbered_nodes(advertised)
+                listed = ", nodes " + ",".join(
+                    f"{i}={h}:{p}" for i, (h, p) in enumerate(advertised, start=1)
+                )
             logger.info(
                 "kafkette serve: listening on %s:%d (advertised %s:%d), storing topics %s, "
-                "cluster id %s, node id %d",
+                "cluster id %s, node id %d%s",
                 config.host,
                 port,
                 host,
                 advertised_port,
                 where,
                 broker.cluster_id,
-                broker.node_id,
+                broker.node_id if nodes == 1 else 1,
+                listed,
             )
             if sasl is not None:
                 logger.info(
@@ -287,6 +342,7 @@ def main(args: argparse.Namespace) -> int:
         config = build_config(args)
         sasl = build_sasl(args, config)
         faults = build_faults(args)
+        nodes = build_nodes(args)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -298,7 +354,7 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl, faults)
+        anyio.run(run, config, sasl, faults, nodes)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError) as exc:

@@ -3,7 +3,8 @@
  * append: a record without headers, callback or explicit partition, added to
  * its partition's open batch.
  *
- * BatchState is the base of ProducerBatch: the encoded records of an open batch,
+ * FutureState is the base of RecordFuture: the record's BatchResult, its offset
+ * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the encoded records of an open batch,
  * its first and highest timestamps, its size, the buffer memory it holds,
  * whether it is full, and its BatchResult. AccumulatorState is the base of
  * RecordAccumulator: its lock, the queues of batches per partition, the bytes of
@@ -127,6 +128,76 @@ static PyTypeObject BatchStateType = {
     .tp_getset = batch_getset,
 };
 
+/* ---- FutureState */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *batch;     /* BatchResult */
+    PyObject *index;     /* int: the record's offset delta in its batch */
+    PyObject *timestamp; /* int: the record's timestamp */
+} FutureState;
+
+static int
+future_traverse(FutureState *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->batch);
+    Py_VISIT(self->index);
+    Py_VISIT(self->timestamp);
+    return 0;
+}
+
+static int
+future_clear(FutureState *self)
+{
+    Py_CLEAR(self->batch);
+    Py_CLEAR(self->index);
+    Py_CLEAR(self->timestamp);
+    return 0;
+}
+
+static void
+future_dealloc(FutureState *self)
+{
+    PyObject_GC_UnTrack(self);
+    future_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+future_init(FutureState *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"batch", "index", "timestamp", NULL};
+    PyObject *batch, *index, *timestamp;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:RecordFuture", names, &batch, &index,
+                                     &timestamp))
+        return -1;
+    Py_XSETREF(self->batch, Py_NewRef(batch));
+    Py_XSETREF(self->index, Py_NewRef(index));
+    Py_XSETREF(self->timestamp, Py_NewRef(timestamp));
+    return 0;
+}
+
+static PyMemberDef future_members[] = {
+    {"_batch", T_OBJECT_EX, offsetof(FutureState, batch), 0, "The record's BatchResult."},
+    {"_index", T_OBJECT_EX, offsetof(FutureState, index), 0,
+     "The record's offset delta in its batch."},
+    {"_timestamp", T_OBJECT_EX, offsetof(FutureState, timestamp), 0, "The record's timestamp."},
+    {NULL},
+};
+
+static PyTypeObject FutureStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkette.producer._accumulate.FutureState",
+    .tp_doc = "FutureState(batch, index, timestamp): what a RecordFuture knows (its base class).",
+    .tp_basicsize = sizeof(FutureState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)future_init,
+    .tp_dealloc = (destructor)future_dealloc,
+    .tp_traverse = (traverseproc)future_traverse,
+    .tp_clear = (inquiry)future_clear,
+    .tp_members = future_members,
+};
+
 /* ---- AccumulatorState */
 
 typedef struct {
@@ -247,15 +318,18 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         Py_DECREF(last);
         return raw == NULL ? -1 : 0;
     }
-    PyObject *fargs[3] = {batch->result != NULL ? batch->result : Py_None, args[1], timestamp};
-    PyObject *future = PyObject_Vectorcall(future_type, fargs, 3, NULL);
-    Py_DECREF(args[1]);
+    PyTypeObject *type = (PyTypeObject *)future_type;
+    FutureState *future = (FutureState *)type->tp_alloc(type, 0);
     if (future == NULL || PyList_Append(records, raw) < 0) {
+        Py_DECREF(args[1]);
         Py_DECREF(raw);
         Py_XDECREF(future);
         Py_DECREF(last);
         return -1;
     }
+    future->batch = Py_NewRef(batch->result != NULL ? batch->result : Py_None);
+    future->index = args[1]; /* the reference made above */
+    future->timestamp = Py_NewRef(timestamp);
     /* from here on the record is in the batch: only the accounting follows */
     batch->size += PyBytes_GET_SIZE(raw);
     Py_DECREF(raw);
@@ -270,7 +344,7 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         acc->wake_pending = 1;
     }
     *wake_out = wake;
-    *future_out = future;
+    *future_out = (PyObject *)future;
     *batch_out = last;
     return 1;
 }
@@ -531,6 +605,10 @@ bind(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *future, *encoder;
     if (!PyArg_ParseTuple(args, "O!O:bind", &PyType_Type, &future, &encoder))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)future, &FutureStateType)) {
+        PyErr_SetString(PyExc_TypeError, "bind: the future class must derive from FutureState");
+        return NULL;
+    }
     Py_INCREF(future);
     Py_INCREF(encoder);
     Py_XSETREF(future_type, future);
@@ -567,8 +645,8 @@ static PyMethodDef accumulate_methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(RecordFuture, encode_record)\n"
      "--\n\n"
-     "The future class append_open makes (called with the batch's result, the record's\n"
-     "offset delta and timestamp) and the encoder of a record without headers."},
+     "The future class append_open makes (a subclass of FutureState) and the encoder of\n"
+     "a record without headers."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -589,14 +667,15 @@ PyInit__accumulate(void)
     if (str_acquire == NULL || str_release == NULL || str_snapshot == NULL
         || str_partition == NULL || str_append_plain == NULL)
         return NULL;
-    if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0)
+    if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0
+        || PyType_Ready(&FutureStateType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&accumulate_module);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "BatchState", (PyObject *)&BatchStateType) < 0
-        || PyModule_AddObjectRef(module, "AccumulatorState", (PyObject *)&AccumulatorStateType)
-               < 0) {
+        || PyModule_AddObjectRef(module, "AccumulatorState", (PyObject *)&AccumulatorStateType) < 0
+        || PyModule_AddObjectRef(module, "FutureState", (PyObject *)&FutureStateType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

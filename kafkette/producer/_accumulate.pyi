@@ -5,6 +5,9 @@ from typing import Any
 
 from kafkette.producer import append_state
 
+class FutureState(append_state.FutureState):
+    """What a RecordFuture knows, in C."""
+
 class BatchState(append_state.BatchState):
     """The open-batch state of a ProducerBatch, in C."""
 

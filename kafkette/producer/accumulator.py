@@ -621,6 +621,8 @@ class RecordAccumulator(AccumulatorState):
             return sum(len(q) for q in self._queues.values())
 
 
+if producer_speedups.bind is not None and _encode_plain is not None:
+    producer_speedups.bind(RecordFuture, _encode_plain)
 append_open = producer_speedups.append_open
 """The C :meth:`RecordAccumulator.append_plain` for a partition's open batch with room
 (None without the extension): the record's future, or None when that method must take it."""

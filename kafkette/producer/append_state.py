@@ -1,7 +1,8 @@
 """The state the producer's append works on, in Python.
 
-:class:`BatchState` (the base of ``ProducerBatch``) and :class:`AccumulatorState`
-(the base of ``RecordAccumulator``) hold the fields that the C append
+:class:`FutureState` (the base of ``RecordFuture``), :class:`BatchState` (the
+base of ``ProducerBatch``) and :class:`AccumulatorState` (the base of
+``RecordAccumulator``) hold the fields that the C append
 (:mod:`kafkette.producer._accumulate`) reads and writes. When the extension is
 used, its types of the same names, which keep these fields in C, are the bases
 instead (:mod:`kafkette.producer.speedups` chooses); these classes are the
@@ -19,6 +20,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kafkette.producer.accumulator import ProducerBatch
     from kafkette.producer.futures import BatchResult
+
+
+class FutureState:
+    """What a record's future knows: its batch's result, its place in it, its timestamp."""
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: BatchResult, index: int, timestamp: int) -> None:
+        self._batch = batch
+        """The record's BatchResult."""
+        self._index = index
+        """The record's offset delta in its batch."""
+        self._timestamp = timestamp
+        """The record's timestamp."""
 
 
 class BatchState:

@@ -22,6 +22,8 @@ from typing import Any
 import anyio
 import attrs
 
+from kafkette.producer.speedups import FutureState
+
 logger = logging.getLogger("kafkette.producer")
 
 DeliveryCallback = Callable[[BaseException | None, "RecordMetadata | None"], object]
@@ -165,15 +167,15 @@ def _invoke(future: RecordFuture, fn: Callable[..., object], delivery: bool) -> 
         logger.exception("producer delivery callback %r raised", fn)
 
 
-class RecordFuture:
-    """The delivery of one record: awaitable, and ``concurrent.futures.Future``-like."""
+class RecordFuture(FutureState):
+    """The delivery of one record: awaitable, and ``concurrent.futures.Future``-like.
 
-    __slots__ = ("_batch", "_index", "_timestamp")
+    ``RecordFuture(batch, index, timestamp)``; the three fields are its base's
+    (:class:`~kafkette.producer.append_state.FutureState`, in C when the producer's
+    extension is used).
+    """
 
-    def __init__(self, batch: BatchResult, index: int, timestamp: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
+    __slots__ = ()
 
     def _metadata(self) -> RecordMetadata:
         batch, index = self._batch, self._index

@@ -2,12 +2,12 @@
 
 When :mod:`kafkette.producer._accumulate` was built, the record encoder's
 extension too, and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
-``1``: ``BatchState`` and ``AccumulatorState`` are its C types (the bases of
-``ProducerBatch`` and ``RecordAccumulator``, which keep the append's state in
-C), and ``append_open`` and ``send_plain`` its functions. Otherwise the classes
-of :mod:`kafkette.producer.append_state` and None (the pure-Python
-``RecordAccumulator.append_plain`` and ``ProducerCore.append_plain`` then do all
-the work).
+``1``: ``FutureState``, ``BatchState`` and ``AccumulatorState`` are its C types
+(the bases of ``RecordFuture``, ``ProducerBatch`` and ``RecordAccumulator``,
+which keep the append's state in C), and ``append_open`` and ``send_plain`` its
+functions. Otherwise the classes of :mod:`kafkette.producer.append_state` and
+None (the pure-Python ``RecordAccumulator.append_plain`` and
+``ProducerCore.append_plain`` then do all the work).
 """
 
 from __future__ import annotations
@@ -17,30 +17,30 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kafkette.producer import append_state
-from kafkette.producer.futures import RecordFuture
 from kafkette.protocol.extensions import load_extension
 from kafkette.protocol.records import speedups as record_speedups
+
+if TYPE_CHECKING:
+    from kafkette.producer.futures import RecordFuture
 
 AppendOpen = Callable[[Any, str, int, int, Any, Any], "RecordFuture | None"]
 SendPlain = Callable[[Any, str, Any, Any, "int | None"], "RecordFuture | None"]
 
 
 def _load() -> ModuleType | None:
-    encode = record_speedups.encode_record
-    if encode is None:
+    if record_speedups.encode_record is None:
         return None
-    module = load_extension("kafkette.producer._accumulate")
-    if module is not None:
-        module.bind(RecordFuture, encode)
-    return module
+    return load_extension("kafkette.producer._accumulate")
 
 
 _module = _load()
 
 if TYPE_CHECKING:
+    FutureState = append_state.FutureState
     BatchState = append_state.BatchState
     AccumulatorState = append_state.AccumulatorState
 else:
+    FutureState = append_state.FutureState if _module is None else _module.FutureState
     BatchState = append_state.BatchState if _module is None else _module.BatchState
     AccumulatorState = (
         append_state.AccumulatorState if _module is None else _module.AccumulatorState
@@ -53,6 +53,10 @@ changed) when ``RecordAccumulator.append_plain`` must take it."""
 
 send_plain: SendPlain | None = None if _module is None else _module.send_plain
 """``(core, topic, value, key, timestamp)``: ``ProducerCore.append_plain``."""
+
+bind: Callable[[type, Callable[..., Any]], None] | None = None if _module is None else _module.bind
+"""``(RecordFuture, encode_record)``: the future class ``append_open`` makes (a
+subclass of ``FutureState``) and the record encoder it uses."""
 
 bind_core: Callable[[type, Callable[[bytes, int], int]], None] | None = (
     None if _module is None else _module.bind_core

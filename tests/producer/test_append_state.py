@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import sys
 import weakref
 from collections.abc import Iterator
 from types import ModuleType
@@ -24,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.producer import _accumulate, accumulator, append_state
+from kafkette.producer import futures as futures_module
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import RecordFuture
 from kafkette.protocol.extensions import extensions_disabled
@@ -31,29 +33,47 @@ from kafkette.protocol.records import _speedups
 from kafkette.protocol.records import speedups as record_speedups
 
 
-def _load_accumulator(name: str, c: bool) -> ModuleType:
-    """kafkette/producer/accumulator.py executed again, on the C types or the Python ones."""
-    spec = importlib.util.find_spec("kafkette.producer.accumulator")
+def _load_copy(name: str, real: str, replace: dict[str, ModuleType]) -> ModuleType:
+    """The source of module ``real`` executed again as ``name``, importing the modules
+    in ``replace`` instead of those of their names."""
+    spec = importlib.util.find_spec(real)
     assert spec is not None and spec.origin is not None
     copy = importlib.util.spec_from_file_location(name, spec.origin)
     assert copy is not None and copy.loader is not None
     module = importlib.util.module_from_spec(copy)
     with pytest.MonkeyPatch.context() as patch:
+        for replaced, replacement in replace.items():
+            patch.setitem(sys.modules, replaced, replacement)
+        copy.loader.exec_module(module)
+    return module
+
+
+def _load_accumulator(name: str, c: bool) -> ModuleType:
+    """kafkette/producer/accumulator.py executed again, on the C types with the C append
+    and record encoder, or on the Python ones without them (futures.py too, when the
+    producer's own RecordFuture is on the other base)."""
+    future_state: type = _accumulate.FutureState if c else append_state.FutureState
+    c_append = _accumulate.AccumulatorState.append_open
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(producer_speedups, "FutureState", future_state)
         if c:
-            _accumulate.bind(RecordFuture, _speedups.encode_record)
             patch.setattr(producer_speedups, "BatchState", _accumulate.BatchState)
             patch.setattr(producer_speedups, "AccumulatorState", _accumulate.AccumulatorState)
-            patch.setattr(
-                producer_speedups, "append_open", _accumulate.AccumulatorState.append_open
-            )
+            patch.setattr(producer_speedups, "append_open", c_append)
+            patch.setattr(producer_speedups, "bind", _accumulate.bind)
             patch.setattr(record_speedups, "encode_record", _speedups.encode_record)
         else:
             patch.setattr(producer_speedups, "BatchState", append_state.BatchState)
             patch.setattr(producer_speedups, "AccumulatorState", append_state.AccumulatorState)
             patch.setattr(producer_speedups, "append_open", None)
+            patch.setattr(producer_speedups, "bind", None)
             patch.setattr(record_speedups, "encode_record", None)
-        copy.loader.exec_module(module)
-    return module
+        futures = futures_module
+        if RecordFuture.__bases__ != (future_state,):
+            futures = _load_copy(f"{name}_futures", "kafkette.producer.futures", {})
+        return _load_copy(
+            name, "kafkette.producer.accumulator", {"kafkette.producer.futures": futures}
+        )
 
 
 c_accumulator = _load_accumulator("_c_accumulator", c=True)
@@ -68,7 +88,9 @@ class FakeClock:
         return self.now
 
 
-def test_the_copy_runs_on_the_python_bases() -> None:
+def test_the_copies_run_on_their_bases() -> None:
+    assert python_accumulator.RecordFuture.__bases__ == (append_state.FutureState,)
+    assert c_accumulator.RecordFuture.__bases__ == (_accumulate.FutureState,)
     assert python_accumulator.ProducerBatch.__bases__ == (append_state.BatchState,)
     assert python_accumulator.RecordAccumulator.__bases__ == (append_state.AccumulatorState,)
     assert python_accumulator.append_open is None
@@ -81,6 +103,9 @@ def test_the_producer_uses_the_c_types_unless_told_not_to() -> None:
     """The accumulator module's bases follow KAFKETTE_NO_EXTENSIONS (the extension is
     built in CI, scripts/setup.sh)."""
     c = not extensions_disabled()
+    assert RecordFuture.__bases__ == (
+        (_accumulate.FutureState,) if c else (append_state.FutureState,)
+    )
     assert accumulator.ProducerBatch.__bases__ == (
         (_accumulate.BatchState,) if c else (append_state.BatchState,)
     )
@@ -214,6 +239,7 @@ def test_the_c_fields_are_typed() -> None:
 def test_the_c_types_hold_their_fields_in_c() -> None:
     """The Python classes add no slot of the same name over the C types' fields."""
     for cls, base in (
+        (c_accumulator.RecordFuture, _accumulate.FutureState),
         (c_accumulator.ProducerBatch, _accumulate.BatchState),
         (c_accumulator.RecordAccumulator, _accumulate.AccumulatorState),
     ):

@@ -26,7 +26,6 @@ setup(
         Extension(
             "kafkette.backends._append",
             sources=["kafkette/backends/_append.c"],
-            depends=["kafkette/_slots.h"],
             optional=True,
         ),
         Extension(

@@ -1,5 +1,9 @@
 """Consumer-type groups: the consumer group protocol of KIP-848, broker side, without I/O.
 
+Not yet served: the ConsumerGroupHeartbeat and ConsumerGroupDescribe handlers, the
+records Kafka keeps for these groups in ``__consumer_offsets``, and migration between
+classic and consumer groups.
+
 - ``coordinator``: :class:`ConsumerGroupCoordinator`, ConsumerGroupHeartbeat over every
   group, and the session and revocation timers (``next_deadline_ms`` / ``tick``);
 - ``heartbeat``: the request and response, and the checks made before any group;
@@ -8,6 +12,7 @@
 - ``reconciliation``: a member's next step towards its target (CurrentAssignmentBuilder);
 - ``assignors``: the server assignors ``uniform`` and ``range``;
 - ``topics``: the injected topic image and what subscriptions (names, regex) resolve to;
+- ``regex``: SubscribedTopicRegex checked so matching cannot stall the broker;
 - ``partitions``: partition sets keyed by topic id;
 - ``describe``: the ConsumerGroupDescribe read-out; ``offsets``: OffsetCommit and
   OffsetFetch checked against member epochs; ``wire``: to and from the generated messages;

@@ -1,6 +1,9 @@
 /*
- * Slot access for the C accelerators that work on instances of kafkette's own
- * Python classes (kafkette/backends/_append.c, kafkette/producer/_accumulate.c).
+ * Slot access for the one C accelerator that still works on instances of a Python
+ * class of kafkette: send_plain in kafkette/producer/_accumulate.c reads seven slots
+ * of ProducerCore (kafkette/producer/core.py). The accumulator's, batches' and
+ * futures' state is in C types (_accumulate.c) and _append.c is pure; when
+ * ProducerCore's plain-send state moves into a C type too, this header goes.
  *
  * A class's __slots__ are found by name once, when the extension is bound to
  * the class (find_slots), and kept as offsets; the hot code then reads and

@@ -1,4 +1,14 @@
-"""What the async and the sync producer share: serialization, partitioning, topic metadata.
+"""What the async and the sync producer share: serialization, partitioning, topic
+metadata, the steps of a send and of a close.
+
+:class:`~kafkette.producer.producer.AsyncProducer` and
+:class:`~kafkette.producer.sync_producer.Producer` differ only where they
+wait: for a topic's metadata, for room in ``buffer.memory`` and for the
+event loop (the sync one runs it in a background thread). A send is
+:func:`send_plain` (the common record, no waiting), else
+:meth:`ProducerCore.prepare_send`, the wait for the topic's metadata when
+the returned partition is None, and :meth:`ProducerCore.admit`; a close is
+:meth:`ProducerCore.shutdown` in the event loop.
 
 Keys, values and header values are bytes. Without a serializer a key or
 value must be ``bytes``, ``bytearray``, ``memoryview`` or ``None``: a ``str``
@@ -24,6 +34,8 @@ from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
 from kafkette.errors import (
     AuthenticationError,
+    BufferExhaustedError,
+    IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     SerializationError,
@@ -31,12 +43,12 @@ from kafkette.errors import (
     error_for_code,
 )
 from kafkette.producer import speedups as producer_speedups
-from kafkette.producer.accumulator import RecordAccumulator, append_open, record_size
+from kafkette.producer.accumulator import BufferFull, RecordAccumulator, append_open, record_size
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
 from kafkette.producer.transactions import TransactionManager
-from kafkette.producer.txn_runner import TransactionRunner
+from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.protocol.records import codec_id
 
 HeadersArg = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
@@ -169,6 +181,48 @@ class ProducerCore:
         )
 
     # ---- per record
+
+    def prepare_send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp: int | None,
+    ) -> Routed:
+        """The first step of a send that :func:`send_plain` did not take: check the
+        producer and its transaction, then :meth:`route` the record.
+
+        When the returned partition is None, the caller waits for the topic with
+        :meth:`wait_for_topic` and gives its partition count to :meth:`admit`.
+        """
+        fatal = self.sender.fatal_error
+        if fatal is not None:
+            raise fatal
+        if self.transactions is not None:
+            self.check_transaction()
+        return self.route(topic, value, key, headers, partition, timestamp)
+
+    def admit(self, topic: str, routed: Routed, partition: int | None, count: int) -> int:
+        """The last step before the append: the record's partition (chosen now if the
+        topic's metadata had to be waited for: ``count`` partitions), added to the
+        open transaction, which is checked again (it may have ended meanwhile)."""
+        chosen, key, value, headers, _ = routed
+        if chosen is None:
+            chosen = self.choose_partition(topic, key, value, headers, partition, count)
+        if self.transactions is not None:
+            self.check_transaction()
+            self.add_to_transaction(topic, chosen)
+        return chosen
+
+    def buffer_exhausted(self, full: BufferFull) -> BufferExhaustedError:
+        """The error of a send that found no room in ``buffer.memory`` within ``max.block.ms``."""
+        return BufferExhaustedError(
+            f"{self.accumulator.buffer_used} of buffer.memory={self.config.buffer_memory} "
+            f"bytes stayed in use for max.block.ms={self.config.max_block_ms}; "
+            f"{full.size} more were needed"
+        )
 
     def route(
         self,
@@ -363,6 +417,47 @@ class ProducerCore:
                 )
                 attempt += 1
                 await anyio.sleep(min(wait, max(deadline - self.clock(), 0)) / 1000)
+
+    # ---- transactions and close (event loop)
+
+    def runner(self) -> TransactionRunner:
+        """The transactional producer's runner; IllegalStateError without ``transactional.id``."""
+        if self.transactions is None:
+            raise IllegalStateError(
+                "transactions need a transactional.id in the producer's configuration"
+            )
+        return self.transactions
+
+    def timeout_s(self, timeout: float | None) -> float:
+        """A transactional call's timeout in seconds: ``timeout``, else ``max.block.ms``."""
+        return self.config.max_block_ms / 1000 if timeout is None else timeout
+
+    async def shutdown(self, timeout: float | None) -> None:
+        """Close: end an open transaction (abort it, as Java does), deliver what is pending
+        within ``timeout`` seconds (each), then stop the sender and close the connections.
+
+        Records still undelivered after the timeout fail with :class:`KafkaTimeoutError`.
+        """
+        if self.transactions is not None:
+            with anyio.move_on_after(timeout):
+                await end_open_transaction(self.transactions)
+        sender = self.sender
+        self.accumulator.close()
+        sender.stop()
+        try:
+            with anyio.move_on_after(timeout):
+                await sender.finished.wait()
+        finally:
+            if not sender.finished.is_set():  # timed out, or interrupted
+                sender.abort(
+                    KafkaTimeoutError(
+                        f"the producer was closed after {timeout}s with records undelivered"
+                    )
+                )
+                with anyio.CancelScope(shield=True):
+                    await sender.finished.wait()
+            with anyio.CancelScope(shield=True):
+                await self.client.close()
 
     # ---- metrics
 

@@ -38,11 +38,11 @@ import anyio.abc
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
-from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
+from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
-from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
+from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import TopicPartition
 
 
@@ -99,25 +99,22 @@ class AsyncProducer:
         core = self._core
         if core is None or self._closed:
             core = self._running()  # raises
-        if core.sender.fatal_error is not None:
-            raise core.sender.fatal_error
-        if not headers and partition is None and on_delivery is None:
+        if (
+            not headers
+            and partition is None
+            and on_delivery is None
+            and core.sender.fatal_error is None
+        ):
             future = send_plain(core, topic, value, key, timestamp)
             if future is not None:
                 return future
-        if core.transactions is not None:
-            core.check_transaction()
-        chosen, key_b, value_b, headers_l, timestamp = core.route(
-            topic, value, key, headers, partition, timestamp
-        )
-        if chosen is None:
-            count = await core.wait_for_topic(topic, partition)
-            chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
-        if core.transactions is not None:
-            core.check_transaction()  # the transaction may have ended while waiting
-            core.add_to_transaction(topic, chosen)
+        routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+        count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
+        chosen = core.admit(topic, routed, partition, count)
+        _, key_b, value_b, headers_l, timestamp = routed
+        append = core.accumulator.append
         try:
-            return core.accumulator.append(
+            return append(
                 topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
             )
         except BufferFull:
@@ -126,17 +123,13 @@ class AsyncProducer:
         while True:
             self._space = self._new_event()
             try:
-                return core.accumulator.append(
+                return append(
                     topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
                 )
             except BufferFull as full:
                 remaining = deadline - core.clock()
                 if remaining <= 0:
-                    raise BufferExhaustedError(
-                        f"{core.accumulator.buffer_used} of buffer.memory="
-                        f"{self.config.buffer_memory} bytes stayed in use for "
-                        f"max.block.ms={self.config.max_block_ms}; {full.size} more were needed"
-                    ) from None
+                    raise core.buffer_exhausted(full) from None
                 with anyio.move_on_after(remaining / 1000):
                     await self._space.wait()
 
@@ -148,10 +141,18 @@ class AsyncProducer:
         headers: HeadersArg = None,
         partition: int | None = None,
         timestamp: int | None = None,
+        timeout: float | None = None,
     ) -> RecordMetadata:
-        """Send one record and wait for its acknowledgement."""
+        """Send one record and wait for its acknowledgement, up to ``timeout`` seconds
+        (default: no limit but ``delivery.timeout.ms``).
+
+        Raises the record's delivery error, or :class:`KafkaTimeoutError` when the
+        timeout passes first (the record may still be delivered later).
+        """
         future = await self.send(topic, value, key, headers, partition, timestamp)
-        return await future
+        with anyio.move_on_after(timeout):
+            return await future
+        raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s")
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed.
@@ -172,15 +173,10 @@ class AsyncProducer:
     # ---- transactions
 
     def _runner(self) -> TransactionRunner:
-        runner = self._running().transactions
-        if runner is None:
-            raise IllegalStateError(
-                "transactions need a transactional.id in the producer's configuration"
-            )
-        return runner
+        return self._running().runner()
 
     def _timeout_s(self, timeout: float | None) -> float:
-        return self.config.max_block_ms / 1000 if timeout is None else timeout
+        return self._running().timeout_s(timeout)
 
     async def init_transactions(self, timeout: float | None = None) -> None:
         """Get the producer id and epoch of the ``transactional.id`` (fencing older
@@ -232,27 +228,12 @@ class AsyncProducer:
         if self._closed or self._core is None:
             self._closed = True
             return
-        core = self._core
-        if core.transactions is not None:
-            with anyio.move_on_after(timeout):
-                await end_open_transaction(core.transactions)
         self._closed = True
-        core.accumulator.close()
-        core.sender.stop()
         assert self._task_group is not None
         try:
-            with anyio.move_on_after(timeout) as scope:
-                await core.sender.finished.wait()
-            if scope.cancelled_caught:
-                core.sender.abort(
-                    KafkaTimeoutError(
-                        f"the producer was closed after {timeout}s with records undelivered"
-                    )
-                )
+            await self._core.shutdown(timeout)
         finally:
             await self._task_group.__aexit__(None, None, None)
-            with anyio.CancelScope(shield=True):
-                await core.client.close()
 
     def metrics(self) -> dict[str, float]:
         """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""

@@ -24,16 +24,14 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-import anyio
-
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
-from kafkette.producer.futures import DeliveryCallback, RecordFuture
-from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
+from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
+from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import TopicPartition
 
 
@@ -101,28 +99,28 @@ class Producer:
         if self._closed:
             raise IllegalStateError("the producer is closed")
         core = self._core
-        if core.sender.fatal_error is not None:
-            raise core.sender.fatal_error
-        if not headers and partition is None and on_delivery is None:
+        if (
+            not headers
+            and partition is None
+            and on_delivery is None
+            and core.sender.fatal_error is None
+        ):
             future = send_plain(core, topic, value, key, timestamp)
             if future is not None:
                 return future
-        if core.transactions is not None:
-            core.check_transaction()
-        chosen, key_b, value_b, headers_l, timestamp = core.route(
-            topic, value, key, headers, partition, timestamp
-        )
-        if chosen is None:
-            if self._loop.in_loop_thread:
-                raise IllegalStateError(
-                    f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
-                )
+        routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+        in_loop = threading.get_ident() == self._loop_thread
+        if routed[0] is not None:
+            count = 0
+        elif in_loop:
+            raise IllegalStateError(
+                f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
+            )
+        else:
             count = self._loop.call(core.wait_for_topic, topic, partition)
-            chosen = core.choose_partition(topic, key_b, value_b, headers_l, partition, count)
-        if core.transactions is not None:
-            core.check_transaction()
-            core.add_to_transaction(topic, chosen)
-        if threading.get_ident() != self._loop_thread:
+        chosen = core.admit(topic, routed, partition, count)
+        _, key_b, value_b, headers_l, timestamp = routed
+        if not in_loop:
             return core.accumulator.append(
                 topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
             )
@@ -136,6 +134,28 @@ class Producer:
             raise BufferExhaustedError(
                 "buffer.memory is full, and a send from a delivery callback cannot wait"
             ) from None
+
+    def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement, up to ``timeout`` seconds
+        (default: no limit but ``delivery.timeout.ms``).
+
+        Raises the record's delivery error, or :class:`KafkaTimeoutError` when the
+        timeout passes first (the record may still be delivered later).
+        """
+        future = self.send(topic, value, key, headers, partition, timestamp)
+        try:
+            return future.result(timeout)
+        except TimeoutError:  # the wait's (a delivery error is a KafkaError)
+            raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s") from None
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed."""
@@ -162,15 +182,10 @@ class Producer:
     def _runner(self) -> TransactionRunner:
         if self._closed:
             raise IllegalStateError("the producer is closed")
-        runner = self._core.transactions
-        if runner is None:
-            raise IllegalStateError(
-                "transactions need a transactional.id in the producer's configuration"
-            )
-        return runner
+        return self._core.runner()
 
     def _timeout_s(self, timeout: float | None) -> float:
-        return self.config.max_block_ms / 1000 if timeout is None else timeout
+        return self._core.timeout_s(timeout)
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Get the producer id and epoch of the ``transactional.id`` (fencing older
@@ -234,31 +249,9 @@ class Producer:
             return
         self._closed = True
         try:
-            self._loop.call(self._stop, timeout)
+            self._loop.call(self._core.shutdown, timeout)
         finally:
             self._loop.close()
-
-    async def _stop(self, timeout: float | None) -> None:
-        core = self._core
-        if core.transactions is not None:
-            with anyio.move_on_after(timeout):
-                await end_open_transaction(core.transactions)
-        core.accumulator.close()
-        core.sender.stop()
-        try:
-            with anyio.move_on_after(timeout):
-                await core.sender.finished.wait()
-        finally:
-            if not core.sender.finished.is_set():  # timed out, or interrupted
-                core.sender.abort(
-                    KafkaTimeoutError(
-                        f"the producer was closed after {timeout}s with records undelivered"
-                    )
-                )
-                with anyio.CancelScope(shield=True):
-                    await core.sender.finished.wait()
-            with anyio.CancelScope(shield=True):
-                await core.client.close()
 
     def metrics(self) -> dict[str, float]:
         """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
+from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -21,6 +22,8 @@ from kafkette.consumer.subscription import EARLIEST, LATEST
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import IllegalStateError
 from kafkette.structs import TopicPartition
+
+T = TypeVar("T")
 
 ITERATION_POLL_MS = 1_000
 
@@ -275,13 +278,36 @@ class AsyncConsumer:
         limit = max_records if max_records is not None else self.config.max_poll_records
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
+        return await self._wait_for(lambda: core.drain(limit), timeout_ms)
+
+    async def poll_batches(
+        self, timeout_ms: float | None = None, max_offsets: int = 1, *, timeout: float | None = None
+    ) -> dict[TopicPartition, list[FetchedBatch]]:
+        """Fetched record batches handed out whole, unparsed, grouped by partition;
+        see :meth:`Consumer.poll_batches <kafkette.consumer.consumer.Consumer.poll_batches>`.
+
+        Waits up to ``timeout`` seconds or ``timeout_ms`` (default 0) when
+        nothing is buffered.
+        """
+        wait_ms = timeout_in_ms(None, timeout, timeout_ms) or 0
+        core = self._c
+        if max_offsets < 1:
+            raise ValueError(f"max_offsets must be positive, got {max_offsets}")
+        return await self._wait_for(lambda: core.drain_batches(max_offsets), wait_ms)
+
+    async def _wait_for(
+        self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
+    ) -> dict[TopicPartition, list[T]]:
+        """What ``drain`` takes from the buffer after the group's work, waiting up to
+        ``timeout_ms`` for something to arrive while it takes nothing."""
+        core = self._c
         clock = core.client.clock
         deadline = clock() + timeout_ms
         await _drive(core.group_steps(deadline))
         core.check_positions()
-        records = core.drain(limit)
-        if records or timeout_ms <= 0:
-            return records
+        taken = drain()
+        if taken or timeout_ms <= 0:
+            return taken
         while True:
             left = deadline - clock()
             if left <= 0:
@@ -290,9 +316,9 @@ class AsyncConsumer:
             if core.closed:
                 return {}
             core.check_positions()
-            records = core.drain(limit)
-            if records:
-                return records
+            taken = drain()
+            if taken:
+                return taken
 
     def __aiter__(self) -> AsyncConsumer:
         return self

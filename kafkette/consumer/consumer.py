@@ -324,26 +324,28 @@ class Consumer:
         return record
 
     def poll_batches(
-        self, timeout_ms: float = 0, max_offsets: int = 1
+        self, timeout_ms: float | None = None, max_offsets: int = 1, *, timeout: float | None = None
     ) -> dict[TopicPartition, list[FetchedBatch]]:
         """Fetched record batches handed out whole, unparsed, grouped by partition: the
         lower-level form of :meth:`poll` for readers that decode batches themselves
         (the Spark data source decodes them into columns).
 
-        As :meth:`poll`, it waits up to ``timeout_ms`` when nothing is buffered,
-        skips control batches and (``read_committed``) aborted transactions,
-        and moves each partition's position past the batches it returns. It
-        returns whole batches until they span ``max_offsets`` offsets or more.
+        As :meth:`poll`, it waits up to ``timeout`` seconds or ``timeout_ms``
+        (default 0) when nothing is buffered, skips control batches and
+        (``read_committed``) aborted transactions, and moves each partition's
+        position past the batches it returns. It returns whole batches until
+        they span ``max_offsets`` offsets or more.
         A batch's records below its :class:`~kafkette.consumer.fetch_buffer.FetchedBatch`
         ``position`` were consumed already (a seek into the batch); the caller
         parses the records, so no deserializer applies and a damaged record
         raises from the caller's parsing.
         """
+        wait_ms = timeout_in_ms(None, timeout, timeout_ms) or 0
         core = self._core
         core.check_open()
         if max_offsets < 1:
             raise ValueError(f"max_offsets must be positive, got {max_offsets}")
-        return self._wait_for(lambda: core.drain_batches(max_offsets), timeout_ms)
+        return self._wait_for(lambda: core.drain_batches(max_offsets), wait_ms)
 
     def _wait_for(
         self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float

@@ -1,11 +1,12 @@
-"""Admin timeouts in seconds (``timeout=``) beside kafka-python's ``timeout_ms=``, and
-the sync client's signatures kept in step with the async one's."""
+"""Admin timeouts in seconds (``timeout=``) beside kafka-python's ``timeout_ms=``.
+
+That the sync client's signatures are the async one's is checked for every
+client in ``tests/test_sync_async_parity.py``."""
 
 from __future__ import annotations
 
 import inspect
 import time
-from typing import Any
 
 import anyio
 import pytest
@@ -21,19 +22,6 @@ def _public_methods(cls: type) -> dict[str, inspect.Signature]:
         for name in dir(cls)
         if not name.startswith("_") and inspect.isfunction(getattr(cls, name))
     }
-
-
-def _parameters(signature: inspect.Signature) -> list[tuple[str, Any, Any]]:
-    return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
-
-
-def test_every_async_admin_method_has_a_sync_twin_with_the_same_parameters() -> None:
-    async_methods = _public_methods(AsyncAdminClient)
-    sync_methods = _public_methods(AdminClient)
-    assert sorted(async_methods) == sorted(sync_methods)
-    for name, signature in async_methods.items():
-        assert _parameters(signature) == _parameters(sync_methods[name]), name
-    assert "create_topics" in async_methods  # the comparison saw the operations
 
 
 def test_every_admin_operation_takes_both_timeouts() -> None:

@@ -76,7 +76,7 @@ class ConsumerGroupConfig:
             except ValueError:
                 raise ConfigError(name, f"must be an integer, got {raw!r}") from None
 
-        assignors = cls.assignors
+        assignors: tuple[str, ...] = KNOWN_ASSIGNORS
         raw = properties.get("group.consumer.assignors")
         if raw is not None:
             names = [n.strip() for n in raw.split(",") if n.strip()]

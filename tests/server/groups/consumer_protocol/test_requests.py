@@ -136,6 +136,10 @@ def test_config_from_properties_takes_names_and_java_class_names() -> None:
     )
 
 
+def test_config_from_properties_without_group_consumer_settings_is_the_default() -> None:
+    assert ConsumerGroupConfig.from_properties({"log.dirs": "/ignored"}) == ConsumerGroupConfig()
+
+
 @pytest.mark.parametrize(
     ("properties", "setting"),
     [

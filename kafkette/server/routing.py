@@ -2,12 +2,13 @@
 
 When the broker core stands for several nodes (:class:`~kafkette.server.nodes.NodeTable`),
 each group and transactional id has one coordinator node. A request about
-one key (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, OffsetDelete for a group; InitProducerId, AddPartitionsToTxn,
+one key (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat,
+OffsetCommit, OffsetFetch, OffsetDelete for a group; InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn for a transactional id; TxnOffsetCommit for its
 group) sent to another node is not served: it is answered NOT_COORDINATOR,
 where Kafka puts that code for the API (per partition where the answer is per
-partition), so the client finds the coordinator again. Partition requests
+partition), so the client finds the coordinator again. DescribeGroups and
+ConsumerGroupDescribe answer per group in their handlers. Partition requests
 are checked per partition by their handlers (NOT_LEADER_OR_FOLLOWER).
 """
 
@@ -21,6 +22,7 @@ from kafkette.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
+    ConsumerGroupHeartbeatRequest,
     EndTxnRequest,
     HeartbeatRequest,
     InitProducerIdRequest,
@@ -85,6 +87,7 @@ KEYS: dict[int, _Keys] = {
     SyncGroupRequest.API_KEY: _group,
     HeartbeatRequest.API_KEY: _group,
     LeaveGroupRequest.API_KEY: _group,
+    ConsumerGroupHeartbeatRequest.API_KEY: _group,
     OffsetCommitRequest.API_KEY: _group,
     OffsetDeleteRequest.API_KEY: _group,
     OffsetFetchRequest.API_KEY: _offset_fetch,

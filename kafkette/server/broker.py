@@ -26,6 +26,8 @@ from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
 from kafkette.server.dispatch import HANDLERS, RequestContext
 from kafkette.server.faults import FaultTable
+from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, ConsumerGroupCoordinator
+from kafkette.server.groups.consumer_topics import ClusterTopicImage
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.nodes import NodeTable, single_node
@@ -88,6 +90,14 @@ class Broker:
         self.groups = GroupCoordinator(self.config, store, self.clock)
         """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
         self.groups.restore(store.load())
+        self.consumer_topics = ClusterTopicImage(self.cluster)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            ConsumerGroupConfig.from_properties(self.config.overrides),
+            self.consumer_topics,
+            clock=self.now_ms,
+        )
+        """Groups of the consumer protocol (KIP-848), held in memory only; their
+        committed offsets are kept by :attr:`groups`."""
         self.transactions = TransactionCoordinator(self, self.clock)
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load()

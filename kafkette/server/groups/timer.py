@@ -1,7 +1,7 @@
 """The coordinators' timer: runs the group and transaction coordinators' deadlines as
 they come due.
 
-:func:`group_timer_loop` sleeps until the next deadline of either
+:func:`group_timer_loop` sleeps until the next deadline of any
 coordinator, but never longer than :data:`MAX_SLEEP_S` of real time, so that
 a deadline added meanwhile, or an injected clock moved forward by a test, is
 seen promptly.
@@ -31,10 +31,11 @@ class Timed(Protocol):
 
 
 async def group_timer_loop(broker: Broker) -> None:
-    """Call ``broker.groups.tick`` and ``broker.transactions.tick`` whenever a deadline
-    of theirs is due, until cancelled."""
+    """Call the ``tick`` of ``broker.groups``, ``broker.consumer_groups`` and
+    ``broker.transactions`` whenever a deadline of theirs is due, until cancelled."""
     coordinators: tuple[tuple[str, Timed], ...] = (
         ("group", broker.groups),
+        ("consumer group", broker.consumer_groups),
         ("transaction", broker.transactions),
     )
     while True:

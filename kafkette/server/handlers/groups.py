@@ -71,7 +71,9 @@ from kafkette.protocol.messages.offset_fetch_response import (
 )
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.groups.engine import JoinParams
+from kafkette.server.groups.queries import DEAD_GROUP
 from kafkette.server.groups.store import CommittedOffset, PartitionKey
+from kafkette.server.handlers import consumer_group_hooks as consumer_groups
 from kafkette.server.handlers.metadata import NOT_REQUESTED
 
 if TYPE_CHECKING:
@@ -271,7 +273,18 @@ async def handle_offset_commit(
                 commit_timestamp_ms=now if committed_at == DEFAULT_TIMESTAMP else committed_at,
                 expire_timestamp_ms=expire,
             )
-    if offsets:
+    consumer_error = consumer_groups.offset_commit_error(
+        broker, request.group_id, request.member_id, request.generation_id_or_member_epoch, version
+    )
+    if consumer_error:
+        errors = {
+            (t.name, p.partition_index): consumer_error
+            for t in request.topics
+            for p in t.partitions
+        }
+    elif offsets and consumer_error is not None:  # a consumer group's, stored as a simple one's
+        errors.update(broker.groups.commit_offsets(request.group_id, -1, "", None, offsets))
+    elif offsets:
         errors.update(
             broker.groups.commit_offsets(
                 request.group_id,
@@ -359,6 +372,12 @@ async def handle_offset_fetch(
             if group.topics is None
             else [(t.name, list(t.partition_indexes)) for t in group.topics]
         )
+        error = consumer_groups.offset_fetch_error(
+            broker, group.group_id, group.member_id, group.member_epoch
+        )
+        if error:
+            groups.append(OffsetFetchResponseGroup(group_id=group.group_id, error_code=error))
+            continue
         groups.append(
             OffsetFetchResponseGroup(
                 group_id=group.group_id,
@@ -425,7 +444,12 @@ async def handle_list_groups(
     broker: Broker, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
     version = ctx.api_version
-    overviews = broker.groups.list_groups(request.states_filter, request.types_filter)
+    overviews = consumer_groups.list_groups(
+        broker,
+        broker.groups.list_groups(request.states_filter, request.types_filter),
+        request.states_filter,
+        request.types_filter,
+    )
     node = ctx.node_id
     if broker.nodes.multi and node is not None:  # each node lists the groups it coordinates
         overviews = [g for g in overviews if broker.nodes.coordinates(node, GROUP_KEY, g.group_id)]
@@ -453,7 +477,11 @@ async def handle_describe_groups(
         if not broker.nodes.coordinates(ctx.node_id, GROUP_KEY, group_id):
             described.append(DescribedGroup(error_code=NotCoordinatorError.code, group_id=group_id))
             continue
-        summary = broker.groups.describe_group(group_id)
+        summary = (
+            DEAD_GROUP
+            if consumer_groups.is_consumer_group(broker, group_id)
+            else broker.groups.describe_group(group_id)
+        )
         described.append(
             DescribedGroup(
                 error_code=0,
@@ -483,7 +511,8 @@ async def handle_delete_groups(
     broker: Broker, ctx: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
     here = [g for g in request.groups_names if broker.nodes.coordinates(ctx.node_id, GROUP_KEY, g)]
-    errors = broker.groups.delete_groups(dict.fromkeys(here))
+    errors = consumer_groups.delete_groups(broker, here)
+    errors.update(broker.groups.delete_groups(g for g in here if g not in errors))
     for group_id in request.groups_names:
         errors.setdefault(group_id, NotCoordinatorError.code)
     return DeleteGroupsResponse(

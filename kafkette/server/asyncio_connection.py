@@ -38,6 +38,7 @@ import asyncio
 import logging
 import math
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +49,7 @@ from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frame_queue import FrameQueue
 from kafkette.server.frames import process_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
+from kafkette.server.tls import ANONYMOUS, certificate_principal
 
 logger = logging.getLogger("kafkette.server.listener")
 
@@ -123,12 +125,15 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._out: list[Any] = []
         self._out_size = 0
         self._flush_scheduled = False
+        self._half_close = True
 
     # transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # asyncio's TLS transport cannot stay open for writing after the peer's EOF.
+        self._half_close = transport.get_extra_info("sslcontext") is None
         if self._idle_s != math.inf:
             self._last_received = self.loop.time()
             self._idle_timer = self.loop.call_at(
@@ -161,7 +166,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         # still answered (as the socket path does), then the connection is closed.
         self.eof = True
         self._wake()
-        return True  # keep the transport open for the answers
+        return self._half_close  # keep the transport open for the answers
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -430,26 +435,63 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             self.transport.abort()
 
 
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
+"""A TLS client that has not completed its handshake by then is disconnected."""
+
+
 async def serve_asyncio_connection(
-    broker: Broker, sock: socket.socket, peer: str, sasl: SaslSettings | None = None
+    broker: Broker,
+    sock: socket.socket,
+    peer: str,
+    sasl: SaslSettings | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve one client connection (under asyncio) until it closes or misbehaves.
 
     With ``sasl``, the client must authenticate before anything but
-    ApiVersions is served.
+    ApiVersions is served. With ``tls`` the connection is TLS: a failed handshake
+    is logged (once, with the peer's address) and closes it.
     """
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
     decoder = FrameQueue(broker.config.socket_request_max_bytes)
+    if sasl is not None:  # until the client authenticates; raised again in serve_protocol
+        decoder.max_frame_size = min(sasl.max_receive_size, decoder.max_frame_size)
     loop = asyncio.get_running_loop()
+    # Under TLS the socket carries records, not requests: no reads around the transport.
+    direct = sock if tls is None else None
     try:
-        _, conn = await loop.connect_accepted_socket(
-            lambda: ConnectionProtocol(decoder, idle_s, sock), sock
-        )
+        if tls is None:
+            transport, conn = await loop.connect_accepted_socket(
+                lambda: ConnectionProtocol(decoder, idle_s, direct), sock
+            )
+        else:
+            transport, conn = await loop.connect_accepted_socket(
+                lambda: ConnectionProtocol(decoder, idle_s, direct),
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )
+    except (OSError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
+        sock.close()
+        if tls is None:
+            raise
+        logger.warning("TLS handshake with %s failed: %s", peer, _describe(exc))
+        return
     except BaseException:
         sock.close()
         raise
+    if tls is not None and tls.verify_mode != ssl.CERT_NONE:
+        principal = certificate_principal(transport.get_extra_info("peercert"))
+        if principal != ANONYMOUS:
+            logger.info("TLS client %s is %s", peer, principal)
     await serve_protocol(broker, conn, peer, sasl)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return f"{exc.reason} ({exc.library or 'SSL'})"
+    return str(exc) or type(exc).__name__
 
 
 async def serve_protocol(
@@ -469,6 +511,8 @@ async def serve_protocol(
             conn.flush_soon()
             if auth is not None and not auth.complete:
                 await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
+                if auth.complete:
+                    conn.decoder.max_frame_size = broker.config.socket_request_max_bytes
                 continue
             parts = await process_frame(broker, frame, peer, external_records=True)
             if parts:

@@ -28,6 +28,7 @@ from kafkette.server.configs_catalog import (
     TOPIC_CONFIGS,
     validate_topic_configs,
 )
+from kafkette.server.listeners import advertised_address
 from kafkette.server.sasl.credentials import MECHANISMS as SASL_MECHANISMS
 
 DEFAULT_PORT = 9092
@@ -133,7 +134,12 @@ class BrokerConfig:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """Host and port clients are told to connect to."""
+        """Host and port clients are told to connect to: those of the listener the
+        current request came in on (:data:`~kafkette.server.listeners.advertised_address`)
+        when it has its own."""
+        listener = advertised_address.get()
+        if listener is not None:
+            return listener
         return (self.advertised_host or self.host, self.advertised_port or self.port)
 
     @classmethod

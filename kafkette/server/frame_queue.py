@@ -50,8 +50,15 @@ class FrameQueue:
 
     @property
     def max_frame_size(self) -> int:
-        """The largest frame body accepted, in bytes."""
+        """The largest frame body accepted, in bytes (a listener lowers it until a
+        client authenticates: ``sasl.server.max.receive.size``)."""
         return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        if size < 0:
+            raise ValueError(f"max_frame_size must be >= 0, got {size}")
+        self._max_frame_size = size
 
     @property
     def has_whole_frame(self) -> bool:

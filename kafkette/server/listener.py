@@ -28,6 +28,11 @@ hand with a :class:`~kafkette.protocol.framing.FrameDecoder`
 (:mod:`kafkette.server.socket_connection`). Both serve requests through
 :mod:`kafkette.server.frames`.
 
+A listener given a TLS context (:mod:`kafkette.server.tls`) wraps each
+connection in TLS first, under asyncio only (``kafkette serve`` runs there); a
+failed handshake (a plaintext client, an untrusted client certificate) is
+logged once with the peer's address and closes that connection.
+
 A listener given :class:`~kafkette.server.sasl.SaslSettings` is
 ``SASL_PLAINTEXT``: each connection has a
 :class:`~kafkette.server.sasl.ServerAuthenticator`, and until it completes
@@ -43,6 +48,7 @@ import asyncio
 import logging
 import os  # noqa: F401  (tests spy on os.sendfile through this module)
 import socket
+import ssl
 from typing import Literal
 
 import anyio
@@ -52,6 +58,7 @@ from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frames import authenticate_frame, process_frame
+from kafkette.server.listeners import advertised_address
 from kafkette.server.nodes import serving_node
 from kafkette.server.sasl import SaslSettings
 from kafkette.server.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
@@ -93,6 +100,8 @@ async def serve_tcp(
     sasl: SaslSettings | None = None,
     connections: ConnectionKind = "auto",
     node: int | None = None,
+    tls: ssl.SSLContext | None = None,
+    advertised: tuple[str, int] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host:port`` (0 picks a free port) until cancelled.
@@ -102,6 +111,9 @@ async def serve_tcp(
     ``connections`` picks how connections are served (see :data:`ConnectionKind`).
     ``node`` is the node this listener is, when the broker stands for several
     (``kafkette serve --nodes``): its connections' requests are served as that node.
+    With ``tls`` (asyncio only) every connection is TLS first (SSL, or SASL_SSL with
+    ``sasl``). ``advertised`` is the address this listener's clients are told to
+    connect to (port 0: the bound port); None leaves the broker's own.
     """
     if node is not None:
         serving_node.set(node)  # this task's context: every connection task copies it
@@ -109,12 +121,16 @@ async def serve_tcp(
     if connections == "protocol" and not asyncio_running:
         raise ValueError("connections='protocol' needs asyncio")
     use_protocol = connections == "protocol" or (connections == "auto" and asyncio_running)
-    serve = serve_asyncio_connection if use_protocol else serve_connection
+    if tls is not None and not use_protocol:
+        raise ValueError("TLS listeners are served under asyncio only")
     listener = socket.create_server((host, port), backlog=LISTEN_BACKLOG)
     listener.setblocking(False)
+    bound: int = listener.getsockname()[1]
+    if advertised is not None:
+        advertised_address.set((advertised[0], advertised[1] or bound))
     try:
         async with anyio.create_task_group() as tg:
-            task_status.started(listener.getsockname()[1])
+            task_status.started(bound)
             while True:
                 try:
                     sock, address = listener.accept()
@@ -127,7 +143,11 @@ async def serve_tcp(
                     continue
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                tg.start_soon(serve, broker, sock, f"{address[0]}:{address[1]}", sasl)
+                peer = f"{address[0]}:{address[1]}"
+                if use_protocol:
+                    tg.start_soon(serve_asyncio_connection, broker, sock, peer, sasl, tls)
+                else:
+                    tg.start_soon(serve_connection, broker, sock, peer, sasl)
     finally:
         anyio.notify_closing(listener)
         listener.close()

@@ -14,6 +14,17 @@ listener is SASL_PLAINTEXT: clients must authenticate with one of
 SCRAM-SHA-256 and SCRAM-SHA-512 by default) before any other request.
 Passwords are salted and hashed at start and not kept.
 
+Listeners follow Kafka: ``--listener NAME://HOST:PORT`` (repeatable) or the
+``listeners`` property, each with its security protocol from
+``listener.security.protocol.map`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL by
+default) and its ``advertised.listeners`` address, which Metadata and
+FindCoordinator answer to the clients of that listener. SSL and SASL_SSL take
+the broker's certificate from PEM files (:mod:`kafkette.server.tls`).
+``--listen`` stays one PLAINTEXT listener (SASL_PLAINTEXT with SASL users); on
+an address other machines can reach it is refused without SASL users unless
+``--allow-plaintext-outside``. Before a client authenticates, frames over
+``sasl.server.max.receive.size`` (512 KiB) close its connection.
+
 For tests of clients against a failing broker, ``--fault API:ERROR[:TIMES]``
 (repeatable) arms the broker's fault table at start, as
 ``MemoryCluster.faults.fail`` does in process: the first TIMES (default 1)
@@ -38,10 +49,13 @@ import functools
 import gc
 import logging
 import signal
+import socket
+import ssl
 import sys
 from collections.abc import Sequence
 
 import anyio
+import attrs
 
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
@@ -50,9 +64,13 @@ from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults import FailSpec, parse_fail_spec
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
+from kafkette.server.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
+from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from_properties
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
+from kafkette.server.tls import PROPERTY_NAMES as TLS_PROPERTIES
+from kafkette.server.tls import TlsSettings, server_context
 
 logger = logging.getLogger("kafkette.server")
 
@@ -87,14 +105,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     storage.add_argument("--memory", action="store_true", help="store topics in memory (default)")
     parser.add_argument(
         "--listen",
-        default=f"127.0.0.1:{DEFAULT_PORT}",
         metavar="HOST:PORT",
-        help="address to listen on (port 0 picks a free one)",
+        help=f"address to listen on (port 0 picks a free one; default 127.0.0.1:{DEFAULT_PORT}): "
+        "one PLAINTEXT listener, SASL_PLAINTEXT with SASL users; a non-loopback address "
+        "without SASL users needs --allow-plaintext-outside",
     )
     parser.add_argument(
         "--advertised-listener",
         metavar="HOST:PORT",
         help="address clients are told to connect to (default: --listen)",
+    )
+    parser.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="NAME://HOST:PORT",
+        help="a listener as in Kafka's listeners property (repeatable, instead of --listen), "
+        "its security protocol from listener.security.protocol.map (by default the name: "
+        "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); TLS settings are the properties "
+        "ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.ca.location, "
+        "ssl.client.auth (required, requested, none)",
+    )
+    parser.add_argument(
+        "--allow-plaintext-outside",
+        action="store_true",
+        help="let --listen serve unauthenticated clients on an address other machines reach",
     )
     parser.add_argument(
         "--nodes",
@@ -150,7 +185,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_config(args: argparse.Namespace) -> BrokerConfig:
+SECURITY_PROPERTIES = LISTENER_PROPERTIES | TLS_PROPERTIES | {"sasl.server.max.receive.size"}
+"""Properties read by the listeners, not the broker core (nor described by DescribeConfigs:
+``ssl.key.password`` is among them)."""
+
+DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288
+
+
+def _all_properties(args: argparse.Namespace) -> dict[str, str]:
     properties: dict[str, str] = {}
     if args.config:
         properties.update(read_properties(args.config))
@@ -159,8 +201,15 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         if not sep:
             raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}")
         properties[key.strip()] = value.strip()
-    config = BrokerConfig.from_properties(properties)
-    host, port = parse_host_port(args.listen, "--listen")
+    return properties
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    properties = _all_properties(args)
+    config = BrokerConfig.from_properties(
+        {k: v for k, v in properties.items() if k not in SECURITY_PROPERTIES}
+    )
+    host, port = parse_host_port(args.listen or f"127.0.0.1:{DEFAULT_PORT}", "--listen")
     config.host, config.port = host, port
     if args.advertised_listener:
         config.advertised_host, config.advertised_port = parse_host_port(
@@ -174,6 +223,82 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 MAX_NODES = 64
+
+
+@attrs.frozen
+class ServeListener:
+    """A listener ready to open: its configuration and, for SSL and SASL_SSL, its context."""
+
+    listener: Listener
+    tls: ssl.SSLContext | None = None
+    sasl: SaslSettings | None = None
+
+
+def build_listeners(
+    args: argparse.Namespace,
+    config: BrokerConfig,
+    sasl: SaslSettings | None,
+    nodes: int = 1,
+) -> list[ServeListener]:
+    """The listeners to open (raises :class:`ConfigError` naming the option or property).
+
+    ``--listen`` (the default) is one listener, PLAINTEXT or SASL_PLAINTEXT with
+    ``sasl``; on an address other machines reach it must be SASL_PLAINTEXT unless
+    ``--allow-plaintext-outside``. ``--listener`` and the ``listeners`` property
+    name theirs. ``config.host``/``port`` become the first listener's.
+    """
+    properties = _all_properties(args)
+    listeners = listeners_from_properties(properties, args.listener)
+    if listeners is None:
+        host, port = config.host, config.port
+        protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
+        listener = Listener(protocol, host, port, protocol, None, explicit=False)
+        if sasl is None and not listener.loopback and not args.allow_plaintext_outside:
+            raise ConfigError(
+                "--listen",
+                f"{host} is reachable from other machines and clients would not authenticate; "
+                "give SASL users (--sasl-user, --sasl-users-file), name the listener "
+                f"(--listener PLAINTEXT://{host}:{port}) or pass --allow-plaintext-outside",
+            )
+        listeners = [listener]
+    else:
+        if args.listen or args.advertised_listener:
+            option = "--listen" if args.listen else "--advertised-listener"
+            raise ConfigError(
+                option, "give either --listen or listeners (--listener, advertised.listeners)"
+            )
+        if nodes > 1 and len(listeners) > 1:
+            raise ConfigError("--nodes", "serves one listener only (several were given)")
+    raw_cap = properties.get("sasl.server.max.receive.size", str(DEFAULT_SASL_MAX_RECEIVE_SIZE))
+    if not raw_cap.strip().isdigit() or int(raw_cap) < 1:
+        raise ConfigError(
+            "sasl.server.max.receive.size", f"must be a positive integer, got {raw_cap!r}"
+        )
+    if sasl is not None:
+        sasl = attrs.evolve(sasl, max_receive_size=int(raw_cap))
+    tls_settings = TlsSettings.from_properties(properties)
+    context: ssl.SSLContext | None = None
+    built = []
+    for listener in listeners:
+        if listener.uses_sasl and sasl is None:
+            raise ConfigError(
+                listener.name,
+                f"a {listener.protocol} listener needs SASL users (--sasl-user, --sasl-users-file)",
+            )
+        if listener.uses_tls and context is None:
+            context = server_context(tls_settings)
+        built.append(
+            ServeListener(
+                listener,
+                context if listener.uses_tls else None,
+                sasl if listener.uses_sasl else None,
+            )
+        )
+    first = listeners[0]
+    config.host, config.port = first.host, first.port
+    if first.advertised is not None:
+        config.advertised_host, config.advertised_port = first.advertised
+    return built
 
 
 def build_nodes(args: argparse.Namespace) -> int:
@@ -256,7 +381,17 @@ async def run(
     sasl: SaslSettings | None = None,
     faults: Sequence[FailSpec] = (),
     nodes: int = 1,
+    listeners: Sequence[ServeListener] | None = None,
 ) -> None:
+    if listeners is None:  # one listener on config.host:config.port
+        protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
+        listeners = [
+            ServeListener(
+                Listener(protocol, config.host, config.port, protocol, None, explicit=False),
+                None,
+                sasl,
+            )
+        ]
     lock = None
     if config.data_dir is not None:
         lock = DataDirLock(config.data_dir, f"kafkette serve on {config.host}:{config.port}")
@@ -272,8 +407,16 @@ async def run(
             logger.warning("kafkette serve: fault armed: %s", spec)
         async with anyio.create_task_group() as tg:
             first_node = 1 if nodes > 1 else None
+            first = listeners[0]
+            several = len(listeners) > 1
             port = await tg.start(
-                functools.partial(serve_tcp, sasl=sasl, node=first_node),
+                functools.partial(
+                    serve_tcp,
+                    sasl=first.sasl,
+                    node=first_node,
+                    tls=first.tls,
+                    advertised=_advertised(first.listener, config) if several else None,
+                ),
                 broker,
                 config.host,
                 config.port,
@@ -281,8 +424,22 @@ async def run(
             ports = [port]
             for node in range(2, nodes + 1):
                 wanted = config.port + node - 1 if config.port else 0
-                serve_node = functools.partial(serve_tcp, sasl=sasl, node=node)
+                serve_node = functools.partial(serve_tcp, sasl=first.sasl, node=node, tls=first.tls)
                 ports.append(await tg.start(serve_node, broker, config.host, wanted))
+            others = []
+            for extra in listeners[1:]:
+                bound = await tg.start(
+                    functools.partial(
+                        serve_tcp,
+                        sasl=extra.sasl,
+                        tls=extra.tls,
+                        advertised=_advertised(extra.listener, config),
+                    ),
+                    broker,
+                    extra.listener.host,
+                    extra.listener.port,
+                )
+                others.append((extra.listener, bound))
             tg.start_soon(maintenance_loop, broker)
             tg.start_soon(group_timer_loop, broker)
             if config.port == 0:
@@ -312,9 +469,17 @@ async def run(
                 broker.node_id if nodes == 1 else 1,
                 listed,
             )
+            if several or first.listener.explicit:
+                logger.info(
+                    "kafkette serve: listeners %s",
+                    ",".join(
+                        f"{listener.name}://{listener.host}:{bound} ({listener.protocol})"
+                        for listener, bound in [(first.listener, port), *others]
+                    ),
+                )
             if sasl is not None:
                 logger.info(
-                    "kafkette serve: SASL_PLAINTEXT listener, mechanisms %s, %d users",
+                    "kafkette serve: SASL mechanisms %s, %d users",
                     ",".join(sasl.mechanisms),
                     len(sasl.store.users),
                 )
@@ -332,6 +497,14 @@ async def run(
         logger.info("kafkette serve: stopped")
 
 
+def _advertised(listener: Listener, config: BrokerConfig) -> tuple[str, int]:
+    """What a listener's clients are told (port 0: the bound port)."""
+    if listener.advertised is not None:
+        return listener.advertised
+    host = listener.host if listener.host not in ("0.0.0.0", "::") else socket.gethostname()
+    return (host, listener.port)
+
+
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO,
@@ -343,6 +516,7 @@ def main(args: argparse.Namespace) -> int:
         sasl = build_sasl(args, config)
         faults = build_faults(args)
         nodes = build_nodes(args)
+        listeners = build_listeners(args, config, sasl, nodes)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -354,7 +528,7 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl, faults, nodes)
+        anyio.run(run, config, sasl, faults, nodes, listeners)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError) as exc:

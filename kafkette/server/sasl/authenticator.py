@@ -73,6 +73,9 @@ class SaslSettings:
     """How long a connection stays open after a failed authentication is answered
     (Kafka's ``connection.failed.authentication.delay.ms``): it slows down password
     guessing, and lets clients read the answer before they see the connection close."""
+    max_receive_size: int = 524_288
+    """The largest frame accepted before authentication completes (Kafka's
+    ``sasl.server.max.receive.size``); a larger one closes the connection."""
 
     def __attrs_post_init__(self) -> None:
         if not self.mechanisms:

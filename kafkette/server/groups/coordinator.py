@@ -23,7 +23,7 @@ from kafkette.errors import (
 )
 from kafkette.server.config import BrokerConfig
 from kafkette.server.groups.engine import GroupEngine, JoinParams
-from kafkette.server.groups.group import Group, GroupState, JoinResult, SyncResult
+from kafkette.server.groups.group import ClassicGroupState, Group, JoinResult, SyncResult
 from kafkette.server.groups.queries import GroupOverview, GroupSummary
 from kafkette.server.groups.store import CommittedOffset, GroupStore, LoadedGroups, PartitionKey
 
@@ -180,7 +180,7 @@ class GroupCoordinator:
             if member_id:
                 return UnknownMemberIdError.code
             return IllegalGenerationError.code if generation_id > 0 else 0
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code
         if group_instance_id is not None:
             static = group.static_members.get(group_instance_id)
@@ -200,8 +200,10 @@ class GroupCoordinator:
         if not offsets:
             return
         group = self.engine.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            group = self.engine.groups[group_id] = Group(group_id, GroupState.EMPTY, self.now_ms())
+        if group is None or group.is_in(ClassicGroupState.DEAD):
+            group = self.engine.groups[group_id] = Group(
+                group_id, ClassicGroupState.EMPTY, self.now_ms()
+            )
         group.offsets.update(offsets)
 
     def topics_deleted(self, topics: Iterable[str]) -> int:

@@ -47,8 +47,8 @@ from kafkette.errors import (
 )
 from kafkette.server.config import BrokerConfig
 from kafkette.server.groups.group import (
+    ClassicGroupState,
     Group,
-    GroupState,
     JoinCallback,
     JoinResult,
     Member,
@@ -75,7 +75,11 @@ NONE = 0
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """How long a new member's first join may wait (Kafka's NewMemberJoinTimeoutMs)."""
 
-ACTIVE = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+ACTIVE = (
+    ClassicGroupState.PREPARING_REBALANCE,
+    ClassicGroupState.COMPLETING_REBALANCE,
+    ClassicGroupState.STABLE,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -136,7 +140,7 @@ class GroupEngine:
         for group_id, stored in loaded.groups.items():
             group = Group(
                 group_id,
-                GroupState.STABLE if stored.members else GroupState.EMPTY,
+                ClassicGroupState.STABLE if stored.members else ClassicGroupState.EMPTY,
                 stored.current_state_timestamp_ms,
             )
             group.generation_id = stored.generation
@@ -167,7 +171,7 @@ class GroupEngine:
         for group_id, offsets in loaded.offsets.items():
             holder = self.groups.get(group_id)
             if holder is None:
-                holder = self.groups[group_id] = Group(group_id, GroupState.EMPTY, now_ms)
+                holder = self.groups[group_id] = Group(group_id, ClassicGroupState.EMPTY, now_ms)
             holder.offsets.update(offsets)
 
     # -- JoinGroup ----------------------------------------------------------------------
@@ -191,7 +195,9 @@ class GroupEngine:
         if group is None:
             if params.member_id:
                 return fail(UnknownMemberIdError.code)
-            group = self.groups[params.group_id] = Group(params.group_id, GroupState.EMPTY, now_ms)
+            group = self.groups[params.group_id] = Group(
+                params.group_id, ClassicGroupState.EMPTY, now_ms
+            )
             created = True
         if not params.member_id:
             self._join_new_member(group, params, callback, now_ms)
@@ -200,7 +206,7 @@ class GroupEngine:
         if created and not group.members and not group.pending_members and not group.offsets:
             del self.groups[group.group_id]  # a failed first join leaves no group behind
             return None
-        if group.is_in(GroupState.PREPARING_REBALANCE):
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             self._try_complete_join(group, now_ms)
         self.tick_group(group, now_ms)
         return None
@@ -208,7 +214,7 @@ class GroupEngine:
     def _join_new_member(
         self, group: Group, params: JoinParams, callback: JoinCallback, now_ms: int
     ) -> None:
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             callback(JoinResult(error_code=CoordinatorNotAvailableError.code, member_id=""))
             return
         if not group.supports_protocols(params.protocol_type, list(params.protocols)):
@@ -238,7 +244,7 @@ class GroupEngine:
         def fail(error: int) -> None:
             callback(JoinResult(error_code=error, member_id=member_id))
 
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return fail(CoordinatorNotAvailableError.code)
         if not group.supports_protocols(params.protocol_type, list(params.protocols)):
             return fail(InconsistentGroupProtocolError.code)
@@ -253,9 +259,9 @@ class GroupEngine:
             return fail(error)
         member = group.members[member_id]
         state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
+        if state is ClassicGroupState.PREPARING_REBALANCE:
             self._update_member_and_rebalance(group, member, params, callback, now_ms)
-        elif state is GroupState.COMPLETING_REBALANCE:
+        elif state is ClassicGroupState.COMPLETING_REBALANCE:
             if member.matches(params.protocols):
                 # The member lost its JoinGroup response: answer for the current generation.
                 callback(
@@ -263,7 +269,7 @@ class GroupEngine:
                 )
             else:
                 self._update_member_and_rebalance(group, member, params, callback, now_ms)
-        elif state is GroupState.STABLE:
+        elif state is ClassicGroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(params.protocols):
                 self._update_member_and_rebalance(group, member, params, callback, now_ms)
             else:
@@ -301,7 +307,7 @@ class GroupEngine:
             is_new=True,
             heartbeat_deadline_ms=now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS,
         )
-        if group.is_in(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
         self._maybe_prepare_rebalance(group, now_ms)
@@ -346,7 +352,7 @@ class GroupEngine:
         previous = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         self._update_member(member, params, callback)
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        if group.is_in(GroupState.STABLE):
+        if group.is_in(ClassicGroupState.STABLE):
             if group.protocol_name == group.select_protocol():
                 try:
                     self._store_group(
@@ -387,7 +393,7 @@ class GroupEngine:
                 invoke_join(member, result)
             else:
                 self._maybe_prepare_rebalance(group, now_ms)
-        elif group.is_in(GroupState.COMPLETING_REBALANCE):
+        elif group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, now_ms)
         # PreparingRebalance: the join phase under way waits for this member too.
 
@@ -398,18 +404,18 @@ class GroupEngine:
             self._prepare_rebalance(group, now_ms)
 
     def _prepare_rebalance(self, group: Group, now_ms: int) -> None:
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
+        if group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, RebalanceInProgressError.code, now_ms)
         group.pending_sync.clear()
         group.sync_deadline_ms = None
-        if group.is_in(GroupState.EMPTY):
+        if group.is_in(ClassicGroupState.EMPTY):
             delay = self.config.group_initial_rebalance_delay_ms
             group.join_deadline_ms = now_ms + delay
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
         else:
             group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()
             group.initial_delay_remaining_ms = None
-        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms)
+        group.transition_to(ClassicGroupState.PREPARING_REBALANCE, now_ms)
         logger.info(
             "group %s: preparing to rebalance (generation %d)", group.group_id, group.generation_id
         )
@@ -419,7 +425,7 @@ class GroupEngine:
         """Complete the join phase early once every member has joined (not during the
         initial delay, which always runs its course)."""
         if (
-            group.is_in(GroupState.PREPARING_REBALANCE)
+            group.is_in(ClassicGroupState.PREPARING_REBALANCE)
             and group.initial_delay_remaining_ms is None
             and group.has_all_members_joined()
         ):
@@ -439,7 +445,7 @@ class GroupEngine:
         group.join_deadline_ms = None
         group.initial_delay_remaining_ms = None
         group.new_member_added = False
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return
         for member in group.not_yet_rejoined():
             if not member.is_static:  # static members keep their place until their session ends
@@ -449,7 +455,7 @@ class GroupEngine:
             group.join_deadline_ms = now_ms + group.rebalance_timeout_ms()
             return
         group.init_next_generation(now_ms)
-        if group.is_in(GroupState.EMPTY):
+        if group.is_in(ClassicGroupState.EMPTY):
             logger.info("group %s: empty at generation %d", group.group_id, group.generation_id)
             self._store_group(group, {})
             return
@@ -474,7 +480,7 @@ class GroupEngine:
 
     def _on_sync_deadline(self, group: Group, now_ms: int) -> None:
         group.sync_deadline_ms = None
-        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+        if not group.is_in(ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE):
             return
         if not group.pending_sync:
             return
@@ -514,14 +520,14 @@ class GroupEngine:
 
     def _remove_member_and_update_group(self, group: Group, member: Member, now_ms: int) -> None:
         self._remove_member(group, member)
-        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        if group.is_in(ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, now_ms)
-        elif group.is_in(GroupState.PREPARING_REBALANCE):
+        elif group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             self._try_complete_join(group, now_ms)
 
     def _remove_pending_member(self, group: Group, member_id: str, now_ms: int) -> None:
         group.pending_members.pop(member_id, None)
-        if group.is_in(GroupState.PREPARING_REBALANCE):
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             self._try_complete_join(group, now_ms)
 
     # -- SyncGroup -----------------------------------------------------------------------
@@ -549,7 +555,7 @@ class GroupEngine:
         group = self.groups.get(group_id)
         if group is None:
             return fail(UnknownMemberIdError.code)
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return fail(CoordinatorNotAvailableError.code)
         error = validate_current_member(group, member_id, group_instance_id)
         if error != NONE:
@@ -561,11 +567,11 @@ class GroupEngine:
         if protocol_name is not None and protocol_name != group.protocol_name:
             return fail(InconsistentGroupProtocolError.code)
         member = group.members[member_id]
-        if group.is_in(GroupState.PREPARING_REBALANCE):
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             return fail(RebalanceInProgressError.code)
-        if group.is_in(GroupState.EMPTY):
+        if group.is_in(ClassicGroupState.EMPTY):
             return fail(UnknownMemberIdError.code)
-        if group.is_in(GroupState.STABLE):
+        if group.is_in(ClassicGroupState.STABLE):
             self._synced(group, member_id)
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
             callback(
@@ -599,7 +605,7 @@ class GroupEngine:
                 return None
             for m in group.members.values():
                 m.assignment = assignment[m.member_id]
-            group.transition_to(GroupState.STABLE, now_ms)
+            group.transition_to(ClassicGroupState.STABLE, now_ms)
             self._propagate_assignment(group, NONE, now_ms)
         return None
 
@@ -625,18 +631,18 @@ class GroupEngine:
         group = self.groups.get(group_id)
         if group is None:
             return UnknownMemberIdError.code
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code
         error = validate_current_member(group, member_id, group_instance_id)
         if error != NONE:
             return error
         if generation_id != group.generation_id:
             return IllegalGenerationError.code
-        if group.is_in(GroupState.EMPTY):
+        if group.is_in(ClassicGroupState.EMPTY):
             return UnknownMemberIdError.code
         member = group.members[member_id]
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        if group.is_in(GroupState.PREPARING_REBALANCE):
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             return RebalanceInProgressError.code
         return NONE
 
@@ -650,7 +656,7 @@ class GroupEngine:
         group = self.groups.get(group_id)
         if group is None:
             return NONE, [UnknownMemberIdError.code] * len(members)
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code, []
         errors: list[int] = []
         for member_id, instance_id in members:
@@ -783,7 +789,7 @@ class GroupEngine:
                 )
                 self._remove_member_and_update_group(group, member, now_ms)
         if group.join_deadline_ms is not None and group.join_deadline_ms <= now_ms:
-            if group.is_in(GroupState.PREPARING_REBALANCE):
+            if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
                 self._on_join_deadline(group, now_ms)
             else:
                 group.join_deadline_ms = None

@@ -37,7 +37,7 @@ from kafkette.server.groups.store import CommittedOffset, PartitionKey
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
-class GroupState(enum.Enum):
+class ClassicGroupState(enum.Enum):
     """A classic group's state; the value is Kafka's name for it (ListGroups, DescribeGroups)."""
 
     EMPTY = "Empty"
@@ -47,24 +47,25 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
 
-VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+VALID_PREVIOUS_STATES: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    ClassicGroupState.EMPTY: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.PREPARING_REBALANCE: frozenset(
+        {ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.EMPTY}
     ),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(
+    ClassicGroupState.COMPLETING_REBALANCE: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.STABLE: frozenset({ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.DEAD: frozenset(
         {
-            GroupState.STABLE,
-            GroupState.PREPARING_REBALANCE,
-            GroupState.COMPLETING_REBALANCE,
-            GroupState.EMPTY,
-            GroupState.DEAD,
+            ClassicGroupState.STABLE,
+            ClassicGroupState.PREPARING_REBALANCE,
+            ClassicGroupState.COMPLETING_REBALANCE,
+            ClassicGroupState.EMPTY,
+            ClassicGroupState.DEAD,
         }
     ),
 }
-"""Target state -> the states it may be entered from (Kafka's GroupState.validPreviousStates)."""
+"""Target state -> the states it may be entered from (Kafka's
+ClassicGroupState.validPreviousStates)."""
 
 
 class IllegalGroupTransition(Exception):
@@ -158,7 +159,7 @@ class Member:
 class Group:
     """A classic group's state (Kafka's GroupMetadata)."""
 
-    def __init__(self, group_id: str, state: GroupState, now_ms: int) -> None:
+    def __init__(self, group_id: str, state: ClassicGroupState, now_ms: int) -> None:
         self.group_id = group_id
         self.state = state
         self.state_timestamp_ms = now_ms
@@ -188,13 +189,13 @@ class Group:
 
     # -- state --------------------------------------------------------------------
 
-    def is_in(self, *states: GroupState) -> bool:
+    def is_in(self, *states: ClassicGroupState) -> bool:
         return self.state in states
 
     def can_rebalance(self) -> bool:
-        return self.state in VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
+        return self.state in VALID_PREVIOUS_STATES[ClassicGroupState.PREPARING_REBALANCE]
 
-    def transition_to(self, target: GroupState, now_ms: int) -> None:
+    def transition_to(self, target: ClassicGroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[target]:
             raise IllegalGroupTransition(
                 f"group {self.group_id}: {self.state.value} -> {target.value} is not allowed"
@@ -287,7 +288,7 @@ class Group:
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """Whether a member joining with these could be part of the group."""
         names = [name for name, _ in protocols]
-        if self.state is GroupState.EMPTY:
+        if self.state is ClassicGroupState.EMPTY:
             return bool(protocol_type) and bool(names)
         if self.protocol_type != protocol_type:
             return False
@@ -344,11 +345,11 @@ class Group:
         if self.members:
             self.protocol_name = self.select_protocol()
             self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+            self.transition_to(ClassicGroupState.COMPLETING_REBALANCE, now_ms)
         else:
             self.protocol_name = None
             self.subscribed_topics = self.compute_subscribed_topics()
-            self.transition_to(GroupState.EMPTY, now_ms)
+            self.transition_to(ClassicGroupState.EMPTY, now_ms)
         self.pending_sync.clear()
 
 

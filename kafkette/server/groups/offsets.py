@@ -29,7 +29,7 @@ from kafkette.errors import (
     UnknownMemberIdError,
 )
 from kafkette.server.config import BrokerConfig
-from kafkette.server.groups.group import Group, GroupState, validate_current_member
+from kafkette.server.groups.group import ClassicGroupState, Group, validate_current_member
 from kafkette.server.groups.store import CommittedOffset, GroupStore, PartitionKey
 
 logger = logging.getLogger("kafkette.server.groups")
@@ -85,12 +85,12 @@ class GroupOffsets:
         if group is None:
             if generation_id >= 0:
                 return dict.fromkeys(offsets, IllegalGenerationError.code)
-            group = self.groups[group_id] = Group(group_id, GroupState.EMPTY, now_ms)
+            group = self.groups[group_id] = Group(group_id, ClassicGroupState.EMPTY, now_ms)
         error = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if error == NONE:
-            if group.is_in(GroupState.COMPLETING_REBALANCE):
+            if group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
                 error = RebalanceInProgressError.code
-            elif group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            elif group.is_in(ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
                 member = group.members[member_id]
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if error != NONE:
@@ -119,9 +119,9 @@ class GroupOffsets:
     def _validate_commit(
         self, group: Group, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> int:
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code
-        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+        if generation_id < 0 and group.is_in(ClassicGroupState.EMPTY):
             return NONE  # an admin client's or a standalone consumer's commit
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = validate_current_member(group, member_id, group_instance_id)
@@ -130,7 +130,7 @@ class GroupOffsets:
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
             return NONE
-        if not group.is_in(GroupState.EMPTY):
+        if not group.is_in(ClassicGroupState.EMPTY):
             return UnknownMemberIdError.code  # only members commit while the group has some
         return NONE
 
@@ -140,7 +140,7 @@ class GroupOffsets:
         """OffsetFetch: the committed offset of each partition (``None``: none committed);
         ``partitions=None`` means every partition the group has an offset for."""
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        if group is None or group.is_in(ClassicGroupState.DEAD):
             return dict.fromkeys(partitions or (), None)
         keys = sorted(group.offsets) if partitions is None else list(partitions)
         return {key: group.offsets.get(key) for key in keys}
@@ -153,10 +153,10 @@ class GroupOffsets:
         if not group_id:
             return InvalidGroupIdError.code, {}
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        if group is None or group.is_in(ClassicGroupState.DEAD):
             return GroupIdNotFoundError.code, {}
         errors: dict[PartitionKey, int] = {}
-        if group.is_in(GroupState.EMPTY):
+        if group.is_in(ClassicGroupState.EMPTY):
             eligible = list(partitions)
         elif group.protocol_type == "consumer":
             eligible = [key for key in partitions if not group.is_subscribed_to(key[0])]
@@ -178,11 +178,11 @@ class GroupOffsets:
     ) -> None:
         """After offsets were removed: tombstones for them, and the group is Dead (and
         forgotten) when it is Empty with no offset left."""
-        if group.is_in(GroupState.EMPTY) and not group.offsets:
-            group.transition_to(GroupState.DEAD, now_ms)
+        if group.is_in(ClassicGroupState.EMPTY) and not group.offsets:
+            group.transition_to(ClassicGroupState.DEAD, now_ms)
         if removed:
             self.store.write_offsets(group.group_id, dict.fromkeys(removed, None))
-        if group.is_in(GroupState.DEAD):
+        if group.is_in(ClassicGroupState.DEAD):
             self.groups.pop(group.group_id, None)
             self.store.write_group(group.group_id, None)
 
@@ -204,11 +204,11 @@ class GroupOffsets:
         for group in list(self.groups.values()):
             subscribed: frozenset[str] = frozenset()
             since_empty: int | None = None  # Empty consumer group: counted from when it emptied
-            if group.protocol_type is not None and group.is_in(GroupState.EMPTY):
+            if group.protocol_type is not None and group.is_in(ClassicGroupState.EMPTY):
                 since_empty = group.state_timestamp_ms
             elif group.protocol_type is None:
                 pass  # offsets-only group: each offset counts from its commit
-            elif group.subscribed_topics is not None and group.is_in(GroupState.STABLE):
+            elif group.subscribed_topics is not None and group.is_in(ClassicGroupState.STABLE):
                 subscribed = group.subscribed_topics
             else:
                 continue
@@ -222,7 +222,7 @@ class GroupOffsets:
             if expired:
                 logger.info("group %s: %d offset(s) expired", group.group_id, len(expired))
             if expired or (
-                group.is_in(GroupState.EMPTY) and not group.offsets and not group.members
+                group.is_in(ClassicGroupState.EMPTY) and not group.offsets and not group.members
             ):
                 self.cleanup(group, expired, now_ms)
 

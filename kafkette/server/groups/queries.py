@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from kafkette.errors import GroupIdNotFoundError, NonEmptyGroupError
-from kafkette.server.groups.group import Group, GroupState
+from kafkette.server.groups.group import ClassicGroupState, Group
 from kafkette.server.groups.offsets import GroupOffsets
 
 NONE = 0
@@ -46,7 +46,7 @@ class GroupSummary:
     members: tuple[MemberSummary, ...]
 
 
-DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "", ())
+DEAD_GROUP = GroupSummary(ClassicGroupState.DEAD.value, "", "", ())
 
 
 class GroupQueries:
@@ -75,7 +75,7 @@ class GroupQueries:
         group = self.groups.get(group_id)
         if group is None:
             return DEAD_GROUP
-        stable = group.is_in(GroupState.STABLE) and group.protocol_name is not None
+        stable = group.is_in(ClassicGroupState.STABLE) and group.protocol_name is not None
         members = tuple(
             MemberSummary(
                 m.member_id,
@@ -99,12 +99,12 @@ class GroupQueries:
         errors: dict[str, int] = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None or group.is_in(GroupState.DEAD):
+            if group is None or group.is_in(ClassicGroupState.DEAD):
                 errors[group_id] = GroupIdNotFoundError.code
-            elif not group.is_in(GroupState.EMPTY):
+            elif not group.is_in(ClassicGroupState.EMPTY):
                 errors[group_id] = NonEmptyGroupError.code
             else:
-                group.transition_to(GroupState.DEAD, now_ms)
+                group.transition_to(ClassicGroupState.DEAD, now_ms)
                 removed = dict(group.offsets)
                 group.offsets.clear()
                 self.offsets.cleanup(group, removed, now_ms)

@@ -47,9 +47,9 @@ from kafkette.server.txn.state import (
     NO_PRODUCER_ID,
     NONE,
     PREPARING,
+    CoordinatorTxnState,
     PartitionKey,
     TransactionMetadata,
-    TxnState,
     expired,
     new_metadata,
     prepare_add_partitions,
@@ -115,7 +115,7 @@ class TransactionCoordinator:
         self.transactions = self.store.load()
         store = self.broker.groups.store
         for meta in self.transactions.values():
-            if meta.state == TxnState.ONGOING and isinstance(store, LogGroupStore):
+            if meta.state == CoordinatorTxnState.ONGOING and isinstance(store, LogGroupStore):
                 for topic, index in meta.partitions:
                     if topic == OFFSETS_TOPIC:
                         written = store.transactional_offsets(index, meta.producer_id)
@@ -170,7 +170,7 @@ class TransactionCoordinator:
         )
         if isinstance(outcome, int):
             return InitResult(outcome)
-        if outcome.state == TxnState.PREPARE_EPOCH_FENCE:
+        if outcome.state == CoordinatorTxnState.PREPARE_EPOCH_FENCE:
             # Abort the open transaction with a bumped epoch; the producer retries
             # and gets the epoch bumped once more.
             error = self._abort_fenced(outcome)
@@ -240,7 +240,7 @@ class TransactionCoordinator:
             return InvalidProducerIdMappingError.code
         if meta.producer_epoch != producer_epoch:
             return InvalidProducerEpochError.code
-        if meta.state != TxnState.ONGOING:
+        if meta.state != CoordinatorTxnState.ONGOING:
             return InvalidTxnStateError.code
         if self.offsets_partition(group_id) not in meta.partitions:
             return InvalidTxnStateError.code
@@ -271,13 +271,15 @@ class TransactionCoordinator:
     ) -> tuple[list[str], list[TransactionMetadata]]:
         """ListTransactions: (state filters no state is named, matching transactions)."""
         names = list(states)
-        unknown = [name for name in names if TxnState.from_name(name) is None]
-        wanted = {s for s in (TxnState.from_name(name) for name in names) if s is not None}
+        unknown = [name for name in names if CoordinatorTxnState.from_name(name) is None]
+        wanted = {
+            s for s in (CoordinatorTxnState.from_name(name) for name in names) if s is not None
+        }
         pids = set(producer_ids)
         now = self.now_ms()
         found = []
         for meta in self.transactions.values():
-            if meta.state == TxnState.DEAD:
+            if meta.state == CoordinatorTxnState.DEAD:
                 continue
             if pids and meta.producer_id not in pids:
                 continue
@@ -291,7 +293,7 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         """DescribeTransactions for one id (``None``: unknown)."""
         meta = self.transactions.get(transactional_id)
-        return None if meta is None or meta.state == TxnState.DEAD else meta
+        return None if meta is None or meta.state == CoordinatorTxnState.DEAD else meta
 
     # -- time -------------------------------------------------------------------------
 
@@ -300,11 +302,11 @@ class TransactionCoordinator:
         expiration = self.broker.config.transactional_id_expiration_ms
         deadlines = []
         for meta in self.transactions.values():
-            if meta.state == TxnState.ONGOING:
+            if meta.state == CoordinatorTxnState.ONGOING:
                 due = meta.txn_start_ms + meta.timeout_ms + 1
             elif meta.state in PREPARING:
                 due = meta.last_update_ms + MARKER_RETRY_MS
-            elif meta.state != TxnState.DEAD:
+            elif meta.state != CoordinatorTxnState.DEAD:
                 due = meta.last_update_ms + expiration
             else:
                 continue
@@ -379,7 +381,7 @@ class TransactionCoordinator:
                 producer_id=prepared.producer_id,
                 producer_epoch=prepared.producer_epoch,
                 coordinator_epoch=self.store.coordinator_epoch(prepared.transactional_id),
-                commit=prepared.state == TxnState.PREPARE_COMMIT,
+                commit=prepared.state == CoordinatorTxnState.PREPARE_COMMIT,
             )
         except Exception:
             logger.exception(

@@ -28,7 +28,7 @@ from kafkette.protocol.messages import TransactionLogKey, TransactionLogValue
 from kafkette.protocol.messages.transaction_log_value import PartitionsSchema
 from kafkette.protocol.records import RecordBatch, RecordBatchBuilder, iter_batches
 from kafkette.server.groups.log_store import partition_for
-from kafkette.server.txn.state import TransactionMetadata, TxnState
+from kafkette.server.txn.state import CoordinatorTxnState, TransactionMetadata
 
 if TYPE_CHECKING:
     from kafkette.backends import Log
@@ -54,13 +54,17 @@ def encode_key(transactional_id: str) -> bytes:
 def encode_value(meta: TransactionMetadata) -> bytes:
     """A TransactionLogValue (version 0) holding ``meta``."""
     partitions: list[PartitionsSchema] | None = None
-    if meta.state != TxnState.EMPTY:
+    if meta.state != CoordinatorTxnState.EMPTY:
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(meta.partitions):
             by_topic.setdefault(topic, []).append(index)
         partitions = [PartitionsSchema(topic, indexes) for topic, indexes in by_topic.items()]
     # PrepareEpochFence is never written: Kafka persists the abort that follows it.
-    state = TxnState.PREPARE_ABORT if meta.state == TxnState.PREPARE_EPOCH_FENCE else meta.state
+    state = (
+        CoordinatorTxnState.PREPARE_ABORT
+        if meta.state == CoordinatorTxnState.PREPARE_EPOCH_FENCE
+        else meta.state
+    )
     value = TransactionLogValue(
         producer_id=meta.producer_id,
         producer_epoch=meta.producer_epoch,
@@ -98,7 +102,7 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
         raise ProtocolError(f"unknown transaction log value version {version}")
     value, _ = decode_message(TransactionLogValue, data, 2, version)
     try:
-        state = TxnState(value.transaction_status)
+        state = CoordinatorTxnState(value.transaction_status)
     except ValueError:
         raise ProtocolError(f"unknown transaction state {value.transaction_status}") from None
     return TransactionMetadata(
@@ -161,7 +165,7 @@ class TxnLogStore:
 
     def write(self, meta: TransactionMetadata) -> None:
         """Append ``meta`` (a tombstone when it is Dead); returns once it is in the log."""
-        value = None if meta.state == TxnState.DEAD else encode_value(meta)
+        value = None if meta.state == CoordinatorTxnState.DEAD else encode_value(meta)
         partition = self.partition(meta.transactional_id)
         builder = RecordBatchBuilder()
         builder.append(self.broker.now_ms(), encode_key(meta.transactional_id), value)

@@ -48,7 +48,7 @@ MAX_EPOCH = 32767
 PartitionKey = tuple[str, int]
 
 
-class TxnState(enum.IntEnum):
+class CoordinatorTxnState(enum.IntEnum):
     """Kafka's transaction states; the value is the id written to ``__transaction_state``."""
 
     EMPTY = 0
@@ -66,25 +66,25 @@ class TxnState(enum.IntEnum):
         return _NAMES[self]
 
     @classmethod
-    def from_name(cls, name: str) -> TxnState | None:
+    def from_name(cls, name: str) -> CoordinatorTxnState | None:
         """The state Kafka names ``name``, if any."""
         return _BY_NAME.get(name)
 
 
 _NAMES = {
-    TxnState.EMPTY: "Empty",
-    TxnState.ONGOING: "Ongoing",
-    TxnState.PREPARE_COMMIT: "PrepareCommit",
-    TxnState.PREPARE_ABORT: "PrepareAbort",
-    TxnState.COMPLETE_COMMIT: "CompleteCommit",
-    TxnState.COMPLETE_ABORT: "CompleteAbort",
-    TxnState.DEAD: "Dead",
-    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+    CoordinatorTxnState.EMPTY: "Empty",
+    CoordinatorTxnState.ONGOING: "Ongoing",
+    CoordinatorTxnState.PREPARE_COMMIT: "PrepareCommit",
+    CoordinatorTxnState.PREPARE_ABORT: "PrepareAbort",
+    CoordinatorTxnState.COMPLETE_COMMIT: "CompleteCommit",
+    CoordinatorTxnState.COMPLETE_ABORT: "CompleteAbort",
+    CoordinatorTxnState.DEAD: "Dead",
+    CoordinatorTxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
 _BY_NAME = {name: state for state, name in _NAMES.items()}
 
-S = TxnState
-VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
+S = CoordinatorTxnState
+VALID_PREVIOUS_STATES: dict[CoordinatorTxnState, frozenset[CoordinatorTxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
@@ -116,7 +116,7 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     """The epoch before the last bump, so a retried InitProducerId gets the same answer."""
     timeout_ms: int
-    state: TxnState = TxnState.EMPTY
+    state: CoordinatorTxnState = CoordinatorTxnState.EMPTY
     partitions: frozenset[PartitionKey] = frozenset()
     txn_start_ms: int = -1
     last_update_ms: int
@@ -128,7 +128,7 @@ class TransactionMetadata:
 
     def transition(
         self,
-        state: TxnState,
+        state: CoordinatorTxnState,
         now_ms: int,
         *,
         producer_id: int | None = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.server.groups.group import GroupState, JoinResult, SyncResult
+from kafkette.server.groups.group import ClassicGroupState, JoinResult, SyncResult
 from kafkette.server.groups.store import MemoryGroupStore, StoredGroup, StoredMember
 from tests.server.groups.harness import NOW, RANGE, REBALANCE, SESSION, Harness, subscription
 
@@ -38,7 +38,7 @@ def test_new_member_gets_its_id_then_leads_generation_one() -> None:
         leader_id="c-1",
         members=(("c-1", None, b"range-meta"),),
     )
-    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    assert h.group().state is ClassicGroupState.COMPLETING_REBALANCE
     assert h.group().pending_members == {}
 
 
@@ -117,7 +117,7 @@ def test_second_member_triggers_a_rebalance_and_the_leader_assigns() -> None:
     (a,) = h.stable_group(1)
     b_id = h.join()[0].member_id
     b = h.join(b_id)
-    assert b == [] and h.group().state is GroupState.PREPARING_REBALANCE
+    assert b == [] and h.group().state is ClassicGroupState.PREPARING_REBALANCE
     assert h.heartbeat(a, 1) == REBALANCE_IN_PROGRESS
     assert h.sync(a, 1) == [SyncResult(error_code=REBALANCE_IN_PROGRESS)]
     (a_join,) = h.join(a)
@@ -136,7 +136,7 @@ def test_second_member_triggers_a_rebalance_and_the_leader_assigns() -> None:
     expected = SyncResult(protocol_type="consumer", protocol_name="range", assignment=b"B")
     assert b_sync == [expected]
     assert a_sync == [SyncResult(protocol_type="consumer", protocol_name="range", assignment=b"A")]
-    assert h.group().state is GroupState.STABLE
+    assert h.group().state is ClassicGroupState.STABLE
     stored = h.store.groups["g"]
     assert stored == StoredGroup(
         protocol_type="consumer",
@@ -191,13 +191,13 @@ def test_rejoin_in_stable_group() -> None:
         a,
         (),
     )
-    assert h.group().state is GroupState.STABLE
+    assert h.group().state is ClassicGroupState.STABLE
     assert h.join(b, protocols=[("range", b"new")]) == []
-    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert h.group().state is ClassicGroupState.PREPARING_REBALANCE
     h2 = Harness()
     a, b = h2.stable_group(2)
     assert h2.join(a) == []
-    assert h2.group().state is GroupState.PREPARING_REBALANCE
+    assert h2.group().state is ClassicGroupState.PREPARING_REBALANCE
 
 
 def test_session_expiry_removes_the_silent_member() -> None:
@@ -210,7 +210,7 @@ def test_session_expiry_removes_the_silent_member() -> None:
     assert h.group().has(b)
     h.advance(1)
     assert not h.group().has(b)
-    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert h.group().state is ClassicGroupState.PREPARING_REBALANCE
     assert h.heartbeat(b, 2) == UNKNOWN_MEMBER_ID
     assert h.heartbeat(a, 2) == REBALANCE_IN_PROGRESS
     (rejoined,) = h.join(a)
@@ -269,7 +269,7 @@ def test_members_that_do_not_sync_in_time_are_removed() -> None:
     h.join_new()
     h.join(a)
     h.join(b)
-    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    assert h.group().state is ClassicGroupState.COMPLETING_REBALANCE
     assert h.sync(a, 3)[0].error_code == NONE  # the leader's sync makes the group Stable
     assert h.sync(b, 3)[0].error_code == NONE
     for _ in range(REBALANCE // 5_000):
@@ -277,7 +277,7 @@ def test_members_that_do_not_sync_in_time_are_removed() -> None:
         for member in (a, b):
             assert h.heartbeat(member, 3) in (NONE, REBALANCE_IN_PROGRESS)
     assert list(h.group().members) == [a, b]  # c-3 never synced
-    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert h.group().state is ClassicGroupState.PREPARING_REBALANCE
 
 
 def test_leave_group() -> None:
@@ -289,12 +289,12 @@ def test_leave_group() -> None:
         NONE,
         [NONE, UNKNOWN_MEMBER_ID],
     )
-    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert h.group().state is ClassicGroupState.PREPARING_REBALANCE
     (a_join,) = h.join(a)
     assert a_join.generation_id == 3
     h.sync(a, 3, {a: b"all"})
     assert h.engine.leave(h.now, "g", [(a, None)]) == (NONE, [NONE])
-    assert (h.group().state, h.group().generation_id) == (GroupState.EMPTY, 4)
+    assert (h.group().state, h.group().generation_id) == (ClassicGroupState.EMPTY, 4)
     assert h.store.groups["g"] == StoredGroup(
         protocol_type="consumer",
         generation=4,
@@ -346,7 +346,7 @@ def test_static_member_restart_keeps_its_assignment() -> None:
         skip_assignment=True,
         members=(("i1-2", "i1", b"range-meta"),),
     )
-    assert h.group().state is GroupState.STABLE
+    assert h.group().state is ClassicGroupState.STABLE
     assert h.heartbeat("i1-1", 1, instance="i1") == FENCED_INSTANCE_ID
     assert h.sync("i1-1", 1, instance="i1") == [SyncResult(error_code=FENCED_INSTANCE_ID)]
     assert h.join("i1-1", instance="i1")[0].error_code == FENCED_INSTANCE_ID
@@ -400,7 +400,7 @@ def test_static_member_with_another_protocol_triggers_a_rebalance() -> None:
         2,
         "sticky",
     )
-    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    assert h.group().state is ClassicGroupState.COMPLETING_REBALANCE
 
 
 def test_static_member_duplicate_is_fenced_while_waiting() -> None:

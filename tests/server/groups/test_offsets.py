@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from kafkette.server.groups.engine import GroupEngine
-from kafkette.server.groups.group import GroupState
+from kafkette.server.groups.group import ClassicGroupState
 from kafkette.server.groups.offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS
 from kafkette.server.groups.queries import DEAD_GROUP, GroupOverview, GroupSummary, MemberSummary
 from kafkette.server.groups.store import CommittedOffset
@@ -33,7 +33,7 @@ def test_simple_commit_creates_an_empty_group() -> None:
     h = Harness()
     assert h.commit({("t", 0): 5, ("t", 1): 7}) == {("t", 0): NONE, ("t", 1): NONE}
     group = h.group()
-    assert (group.state, group.protocol_type) == (GroupState.EMPTY, None)
+    assert (group.state, group.protocol_type) == (ClassicGroupState.EMPTY, None)
     assert h.store.offsets["g"] == {("t", 0): offset(5), ("t", 1): offset(7)}
     assert h.engine.fetch_offsets("g", [("t", 1), ("t", 9)]) == {
         ("t", 1): offset(7),
@@ -57,14 +57,14 @@ def test_commit_checks_membership_and_generation() -> None:
     assert "new" not in h.engine.groups
     # Generation -1 on an Empty (or new) group passes whoever sends it, as an admin's commit.
     assert h.commit({key: 1}, group="new", member_id=a, instance="i") == {key: NONE}
-    assert h.engine.groups["new"].state is GroupState.EMPTY
+    assert h.engine.groups["new"].state is ClassicGroupState.EMPTY
     # PreparingRebalance still takes commits; CompletingRebalance does not.
     h.join_new()
-    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert h.group().state is ClassicGroupState.PREPARING_REBALANCE
     assert h.commit({key: 2}, member_id=b, generation=2) == {key: NONE}
     h.join(a)
     h.join(b)
-    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    assert h.group().state is ClassicGroupState.COMPLETING_REBALANCE
     assert h.commit({key: 3}, member_id=b, generation=3) == {key: REBALANCE_IN_PROGRESS}
     assert h.engine.fetch_offsets("g", [key]) == {key: offset(2)}
 
@@ -156,7 +156,10 @@ def test_offsets_of_an_empty_group_expire_after_retention() -> None:
         assert h.heartbeat("c-1", 1) == NONE
     h.advance(40_000)
     h.engine.leave(h.now, "g", [("c-1", None)])
-    assert (h.group().state, h.group().state_timestamp_ms) == (GroupState.EMPTY, NOW + 590_000)
+    assert (h.group().state, h.group().state_timestamp_ms) == (
+        ClassicGroupState.EMPTY,
+        NOW + 590_000,
+    )
     h.advance(10_000)  # the check at 600 s: the offset is 600 s old, but Empty only 10 s
     assert h.engine.fetch_offsets("g", None) == {("t", 0): offset(3)}
     h.advance(OFFSETS_RETENTION_CHECK_INTERVAL_MS)
@@ -258,7 +261,7 @@ def test_restore_from_the_store() -> None:
     engine.restore(h.store.load(), later)
     group = engine.groups["g"]
     assert (group.state, group.generation_id, group.leader_id, group.protocol_name) == (
-        GroupState.STABLE,
+        ClassicGroupState.STABLE,
         2,
         a,
         "range",
@@ -270,10 +273,10 @@ def test_restore_from_the_store() -> None:
     assert engine.heartbeat(later, group_id="g", generation_id=2, member_id=a) == NONE
     assert engine.fetch_offsets("g", None) == {("t", 0): offset(9)}
     assert engine.fetch_offsets("simple", None) == {("u", 0): offset(4)}
-    assert engine.groups["simple"].state is GroupState.EMPTY
+    assert engine.groups["simple"].state is ClassicGroupState.EMPTY
     engine.tick(later + SESSION)
     assert list(engine.groups["g"].members) == []  # neither heartbeats: both expire
-    assert engine.groups["g"].state is GroupState.EMPTY
+    assert engine.groups["g"].state is ClassicGroupState.EMPTY
 
 
 def test_offsets_of_deleted_topics_go() -> None:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kafkette.server.groups.engine import JoinParams
 from kafkette.server.groups.group import (
     VALID_PREVIOUS_STATES,
+    ClassicGroupState,
     Group,
-    GroupState,
     JoinResult,
     SyncResult,
 )
@@ -69,15 +69,15 @@ class Client:
 
 def check_invariants(group: Group) -> None:
     assert group.state in VALID_PREVIOUS_STATES
-    if group.is_in(GroupState.EMPTY, GroupState.DEAD):
+    if group.is_in(ClassicGroupState.EMPTY, ClassicGroupState.DEAD):
         assert not group.members
-    if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+    if group.is_in(ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
         assert group.members and group.leader_id in group.members
         assert group.protocol_name is not None
         assert all(group.protocol_name in m.protocol_names() for m in group.members.values())
-    if group.is_in(GroupState.PREPARING_REBALANCE):
+    if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
         assert group.join_deadline_ms is not None
-    if not group.is_in(GroupState.COMPLETING_REBALANCE):
+    if not group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
         assert not any(m.awaiting_sync for m in group.members.values())
     for instance, member_id in group.static_members.items():
         assert group.members[member_id].group_instance_id == instance

@@ -14,7 +14,7 @@ from kafkette.protocol.messages.describe_producers_request import TopicRequest
 from kafkette.protocol.records import ControlRecordType, parse_control_record
 from kafkette.server import Broker
 from kafkette.server.groups.log_store import partition_for
-from kafkette.server.txn.state import TxnState
+from kafkette.server.txn.state import CoordinatorTxnState
 from tests.server.dataplane import NOW, FakeClock, call, make_broker
 from tests.server.txn.helpers import (
     CONCURRENT_TRANSACTIONS,
@@ -77,7 +77,7 @@ async def test_committed_records_become_visible_at_the_commit_marker() -> None:
     record = marker.records()[0]
     parsed = parse_control_record(record.key, record.value)
     assert (parsed.type, parsed.coordinator_epoch) == (ControlRecordType.COMMIT, 0)
-    assert broker.transactions.transactions["tx"].state == TxnState.COMPLETE_COMMIT
+    assert broker.transactions.transactions["tx"].state == CoordinatorTxnState.COMPLETE_COMMIT
 
 
 async def test_aborted_records_are_listed_and_filtered() -> None:
@@ -237,7 +237,7 @@ async def test_add_partitions_refuses_unknown_partitions_and_producers() -> None
         ("t", 7): UNKNOWN_TOPIC_OR_PARTITION,
         ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION,
     }
-    assert broker.transactions.transactions["tx"].state == TxnState.EMPTY
+    assert broker.transactions.transactions["tx"].state == CoordinatorTxnState.EMPTY
     assert await add_partitions(broker, "who", pid, epoch, {"t": [0]}) == {
         ("t", 0): INVALID_PRODUCER_ID_MAPPING
     }

@@ -16,7 +16,7 @@ from kafkette.server.txn.log_store import (
     encode_key,
     encode_value,
 )
-from kafkette.server.txn.state import TransactionMetadata, TxnState, prepare_end
+from kafkette.server.txn.state import CoordinatorTxnState, TransactionMetadata, prepare_end
 from tests.server.dataplane import NOW, FakeClock, make_broker
 from tests.server.txn.helpers import (
     NONE,
@@ -49,7 +49,7 @@ def test_records_are_kafkas_version_0_key_and_value() -> None:
         producer_id=7,
         producer_epoch=3,
         timeout_ms=60_000,
-        state=TxnState.ONGOING,
+        state=CoordinatorTxnState.ONGOING,
         partitions=frozenset({("b", 1), ("a", 2), ("a", 0)}),
         txn_start_ms=NOW,
         last_update_ms=NOW + 5,
@@ -83,10 +83,10 @@ def test_records_are_kafkas_version_0_key_and_value() -> None:
         transactional_id="tx",
         producer_id=7,
         timeout_ms=1,
-        state=TxnState.PREPARE_EPOCH_FENCE,
+        state=CoordinatorTxnState.PREPARE_EPOCH_FENCE,
         last_update_ms=NOW,
     )
-    assert decode_value("tx", encode_value(fence)).state == TxnState.PREPARE_ABORT
+    assert decode_value("tx", encode_value(fence)).state == CoordinatorTxnState.PREPARE_ABORT
 
 
 def test_version_1_values_are_read() -> None:
@@ -108,7 +108,11 @@ def test_version_1_values_are_read() -> None:
         out,
     )
     meta = decode_value("x", bytes(out))
-    assert (meta.producer_id, meta.producer_epoch, meta.state) == (9, 2, TxnState.COMPLETE_COMMIT)
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (
+        9,
+        2,
+        CoordinatorTxnState.COMPLETE_COMMIT,
+    )
 
 
 async def test_state_and_producer_ids_survive_a_restart(tmp_path: Path) -> None:
@@ -124,7 +128,11 @@ async def test_state_and_producer_ids_survive_a_restart(tmp_path: Path) -> None:
     broker.close()
     again = make_broker(clock, str(tmp_path))
     meta = again.transactions.transactions["tx"]
-    assert (meta.producer_id, meta.producer_epoch, meta.state) == (pid, epoch, TxnState.ONGOING)
+    assert (meta.producer_id, meta.producer_epoch, meta.state) == (
+        pid,
+        epoch,
+        CoordinatorTxnState.ONGOING,
+    )
     assert meta.partitions == frozenset({("t", 0)})
     assert await end(again, "tx", pid, epoch, True) == NONE
     assert await visible(again, "t", 0, committed=True) == [b"a"]
@@ -151,7 +159,7 @@ async def test_a_restart_completes_a_transaction_caught_in_prepare_commit(tmp_pa
     broker.transactions.store.write(prepared)
     broker.close()
     again = make_broker(clock, str(tmp_path), offsets_topic_num_partitions=3)
-    assert again.transactions.transactions["tx"].state == TxnState.COMPLETE_COMMIT
+    assert again.transactions.transactions["tx"].state == CoordinatorTxnState.COMPLETE_COMMIT
     assert await visible(again, "t", 0, committed=True) == [b"a", b"b"]
     assert await visible(again, "t", 1, committed=True) == [b"c"]
     committed = again.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
@@ -160,7 +168,7 @@ async def test_a_restart_completes_a_transaction_caught_in_prepare_commit(tmp_pa
     third = make_broker(
         clock, str(tmp_path), offsets_topic_num_partitions=3
     )  # CompleteCommit was persisted, offsets too
-    assert third.transactions.transactions["tx"].state == TxnState.COMPLETE_COMMIT
+    assert third.transactions.transactions["tx"].state == CoordinatorTxnState.COMPLETE_COMMIT
     restored = third.groups.fetch_offsets("g", [("t", 0)])[("t", 0)]
     assert restored is not None and restored.offset == 42
     assert len(third.cluster.topics[TRANSACTION_STATE_TOPIC].partitions) == 50
@@ -181,7 +189,7 @@ async def test_a_restart_completes_a_transaction_caught_in_prepare_abort(tmp_pat
     broker.transactions.store.write(prepared)
     broker.close()
     again = make_broker(clock, str(tmp_path))
-    assert again.transactions.transactions["tx"].state == TxnState.COMPLETE_ABORT
+    assert again.transactions.transactions["tx"].state == CoordinatorTxnState.COMPLETE_ABORT
     part = await fetch_partition(again, "t", 0, committed=True)
     assert part.last_stable_offset == part.high_watermark == 2
     assert await visible(again, "t", 0, committed=True) == []
@@ -201,11 +209,11 @@ async def test_the_broker_aborts_a_transaction_past_its_timeout() -> None:
     assert broker.transactions.next_deadline_ms() == NOW + 1_001
     clock.advance(1_000)
     broker.transactions.tick()
-    assert broker.transactions.transactions["tx"].state == TxnState.ONGOING
+    assert broker.transactions.transactions["tx"].state == CoordinatorTxnState.ONGOING
     clock.advance(1)
     broker.transactions.tick()
     meta = broker.transactions.transactions["tx"]
-    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
+    assert (meta.state, meta.producer_epoch) == (CoordinatorTxnState.COMPLETE_ABORT, epoch + 1)
     part = await fetch_partition(broker, "t", 0, committed=True)
     assert part.last_stable_offset == part.high_watermark == 2
     assert await visible(broker, "t", 0, committed=True) == []
@@ -228,7 +236,9 @@ async def test_the_timer_loop_aborts_on_an_injected_clock() -> None:
         tg.start_soon(group_timer_loop, broker)
         clock.advance(2_000)
         with anyio.fail_after(5):
-            while broker.transactions.transactions["tx"].state != TxnState.COMPLETE_ABORT:
+            while (
+                broker.transactions.transactions["tx"].state != CoordinatorTxnState.COMPLETE_ABORT
+            ):
                 await anyio.sleep(0.01)
         tg.cancel_scope.cancel()
 
@@ -291,13 +301,13 @@ async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.Monkey
     monkeypatch.setattr(coordinator_module, "write_markers", broken)
     assert await end(broker, "tx", pid, epoch, True) == NONE
     prepared = broker.transactions.transactions["tx"]
-    assert prepared.state == TxnState.PREPARE_COMMIT
+    assert prepared.state == CoordinatorTxnState.PREPARE_COMMIT
     assert broker.transactions.next_deadline_ms() == NOW + 1_000
     monkeypatch.setattr(coordinator_module, "write_markers", real)
     clock.advance(1_000)
     broker.transactions.tick()
     completed = broker.transactions.transactions["tx"]
-    assert completed.state == TxnState.COMPLETE_COMMIT
+    assert completed.state == CoordinatorTxnState.COMPLETE_COMMIT
     assert await visible(broker, "t", 0, committed=True) == [b"a"]
 
     await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
@@ -313,7 +323,7 @@ async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.Monkey
     broker.transactions.tick()
     assert len(writes) == 1
     assert broker.transactions.next_deadline_ms() == clock.now + 1_000
-    assert broker.transactions.transactions["tx"].state == TxnState.ONGOING
+    assert broker.transactions.transactions["tx"].state == CoordinatorTxnState.ONGOING
 
 
 async def test_the_state_topic_takes_its_partitions_and_segment_size_from_the_config() -> None:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from kafkette.server.txn.state import (
     NONE,
     VALID_PREVIOUS_STATES,
+    CoordinatorTxnState,
     IllegalTransition,
     TransactionMetadata,
-    TxnState,
     expired,
     new_metadata,
     prepare_add_partitions,
@@ -26,7 +26,7 @@ from kafkette.server.txn.state import (
     timed_out,
 )
 
-S = TxnState
+S = CoordinatorTxnState
 CONCURRENT_TRANSACTIONS = 51
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -34,7 +34,7 @@ PRODUCER_FENCED = 90
 T0 = 1_000_000
 
 
-def meta(state: TxnState, *, producer_epoch: int = 3) -> TransactionMetadata:
+def meta(state: CoordinatorTxnState, *, producer_epoch: int = 3) -> TransactionMetadata:
     return TransactionMetadata(
         transactional_id="tx",
         producer_id=10,
@@ -73,7 +73,10 @@ def test_valid_previous_states_are_kafkas() -> None:
         "Dead",
         "PrepareEpochFence",
     ]
-    assert TxnState.from_name("Ongoing") == S.ONGOING and TxnState.from_name("ongoing") is None
+    assert (
+        CoordinatorTxnState.from_name("Ongoing") == S.ONGOING
+        and CoordinatorTxnState.from_name("ongoing") is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -88,7 +91,7 @@ def test_valid_previous_states_are_kafkas() -> None:
     ],
 )
 def test_init_producer_id_in_each_state(
-    state: TxnState, expected: tuple[TxnState, int, int] | int
+    state: CoordinatorTxnState, expected: tuple[CoordinatorTxnState, int, int] | int
 ) -> None:
     """InitProducerId bumps the epoch when no transaction is open, fences an open one, and
     asks to retry while markers are being written."""
@@ -113,7 +116,7 @@ def test_init_producer_id_in_each_state(
 
 
 @pytest.mark.parametrize("state", [S.DEAD, S.PREPARE_EPOCH_FENCE])
-def test_init_in_a_transient_state_is_a_bug(state: TxnState) -> None:
+def test_init_in_a_transient_state_is_a_bug(state: CoordinatorTxnState) -> None:
     with pytest.raises(IllegalTransition):
         prepare_init(
             meta(state), timeout_ms=1, expected=None, now_ms=T0, allocate_producer_id=ids().__next__
@@ -186,10 +189,12 @@ def test_init_with_expected_producer() -> None:
         (S.PREPARE_ABORT, CONCURRENT_TRANSACTIONS),
     ],
 )
-def test_add_partitions_in_each_state(state: TxnState, expected: TxnState | int) -> None:
+def test_add_partitions_in_each_state(
+    state: CoordinatorTxnState, expected: CoordinatorTxnState | int
+) -> None:
     """Partitions join an Ongoing transaction (starting it, and its clock, if needed)."""
     outcome = prepare_add_partitions(meta(state), 10, 3, [("t", 1)], T0 + 5)
-    if not isinstance(expected, TxnState):
+    if not isinstance(expected, CoordinatorTxnState):
         assert outcome == expected
         return
     assert not isinstance(outcome, int)
@@ -225,9 +230,11 @@ def test_add_partitions_errors() -> None:
         (S.EMPTY, False, INVALID_TXN_STATE),
     ],
 )
-def test_end_txn_in_each_state(state: TxnState, commit: bool, expected: TxnState | int) -> None:
+def test_end_txn_in_each_state(
+    state: CoordinatorTxnState, commit: bool, expected: CoordinatorTxnState | int
+) -> None:
     outcome = prepare_end(meta(state), 10, 3, commit, T0 + 1)
-    if not isinstance(expected, TxnState):
+    if not isinstance(expected, CoordinatorTxnState):
         assert outcome == expected
     else:
         assert not isinstance(outcome, int)

@@ -58,7 +58,7 @@ FAILED_AUTH = Step(
         error_message="Authentication failed: Invalid username or password",
         auth_bytes=b"",
     ),
-    close="PLAIN: Authentication failed: Invalid username or password",
+    close="PLAIN for User:alice: Authentication failed: Invalid username or password",
 )
 UNSUPPORTED = Step(
     response=SaslHandshakeResponse(error_code=33, mechanisms=ENABLED),
@@ -122,8 +122,11 @@ def test_raw_tokens_only_after_handshake_v0(state: SaslState) -> None:
 def test_bad_raw_token_closes_without_answer() -> None:
     auth = in_state(SaslState.RAW_TOKENS)
     step = auth.receive_token(b"\0alice\0nope")
-    assert step == Step(close="Authentication failed: Invalid username or password")
+    assert step == Step(
+        close="PLAIN for User:alice: Authentication failed: Invalid username or password"
+    )
     assert (auth.state, auth.principal) == (SaslState.FAILED, None)
+    assert step.close is not None and "nope" not in step.close  # never the password
 
 
 def test_settings_refuse_unknown_or_no_mechanisms() -> None:

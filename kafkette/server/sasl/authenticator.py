@@ -186,10 +186,18 @@ class ServerAuthenticator:
             answer = self._mechanism.evaluate(token)
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
-            return Step(close=str(exc))
+            return Step(close=self._failure(exc))
         if self._mechanism.complete:
             self.state = SaslState.COMPLETE
         return Step(token=answer)
+
+    def _failure(self, exc: AuthenticationFailed) -> str:
+        """Why the connection closes, for the log: the mechanism and the user the client
+        claimed to be (never what it sent as a password)."""
+        assert self._mechanism is not None
+        claimed = self._mechanism.claimed_user
+        who = f" for User:{claimed}" if claimed else ""
+        return f"{self._mechanism.name}{who}: {exc}"
 
     def _handshake(self, request: SaslHandshakeRequest, version: int) -> Step:
         enabled = list(self.settings.mechanisms)
@@ -217,7 +225,7 @@ class ServerAuthenticator:
                     error_message=str(exc),
                     auth_bytes=b"",
                 ),
-                close=f"{self._mechanism.name}: {exc}",
+                close=self._failure(exc),
             )
         if self._mechanism.complete:
             self.state = SaslState.COMPLETE

@@ -26,5 +26,9 @@ class ServerMechanism(Protocol):
     def principal(self) -> str | None:
         """The authenticated user's name once :attr:`complete`."""
 
+    @property
+    def claimed_user(self) -> str | None:
+        """The user name the client gave, once it has (for logs: authenticated or not)."""
+
     def evaluate(self, token: bytes) -> bytes:
         """The server's answer to a client token; raises :class:`AuthenticationFailed`."""

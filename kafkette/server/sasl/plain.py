@@ -16,6 +16,7 @@ class PlainServer:
     def __init__(self, store: CredentialStore) -> None:
         self._store = store
         self._principal: str | None = None
+        self._claimed: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -24,6 +25,10 @@ class PlainServer:
     @property
     def principal(self) -> str | None:
         return self._principal
+
+    @property
+    def claimed_user(self) -> str | None:
+        return self._claimed
 
     def evaluate(self, token: bytes) -> bytes:
         """Authenticate from the client's only message; the answer is empty."""
@@ -41,6 +46,7 @@ class PlainServer:
                 "Authentication failed: the PLAIN message must be authzid NUL username NUL password"
             )
         authzid, username, password = parts
+        self._claimed = username or None
         if not username:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:

@@ -101,6 +101,10 @@ class ScramServer:
     def principal(self) -> str | None:
         return self._principal
 
+    @property
+    def claimed_user(self) -> str | None:
+        return self._user or None
+
     def evaluate(self, token: bytes) -> bytes:
         """Answer the client-first message, then the client-final one."""
         try:

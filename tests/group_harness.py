@@ -31,12 +31,14 @@ class MemberProcess:
         assignor: str = "range",
         instance_id: str | None = None,
         session_timeout_ms: int = 6000,
+        group_protocol: str = "classic",
     ) -> None:
         self.client = client
         command = [sys.executable, "-m", "tests.group_member", client, bootstrap, group, topic]
         command += ["--assignor", assignor, "--session-timeout-ms", str(session_timeout_ms)]
         if instance_id is not None:
             command += ["--instance-id", instance_id]
+        command += ["--group-protocol", group_protocol]
         self.assigned: set[int] = set()
         self.assignments: list[set[int]] = []
         self.processed: list[tuple[int, int, str]] = []

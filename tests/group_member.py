@@ -1,8 +1,8 @@
 """One consumer-group member in a child process, for group tests across clients.
 
 ``python -m tests.group_member CLIENT BOOTSTRAP GROUP TOPIC [--assignor NAME]
-[--instance-id ID] [--session-timeout-ms N]`` joins ``GROUP`` with one of
-``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette`` (the sync
+[--instance-id ID] [--session-timeout-ms N] [--group-protocol consumer]`` joins
+``GROUP`` with one of ``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette`` (the sync
 Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records
 (report them), commit their offsets synchronously (commit after processing). It
 writes JSON lines to stdout:
@@ -96,6 +96,14 @@ def run_confluent(args: argparse.Namespace, reporter: Reporter) -> None:
         "heartbeat.interval.ms": max(args.session_timeout_ms // 10, 100),
         "partition.assignment.strategy": args.assignor,
     }
+    if args.group_protocol == "consumer":  # KIP-848: the broker assigns and times sessions
+        for name in (
+            "session.timeout.ms",
+            "heartbeat.interval.ms",
+            "partition.assignment.strategy",
+        ):
+            del config[name]
+        config["group.protocol"] = "consumer"
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
@@ -250,6 +258,7 @@ def main() -> None:
     parser.add_argument("--assignor", default="range")
     parser.add_argument("--instance-id", default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     args = parser.parse_args()
     CLIENTS[args.client](args, Reporter())
 

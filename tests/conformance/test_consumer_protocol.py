@@ -1,0 +1,106 @@
+"""The consumer group protocol (KIP-848, ``group.protocol=consumer``) of librdkafka
+(confluent-kafka 2.16) against ``kafkette serve``.
+
+A group of three librdkafka members consumes records while they are produced; midway
+a fourth member joins and one of the first three leaves (a clean close, epoch -1).
+Every record is processed once: none lost, none seen twice, each partition's offsets
+in order. Members run in child processes (:mod:`tests.group_member`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.brokers import BrokerProcess
+from tests.group_harness import MemberProcess, partitions_split, wait_until
+
+PARTITIONS = 6
+RECORDS = 20_000
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path / "data", args=("--set", f"num.partitions={PARTITIONS}"))
+    try:
+        yield broker.start()
+    finally:
+        broker.close()
+
+
+class SlowProducer(threading.Thread):
+    """Produces records ``0..count`` (record ``i`` to partition ``i % PARTITIONS``) in
+    steps, so that the group is consuming while its membership changes."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int, steps: int = 40) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.count, self.steps = bootstrap, topic, count, steps
+        self.sent = 0
+        self.failed: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+            step = self.count // self.steps
+            for start in range(0, self.count, step):
+                for i in range(start, min(start + step, self.count)):
+                    producer.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS)
+                assert producer.flush(30) == 0
+                self.sent = min(start + step, self.count)
+                threading.Event().wait(0.2)
+        except BaseException as exc:  # reported by the test
+            self.failed = exc
+
+
+def distinct(members: list[MemberProcess]) -> set[tuple[int, int]]:
+    return {(p, o) for m in members for p, o, _ in m.records()}
+
+
+def test_librdkafka_group_with_a_join_and_a_leave(server: BrokerProcess) -> None:
+    """Three members split six partitions 2/2/2; a fourth joins and the first leaves while
+    20,000 records are produced; all 20,000 are processed exactly once, in offset order
+    per partition, and the remaining three members end up owning every partition."""
+    topic, group = "kip848", "kip848-group"
+    Producer({"bootstrap.servers": server.bootstrap}).list_topics(topic)  # auto-create
+    members = [
+        MemberProcess("confluent", server.bootstrap, group, topic, group_protocol="consumer")
+        for _ in range(3)
+    ]
+    try:
+        wait_until(lambda: partitions_split(members, PARTITIONS), "3 members split 6", members)
+        assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
+        producer = SlowProducer(server.bootstrap, topic, RECORDS)
+        producer.start()
+        wait_until(lambda: producer.sent >= RECORDS // 4, "a quarter produced")
+        members.append(
+            MemberProcess("confluent", server.bootstrap, group, topic, group_protocol="consumer")
+        )
+        wait_until(lambda: partitions_split(members, PARTITIONS), "4 members split 6", members)
+        wait_until(lambda: producer.sent >= RECORDS // 2, "half produced")
+        members[0].stop()
+        staying = members[1:]
+        wait_until(lambda: partitions_split(staying, PARTITIONS), "3 members split 6", staying)
+        producer.join(60)
+        assert producer.failed is None
+        assert producer.sent == RECORDS
+        wait_until(lambda: len(distinct(members)) >= RECORDS, f"{RECORDS} processed", members)
+        for m in staying:
+            m.stop()
+        processed = [r for m in members for r in m.records()]
+        assert len(processed) == RECORDS  # nothing seen twice
+        assert sorted(int(v) for _, _, v in processed) == list(range(RECORDS))  # nothing lost
+        for partition in range(PARTITIONS):
+            offsets = sorted(o for p, o, _ in processed if p == partition)
+            assert offsets == list(
+                range(RECORDS // PARTITIONS + (partition < RECORDS % PARTITIONS))
+            )
+            values = [int(v) for p, o, v in sorted(processed, key=lambda r: r[1]) if p == partition]
+            assert values == list(range(partition, RECORDS, PARTITIONS))
+        assert all(m.commit_failures == [] for m in members), [m.commit_failures for m in members]
+    finally:
+        for m in members:
+            m.close()

@@ -92,7 +92,12 @@ class Broker:
         self.groups.restore(store.load())
         self.consumer_topics = ClusterTopicImage(self.cluster)
         self.consumer_groups = ConsumerGroupCoordinator(
-            ConsumerGroupConfig.from_properties(self.config.overrides),
+            ConsumerGroupConfig(
+                session_timeout_ms=self.config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+                max_size=self.config.group_consumer_max_size,
+                assignors=self.config.group_consumer_assignors,
+            ),
             self.consumer_topics,
             clock=self.now_ms,
         )

@@ -64,6 +64,16 @@ def _sasl_mechanisms(value: str) -> tuple[str, ...]:
     return names
 
 
+def _consumer_assignors(value: str) -> tuple[str, ...]:
+    # Checked here so that a bad name is refused with the other settings.
+    from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig
+
+    try:
+        return ConsumerGroupConfig.from_properties({"group.consumer.assignors": value}).assignors
+    except ConfigError as exc:
+        raise ValueError(exc.reason) from None
+
+
 _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "node.id": _int(0),
     "num.partitions": _int(1),
@@ -74,6 +84,10 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.initial.rebalance.delay.ms": _int(0),
     "group.min.session.timeout.ms": _int(0),
     "group.max.session.timeout.ms": _int(0),
+    "group.consumer.session.timeout.ms": _int(1),
+    "group.consumer.heartbeat.interval.ms": _int(1),
+    "group.consumer.max.size": _int(1),
+    "group.consumer.assignors": _consumer_assignors,
     "offsets.retention.minutes": _int(1),
     "offsets.topic.num.partitions": _int(1),
     "offsets.topic.segment.bytes": _int(1),
@@ -111,6 +125,12 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 0  # Kafka's sample server.properties value
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """``group.consumer.*``: the consumer group protocol (KIP-848), read by
+    :class:`~kafkette.server.groups.consumer_protocol.ConsumerGroupConfig`."""
     offsets_retention_minutes: int = 10_080
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600

@@ -534,6 +534,30 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "The longest session timeout a consumer may ask for.",
             ),
             _broker(
+                "group.consumer.session.timeout.ms",
+                ConfigType.INT,
+                "45000",
+                "The session timeout of members of consumer-type groups (KIP-848).",
+            ),
+            _broker(
+                "group.consumer.heartbeat.interval.ms",
+                ConfigType.INT,
+                "5000",
+                "The heartbeat interval given to members of consumer-type groups.",
+            ),
+            _broker(
+                "group.consumer.max.size",
+                ConfigType.INT,
+                "2147483647",
+                "The most members a consumer-type group may have.",
+            ),
+            _broker(
+                "group.consumer.assignors",
+                ConfigType.LIST,
+                "uniform,range",
+                "The server assignors of consumer-type groups; the first is the default.",
+            ),
+            _broker(
                 "offsets.retention.minutes",
                 ConfigType.INT,
                 "10080",

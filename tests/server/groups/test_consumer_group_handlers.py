@@ -30,7 +30,7 @@ from kafkette.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
 )
-from kafkette.server import Broker
+from kafkette.server import Broker, BrokerConfig
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.routing import misrouted
 from tests.server.dataplane import FakeClock, call, make_broker
@@ -106,6 +106,20 @@ async def test_first_member_joins_and_gets_every_partition() -> None:
     assert response.member_epoch == 1
     assert response.heartbeat_interval_ms == 5_000
     assert owned_of(response) == {topic_id: [0, 1, 2, 3]}
+
+
+async def test_group_consumer_settings_reach_members() -> None:
+    """group.consumer.heartbeat.interval.ms and group.consumer.assignors from the broker's
+    properties: the interval in every answer, the first assignor the group's."""
+    config = BrokerConfig.from_properties(
+        {"group.consumer.heartbeat.interval.ms": "700", "group.consumer.assignors": "range"}
+    )
+    broker = Broker(config, clock=FakeClock())
+    broker.cluster.create_topic("t", 1)
+    response = await call(broker, heartbeat("m1"), HB_VERSION)
+    assert (response.error_code, response.heartbeat_interval_ms) == (0, 700)
+    described = await call(broker, ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
+    assert described.groups[0].assignor_name == "range"
 
 
 async def test_second_member_waits_for_revocation() -> None:

@@ -305,8 +305,12 @@ class ConsumerConfig(ClientConfig):
 
     group_id: str | None = setting("group.id", None, _optional_str)
     group_instance_id: str | None = setting("group.instance.id", None, _optional_str)
-    group_protocol: str = setting("group.protocol", "classic", _choice("classic"))
-    """Only the classic group protocol (JoinGroup/SyncGroup) is implemented, not KIP-848's."""
+    group_protocol: str = setting("group.protocol", "classic", _choice("classic", "consumer"))
+    """``classic`` (JoinGroup/SyncGroup, client-side assignors) or ``consumer`` (KIP-848:
+    ConsumerGroupHeartbeat, the broker assigns)."""
+    group_remote_assignor: str | None = setting("group.remote.assignor", None, _optional_str)
+    """The broker assignor asked for under ``group.protocol=consumer`` (None: the broker's
+    default)."""
     auto_offset_reset: str = setting(
         "auto.offset.reset", "latest", _choice("earliest", "latest", "none")
     )
@@ -340,10 +344,27 @@ class ConsumerConfig(ClientConfig):
 
     def _check(self, explicit: set[str]) -> None:
         super()._check(explicit)
+        if self.group_protocol == "consumer":
+            # As librdkafka: under KIP-848 these are the broker's, and refused when given.
+            for attribute, why in _BROKER_SIDE_UNDER_CONSUMER_PROTOCOL.items():
+                if attribute in explicit:
+                    name = attrs.fields_dict(ConsumerConfig)[attribute].metadata["kafka"]
+                    raise ConfigError(name, f"is not supported for group.protocol=consumer: {why}")
+        elif self.group_remote_assignor is not None and "group_remote_assignor" in explicit:
+            raise ConfigError(
+                "group.remote.assignor", "cannot be set when group.protocol=classic (as Java)"
+            )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError("heartbeat.interval.ms", "must be lower than session.timeout.ms")
         if self.group_instance_id is not None and self.group_id is None:
             raise ConfigError("group.instance.id", "requires a group.id")
+
+
+_BROKER_SIDE_UNDER_CONSUMER_PROTOCOL = {
+    "session_timeout_ms": "it is defined broker side (group.consumer.session.timeout.ms)",
+    "heartbeat_interval_ms": "it is defined broker side (group.consumer.heartbeat.interval.ms)",
+    "partition_assignment_strategy": "use group.remote.assignor instead",
+}
 
 
 @attrs.frozen(kw_only=True)

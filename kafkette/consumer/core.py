@@ -25,6 +25,7 @@ from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
 from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_positions
 from kafkette.consumer.group.coordinator import GroupMember, Step
+from kafkette.consumer.group.heartbeat_member import HeartbeatMember
 from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics, MetricsRecorder
@@ -85,7 +86,7 @@ class ConsumerCore:
         self.wake_fetcher: Callable[[], None] = self.fetcher.wake
         # How background tasks (the group member) are started: set by the consumer.
         self.start_task: Callable[[Callable[[], Coroutine[Any, Any, None]]], object] | None = None
-        self.group: GroupMember | None = None
+        self.group: GroupMember | HeartbeatMember | None = None
         self.closed = False
 
     def check_open(self) -> None:
@@ -135,14 +136,13 @@ class ConsumerCore:
             raise ValueError("subscribe() needs topics; use unsubscribe() to stop")
         self.member().subscribe(names, pattern, listener)
 
-    def member(self) -> GroupMember:
+    def member(self) -> GroupMember | HeartbeatMember:
         """The group member, made (and started) on first use; needs a ``group.id``."""
         if self.group is None:
             if self.config.group_id is None:
                 raise IllegalStateError("this needs a group.id in the consumer's settings")
-            self.group = GroupMember(
-                self.client, self.config, self.subscriptions, self.set_assignment
-            )
+            runner = HeartbeatMember if self.config.group_protocol == "consumer" else GroupMember
+            self.group = runner(self.client, self.config, self.subscriptions, self.set_assignment)
             if self.start_task is None:
                 raise IllegalStateError("the consumer is not running")
             self.start_task(self.group.run)

@@ -26,6 +26,7 @@ from kafkette.errors import (
     NotCoordinatorError,
     RebalanceInProgressError,
     RetriableError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
     UnstableOffsetCommitError,
     make_error,
@@ -47,11 +48,18 @@ logger = logging.getLogger("kafkette.consumer.group")
 
 OFFSET_COMMIT_MAX_VERSION = 8
 """v9+ carry KIP-848 member epochs; the classic protocol needs no more than v8."""
+MEMBER_EPOCH_COMMIT_VERSION = 9
+"""OffsetCommit for members of the consumer protocol (KIP-848): the broker refuses older."""
 OFFSET_FETCH_MAX_VERSION = 7
 """v8+ batch several groups; one group is all a consumer asks about."""
 
 _REDISCOVER = (NotCoordinatorError, CoordinatorNotAvailableError)
-_FENCED = (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError)
+_FENCED = (
+    UnknownMemberIdError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    StaleMemberEpochError,
+)
 
 
 def commit_request(
@@ -148,8 +156,11 @@ async def commit_offsets(
     member_id: str,
     group_instance_id: str | None,
     deadline_ms: float,
+    max_version: int = OFFSET_COMMIT_MAX_VERSION,
 ) -> None:
-    """Commit ``offsets``; raises :class:`CommitFailedError` when the group moved on."""
+    """Commit ``offsets``; raises :class:`CommitFailedError` when the group moved on.
+    ``generation_id`` is the member epoch under the consumer protocol, which commits with
+    ``max_version`` 9 (:data:`MEMBER_EPOCH_COMMIT_VERSION`)."""
     if not offsets:
         return
     request = commit_request(
@@ -164,7 +175,7 @@ async def commit_offsets(
         try:
             node = await client.coordinator(group_id)
             connection = await client.coordinator_connection(node)
-            version = connection.version_for(OffsetCommitRequest, OFFSET_COMMIT_MAX_VERSION)
+            version = connection.version_for(OffsetCommitRequest, max_version)
             request.group_instance_id = group_instance_id if version >= 7 else None
             response = await client.send_to_coordinator(group_id, request, version=version)
             assert isinstance(response, OffsetCommitResponse)

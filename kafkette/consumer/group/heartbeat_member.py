@@ -1,0 +1,392 @@
+"""The I/O of one consumer's membership under the consumer group protocol (KIP-848,
+``group.protocol=consumer``).
+
+:class:`HeartbeatMember` drives a
+:class:`~kafkette.consumer.group.heartbeat_membership.HeartbeatMembership` as
+:class:`~kafkette.consumer.group.coordinator.GroupMember` drives the classic one, with
+the same surface for the consumer:
+
+- in the background (:meth:`HeartbeatMember.run`): ConsumerGroupHeartbeat at the
+  interval the broker gives, at once when joining, acknowledging or leaving;
+- in ``poll`` (:meth:`HeartbeatMember.poll_steps`): reconciliation (the listener's
+  ``on_partitions_revoked`` with the partitions that go, an auto commit, the new
+  partitions at their committed offsets and ``on_partitions_assigned`` with only
+  those), partitions lost after fencing, auto commits.
+
+Not done: ``max.poll.interval.ms`` (a member that stops polling keeps heartbeating),
+and the incremental form of the heartbeat (each one carries every field).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import ConsumerConfig
+from kafkette.consumer.group.coordinator import Call, Invoke, Step
+from kafkette.consumer.group.heartbeat_membership import (
+    AnswerKind,
+    HeartbeatMembership,
+    HeartbeatState,
+)
+from kafkette.consumer.group.offsets import (
+    MEMBER_EPOCH_COMMIT_VERSION,
+    commit_offsets,
+    fetch_committed,
+)
+from kafkette.consumer.group.types import (
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    OffsetAndMetadata,
+)
+from kafkette.consumer.subscription import SubscriptionState
+from kafkette.errors import ApiError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafkette.protocol.messages import ConsumerGroupHeartbeatResponse
+from kafkette.protocol.messages.consumer_group_heartbeat_request import (
+    ConsumerGroupHeartbeatRequest,
+)
+from kafkette.structs import TopicPartition
+
+logger = logging.getLogger("kafkette.consumer.group")
+
+
+class HeartbeatMember:
+    """The member of ``group.id`` one consumer is, under ``group.protocol=consumer``;
+    create it inside the event loop."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        config: ConsumerConfig,
+        subscriptions: SubscriptionState,
+        apply_assignment: Callable[[list[TopicPartition]], None],
+    ) -> None:
+        assert config.group_id is not None
+        self.membership = HeartbeatMembership(
+            config.group_id,
+            instance_id=config.group_instance_id,
+            rebalance_timeout_ms=config.max_poll_interval_ms,
+            remote_assignor=config.group_remote_assignor,
+            rack_id=config.client_rack or None,
+        )
+        self.client = client
+        self.config = config
+        self.group_id: str = config.group_id
+        self.instance_id = config.group_instance_id
+        self.subscriptions = subscriptions
+        self._apply_assignment = apply_assignment
+        self.topics: set[str] = set()
+        self.pattern: re.Pattern[str] | None = None
+        self.listener: ConsumerRebalanceListener | Any | None = None
+        self._wake = anyio.Event()
+        self._last_sent_ms = float("-inf")
+        self._retry_at_ms = float("-inf")
+        self._next_auto_commit_ms = float("-inf")
+        self._pending_callbacks: list[Invoke] = []
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._scope = anyio.CancelScope()
+        self._sending = anyio.Lock()
+
+    # ---- facts, as the consumer and the tests read them
+
+    @property
+    def state(self) -> HeartbeatState:
+        return self.membership.state
+
+    @property
+    def member_id(self) -> str:
+        return self.membership.member_id
+
+    @property
+    def member_epoch(self) -> int:
+        return self.membership.member_epoch
+
+    @property
+    def subscribed(self) -> bool:
+        return self.pattern is not None or bool(self.topics)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member epoch stands for the generation, as in Java's consumer."""
+        m = self.membership
+        return ConsumerGroupMetadata(self.group_id, m.member_epoch, m.member_id, self.instance_id)
+
+    # ---- subscription
+
+    def subscribe(
+        self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None, listener: Any
+    ) -> None:
+        """Follow ``topics`` or the topics matching ``pattern`` (sent to the broker as
+        SubscribedTopicRegex, which it evaluates)."""
+        self.pattern = pattern
+        self.listener = listener
+        self.topics = set(topics or ())
+        self.client.metadata.wanted_topics.update(self.topics)
+        self.membership.subscribe(
+            tuple(sorted(self.topics)), pattern.pattern if pattern is not None else None
+        )
+        self._wake.set()
+
+    # ---- background
+
+    async def run(self) -> None:
+        """Heartbeats, until :meth:`stop`."""
+        with self._scope:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                task_group.start_soon(self._heartbeat_loop)
+                for func in self._early_tasks:
+                    task_group.start_soon(func)
+                self._early_tasks.clear()
+
+    def stop(self) -> None:
+        """Cancel :meth:`run` (also when it has not started yet)."""
+        self._scope.cancel()
+
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        if self._task_group is None:
+            self._early_tasks.append(func)
+        else:
+            self._task_group.start_soon(func)
+
+    async def _heartbeat_loop(self) -> None:
+        membership = self.membership
+        while True:
+            now = self.client.clock()
+            if membership.in_group:
+                due = max(membership.next_heartbeat_ms(self._last_sent_ms), self._retry_at_ms)
+                if now >= due:
+                    await self._heartbeat()
+                    continue
+                wait_ms = due - now
+            else:
+                wait_ms = 1_000.0
+            with anyio.move_on_after(wait_ms / 1000):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+
+    async def _send_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        node = await self.client.coordinator(self.group_id)
+        connection = await self.client.coordinator_connection(node)
+        version = connection.version_for(ConsumerGroupHeartbeatRequest)
+        response = await self.client.send_to_coordinator(self.group_id, request, version=version)
+        assert isinstance(response, ConsumerGroupHeartbeatResponse)
+        return response
+
+    async def _heartbeat(self) -> None:
+        membership = self.membership
+        async with self._sending:
+            if not membership.in_group:
+                return
+            self._last_sent_ms = self.client.clock()
+            request = membership.heartbeat_request()
+            try:
+                response = await self._send_heartbeat(request)
+            except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
+                logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
+                self._retry_at_ms = self.client.clock() + self.config.retry_backoff_ms
+                membership.send_now = True
+                return
+            assignment = (
+                None
+                if response.assignment is None
+                else {
+                    tp.topic_id: frozenset(tp.partitions)
+                    for tp in response.assignment.topic_partitions
+                }
+            )
+            kind = membership.on_answer(
+                response.error_code,
+                response.error_message,
+                response.member_epoch,
+                response.heartbeat_interval_ms,
+                assignment,
+            )
+        if kind is AnswerKind.FIND_COORDINATOR:
+            self.client.invalidate_coordinator(self.group_id)
+        if kind in (AnswerKind.FIND_COORDINATOR, AnswerKind.RETRY):
+            self._retry_at_ms = self.client.clock() + self.config.retry_backoff_ms
+            membership.send_now = True
+
+    # ---- poll (steps)
+
+    def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
+        """What ``poll`` does for the group before it returns records."""
+        pending, self._pending_callbacks = self._pending_callbacks, []
+        yield from pending
+        membership = self.membership
+        if membership.fatal_error is not None:
+            raise membership.fatal_error
+        if not self.subscribed:
+            return
+        if membership.state is HeartbeatState.FENCED:
+            owned = self.subscriptions.assigned()
+            if owned:
+                yield from self._listener_call("on_partitions_lost", owned)
+                yield Call(partial(self._apply, []))
+            membership.lost()
+            self._wake.set()
+        if membership.reconciling:
+            yield from self._reconcile_steps()
+        if membership.state is HeartbeatState.STABLE and self.config.enable_auto_commit:
+            now = self.client.clock()
+            if now >= self._next_auto_commit_ms:
+                self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
+                offsets = self.consumed_offsets()
+                if offsets:
+                    self.spawn(partial(self._commit_quietly, offsets))
+
+    def _reconcile_steps(self) -> Iterator[Step]:
+        target = self.membership.target
+        if target is None:
+            return
+        names = self._topic_names()
+        if any(t not in names for t in target):
+            yield Call(self._refresh_all_metadata)
+            names = self._topic_names()
+            if any(t not in names for t in target):
+                return  # topics not in metadata yet: the next poll tries again
+        wanted = {TopicPartition(names[t], p) for t, ps in target.items() for p in ps}
+        owned = self.subscriptions.assigned()
+        revoked = owned - wanted
+        added = wanted - owned
+        if revoked:
+            yield from self._listener_call("on_partitions_revoked", revoked)
+            if self.config.enable_auto_commit:
+                yield Call(partial(self._commit_quietly, self.consumed_offsets()))
+            yield Call(partial(self._apply, sorted(owned - revoked)))
+        yield Call(partial(self._apply_with_positions, sorted(wanted), sorted(added)))
+        if added:
+            yield from self._listener_call("on_partitions_assigned", added)
+        if self.membership.reconciling:  # not fenced or left meanwhile
+            self.membership.reconciled(target)
+            self._wake.set()
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        return {info.topic_id: name for name, info in self.client.metadata.snapshot.topics.items()}
+
+    async def _refresh_all_metadata(self) -> None:
+        try:
+            await self.client.refresh_metadata(None)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            logger.info("group %s: metadata refresh failed: %s", self.group_id, exc)
+
+    def _listener_call(self, method: str, partitions: set[TopicPartition]) -> Iterator[Step]:
+        listener = self.listener
+        if listener is None:
+            return
+        func = getattr(listener, method, None)
+        if func is None and method == "on_partitions_lost":
+            func = getattr(listener, "on_partitions_revoked", None)
+        if func is not None:
+            yield Invoke(func, (set(partitions),))
+
+    async def _apply(self, partitions: list[TopicPartition]) -> None:
+        self._apply_assignment(partitions)
+
+    async def _apply_with_positions(
+        self, partitions: list[TopicPartition], added: list[TopicPartition]
+    ) -> None:
+        committed = await fetch_committed(
+            self.client,
+            self.group_id,
+            added,
+            deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
+        )
+        self._apply_assignment(partitions)
+        for tp, found in committed.items():
+            state = self.subscriptions.get(tp)
+            if found is not None and state is not None and state.position is None:
+                state.position = found.offset
+
+    # ---- commits
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The positions of the assigned partitions, as offsets to commit."""
+        result = {}
+        for tp in self.subscriptions.assigned():
+            state = self.subscriptions.get(tp)
+            if state is not None and state.position is not None:
+                result[tp] = OffsetAndMetadata(state.position)
+        return result
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float
+    ) -> None:
+        """Commit ``offsets`` with this member's epoch (CommitFailedError when stale)."""
+        in_group = self.membership.in_group and self.membership.member_epoch > 0
+        await commit_offsets(
+            self.client,
+            self.group_id,
+            offsets,
+            generation_id=self.membership.member_epoch if in_group else -1,
+            member_id=self.member_id if in_group else "",
+            group_instance_id=self.instance_id,
+            deadline_ms=self.client.clock() + timeout_ms,
+            max_version=MEMBER_EPOCH_COMMIT_VERSION,
+        )
+
+    async def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        try:
+            await self.commit(offsets, self.config.default_api_timeout_ms)
+        except KafkaError as exc:
+            logger.warning("group %s: commit failed: %s", self.group_id, exc)
+
+    def commit_in_background(
+        self,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any] | None,
+    ) -> None:
+        """Commit without waiting; ``callback(offsets, error)`` runs from a later poll."""
+
+        async def commit() -> None:
+            error: Exception | None = None
+            try:
+                await self.commit(offsets, self.config.default_api_timeout_ms)
+            except KafkaError as exc:
+                error = exc
+            if callback is not None:
+                self._pending_callbacks.append(Invoke(callback, (offsets, error)))
+
+        self.spawn(commit)
+
+    # ---- close and unsubscribe (steps)
+
+    def leave_steps(self, reason: str, *, commit: bool) -> Iterator[Step]:
+        """Commit (auto commit), revoke through the listener and leave the group."""
+        pending, self._pending_callbacks = self._pending_callbacks, []
+        yield from pending
+        owned = self.subscriptions.assigned()
+        if self.membership.in_group:
+            if commit and owned:
+                yield Call(partial(self._commit_quietly, self.consumed_offsets()))
+            if owned:
+                yield from self._listener_call("on_partitions_revoked", owned)
+        elif owned:
+            yield from self._listener_call("on_partitions_lost", owned)
+        yield Call(partial(self.leave_group, reason))
+        yield Call(partial(self._apply, []))
+
+    async def leave_group(self, reason: str) -> None:
+        """Leave with epoch -1 (-2 for a static member), answered or not."""
+        membership = self.membership
+        async with self._sending:
+            if not (membership.in_group or membership.state is HeartbeatState.FENCED):
+                return
+            membership.start_leaving()
+            logger.info("group %s: leaving (%s)", self.group_id, reason)
+            try:
+                await self._send_heartbeat(membership.heartbeat_request())
+            except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
+                logger.info("group %s: leave heartbeat failed: %s", self.group_id, exc)
+            membership.left()

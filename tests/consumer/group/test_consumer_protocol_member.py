@@ -1,0 +1,81 @@
+"""Our consumer with group.protocol=consumer (KIP-848) on the in-process broker."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkette import Consumer, ConsumerRecord, TopicPartition
+from kafkette.consumer.group.heartbeat_member import HeartbeatMember
+from kafkette.testing import close_memory_cluster, memory_cluster
+from tests.consumer.group.helpers import Event, Recorder, numbers, poll_until
+from tests.consumer.targets import Target
+
+PROPERTIES = {"group.consumer.heartbeat.interval.ms": "100"}
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    url = memory_cluster(f"kip848-{uuid.uuid4().hex[:8]}", properties=PROPERTIES)
+    made = Target("memory", url)
+    try:
+        yield made
+    finally:
+        made.close()
+        close_memory_cluster(url)
+
+
+def settings(target: Target, group: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": target.bootstrap,
+        "group_id": group,
+        "group_protocol": "consumer",
+        "fetch_max_wait_ms": 100,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        **extra,
+    }
+
+
+def values(records: list[ConsumerRecord]) -> list[bytes]:
+    return sorted(r.value for r in records)
+
+
+def test_two_members_split_and_hand_over(target: Target) -> None:
+    """The first member owns all 4 partitions; a second joins and gets 2, which the
+    first revokes first (its listener sees only those 2 revoked, the second only its 2
+    assigned); when the second closes, the first takes them back. Every record is read
+    once across the members."""
+    target.create_topic("t", 4)
+    for p in range(4):
+        target.produce_values(TopicPartition("t", p), 5)
+    log: list[Event] = []
+    records: list[ConsumerRecord] = []
+    with Consumer(settings(target, "g")) as a:
+        a.subscribe(["t"], listener=Recorder("a", log))
+        assert isinstance(a._core.group, HeartbeatMember)
+        poll_until([a], lambda: len(a.assignment()) == 4 and len(records) == 20, records)
+        a.commit()
+        assert log == [("a", "assigned", [0, 1, 2, 3])]
+        log.clear()
+        with Consumer(settings(target, "g")) as b:
+            b.subscribe(["t"], listener=Recorder("b", log))
+            poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2, records)
+            moved = numbers(b.assignment())
+            assert log == [("a", "revoked", moved), ("b", "assigned", moved)]
+            for p in range(4):
+                target.produce_values(TopicPartition("t", p), 5, start=5)
+            poll_until([a, b], lambda: len(records) == 40, records)
+            b.commit()
+            a.commit()
+            log.clear()
+        poll_until([a], lambda: len(a.assignment()) == 4, records)
+        assert log == [("b", "revoked", moved), ("a", "assigned", moved)]
+        for p in range(4):
+            target.produce_values(TopicPartition("t", p), 1, start=10)
+        poll_until([a], lambda: len(records) == 44, records)
+    expected = sorted(b"v%d" % i for i in range(11) for _ in range(4))
+    assert values(records) == expected

@@ -271,7 +271,8 @@ ANSWERS = {
     "invalid_record": (87, False),
 }
 FAILURES = (InvalidRecordError, MessageTooLargeError, OutOfOrderSequenceNumberError)
-"""What a record may fail with here: retries and delivery.timeout.ms are not limiting."""
+"""What a record may fail with here: retries and delivery.timeout.ms are not limiting
+(and, without idempotence, UNKNOWN_PRODUCER_ID too)."""
 
 
 def covered_without_gap(ranges: set[tuple[int, int]]) -> bool:
@@ -293,13 +294,15 @@ def covered_without_gap(ranges: set[tuple[int, int]]) -> bool:
     ),
     st.integers(1, 3),
     st.booleans(),
+    st.booleans(),
 )
 def test_any_sequence_of_answers_completes_each_record_once(
-    plan: list[str], partitions: int, submitting: bool
+    plan: list[str], partitions: int, submitting: bool, idempotent: bool
 ) -> None:
     """Whatever the broker answers, batch by batch: each future completes once, a
     completed batch is not sent again, each epoch's sequences have no gap, and an
-    acknowledged record is at its offset."""
+    acknowledged record is at its offset (without idempotence too, where a record
+    written before a lost answer may be stored twice)."""
     broker = FakeBroker()
     answers = iter(plan)
     completions: dict[bytes, list[Any]] = {}
@@ -365,19 +368,24 @@ def test_any_sequence_of_answers_completes_each_record_once(
             with contextlib.suppress(KafkaError):
                 await future
 
-    sender = anyio.run(run_sender, client, config(batch_size=120), body)
+    cfg = config(batch_size=120)
+    if not idempotent:
+        cfg = config(batch_size=120, enable_idempotence=False, acks=1)
+    failures = FAILURES if idempotent else (*FAILURES, UnknownProducerIdError)
+    sender = anyio.run(run_sender, client, cfg, body)
     assert sender.accumulator.incomplete == 0
     for partition, value, future in futures:
         [outcome] = completions[value]  # exactly once
         if isinstance(outcome, BaseException):
-            assert isinstance(outcome, FAILURES), outcome
+            assert isinstance(outcome, failures), outcome
             assert future.exception(0) is outcome
         else:
             assert future.result(0) == outcome
             assert (outcome.partition, broker.log[partition][outcome.offset]) == (partition, value)
+    assert all(pid >= 0 for pid, _, _ in sent_ranges) == idempotent
     for key, ranges in sent_ranges.items():
-        assert key[0] >= 0 and covered_without_gap(ranges), (key, sorted(ranges))
+        assert not idempotent or covered_without_gap(ranges), (key, sorted(ranges))
     for key, stored in stored_ranges.items():  # each epoch's first batch at 0, then in turn
-        assert [base for base, _ in stored] == list(
+        assert not idempotent or [base for base, _ in stored] == list(
             itertools.accumulate((count for _, count in stored[:-1]), initial=0)
         ), key

@@ -224,6 +224,14 @@ def run_kafkette(args: argparse.Namespace, reporter: Reporter) -> None:
         "heartbeat.interval.ms": max(args.session_timeout_ms // 10, 100),
         "partition.assignment.strategy": args.assignor,
     }
+    if args.group_protocol == "consumer":
+        for name in (
+            "session.timeout.ms",
+            "heartbeat.interval.ms",
+            "partition.assignment.strategy",
+        ):
+            del settings[name]
+        settings["group.protocol"] = "consumer"
     if args.instance_id:
         settings["group.instance.id"] = args.instance_id
     with Consumer(settings) as consumer:

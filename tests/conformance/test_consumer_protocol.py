@@ -1,7 +1,7 @@
 """The consumer group protocol (KIP-848, ``group.protocol=consumer``) of librdkafka
-(confluent-kafka 2.16) against ``kafkette serve``.
+(confluent-kafka 2.16) and of our consumer against ``kafkette serve``.
 
-A group of three librdkafka members consumes records while they are produced; midway
+A group of three members consumes records while they are produced; midway
 a fourth member joins and one of the first three leaves (a clean close, epoch -1).
 Every record is processed once: none lost, none seen twice, each partition's offsets
 in order. Members run in child processes (:mod:`tests.group_member`).
@@ -60,25 +60,34 @@ def distinct(members: list[MemberProcess]) -> set[tuple[int, int]]:
     return {(p, o) for m in members for p, o, _ in m.records()}
 
 
-def test_librdkafka_group_with_a_join_and_a_leave(server: BrokerProcess) -> None:
+@pytest.mark.parametrize(
+    "clients",
+    [
+        ("confluent", "confluent", "confluent", "confluent"),
+        ("kafkette", "kafkette", "kafkette", "kafkette"),
+        ("kafkette", "confluent", "kafkette", "confluent"),
+    ],
+    ids=["librdkafka", "kafkette", "mixed"],
+)
+def test_group_with_a_join_and_a_leave(server: BrokerProcess, clients: tuple[str, ...]) -> None:
     """Three members split six partitions 2/2/2; a fourth joins and the first leaves while
     20,000 records are produced; all 20,000 are processed exactly once, in offset order
-    per partition, and the remaining three members end up owning every partition."""
+    per partition, and the remaining three members end up owning every partition. With
+    librdkafka members, with ours, and with both in one group."""
     topic, group = "kip848", "kip848-group"
     Producer({"bootstrap.servers": server.bootstrap}).list_topics(topic)  # auto-create
-    members = [
-        MemberProcess("confluent", server.bootstrap, group, topic, group_protocol="consumer")
-        for _ in range(3)
-    ]
+
+    def member(client: str) -> MemberProcess:
+        return MemberProcess(client, server.bootstrap, group, topic, group_protocol="consumer")
+
+    members = [member(client) for client in clients[:3]]
     try:
         wait_until(lambda: partitions_split(members, PARTITIONS), "3 members split 6", members)
         assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
         producer = SlowProducer(server.bootstrap, topic, RECORDS)
         producer.start()
         wait_until(lambda: producer.sent >= RECORDS // 4, "a quarter produced")
-        members.append(
-            MemberProcess("confluent", server.bootstrap, group, topic, group_protocol="consumer")
-        )
+        members.append(member(clients[3]))
         wait_until(lambda: partitions_split(members, PARTITIONS), "4 members split 6", members)
         wait_until(lambda: producer.sent >= RECORDS // 2, "half produced")
         members[0].stop()

@@ -79,3 +79,39 @@ def test_two_members_split_and_hand_over(target: Target) -> None:
         poll_until([a], lambda: len(records) == 44, records)
     expected = sorted(b"v%d" % i for i in range(11) for _ in range(4))
     assert values(records) == expected
+
+
+def test_pattern_subscription_picks_up_a_new_topic(target: Target) -> None:
+    """A pattern goes to the broker as SubscribedTopicRegex: the member gets the matching
+    topic's partitions, then those of a matching topic created later, never others."""
+    target.create_topic("orders-1", 2)
+    target.create_topic("other", 1)
+    log: list[Event] = []
+    with Consumer(settings(target, "g")) as a:
+        a.subscribe("^orders-.*", listener=Recorder("a", log))
+        poll_until([a], lambda: len(a.assignment()) == 2)
+        target.create_topic("orders-2", 1)
+        poll_until([a], lambda: len(a.assignment()) == 3)
+        assert a.assignment() == {
+            TopicPartition("orders-1", 0),
+            TopicPartition("orders-1", 1),
+            TopicPartition("orders-2", 0),
+        }
+    assert log == [("a", "assigned", [0, 1]), ("a", "assigned", [0]), ("a", "revoked", [0, 0, 1])]
+
+
+def test_commit_carries_the_member_epoch(target: Target) -> None:
+    """A member's commit is stored (the broker checks its epoch) and read back by the
+    next member of the group, which starts there."""
+    target.create_topic("t", 1)
+    target.produce_values(TopicPartition("t", 0), 10)
+    records: list[ConsumerRecord] = []
+    with Consumer(settings(target, "g")) as a:
+        a.subscribe(["t"])
+        poll_until([a], lambda: len(records) == 10, records)
+        a.commit({TopicPartition("t", 0): 4})
+    later: list[ConsumerRecord] = []
+    with Consumer(settings(target, "g")) as b:
+        b.subscribe(["t"])
+        poll_until([b], lambda: len(later) == 6, later)
+    assert [r.offset for r in later] == [4, 5, 6, 7, 8, 9]

@@ -1,8 +1,11 @@
 """Consumer-type groups: the consumer group protocol of KIP-848, broker side, without I/O.
 
-Not yet served: the ConsumerGroupHeartbeat and ConsumerGroupDescribe handlers, the
-records Kafka keeps for these groups in ``__consumer_offsets``, and migration between
-classic and consumer groups.
+Served by ``server/handlers/consumer_group_heartbeat.py`` and
+``consumer_group_describe.py`` (the broker's ``consumer_groups``); OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups and DeleteGroups consult it through
+``consumer_group_hooks.py``. Not yet served: the records Kafka keeps for these groups in
+``__consumer_offsets`` (the groups live in memory; their committed offsets are stored
+like any group's), and migration between classic and consumer groups.
 
 - ``coordinator``: :class:`ConsumerGroupCoordinator`, ConsumerGroupHeartbeat over every
   group, and the session and revocation timers (``next_deadline_ms`` / ``tick``);

@@ -1,7 +1,14 @@
-"""The admin client: topics, partitions, configs, records, offsets, consumer groups
-and transactions."""
+"""The admin client: topics, partitions, configs, records, offsets, consumer groups,
+transactions and SCRAM users."""
 
 from kafkette.admin.client import AsyncAdminClient
+from kafkette.admin.scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.txn_types import (
     AbortTransactionSpec,
@@ -64,9 +71,14 @@ __all__ = [
     "ProducerState",
     "ResourceType",
     "Results",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",
     "TransactionListings",
     "TransactionState",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
 ]

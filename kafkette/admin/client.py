@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import anyio
 
 from kafkette.admin.groups import GroupOperations
+from kafkette.admin.scram import ScramOperations
 from kafkette.admin.transactions import TransactionOperations
 from kafkette.admin.types import (
     AlterConfigOp,
@@ -109,7 +110,7 @@ def _error(code: int, message: str | None = None) -> ApiError:
     return make_error(code, message)
 
 
-class AsyncAdminClient(TransactionOperations, GroupOperations):
+class AsyncAdminClient(TransactionOperations, ScramOperations, GroupOperations):
     """Manage topics, partitions, configs, records and consumer groups of a Kafka cluster.
 
     ``AsyncAdminClient(bootstrap_servers="localhost:9092")``; settings in

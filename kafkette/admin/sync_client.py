@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafkette.admin.client import AsyncAdminClient
+from kafkette.admin.scram import UserScramCredentialAlteration, UserScramCredentialsDescription
 from kafkette.admin.txn_types import (
     AbortTransactionSpec,
     ProducerState,
@@ -335,6 +336,32 @@ class AdminClient:
     ) -> Results[TopicPartition, None]:
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return self._loop.call(lambda: self._async.abort_transaction(spec, timeout_ms=timeout_ms))
+
+    def describe_user_scram_credentials(
+        self,
+        users: Iterable[str] | None = None,
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[str, UserScramCredentialsDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = None if users is None else list(users)
+        return self._loop.call(
+            lambda: self._async.describe_user_scram_credentials(wanted, timeout_ms=timeout_ms)
+        )
+
+    def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialAlteration],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[str, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(alterations)
+        return self._loop.call(
+            lambda: self._async.alter_user_scram_credentials(wanted, timeout_ms=timeout_ms)
+        )
 
 
 async def _make(config: Mapping[str, Any] | None, settings: dict[str, Any]) -> AsyncAdminClient:

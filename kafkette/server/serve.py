@@ -69,6 +69,7 @@ from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
+from kafkette.server.sasl.users import attach_users
 from kafkette.server.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.tls import TlsSettings, server_context
 
@@ -402,6 +403,8 @@ async def run(
             lock.release()
         raise
     try:
+        if sasl is not None:  # users added over the protocol authenticate on the listeners
+            attach_users(broker, sasl.store)
         for spec in faults:  # armed and logged before the listening line
             spec.arm(broker.faults)
             logger.warning("kafkette serve: fault armed: %s", spec)

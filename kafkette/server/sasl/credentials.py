@@ -132,6 +132,10 @@ class CredentialStore:
             raise ValueError(f"not a SCRAM mechanism: {mechanism!r}")
         self._scram[(mechanism, name)] = credential
 
+    def remove_scram_credential(self, mechanism: str, name: str) -> bool:
+        """Remove one credential; whether there was one."""
+        return self._scram.pop((mechanism, name), None) is not None
+
     @property
     def users(self) -> list[str]:
         """The names of every user, sorted."""

@@ -13,8 +13,9 @@ the same surface for the consumer:
   partitions at their committed offsets and ``on_partitions_assigned`` with only
   those), partitions lost after fencing, auto commits.
 
-Not done: ``max.poll.interval.ms`` (a member that stops polling keeps heartbeating),
-and the incremental form of the heartbeat (each one carries every field).
+A member that does not poll within ``max.poll.interval.ms`` leaves (epoch -1), as
+Java's consumer does; its next ``poll`` reports its partitions lost and joins again.
+Not done: the incremental form of the heartbeat (each one carries every field).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class HeartbeatMember:
         self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._scope = anyio.CancelScope()
         self._sending = anyio.Lock()
+        self._polled_ms = float("inf")
+        """When ``poll`` last ran (infinity until it first does)."""
+        self._poll_timed_out = False
 
     # ---- facts, as the consumer and the tests read them
 
@@ -161,6 +165,16 @@ class HeartbeatMember:
         membership = self.membership
         while True:
             now = self.client.clock()
+            if membership.in_group and now - self._polled_ms > self.config.max_poll_interval_ms:
+                logger.warning(
+                    "group %s: poll was not called within max.poll.interval.ms (%d ms); "
+                    "leaving the group",
+                    self.group_id,
+                    self.config.max_poll_interval_ms,
+                )
+                self._poll_timed_out = True
+                await self.leave_group("consumer poll timeout has expired")
+                continue
             if membership.in_group:
                 due = max(membership.next_heartbeat_ms(self._last_sent_ms), self._retry_at_ms)
                 if now >= due:
@@ -222,6 +236,7 @@ class HeartbeatMember:
 
     def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
         """What ``poll`` does for the group before it returns records."""
+        self._polled_ms = self.client.clock()
         pending, self._pending_callbacks = self._pending_callbacks, []
         yield from pending
         membership = self.membership
@@ -229,6 +244,14 @@ class HeartbeatMember:
             raise membership.fatal_error
         if not self.subscribed:
             return
+        if self._poll_timed_out and membership.state is HeartbeatState.UNSUBSCRIBED:
+            self._poll_timed_out = False
+            owned = self.subscriptions.assigned()
+            if owned:
+                yield from self._listener_call("on_partitions_lost", owned)
+                yield Call(partial(self._apply, []))
+            membership.subscribe(membership.topics, membership.regex)
+            self._wake.set()
         if membership.state is HeartbeatState.FENCED:
             owned = self.subscriptions.assigned()
             if owned:

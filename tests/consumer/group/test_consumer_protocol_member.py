@@ -115,3 +115,26 @@ def test_commit_carries_the_member_epoch(target: Target) -> None:
         b.subscribe(["t"])
         poll_until([b], lambda: len(later) == 6, later)
     assert [r.offset for r in later] == [4, 5, 6, 7, 8, 9]
+
+
+def test_member_that_stops_polling_leaves_and_rejoins(target: Target) -> None:
+    """A member that does not poll within max.poll.interval.ms leaves the group (its
+    partitions go to the other member); its next poll reports them lost and it joins
+    again, after which the two split the partitions once more."""
+    target.create_topic("t", 2)
+    log: list[Event] = []
+    slow_settings = settings(target, "g", max_poll_interval_ms=1_000)
+    with Consumer(slow_settings) as a, Consumer(settings(target, "g")) as b:
+        a.subscribe(["t"], listener=Recorder("a", log))
+        b.subscribe(["t"], listener=Recorder("b", log))
+        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 1)
+        kept = numbers(a.assignment())
+        log.clear()
+        poll_until([b], lambda: len(b.assignment()) == 2)  # a does not poll meanwhile
+        assert a._core.group is not None
+        assert a._core.group.state.value == "UNSUBSCRIBED"
+        assert log == [("b", "assigned", kept)]
+        log.clear()
+        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 1)
+        assert log[0] == ("a", "lost", kept)
+        assert ("a", "assigned", numbers(a.assignment())) in log

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from kafkette import Consumer, ConsumerRecord, TopicPartition
+from kafkette import AdminClient, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
 from kafkette.consumer.group.heartbeat_member import HeartbeatMember
-from kafkette.testing import close_memory_cluster, memory_cluster
+from kafkette.testing import MemoryCluster, close_memory_cluster, memory_cluster
 from tests.consumer.group.helpers import Event, Recorder, numbers, poll_until
 from tests.consumer.targets import Target
 
@@ -138,3 +138,34 @@ def test_member_that_stops_polling_leaves_and_rejoins(target: Target) -> None:
         poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 1)
         assert log[0] == ("a", "lost", kept)
         assert ("a", "assigned", numbers(a.assignment())) in log
+
+
+def test_member_survives_a_coordinator_move() -> None:
+    """On three simulated nodes, the group's coordinator moves while the member runs: it
+    finds the new coordinator (NOT_COORDINATOR at the old one) and goes on with the same
+    member id and epoch, which the new coordinator accepts for its commit; every record
+    is read once."""
+    with MemoryCluster(brokers=3, group_consumer_heartbeat_interval_ms=50) as cluster:
+        with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("t", 2)]).all()
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            for i in range(4):
+                producer.send("t", b"a%d" % i, partition=i % 2)
+        target = Target("memory", cluster.bootstrap_servers)
+        got: list[ConsumerRecord] = []
+        with Consumer(settings(target, "g")) as consumer:
+            consumer.subscribe(["t"])
+            poll_until([consumer], lambda: len(got) == 4, got)
+            consumer.commit()
+            before = consumer.group_metadata()
+            cluster.move_coordinator("g", cluster.coordinator("g") % 3 + 1)
+            with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                for i in range(4):
+                    producer.send("t", b"b%d" % i, partition=i % 2)
+            poll_until([consumer], lambda: len(got) == 8, got)
+            consumer.commit()
+            assert consumer.group_metadata() == before
+        assert values(got) == sorted(
+            [b"a%d" % i for i in range(4)] + [b"b%d" % i for i in range(4)]
+        )
+        assert cluster.committed("g") == {TopicPartition("t", 0): 4, TopicPartition("t", 1): 4}

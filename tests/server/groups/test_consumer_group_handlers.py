@@ -11,6 +11,7 @@ import pytest
 
 from kafkette.protocol.messages import (
     ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
@@ -321,3 +322,25 @@ async def test_heartbeat_at_another_node_is_not_coordinator() -> None:
     assert isinstance(answer, ConsumerGroupHeartbeatResponse)
     assert answer.error_code == NOT_COORDINATOR
     assert misrouted(nodes, node, heartbeat("m1"), HB_VERSION) is None
+
+
+async def test_describe_at_another_node_is_not_coordinator() -> None:
+    """With several nodes, ConsumerGroupDescribe answers NOT_COORDINATOR for each group
+    coordinated elsewhere and describes the ones coordinated at the node asked."""
+    from kafkette.protocol.messages.request_header import RequestHeader
+    from kafkette.server.dispatch import RequestContext
+    from kafkette.server.nodes import GROUP, numbered_nodes
+
+    broker, _, _ = broker_with_topic()
+    broker.nodes = numbered_nodes([("localhost", 9092 + i) for i in range(3)])
+    await call(broker, heartbeat("m1"), HB_VERSION)
+    node = broker.nodes.coordinator(GROUP, "g")
+    other = next(n for n in broker.nodes.addresses if n != node)
+    header = RequestHeader(request_api_key=69, request_api_version=0, correlation_id=1)
+    request = ConsumerGroupDescribeRequest(group_ids=["g"])
+    elsewhere = await broker.handle(RequestContext(header, node_id=other), request)
+    here = await broker.handle(RequestContext(header, node_id=node), request)
+    assert isinstance(elsewhere, ConsumerGroupDescribeResponse)
+    assert isinstance(here, ConsumerGroupDescribeResponse)
+    assert [(g.group_id, g.error_code) for g in elsewhere.groups] == [("g", NOT_COORDINATOR)]
+    assert [(g.group_id, g.error_code, len(g.members)) for g in here.groups] == [("g", 0, 1)]

@@ -8,10 +8,18 @@ from typing import Any
 
 import pytest
 
-from kafkette import AdminClient, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
+from kafkette import (
+    AdminClient,
+    AsyncConsumer,
+    Consumer,
+    ConsumerRecord,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
 from kafkette.consumer.group.heartbeat_member import HeartbeatMember
 from kafkette.testing import MemoryCluster, close_memory_cluster, memory_cluster
-from tests.consumer.group.helpers import Event, Recorder, numbers, poll_until
+from tests.consumer.group.helpers import Event, Recorder, apoll_until, numbers, poll_until
 from tests.consumer.targets import Target
 
 PROPERTIES = {"group.consumer.heartbeat.interval.ms": "100"}
@@ -169,3 +177,24 @@ def test_member_survives_a_coordinator_move() -> None:
             [b"a%d" % i for i in range(4)] + [b"b%d" % i for i in range(4)]
         )
         assert cluster.committed("g") == {TopicPartition("t", 0): 4, TopicPartition("t", 1): 4}
+
+
+@pytest.mark.anyio
+async def test_async_members_split_and_resubscribe(target: Target) -> None:
+    """Two AsyncConsumers split 4 partitions 2/2; one unsubscribes (leaving with epoch -1,
+    its partitions revoked) and the other takes all 4; it subscribes again and they
+    split once more."""
+    target.create_topic("t", 4)
+    log: list[Event] = []
+    async with AsyncConsumer(settings(target, "g")) as a, AsyncConsumer(settings(target, "g")) as b:
+        a.subscribe(["t"], listener=Recorder("a", log))
+        b.subscribe(["t"], listener=Recorder("b", log))
+        await apoll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        mine = numbers(b.assignment())
+        log.clear()
+        await b.unsubscribe()
+        assert log == [("b", "revoked", mine)]
+        await apoll_until([a], lambda: len(a.assignment()) == 4)
+        b.subscribe(["t"], listener=Recorder("b", log))
+        await apoll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        assert sorted(numbers(a.assignment()) + numbers(b.assignment())) == [0, 1, 2, 3]

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kafkette.cli import cluster, consume, groups, offsets, perf, produce, topics, txns
+from kafkette.cli import cluster, consume, groups, offsets, perf, produce, topics, txns, users
 from kafkette.cli.common import Subcommands, UsageError, settings_from
 from kafkette.errors import ConfigError, KafkaError
 
@@ -31,6 +31,7 @@ _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     offsets.add_parser,
     groups.add_parser,
     txns.add_parser,
+    users.add_parser,
     cluster.add_parser,
     perf.add_parser,
 )

@@ -474,3 +474,128 @@ async def test_stop_broker_then_start_broker() -> None:
         assert sorted(values) == sorted(f"v{i}".encode() for i in range(90))
         assert stored_by_key(cluster, "t") == expected(90)
         assert sum(cluster.committed("g").values()) == 90
+
+
+def test_moves_while_batches_are_in_flight_keep_each_key_in_order() -> None:
+    """Leaders move between sends, with batches unacknowledged: the idempotent producer
+    retries them at the new leader with their sequence numbers, once each, in order.
+
+    No partition goes back to a node that led it before: a request pipelined to a
+    stale leader could otherwise arrive after that node leads again and be stored
+    ahead of the earlier batches it rejected (a race of Kafka itself, which the
+    producer then answers with retries until delivery.timeout.ms)."""
+    with MemoryCluster(brokers=5) as cluster:
+        create(cluster, "t", 3)
+        with Producer(
+            bootstrap_servers=cluster.bootstrap_servers,
+            enable_idempotence=True,
+            linger_ms=2,
+            max_in_flight_requests_per_connection=5,
+            retry_backoff_ms=1,
+        ) as producer:
+            futures = []
+            for i in range(300):
+                futures.append(producer.send("t", f"v{i}".encode(), key=KEYS[i % len(KEYS)]))
+                if i % 25 == 24:
+                    partition = (i // 25) % 3
+                    cluster.move_leader("t", partition, cluster.leader("t", partition) % 5 + 1)
+            producer.flush(30)
+            offsets = [f.result(10) for f in futures]
+        assert stored_by_key(cluster, "t") == expected(300)
+        assert len({(m.partition, m.offset) for m in offsets}) == 300
+        assert [cluster.leader_epoch("t", p) for p in range(3)] == [4, 4, 4]
+
+
+@pytest.mark.anyio
+async def test_async_group_and_transaction_survive_coordinator_moves() -> None:
+    """Consume-transform-produce with an async transactional producer and an async
+    group consumer while the group's and the transactional id's coordinators move."""
+    async with MemoryCluster(brokers=3, group_initial_rebalance_delay_ms=0) as cluster:
+        create(cluster, "in", 2)
+        create(cluster, "out", 2)
+        async with AsyncProducer(bootstrap_servers=cluster.bootstrap_servers) as plain:
+            for i in range(10):
+                await plain.send("in", f"m{i}".encode(), partition=i % 2)
+            await plain.flush(10)
+        async with (
+            AsyncConsumer(
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id="g",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                heartbeat_interval_ms=50,
+                fetch_max_wait_ms=50,
+            ) as consumer,
+            AsyncProducer(
+                bootstrap_servers=cluster.bootstrap_servers, transactional_id="tx"
+            ) as producer,
+        ):
+            consumer.subscribe(["in"])
+            await producer.init_transactions()
+            done = 0
+            with anyio.fail_after(30):
+                while done < 10:
+                    batch = await consumer.poll(timeout_ms=100)
+                    records = [r for rs in batch.values() for r in rs]
+                    if not records:
+                        continue
+                    producer.begin_transaction()
+                    for r in records:
+                        assert r.value is not None
+                        await producer.send("out", r.value.upper(), partition=r.partition)
+                    positions = {
+                        TopicPartition("in", p): max(r.offset for r in rs) + 1
+                        for p, rs in ((tp.partition, rs) for tp, rs in batch.items())
+                        if rs
+                    }
+                    for node_key in ("g", "tx"):  # both move in the middle of the transaction
+                        kind = "group" if node_key == "g" else "transaction"
+                        cluster.move_coordinator(
+                            node_key, cluster.coordinator(node_key, kind) % 3 + 1, key_type=kind
+                        )
+                    await producer.send_offsets_to_transaction(positions, consumer.group_metadata())
+                    await producer.commit_transaction()
+                    done += len(records)
+        out = cluster.records("out", isolation="read_committed")
+        assert sorted(r.value or b"" for r in out) == sorted(f"M{i}".encode() for i in range(10))
+        assert cluster.committed("g") == {TopicPartition("in", 0): 5, TopicPartition("in", 1): 5}
+        assert cluster.transactions() == {"tx": "CompleteCommit"}
+
+
+def test_stopping_the_coordinator_node_under_a_live_group() -> None:
+    with MemoryCluster(brokers=3, group_initial_rebalance_delay_ms=0) as cluster:
+        create(cluster, "t", 3)
+        cluster.move_coordinator("g", 2)
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            for i in range(6):
+                producer.send("t", f"a{i}".encode(), partition=i % 3)
+        with Consumer(
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id="g",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=50,
+            fetch_max_wait_ms=50,
+        ) as consumer:
+            consumer.subscribe(["t"])
+            got: list[bytes] = []
+            for _ in range(100):
+                if len(got) >= 6:
+                    break
+                got += [r.value or b"" for rs in consumer.poll(timeout_ms=100).values() for r in rs]
+            consumer.commit()
+            cluster.stop_broker(2)
+            assert cluster.coordinator("g") == 3  # the next live node
+            with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                for i in range(6):
+                    producer.send("t", f"b{i}".encode(), partition=i % 3)
+            for _ in range(100):
+                if len(got) >= 12:
+                    break
+                got += [r.value or b"" for rs in consumer.poll(timeout_ms=100).values() for r in rs]
+            consumer.commit()
+        assert sorted(got) == sorted(
+            [f"a{i}".encode() for i in range(6)] + [f"b{i}".encode() for i in range(6)]
+        )
+        assert cluster.committed("g") == {TopicPartition("t", p): 4 for p in range(3)}

@@ -69,7 +69,7 @@ from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
-from kafkette.server.sasl.users import attach_users
+from kafkette.server.sasl.users import CredentialsFileError, attach_users
 from kafkette.server.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.tls import TlsSettings, server_context
 
@@ -534,7 +534,7 @@ def main(args: argparse.Namespace) -> int:
         anyio.run(run, config, sasl, faults, nodes, listeners)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
-    except (OSError, DataDirLockedError) as exc:
+    except (OSError, DataDirLockedError, CredentialsFileError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -85,6 +85,10 @@ class UserResult:
     """For a description: (mechanism number, iterations) of each credential."""
 
 
+class CredentialsFileError(ValueError):
+    """The data directory's SCRAM credentials file cannot be read."""
+
+
 class ScramUsers:
     """The SCRAM users of one broker: described, altered, persisted."""
 
@@ -241,7 +245,9 @@ class ScramUsers:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read the SCRAM credentials in {path}: {exc}") from None
+            raise CredentialsFileError(
+                f"cannot read the SCRAM credentials in {path}: {exc}"
+            ) from None
         try:
             for entry in document["credentials"]:
                 self.store.add_scram_credential(
@@ -255,7 +261,7 @@ class ScramUsers:
                     ),
                 )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"bad SCRAM credentials file {path}: {exc!r}") from None
+            raise CredentialsFileError(f"bad SCRAM credentials file {path}: {exc!r}") from None
 
 
 _USERS: weakref.WeakKeyDictionary[Broker, ScramUsers] = weakref.WeakKeyDictionary()

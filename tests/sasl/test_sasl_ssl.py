@@ -1,7 +1,8 @@
 """SASL over TLS (security.protocol=SASL_SSL), through the TLS proxy of the TLS tests.
 
-kafkette serve has no TLS listener, so a TLS-terminating proxy sits in front of
-a SASL_PLAINTEXT broker: to the clients the listener is SASL_SSL.
+A TLS-terminating proxy sits in front of a SASL_PLAINTEXT broker (TLS ended
+outside the broker, as a load balancer would): to the clients the listener is
+SASL_SSL. The broker's own TLS listeners are tested in tests/security/.
 """
 
 from __future__ import annotations

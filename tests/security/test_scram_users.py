@@ -22,6 +22,8 @@ from confluent_kafka.admin import ScramCredentialInfo as CkScramCredentialInfo  
 from confluent_kafka.admin import ScramMechanism as CkScramMechanism  # type: ignore[attr-defined]
 from confluent_kafka.admin import UserScramCredentialDeletion as CkDeletion  # type: ignore[attr-defined]
 from confluent_kafka.admin import UserScramCredentialUpsertion as CkUpsertion  # type: ignore[attr-defined]
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkette import AdminClient, Producer
 from kafkette.admin import (
@@ -316,3 +318,57 @@ def test_confluent_kafka_admin_alters_and_describes(disk_broker: BrokerProcess) 
     producer.produce("carol-topic", b"v", partition=0)
     assert producer.flush(30) == 0
     assert errors == []
+
+
+# -- property: the users match a model after any sequence of requests -------------------
+
+NAMES = st.sampled_from(["", "alice", "bob"])
+MECHANISMS = st.sampled_from([0, SHA256, SHA512, 3])
+ITERATIONS = st.sampled_from([4095, 4096, 16384, 16385])
+CHANGE = st.one_of(
+    st.builds(Deletion, NAMES, MECHANISMS),
+    st.builds(
+        lambda user, mechanism, iterations: upsert(user, mechanism, iterations),
+        NAMES,
+        MECHANISMS,
+        ITERATIONS,
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(CHANGE, max_size=4), max_size=5))
+def test_any_sequence_of_requests_matches_the_model(requests: list[list[Any]]) -> None:
+    """Each request applies all of a valid user's changes and none of an invalid one's;
+    describe then reports exactly the model's (user, mechanism, iterations)."""
+    users = ScramUsers(CredentialStore())
+    model: dict[tuple[str, int], int] = {}
+    for changes in requests:
+        deletions = [c for c in changes if isinstance(c, Deletion)]
+        upsertions = [c for c in changes if isinstance(c, Upsertion)]
+        results = users.alter(deletions, upsertions)
+        ordered: list[Deletion | Upsertion] = [*deletions, *upsertions]
+        assert [r.user for r in results] == list(dict.fromkeys(c.user for c in ordered))
+        for result in results:
+            mine: list[Deletion | Upsertion] = [c for c in ordered if c.user == result.user]
+            keys = [(c.user, c.mechanism) for c in mine]
+            valid = (
+                result.user != ""
+                and len(set(keys)) == len(keys)
+                and all(c.mechanism in (SHA256, SHA512) for c in mine)
+                and all(4096 <= c.iterations <= 16384 for c in mine if isinstance(c, Upsertion))
+                and all((c.user, c.mechanism) in model for c in mine if isinstance(c, Deletion))
+            )
+            assert (result.error is None) == valid, (result, mine)
+            if valid:
+                for c in mine:
+                    if isinstance(c, Deletion):
+                        del model[(c.user, c.mechanism)]
+                    else:
+                        model[(c.user, c.mechanism)] = c.iterations
+        described = {
+            (r.user, mechanism, iterations)
+            for r in users.describe(None)
+            for mechanism, iterations in r.mechanisms
+        }
+        assert described == {(u, m, i) for (u, m), i in model.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 from typing import Any
 
 import anyio
@@ -48,6 +49,9 @@ from kafkette.producer.produce_outcomes import (
     refreshes_on_retry,
     retry_verdict,
 )
+from kafkette.producer.sender import Sender
+from kafkette.producer.transactions import TransactionAbortedError, TransactionManager, TxnState
+from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.protocol.messages import ProduceRequest, ProduceResponse
 from kafkette.protocol.messages.produce_response import PartitionProduceResponse
 from kafkette.protocol.records import RecordBatch
@@ -285,42 +289,30 @@ def covered_without_gap(ranges: set[tuple[int, int]]) -> bool:
     return True
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.sampled_from(["ok", "ok", *ANSWERS, "lose", "drop"]),
-        min_size=10,
-        max_size=40,
-    ),
-    st.integers(1, 3),
-    st.booleans(),
-    st.booleans(),
-)
-def test_any_sequence_of_answers_completes_each_record_once(
-    plan: list[str], partitions: int, submitting: bool, idempotent: bool
-) -> None:
-    """Whatever the broker answers, batch by batch: each future completes once, a
-    completed batch is not sent again, each epoch's sequences have no gap, and an
-    acknowledged record is at its offset (without idempotence too, where a record
-    written before a lost answer may be stored twice)."""
-    broker = FakeBroker()
-    answers = iter(plan)
-    completions: dict[bytes, list[Any]] = {}
-    completed: set[bytes] = set()
-    sent_ranges: dict[tuple[int, int, int], set[tuple[int, int]]] = {}
-    stored_ranges: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+class Script:
+    """A broker answering each Produce request with the next answer of a plan, and
+    what the checks need: the sequences sent and stored, each record's completions."""
 
-    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
-        fault = next(answers, "ok")
+    def __init__(self, plan: list[str]) -> None:
+        self.broker = FakeBroker()
+        self.answers = iter(plan)
+        self.completions: dict[bytes, list[Any]] = {}
+        self.completed: set[bytes] = set()
+        self.sent_ranges: dict[tuple[int, int, int], set[tuple[int, int]]] = {}
+        self.stored_ranges: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        self.futures: list[tuple[int, bytes, Any]] = []
+
+    async def handler(self, node: int, request: ProduceRequest) -> ProduceResponse:
+        fault = next(self.answers, "ok")
         batches = []
         for p in request.topic_data[0].partition_data:
             assert p.records is not None
             batch = RecordBatch.from_buffer(bytes(p.records))
             h = batch.header
             values = [r.value for r in batch]
-            assert not completed.intersection(v for v in values if v is not None)
+            assert not self.completed.intersection(v for v in values if v is not None)
             key = (h.producer_id, h.producer_epoch, p.index)
-            sent_ranges.setdefault(key, set()).add((h.base_sequence, len(values)))
+            self.sent_ranges.setdefault(key, set()).add((h.base_sequence, len(values)))
             batches.append((p, h, values, key))
         if fault == "lose":
             raise KafkaConnectionError("lost before the broker saw it")
@@ -329,10 +321,11 @@ def test_any_sequence_of_answers_completes_each_record_once(
             assert p.records is not None
             code, stored = ANSWERS.get(fault, (0, True))
             if stored:
-                before = len(broker.log.get(p.index, []))
-                reply = broker.append(p.index, bytes(p.records))
-                if len(broker.log[p.index]) > before:
-                    stored_ranges.setdefault(key, []).append((h.base_sequence, len(values)))
+                log = self.broker.log.setdefault(p.index, [])
+                before = len(log)
+                reply = self.broker.append(p.index, bytes(p.records))
+                if len(log) > before:
+                    self.stored_ranges.setdefault(key, []).append((h.base_sequence, len(values)))
                 if reply.error_code == 0 and code:
                     reply = PartitionProduceResponse(p.index, code)
             else:
@@ -343,49 +336,176 @@ def test_any_sequence_of_answers_completes_each_record_once(
             raise KafkaConnectionError("lost after the append")
         return answer(*replies)
 
-    client = FakeClient(handler, partitions=partitions)
-    client.submitting = submitting
-    sent: dict[int, list[bytes]] = {}
-    futures: list[tuple[int, bytes, Any]] = []
+    def append(self, acc: RecordAccumulator, partition: int, i: int) -> None:
+        value = b"%d" % i
 
-    def on_delivery_for(value: bytes) -> Any:
         def on_delivery(error: BaseException | None, metadata: Any) -> None:
-            completions.setdefault(value, []).append(error or metadata)
-            completed.add(value)
+            self.completions.setdefault(value, []).append(error or metadata)
+            self.completed.add(value)
 
-        return on_delivery
+        future = acc.append(TOPIC, partition, i, None, value, (), on_delivery)
+        self.futures.append((partition, value, future))
+
+    async def wait_all(self) -> None:
+        for _, _, future in self.futures:
+            with contextlib.suppress(KafkaError):
+                await future
+
+    def check(self, failures: tuple[type[BaseException], ...], *, idempotent: bool) -> None:
+        for partition, value, future in self.futures:
+            [outcome] = self.completions[value]  # exactly once
+            if isinstance(outcome, BaseException):
+                assert isinstance(outcome, failures), outcome
+                assert future.exception(0) is outcome
+            else:
+                assert future.result(0) == outcome
+                stored = self.broker.log[partition][outcome.offset]
+                assert (outcome.partition, stored) == (partition, value)
+        assert all(pid >= 0 for pid, _, _ in self.sent_ranges) == idempotent
+        if not idempotent:
+            return
+        for key, ranges in self.sent_ranges.items():
+            assert covered_without_gap(ranges), (key, sorted(ranges))
+        for key, stored_ranges in self.stored_ranges.items():
+            # each epoch's first batch at sequence 0, the next ones in turn
+            assert [base for base, _ in stored_ranges] == list(
+                itertools.accumulate((count for _, count in stored_ranges[:-1]), initial=0)
+            ), key
+
+
+PLANS = st.lists(st.sampled_from(["ok", "ok", *ANSWERS, "lose", "drop"]), min_size=10, max_size=40)
+TRANSACTION_PLANS = st.lists(
+    st.sampled_from(["ok", "ok", *(a for a in ANSWERS if a != "too_large"), "lose", "drop"]),
+    min_size=10,
+    max_size=40,
+)
+"""Without MESSAGE_TOO_LARGE: see test_a_split_behind_a_retried_batch_keeps_the_order."""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PLANS, st.integers(1, 3), st.booleans(), st.booleans())
+def test_any_sequence_of_answers_completes_each_record_once(
+    plan: list[str], partitions: int, submitting: bool, idempotent: bool
+) -> None:
+    """Whatever the broker answers, batch by batch: each future completes once, a
+    completed batch is not sent again, each epoch's sequences have no gap, and an
+    acknowledged record is at its offset (without idempotence too, where a record
+    written before a lost answer may be stored twice)."""
+    script = Script(plan)
+    client = FakeClient(script.handler, partitions=partitions)
+    client.submitting = submitting
 
     async def body(acc: RecordAccumulator) -> None:
         for i in range(120):
-            partition = i % partitions
-            value = b"%d" % i
-            sent.setdefault(partition, []).append(value)
-            future = acc.append(TOPIC, partition, i, None, value, (), on_delivery_for(value))
-            futures.append((partition, value, future))
+            script.append(acc, i % partitions, i)
             if i % 17 == 0:
                 await anyio.sleep(0)
-        for _, _, future in futures:
-            with contextlib.suppress(KafkaError):
-                await future
+        await script.wait_all()
 
     cfg = config(batch_size=120)
     if not idempotent:
         cfg = config(batch_size=120, enable_idempotence=False, acks=1)
-    failures = FAILURES if idempotent else (*FAILURES, UnknownProducerIdError)
     sender = anyio.run(run_sender, client, cfg, body)
     assert sender.accumulator.incomplete == 0
-    for partition, value, future in futures:
-        [outcome] = completions[value]  # exactly once
-        if isinstance(outcome, BaseException):
-            assert isinstance(outcome, failures), outcome
-            assert future.exception(0) is outcome
-        else:
-            assert future.result(0) == outcome
-            assert (outcome.partition, broker.log[partition][outcome.offset]) == (partition, value)
-    assert all(pid >= 0 for pid, _, _ in sent_ranges) == idempotent
-    for key, ranges in sent_ranges.items():
-        assert not idempotent or covered_without_gap(ranges), (key, sorted(ranges))
-    for key, stored in stored_ranges.items():  # each epoch's first batch at 0, then in turn
-        assert not idempotent or [base for base, _ in stored] == list(
-            itertools.accumulate((count for _, count in stored[:-1]), initial=0)
-        ), key
+    script.check(
+        FAILURES if idempotent else (*FAILURES, UnknownProducerIdError), idempotent=idempotent
+    )
+
+
+async def run_transactional(
+    client: FakeClient, script: Script, partitions: int
+) -> TransactionManager:
+    """A transactional producer's sender in an open transaction, the coordinator adding
+    each partition at once; its records are sent, then waited for."""
+    cfg = config(batch_size=120, transactional_id="tid")
+    accumulator = RecordAccumulator(
+        batch_size=cfg.batch_size, linger_ms=cfg.linger_ms, delivery_timeout_ms=120_000
+    )
+    sender = Sender(client, accumulator, cfg, rng=random.Random(0))  # type: ignore[arg-type]
+    accumulator.wakeup = sender.wakeup
+    manager = TransactionManager("tid", cfg.transaction_timeout_ms)
+    manager.begin_init()
+    manager.on_init_producer_id(0, 1001, 0, version=4, bump=False)
+    manager.begin_transaction()
+    idempotence = sender.idempotence
+    assert idempotence is not None and idempotence.transactional
+    idempotence.reset(1001, 0)
+    runner = TransactionRunner(
+        manager,
+        client,  # type: ignore[arg-type]
+        accumulator,
+        cfg,
+        idempotence,
+        spawn=sender.start_background,
+        wakeup=sender.wakeup,
+    )
+
+    async def add_partitions() -> None:
+        try:
+            if manager.take_partitions(3) is not None:
+                manager.on_add_partitions(dict.fromkeys(manager.adding, 0))
+        finally:
+            runner.adding_busy = False
+            sender.wakeup()
+
+    runner.add_partitions = add_partitions  # type: ignore[method-assign]
+    sender.txn = manager
+    sender.before_transactional_pass = runner.before_sender_pass
+    async with anyio.create_task_group() as tg:
+        client.task_group = tg
+        tg.start_soon(sender.run)
+        with anyio.fail_after(10):
+            for i in range(120):
+                partition = i % partitions
+                manager.add_partition((TOPIC, partition))
+                script.append(accumulator, partition, i)
+                if i % 17 == 0:
+                    await anyio.sleep(0)
+            await script.wait_all()
+        sender.stop()
+    assert accumulator.incomplete == 0
+    return manager
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(TRANSACTION_PLANS, st.integers(1, 3), st.booleans())
+def test_any_sequence_of_answers_in_a_transaction(
+    plan: list[str], partitions: int, submitting: bool
+) -> None:
+    """The same, in a transaction: a failed batch makes it abortable (no epoch bump),
+    and the records not sent yet fail with it instead of being sent."""
+    script = Script(plan)
+    client = FakeClient(script.handler, partitions=partitions)
+    client.submitting = submitting
+    manager = anyio.run(run_transactional, client, script, partitions)
+    failures = (*FAILURES, UnknownProducerIdError, TransactionAbortedError)
+    script.check(failures, idempotent=True)
+    assert {epoch for _, epoch, _ in script.sent_ranges} == {0}
+    failed = any(isinstance(c[0], BaseException) for c in script.completions.values())
+    assert (manager.state is TxnState.ABORTABLE_ERROR) == failed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RecordAccumulator.split puts the parts at the head of the partition's queue, "
+    "ahead of a batch with a lower sequence already put back for a retry (reenqueue keeps "
+    "sequence order, split does not): the epoch bump then gives the parts the first "
+    "sequences. In a transaction (sequences reused, no bump) the parts get "
+    "OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms instead.",
+)
+def test_a_split_behind_a_retried_batch_keeps_the_order() -> None:
+    """Batch 38-42 is refused (NOT_LEADER_OR_FOLLOWER), the pipelined 43-47 is too large:
+    after the retry and the split, the records are stored in the order sent."""
+    script = Script(["ok"] * 8 + ["leader_moved", "too_large"])
+    client = FakeClient(script.handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        for i in range(120):
+            script.append(acc, 0, i)
+            if i % 17 == 0:
+                await anyio.sleep(0)
+        await script.wait_all()
+
+    anyio.run(run_sender, client, config(batch_size=120), body)
+    script.check(FAILURES, idempotent=True)
+    assert script.broker.log[0] == [b"%d" % i for i in range(120)]

@@ -22,11 +22,13 @@ from typing import TypeVar
 
 import anyio
 
+from kafkette.admin.consumer_group_describe import consumer_group_description
 from kafkette.admin.types import (
     ConsumerGroupDescription,
     ConsumerGroupListing,
     ConsumerGroupListings,
     GroupState,
+    GroupType,
     MemberDescription,
     Node,
     Outcome,
@@ -52,6 +54,8 @@ from kafkette.errors import (
 )
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -91,6 +95,9 @@ _MOVED = frozenset({NotCoordinatorError.code, CoordinatorNotAvailableError.code}
 _RETRY = _MOVED | {CoordinatorLoadInProgressError.code}
 """Group-level codes that are retried."""
 _FIRST_STATES_VERSION = 4
+_FIRST_TYPES_VERSION = 5
+"""ListGroups reports and filters group types (classic, consumer) from v5 (KIP-848)."""
+_GROUP_ID_NOT_FOUND = 69
 """ListGroups filters and reports states from v4."""
 _FIRST_BATCHED_FETCH_VERSION = 8
 """OffsetFetch names its groups in a list from v8."""
@@ -212,17 +219,20 @@ class GroupOperations:
         self,
         *,
         states: Iterable[GroupState | str] | None = None,
+        types: Iterable[GroupType | str] | None = None,
         timeout_ms: float | None = None,
         timeout: float | None = None,
     ) -> ConsumerGroupListings:
         """Consumer groups of every broker (groups of other protocol types are left out).
 
-        ``states`` keeps only groups in those states (ListGroups v4+; an older
-        broker gets UNSUPPORTED_VERSION). A broker that cannot answer before the
+        ``states`` keeps only groups in those states (ListGroups v4+), ``types``
+        only groups of those types, ``classic`` or ``consumer`` (v5+); an older
+        broker gets UNSUPPORTED_VERSION. A broker that cannot answer before the
         deadline is in the result's ``errors``.
         """
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = [GroupState.parse(s) if isinstance(s, str) else s for s in states or ()]
+        kinds = [GroupType.parse(k) if isinstance(k, str) else k for k in types or ()]
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
         snapshot = await self._until_done(
             lambda: self._client.refresh_metadata([]), "list consumer groups", deadline
@@ -232,7 +242,7 @@ class GroupOperations:
         for node in sorted(snapshot.brokers):
             try:
                 listings += await self._until_done(
-                    functools.partial(self._list_groups, node, wanted),
+                    functools.partial(self._list_groups, node, wanted, kinds),
                     f"list groups of broker {node}",
                     deadline,
                 )
@@ -242,7 +252,9 @@ class GroupOperations:
             tuple(sorted(listings, key=lambda g: (g.group_id, g.coordinator))), errors
         )
 
-    async def _list_groups(self, node: int, states: list[GroupState]) -> list[ConsumerGroupListing]:
+    async def _list_groups(
+        self, node: int, states: list[GroupState], types: list[GroupType]
+    ) -> list[ConsumerGroupListing]:
         try:
             connection = await self._client.connection(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -252,7 +264,13 @@ class GroupOperations:
             raise UnsupportedVersionError(
                 f"broker {node} cannot filter groups by state (ListGroups v{version} < v4)"
             )
-        request = ListGroupsRequest(states_filter=[s.value for s in states])
+        if types and version < _FIRST_TYPES_VERSION:
+            raise UnsupportedVersionError(
+                f"broker {node} cannot filter groups by type (ListGroups v{version} < v5)"
+            )
+        request = ListGroupsRequest(
+            states_filter=[s.value for s in states], types_filter=[k.value for k in types]
+        )
         response = await self._client.send(node, request)
         assert isinstance(response, ListGroupsResponse)
         if response.error_code in _RETRY:
@@ -265,6 +283,7 @@ class GroupOperations:
                 is_simple_consumer_group=not group.protocol_type,
                 state=GroupState.parse(group.group_state) if version >= 4 else None,
                 coordinator=node,
+                type=GroupType.parse(group.group_type) if version >= 5 else None,
             )
             for group in response.groups
             if group.protocol_type in (CONSUMER_PROTOCOL, "")
@@ -281,9 +300,11 @@ class GroupOperations:
     ) -> Results[str, ConsumerGroupDescription]:
         """Members (with their assigned partitions), state and assignor of each group.
 
-        A group that does not exist is described as ``DEAD`` with no members (as
-        DescribeGroups up to v5 reports it); a group of another protocol type
-        than ``consumer`` is an error.
+        A ``consumer`` group (KIP-848) is described from ConsumerGroupDescribe, with
+        its epochs and each member's epoch and target assignment; any other group
+        from DescribeGroups, as Kafka's Admin does. A group that does not exist is
+        described as ``DEAD`` with no members (as DescribeGroups up to v5 reports
+        it); a group of another protocol type than ``consumer`` is an error.
         """
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         return await self._per_group(
@@ -291,15 +312,47 @@ class GroupOperations:
         )
 
     async def _describe_group(self, group_id: str) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe where the coordinator serves it, else DescribeGroups; and
+        DescribeGroups after all when the group is not a ``consumer`` group."""
+
         def build(connection: BrokerConnection) -> tuple[Request, int]:
+            try:
+                version = connection.version_for(ConsumerGroupDescribeRequest)
+            except UnsupportedVersionError:  # a broker before KIP-848: every group is classic
+                return classic(connection)
+            return ConsumerGroupDescribeRequest(group_ids=[group_id]), version
+
+        def classic(connection: BrokerConnection) -> tuple[Request, int]:
             return (
                 DescribeGroupsRequest(groups=[group_id]),
                 connection.version_for(DescribeGroupsRequest),
             )
 
-        response, node = await self._ask_coordinator(
-            group_id, build, DescribeGroupsResponse, lambda r: _described(r, group_id).error_code
-        )
+        def group_error(response: Response) -> int:
+            if isinstance(response, ConsumerGroupDescribeResponse):
+                found = [g.error_code for g in response.groups if g.group_id == group_id]
+                return found[0] if found else 0
+            assert isinstance(response, DescribeGroupsResponse)
+            return _described(response, group_id).error_code
+
+        response, node = await self._ask_coordinator(group_id, build, Response, group_error)
+        if isinstance(response, ConsumerGroupDescribeResponse):
+            group = next((g for g in response.groups if g.group_id == group_id), None)
+            if group is None:
+                raise KafkaError(f"describing group {group_id!r}: the coordinator left it out")
+            # GROUP_ID_NOT_FOUND: classic, or no group; DescribeGroups says which. A
+            # negative epoch too: Tansu answers every group id so, with no error.
+            if group.error_code != _GROUP_ID_NOT_FOUND and group.group_epoch >= 0:
+                if group.error_code:
+                    raise make_error(group.error_code, f"describing group {group_id!r}")
+                return consumer_group_description(group, await self._coordinator_node(node))
+            response, node = await self._ask_coordinator(group_id, classic, Response, group_error)
+        assert isinstance(response, DescribeGroupsResponse)
+        return await self._classic_description(response, node, group_id)
+
+    async def _classic_description(
+        self, response: DescribeGroupsResponse, node: int, group_id: str
+    ) -> ConsumerGroupDescription:
         group = _described(response, group_id)
         if group.error_code:
             raise make_error(group.error_code, f"describing group {group_id!r}")

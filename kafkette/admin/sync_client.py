@@ -24,6 +24,7 @@ from kafkette.admin.types import (
     ConsumerGroupListings,
     CreatedTopic,
     GroupState,
+    GroupType,
     ListOffsetsResultInfo,
     NewPartitions,
     NewTopic,
@@ -195,13 +196,17 @@ class AdminClient:
         self,
         *,
         states: Iterable[GroupState | str] | None = None,
+        types: Iterable[GroupType | str] | None = None,
         timeout_ms: float | None = None,
         timeout: float | None = None,
     ) -> ConsumerGroupListings:
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = None if states is None else list(states)
+        kinds = None if types is None else list(types)
         return self._loop.call(
-            lambda: self._async.list_consumer_groups(states=wanted, timeout_ms=timeout_ms)
+            lambda: self._async.list_consumer_groups(
+                states=wanted, types=kinds, timeout_ms=timeout_ms
+            )
         )
 
     def describe_consumer_groups(

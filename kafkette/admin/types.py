@@ -233,6 +233,23 @@ class GroupState(str, enum.Enum):
         return next((s for s in cls if s.value.lower() == lowered), cls.UNKNOWN)
 
 
+class GroupType(str, enum.Enum):
+    """Which group protocol a group speaks (ListGroups v5+, KIP-848): ``classic``
+    (JoinGroup/SyncGroup) or ``consumer`` (ConsumerGroupHeartbeat)."""
+
+    UNKNOWN = "Unknown"
+    CLASSIC = "Classic"
+    CONSUMER = "Consumer"
+    SHARE = "Share"
+    STREAMS = "Streams"
+
+    @classmethod
+    def parse(cls, name: str) -> GroupType:
+        """The type named ``name`` (case-insensitive, as Java parses it); UNKNOWN otherwise."""
+        lowered = name.lower()
+        return next((t for t in cls if t.value.lower() == lowered), cls.UNKNOWN)
+
+
 @attrs.frozen
 class ConsumerGroupListing:
     """A group as ListGroups reports it; a simple consumer group has no protocol type
@@ -244,6 +261,8 @@ class ConsumerGroupListing:
     """None when the broker's ListGroups (before v4) does not report states."""
     coordinator: int = -1
     """The node that listed the group: its coordinator."""
+    type: GroupType | None = None
+    """None when the broker's ListGroups (before v5) does not report types."""
 
 
 @attrs.frozen
@@ -269,6 +288,11 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: frozenset[TopicPartition] = frozenset()
+    target_assignment: frozenset[TopicPartition] | None = None
+    """A ``consumer`` group's member: the partitions the broker means it to own once it
+    has reconciled (None in a classic group)."""
+    member_epoch: int | None = None
+    """A ``consumer`` group's member: its epoch (None in a classic group)."""
 
 
 @attrs.frozen
@@ -283,3 +307,8 @@ class ConsumerGroupDescription:
     state: GroupState
     coordinator: Node | None
     protocol_type: str = "consumer"
+    type: GroupType = GroupType.CLASSIC
+    group_epoch: int | None = None
+    """A ``consumer`` group's epoch (None for a classic group)."""
+    target_assignment_epoch: int | None = None
+    """The group epoch its target assignment was computed at (``consumer`` groups)."""

@@ -32,6 +32,7 @@ from kafkette.admin import (
     AsyncAdminClient,
     ConsumerGroupListing,
     GroupState,
+    GroupType,
     MemberDescription,
     NewTopic,
     OffsetAndMetadata,
@@ -261,7 +262,9 @@ async def test_group_with_members(target: str, request: pytest.FixtureRequest) -
             assert described.coordinator is not None
             listings = (await admin.list_consumer_groups()).all()
             assert listings == (
-                ConsumerGroupListing(group, False, GroupState.STABLE, described.coordinator.id),
+                ConsumerGroupListing(
+                    group, False, GroupState.STABLE, described.coordinator.id, GroupType.CLASSIC
+                ),
             )
             stable = await admin.list_consumer_groups(states=[GroupState.STABLE])
             assert [g.group_id for g in stable.all()] == [group]

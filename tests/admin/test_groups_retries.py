@@ -22,6 +22,7 @@ from kafkette.errors import (
     UnsupportedVersionError,
 )
 from kafkette.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsResponse,
@@ -69,6 +70,9 @@ ASSIGNMENT = bytes.fromhex("0000 00000001 0001 74 00000002 00000000 00000001 fff
 """ConsumerProtocolAssignment v0: topic "t", partitions 0 and 1, null user data."""
 
 Answer = Callable[[Request], Any]
+PRE_KIP_848 = frozenset({ConsumerGroupDescribeRequest.API_KEY})
+"""APIs the scripted broker lacks unless ``versions`` names them: it has classic groups only,
+so describing a group goes straight to DescribeGroups."""
 
 
 class FakeConnection:
@@ -78,6 +82,8 @@ class FakeConnection:
 
     def version_for(self, request: Any, maximum: int | None = None) -> int:
         highest: int = request.VALID_VERSIONS[1]
+        if request.API_KEY in PRE_KIP_848 and request.API_KEY not in self.client.versions:
+            raise UnsupportedVersionError(f"b{self.node} does not support {request.NAME}")
         return self.client.versions.get(request.API_KEY, highest)
 
     async def request(self, request: Request, *, version: int | None = None) -> Any:

@@ -267,7 +267,7 @@ class HeartbeatMember:
                 self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
                 offsets = self.consumed_offsets()
                 if offsets:
-                    self.spawn(partial(self._commit_quietly, offsets))
+                    yield Call(partial(self._start_commit, offsets))
 
     def _reconcile_steps(self) -> Iterator[Step]:
         target = self.membership.target
@@ -358,6 +358,11 @@ class HeartbeatMember:
             deadline_ms=self.client.clock() + timeout_ms,
             max_version=MEMBER_EPOCH_COMMIT_VERSION,
         )
+
+    async def _start_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Start an auto-commit in the background. A step, not a direct spawn: poll's steps
+        run in the caller's thread (the sync consumer's), where no task can be started."""
+        self.spawn(partial(self._commit_quietly, offsets))
 
     async def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:

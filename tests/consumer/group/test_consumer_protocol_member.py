@@ -198,3 +198,23 @@ async def test_async_members_split_and_resubscribe(target: Target) -> None:
         b.subscribe(["t"], listener=Recorder("b", log))
         await apoll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
         assert sorted(numbers(a.assignment()) + numbers(b.assignment())) == [0, 1, 2, 3]
+
+
+def test_sync_auto_commit_under_the_consumer_protocol(target: Target) -> None:
+    """enable.auto.commit (the default) with a sync consumer: the periodic commit starts
+    from poll, which runs in the caller's thread, and lands the consumed offsets."""
+    target.create_topic("auto", 2)
+    for p in range(2):
+        target.produce_values(TopicPartition("auto", p), 3)
+    records: list[ConsumerRecord] = []
+    config = settings(target, "auto-g", enable_auto_commit=True, auto_commit_interval_ms=50)
+    with Consumer(config) as consumer, AdminClient(bootstrap_servers=target.bootstrap) as admin:
+        consumer.subscribe(["auto"])
+        poll_until([consumer], lambda: len(records) == 6, records)
+
+        def committed() -> dict[int, int]:
+            found = admin.list_consumer_group_offsets("auto-g").all()
+            return {tp.partition: meta.offset for tp, meta in found.items() if meta}
+
+        poll_until([consumer], lambda: committed() == {0: 3, 1: 3})
+    assert values(records) == sorted(b"v%d" % i for i in range(3) for _ in range(2))

@@ -474,16 +474,11 @@ class RecordAccumulator(AccumulatorState):
         batch.retry_at_ms = retry_at_ms
         with self._lock:
             queue = self._queues.setdefault(batch.tp, deque())
-            position = 0
-            if batch.base_sequence >= 0:
-                for queued in queue:
-                    if queued.base_sequence < 0 or queued.base_sequence > batch.base_sequence:
-                        break
-                    position += 1
-            queue.insert(position, batch)
+            queue.insert(_retry_position(queue, batch.base_sequence), batch)
 
     def split(self, batch: ProducerBatch) -> list[ProducerBatch]:
-        """Cut a batch the broker found too large in two, back at the head of its queue.
+        """Cut a batch the broker found too large in two, back in its queue where a retry
+        of it would go (ahead of newer batches, behind retries of older ones).
 
         The records' futures then follow the part they landed in. The halves
         keep the batch's creation time (for ``delivery.timeout.ms``) and, for
@@ -510,7 +505,10 @@ class RecordAccumulator(AccumulatorState):
         with self._lock:
             self._incomplete.discard(batch)
             self._incomplete.update(parts)
-            self._queues.setdefault(batch.tp, deque()).extendleft(reversed(parts))
+            queue = self._queues.setdefault(batch.tp, deque())
+            position = _retry_position(queue, batch.base_sequence)
+            queue.insert(position, parts[0])
+            queue.insert(position + 1, parts[1])
         return parts
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
@@ -626,3 +624,16 @@ if producer_speedups.bind is not None and _encode_plain is not None:
 append_open = producer_speedups.append_open
 """The C :meth:`RecordAccumulator.append_plain` for a partition's open batch with room
 (None without the extension): the record's future, or None when that method must take it."""
+
+
+def _retry_position(queue: deque[ProducerBatch], base_sequence: int) -> int:
+    """Where a batch put back for a retry goes: after the queued batches that were sent
+    before it (lower sequences, themselves put back), ahead of everything newer. Without
+    a sequence (no idempotence) that is the head."""
+    position = 0
+    if base_sequence >= 0:
+        for queued in queue:
+            if queued.base_sequence < 0 or queued.base_sequence > base_sequence:
+                break
+            position += 1
+    return position

@@ -374,12 +374,6 @@ class Script:
 
 
 PLANS = st.lists(st.sampled_from(["ok", "ok", *ANSWERS, "lose", "drop"]), min_size=10, max_size=40)
-TRANSACTION_PLANS = st.lists(
-    st.sampled_from(["ok", "ok", *(a for a in ANSWERS if a != "too_large"), "lose", "drop"]),
-    min_size=10,
-    max_size=40,
-)
-"""Without MESSAGE_TOO_LARGE: see test_a_split_behind_a_retried_batch_keeps_the_order."""
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -468,7 +462,7 @@ async def run_transactional(
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(TRANSACTION_PLANS, st.integers(1, 3), st.booleans())
+@given(PLANS, st.integers(1, 3), st.booleans())
 def test_any_sequence_of_answers_in_a_transaction(
     plan: list[str], partitions: int, submitting: bool
 ) -> None:
@@ -485,14 +479,6 @@ def test_any_sequence_of_answers_in_a_transaction(
     assert (manager.state is TxnState.ABORTABLE_ERROR) == failed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RecordAccumulator.split puts the parts at the head of the partition's queue, "
-    "ahead of a batch with a lower sequence already put back for a retry (reenqueue keeps "
-    "sequence order, split does not): the epoch bump then gives the parts the first "
-    "sequences. In a transaction (sequences reused, no bump) the parts get "
-    "OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms instead.",
-)
 def test_a_split_behind_a_retried_batch_keeps_the_order() -> None:
     """Batch 38-42 is refused (NOT_LEADER_OR_FOLLOWER), the pipelined 43-47 is too large:
     after the retry and the split, the records are stored in the order sent."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import mmap
-import time
 from collections.abc import Iterator, Sequence
 
 from kafkette.backends.config import LogConfig
@@ -21,8 +20,9 @@ from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log, Storage
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
-from kafkette.backends.segmented import Clock, SegmentedLog
+from kafkette.backends.segmented import SegmentedLog
 from kafkette.backends.types import AbortedTxn, LogSlice
+from kafkette.clocks import LogClockMs, wall_ms_int
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 
 ARENA_FROM = 4 << 20
@@ -44,11 +44,6 @@ _POPULATE: int | None = (
 # Header fields by index in the tuple the append fast path passes.
 _LAST_OFFSET_DELTA = 6
 _MAX_TIMESTAMP = 8
-
-
-def wall_clock() -> int:
-    """The system clock in milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 class MemorySegment(Segment):
@@ -229,7 +224,7 @@ class MemoryLog(SegmentedLog):
         partition: int,
         config: LogConfig | None = None,
         *,
-        clock: Clock = wall_clock,
+        clock: LogClockMs = wall_ms_int,
         start_offset: int = 0,
     ) -> None:
         super().__init__(topic, partition, config or LogConfig(), clock)
@@ -277,7 +272,7 @@ class MemoryStorage(Storage):
     """Logs kept in memory, by topic-partition."""
 
     def __init__(
-        self, *, clock: Clock = wall_clock, default_config: LogConfig | None = None
+        self, *, clock: LogClockMs = wall_ms_int, default_config: LogConfig | None = None
     ) -> None:
         self._clock = clock
         self._default = default_config or LogConfig()

@@ -32,6 +32,7 @@ from kafkette.backends.types import (
     LogSlice,
     TimestampOffset,
 )
+from kafkette.clocks import LogClockMs
 from kafkette.errors import KafkaStorageError, OffsetOutOfRangeError
 from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -43,7 +44,6 @@ from kafkette.protocol.records.batch_header import (
     set_partition_leader_epoch,
 )
 
-Clock = Callable[[], int]
 """Milliseconds since the epoch."""
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -86,7 +86,7 @@ class SegmentedLog(Log):
         "_unflushed_messages",
     )
 
-    def __init__(self, topic: str, partition: int, config: LogConfig, clock: Clock) -> None:
+    def __init__(self, topic: str, partition: int, config: LogConfig, clock: LogClockMs) -> None:
         self.topic = topic
         self.partition = partition
         self._config = config

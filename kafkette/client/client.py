@@ -11,8 +11,7 @@ trio; the sync clients run it in a background thread.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import anyio
 
@@ -22,6 +21,7 @@ from kafkette.client.connection import BrokerConnection
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
 from kafkette.client.sasl import sasl_credentials_for
 from kafkette.client.tls import ssl_context_for
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import (
     AuthenticationError,
     ConfigError,
@@ -42,12 +42,6 @@ from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.schema import Request, Response
 
 logger = logging.getLogger("kafkette.client")
-
-Clock = Callable[[], float]
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 def parse_server(server: str) -> tuple[str, int]:
@@ -73,7 +67,7 @@ def _in_process_url(servers: tuple[str, ...]) -> str | None:
 class KafkaClient:
     """Connections, metadata and routing for one client instance."""
 
-    def __init__(self, config: ClientConfig, *, clock: Clock = monotonic_ms) -> None:
+    def __init__(self, config: ClientConfig, *, clock: MonotonicClockMs = monotonic_ms) -> None:
         self.config = config
         self.clock = clock
         self.metadata = MetadataCache(config.metadata_max_age_ms)

@@ -40,11 +40,11 @@ import anyio.abc
 
 from kafkette.client.events import event_factory, threadsafe_call_soon_factory
 from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.clocks import WallClockMs, wall_ms
 from kafkette.errors import KafkaConnectionError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.broker import Clock, wall_clock
 from kafkette.server.data_dir_lock import DataDirLock
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import CloseConnection, process_frame
@@ -267,7 +267,7 @@ _clusters_lock = threading.Lock()
 
 
 def get_cluster(
-    url: str, config: BrokerConfig | None = None, clock: Clock | None = None
+    url: str, config: BrokerConfig | None = None, clock: WallClockMs | None = None
 ) -> InProcessCluster:
     """The in-process cluster for ``memory://NAME`` or ``file:///path``, created on first use
     (with ``config`` and ``clock``, which are ignored when it exists already)."""
@@ -278,13 +278,13 @@ def get_cluster(
                 raise KafkaConnectionError(
                     f"{url} is closed: its MemoryCluster was closed (make a new one)"
                 )
-            cluster = _create(url, config or BrokerConfig(), clock or wall_clock)
+            cluster = _create(url, config or BrokerConfig(), clock or wall_ms)
             _clusters[url] = cluster
         return cluster
 
 
 def create_cluster(
-    url: str, config: BrokerConfig, clock: Clock, *, nodes: int = 1
+    url: str, config: BrokerConfig, clock: WallClockMs, *, nodes: int = 1
 ) -> InProcessCluster:
     """A new in-process cluster ``url``; an error if one of that name is open.
 
@@ -298,7 +298,7 @@ def create_cluster(
         return cluster
 
 
-def _create(url: str, config: BrokerConfig, clock: Clock, nodes: int = 1) -> InProcessCluster:
+def _create(url: str, config: BrokerConfig, clock: WallClockMs, nodes: int = 1) -> InProcessCluster:
     if url.startswith(MEMORY_SCHEME):
         name = url[len(MEMORY_SCHEME) :]
         config.advertised_host, config.advertised_port = f"memory-{name}", 0

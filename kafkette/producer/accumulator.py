@@ -26,10 +26,10 @@ through ``wait(condition, seconds)``, so tests drive it without sleeping.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
 
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import (
     BufferExhaustedError,
     IllegalStateError,
@@ -43,7 +43,6 @@ from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, spe
 from kafkette.protocol.records.default_records import encode_record
 
 TopicPartition = tuple[str, int]
-Clock = Callable[[], float]
 Waiter = Callable[[threading.Condition, float], object]
 
 RECORD_OVERHEAD = 21
@@ -54,10 +53,6 @@ RESUME_SHARE = 8
 
 _encode_plain = speedups.encode_record
 """The C encoder of a record without headers (None without the extension)."""
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 def record_size(
@@ -214,7 +209,7 @@ class RecordAccumulator(AccumulatorState):
         compression: int = NONE,
         delivery_timeout_ms: float = 120_000,
         max_request_size: int = 1_048_576,
-        clock: Clock = monotonic_ms,
+        clock: MonotonicClockMs = monotonic_ms,
         wakeup: Callable[[], object] | None = None,
         wait: Waiter | None = None,
     ) -> None:

@@ -29,9 +29,10 @@ from typing import Any
 import anyio
 
 from kafkette.client.backoff import backoff_ms
-from kafkette.client.client import KafkaClient, monotonic_ms
+from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
+from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     AuthenticationError,
     BufferExhaustedError,

@@ -69,11 +69,12 @@ import anyio.abc
 import attrs
 
 from kafkette.client.backoff import backoff_ms
-from kafkette.client.client import KafkaClient, monotonic_ms
+from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.events import call_soon_factory, event_factory
 from kafkette.client.metadata import BrokerInfo, PartitionInfo
+from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     KafkaConnectionError,
     KafkaError,

@@ -13,13 +13,12 @@ session timeouts, retention and long polls without sleeping.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from collections.abc import Callable
 
 import anyio
 
 from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
+from kafkette.clocks import WallClockMs, wall_ms
 from kafkette.errors import KafkaError
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.cluster import Cluster
@@ -36,13 +35,6 @@ from kafkette.server.txn.coordinator import TransactionCoordinator
 
 logger = logging.getLogger("kafkette.server")
 
-Clock = Callable[[], float]
-"""Milliseconds since the epoch."""
-
-
-def wall_clock() -> float:
-    return time.time() * 1000.0
-
 
 class Broker:
     """One Kafka broker: this node leads every partition and coordinates every group
@@ -58,7 +50,7 @@ class Broker:
         config: BrokerConfig | None = None,
         *,
         storage: Storage | None = None,
-        clock: Clock = wall_clock,
+        clock: WallClockMs = wall_ms,
     ) -> None:
         from kafkette.server import handlers  # noqa: F401  (registers every handler)
 

@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkette.client.client import monotonic_ms
 from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import (
     BrokerInfo,
@@ -30,6 +29,7 @@ from kafkette.client.metadata import (
     PartitionInfo,
     TopicInfo,
 )
+from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     InvalidRecordError,
     KafkaConnectionError,

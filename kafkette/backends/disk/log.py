@@ -21,10 +21,10 @@ from kafkette.backends.disk.segment import (
     segment_stem,
 )
 from kafkette.backends.header import StoredHeader
-from kafkette.backends.memory import wall_clock
 from kafkette.backends.producer_state import ProducerStateTable, SnapshotError
 from kafkette.backends.segment import BufferLike, Segment
-from kafkette.backends.segmented import Clock, EpochEntry, SegmentedLog
+from kafkette.backends.segmented import EpochEntry, SegmentedLog
+from kafkette.clocks import LogClockMs, wall_ms_int
 from kafkette.errors import KafkaStorageError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -47,7 +47,7 @@ class DiskLog(SegmentedLog):
         partition: int,
         config: LogConfig | None = None,
         *,
-        clock: Clock = wall_clock,
+        clock: LogClockMs = wall_ms_int,
         write_buffer_bytes: int = 0,
     ) -> None:
         """Open (recovering if needed) or create the log in ``directory``.

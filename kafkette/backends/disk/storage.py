@@ -8,8 +8,7 @@ import shutil
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.log import DiskLog
 from kafkette.backends.log import Log, Storage
-from kafkette.backends.memory import wall_clock
-from kafkette.backends.segmented import Clock
+from kafkette.clocks import LogClockMs, wall_ms_int
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -32,7 +31,7 @@ class DiskStorage(Storage):
         self,
         root: str,
         *,
-        clock: Clock = wall_clock,
+        clock: LogClockMs = wall_ms_int,
         default_config: LogConfig | None = None,
         write_buffer_bytes: int = 0,
     ) -> None:

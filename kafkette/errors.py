@@ -67,6 +67,7 @@ __all__ = [
     "BrokerNotAvailableError",
     "BufferExhaustedError",
     "ClusterAuthorizationFailedError",
+    "CommitFailedError",
     "ConcurrentTransactionsError",
     "ConfigError",
     "ControllerIdNotRegisteredError",
@@ -1174,6 +1175,17 @@ class ConfigError(KafkaError, ValueError):
         self.args = (setting, reason)
         self.setting = setting
         self.reason = reason
+
+
+class CommitFailedError(KafkaError):
+    """The group rebalanced (or fenced this member) before the commit could complete
+    (Java's CommitFailedException): the partitions may now belong to another member."""
+
+    name = "COMMIT_FAILED"
+    description = (
+        "The commit cannot be completed since the group has already rebalanced "
+        "and assigned the partitions to another member."
+    )
 
 
 class IllegalStateError(KafkaError):

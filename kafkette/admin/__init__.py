@@ -43,7 +43,7 @@ from kafkette.admin.types import (
     Results,
     TopicDescription,
 )
-from kafkette.consumer.group.types import OffsetAndMetadata
+from kafkette.structs import OffsetAndMetadata
 
 __all__ = [
     "AbortTransactionSpec",

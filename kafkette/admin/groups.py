@@ -39,7 +39,6 @@ from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.consumer.assignors.protocol import decode_assignment
-from kafkette.consumer.group.types import OffsetAndMetadata
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
     CoordinatorLoadInProgressError,
@@ -84,7 +83,7 @@ from kafkette.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from kafkette.protocol.schema import Request, Response
-from kafkette.structs import TopicPartition
+from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Response)

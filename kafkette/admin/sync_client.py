@@ -32,9 +32,8 @@ from kafkette.admin.types import (
     TopicDescription,
 )
 from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.consumer.group.types import OffsetAndMetadata
 from kafkette.consumer.timeouts import timeout_in_ms
-from kafkette.structs import TopicPartition
+from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 
 class AdminClient:

@@ -33,9 +33,8 @@ from kafkette.cli.common import (
     write,
 )
 from kafkette.cli.consume import parse_time
-from kafkette.consumer.group.types import OffsetAndMetadata
 from kafkette.errors import IllegalStateError
-from kafkette.structs import TopicPartition
+from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 INACTIVE = (GroupState.EMPTY, GroupState.DEAD)
 

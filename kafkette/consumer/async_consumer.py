@@ -14,14 +14,13 @@ from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
-from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkette.consumer.record import ConsumerRecord
 from kafkette.consumer.subscription import EARLIEST, LATEST
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import IllegalStateError
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
 

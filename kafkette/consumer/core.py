@@ -27,7 +27,6 @@ from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_posit
 from kafkette.consumer.group.coordinator import GroupMember, Step
 from kafkette.consumer.group.heartbeat_member import HeartbeatMember
 from kafkette.consumer.group.offsets import fetch_committed
-from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.consumer.metrics import ConsumerMetrics, MetricsRecorder
 from kafkette.consumer.offsets import (
     EARLIEST_TIMESTAMP,
@@ -44,7 +43,7 @@ from kafkette.consumer.subscription import (
     SubscriptionState,
 )
 from kafkette.errors import CorruptMessageError, IllegalStateError, KafkaTimeoutError
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 T = TypeVar("T")
 

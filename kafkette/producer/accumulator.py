@@ -42,7 +42,9 @@ from kafkette.producer.speedups import AccumulatorState, BatchState
 from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, speedups
 from kafkette.protocol.records.default_records import encode_record
 
-TopicPartition = tuple[str, int]
+PartitionKey = tuple[str, int]
+"""(topic, partition): how the producer keys its queues and sequences (not the public
+:class:`~kafkette.structs.TopicPartition`)."""
 Waiter = Callable[[threading.Condition, float], object]
 
 RECORD_OVERHEAD = 21
@@ -125,7 +127,7 @@ class ProducerBatch(BatchState):
         self.transactional = False
 
     @property
-    def tp(self) -> TopicPartition:
+    def tp(self) -> PartitionKey:
         return (self.topic, self.partition)
 
     @property
@@ -391,10 +393,10 @@ class RecordAccumulator(AccumulatorState):
     # ---- the sender's side
 
     def ready(
-        self, now_ms: float, muted: Container[TopicPartition] = ()
-    ) -> tuple[list[TopicPartition], float | None]:
+        self, now_ms: float, muted: Container[PartitionKey] = ()
+    ) -> tuple[list[PartitionKey], float | None]:
         """Partitions whose first batch can be sent now, and ms until the next may be."""
-        ready: list[TopicPartition] = []
+        ready: list[PartitionKey] = []
         next_ms: float | None = None
         with self._lock:
             self._wake_pending = False
@@ -419,7 +421,7 @@ class RecordAccumulator(AccumulatorState):
 
     def drain(
         self,
-        partitions: Iterable[TopicPartition],
+        partitions: Iterable[PartitionKey],
         max_size: int,
         now_ms: float | None = None,
         prepare: Callable[[ProducerBatch], object] | None = None,

@@ -28,7 +28,7 @@ import struct
 from crc32c import crc32c
 
 from kafkette.errors import make_error
-from kafkette.producer.accumulator import ProducerBatch, TopicPartition
+from kafkette.producer.accumulator import PartitionKey, ProducerBatch
 from kafkette.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kafkette.protocol.records.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -69,8 +69,8 @@ class IdempotenceState:
         self.producer_id = -1
         self.epoch = -1
         self.bump_needed = False
-        self._next: dict[TopicPartition, int] = {}
-        self._acked: dict[TopicPartition, int] = {}  # last acknowledged sequence
+        self._next: dict[PartitionKey, int] = {}
+        self._acked: dict[PartitionKey, int] = {}  # last acknowledged sequence
         self.init_busy = False
         """An InitProducerId request is in flight."""
         self.init_retry_at = 0.0

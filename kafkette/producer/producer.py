@@ -37,13 +37,12 @@ import anyio.abc
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
-from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 
 class AsyncProducer:

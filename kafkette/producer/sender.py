@@ -82,7 +82,7 @@ from kafkette.errors import (
     NotLeaderOrFollowerError,
     make_error,
 )
-from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from kafkette.producer.accumulator import PartitionKey, ProducerBatch, RecordAccumulator
 from kafkette.producer.idempotence import IdempotenceState
 from kafkette.producer.produce_outcomes import (
     BatchFacts,
@@ -167,7 +167,7 @@ class _Everything:
 class _NotInTransaction:
     """Partitions a transactional producer may not send to yet (or resyncing ones)."""
 
-    def __init__(self, manager: TransactionManager, muted: Container[TopicPartition]) -> None:
+    def __init__(self, manager: TransactionManager, muted: Container[PartitionKey]) -> None:
         self.allowed = manager.send_allowed
         self.muted = muted
 
@@ -220,8 +220,8 @@ class Sender:
         self._stopping = False
         self._abort_error: BaseException | None = None
         self._node_in_flight: dict[int, int] = {}
-        self._tp_in_flight: dict[TopicPartition, int] = {}
-        self._resyncing: set[TopicPartition] = set()
+        self._tp_in_flight: dict[PartitionKey, int] = {}
+        self._resyncing: set[PartitionKey] = set()
         self._metadata_busy = False
         self._metadata_retry_at = 0.0
         self._metadata_failures = 0
@@ -339,7 +339,7 @@ class Sender:
                 oldest if oldest is not None else self.config.delivery_timeout_ms
             )
         delays: list[float] = [self._expiry_check_at - now]
-        muted: Container[TopicPartition] = self._muted()
+        muted: Container[PartitionKey] = self._muted()
         idem = self.idempotence
         txn = self.txn
         if txn is not None:
@@ -356,7 +356,7 @@ class Sender:
         if next_ms is not None:
             delays.append(next_ms)
         snapshot = self.client.metadata.snapshot
-        by_node: dict[int, list[TopicPartition]] = {}
+        by_node: dict[int, list[PartitionKey]] = {}
         stale = self.client.metadata.needs_update(now)
         for tp in ready:
             leader = snapshot.leader_for(*tp)
@@ -438,7 +438,7 @@ class Sender:
         self,
         tg: anyio.abc.TaskGroup,
         node: int,
-        tps: list[TopicPartition],
+        tps: list[PartitionKey],
         max_in_flight: int,
         now: float,
     ) -> None:
@@ -466,8 +466,8 @@ class Sender:
                 tps = [tp for tp in tps if tp not in blocked]
 
     def _transaction_muted(
-        self, manager: TransactionManager, muted: Container[TopicPartition]
-    ) -> Container[TopicPartition]:
+        self, manager: TransactionManager, muted: Container[PartitionKey]
+    ) -> Container[PartitionKey]:
         """What a transactional producer may not send now, once the transaction's
         I/O started what the state asks for (:attr:`before_transactional_pass`)."""
         if self.before_transactional_pass is not None:
@@ -500,7 +500,7 @@ class Sender:
             sink.idle.append(parked)
             await parked.wait()
 
-    def _muted(self) -> Container[TopicPartition]:
+    def _muted(self) -> Container[PartitionKey]:
         if self.idempotence is not None:
             return {tp for tp in self._resyncing if self._tp_in_flight.get(tp, 0) > 0}
         if self.config.max_in_flight_requests_per_connection == 1:
@@ -535,7 +535,7 @@ class Sender:
             self._metadata_busy = False
             self.wakeup()
 
-    def _apply_leader_hint(self, response: ProduceResponse) -> set[TopicPartition]:
+    def _apply_leader_hint(self, response: ProduceResponse) -> set[PartitionKey]:
         """KIP-951: take the new leaders a NOT_LEADER_OR_FOLLOWER answer names."""
         cache = self.client.metadata
         snapshot = cache.snapshot
@@ -545,7 +545,7 @@ class Sender:
                 endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack
             )
         topics = dict(snapshot.topics)
-        changed: set[TopicPartition] = set()
+        changed: set[PartitionKey] = set()
         for topic in response.responses:
             info = topics.get(topic.name)
             if info is None:
@@ -703,7 +703,7 @@ class Sender:
 
     def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
         by_tp = {batch.tp: batch for batch in batches}
-        hinted: set[TopicPartition] | None = None
+        hinted: set[PartitionKey] | None = None
         for topic in response.responses:
             for p in topic.partition_responses:
                 batch = by_tp.pop((topic.name, p.index), None)

@@ -26,13 +26,12 @@ from typing import Any
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 
 def _thread_safe_caller() -> Callable[[Callable[[], None]], object]:

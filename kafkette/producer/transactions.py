@@ -1,7 +1,7 @@
 """The transactional producer's state machine (sans I/O), after Java's TransactionManager.
 
 Theory of operation. A producer with a ``transactional.id`` moves through
-the states of :class:`TxnState`; every user call and every coordinator answer
+the states of :class:`ProducerTxnState`; every user call and every coordinator answer
 is a :class:`TxnEvent`, and :data:`TRANSITIONS` gives, for each (state, event)
 pair, the next state. A pair missing from the table is refused
 (:class:`IllegalStateError`) and the state stays as it was::
@@ -59,13 +59,9 @@ from typing import Any
 
 import attrs
 
-from kafkette.consumer.group.types import (
-    CommitFailedError,
-    ConsumerGroupMetadata,
-    OffsetAndMetadata,
-)
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
+    CommitFailedError,
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
@@ -102,7 +98,7 @@ from kafkette.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.producer")
 
@@ -119,7 +115,7 @@ CLIENT_END_TXN_MAX_VERSION = 4
 """EndTxn v5 belongs to transactions version 2 (KIP-890), where EndTxn bumps the epoch."""
 
 
-class TxnState(enum.Enum):
+class ProducerTxnState(enum.Enum):
     """States of a transactional producer (Java's TransactionManager.State)."""
 
     UNINITIALIZED = "UNINITIALIZED"
@@ -150,10 +146,10 @@ class TxnEvent(enum.Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-S = TxnState
+S = ProducerTxnState
 E = TxnEvent
 
-TRANSITIONS: Mapping[tuple[TxnState, TxnEvent], TxnState] = {
+TRANSITIONS: Mapping[tuple[ProducerTxnState, TxnEvent], ProducerTxnState] = {
     (S.UNINITIALIZED, E.INIT): S.INITIALIZING,
     # COMMITTING_TRANSACTION: re-initialising after a commit whose outcome is
     # unknown (our addition; Java allows it from ABORTING_TRANSACTION only)
@@ -171,7 +167,7 @@ TRANSITIONS: Mapping[tuple[TxnState, TxnEvent], TxnState] = {
     (S.COMMITTING_TRANSACTION, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
     (S.ABORTABLE_ERROR, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
     (S.INITIALIZING, E.ABORTABLE_ERROR): S.ABORTABLE_ERROR,
-    **{(state, E.FATAL_ERROR): S.FATAL_ERROR for state in TxnState},
+    **{(state, E.FATAL_ERROR): S.FATAL_ERROR for state in ProducerTxnState},
 }
 """(state, event) -> next state; a pair not listed is refused."""
 
@@ -347,7 +343,7 @@ def outcome_for(api: TxnApi, code: int) -> Outcome:
 class Pending:
     """A commit, abort or init the caller may have stopped waiting for."""
 
-    state: TxnState
+    state: ProducerTxnState
     operation: str
     handle: Any = None
     """The I/O layer's handle on the running operation (its result)."""
@@ -361,7 +357,7 @@ class TransactionManager:
     def __init__(self, transactional_id: str, transaction_timeout_ms: int) -> None:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.state = TxnState.UNINITIALIZED
+        self.state = ProducerTxnState.UNINITIALIZED
         self.last_error: BaseException | None = None
         self.producer_id = -1
         self.epoch = -1
@@ -384,7 +380,7 @@ class TransactionManager:
 
     # ---- state
 
-    def fire(self, event: TxnEvent, error: BaseException | None = None) -> TxnState:
+    def fire(self, event: TxnEvent, error: BaseException | None = None) -> ProducerTxnState:
         """Move along ``(state, event)`` or raise :class:`IllegalStateError` (a bug or a misuse).
 
         ``error`` is the reason for ABORTABLE_ERROR and FATAL_ERROR.
@@ -540,7 +536,7 @@ class TransactionManager:
             f"retried (or call init_transactions)"
         )
 
-    def cached(self, state: TxnState, operation: str) -> Pending | None:
+    def cached(self, state: ProducerTxnState, operation: str) -> Pending | None:
         """The pending run of ``operation`` to wait for again, or None to start one.
 
         Raises :class:`IllegalStateError` when another operation is pending.
@@ -963,12 +959,12 @@ __all__ = [
     "Action",
     "Outcome",
     "Pending",
+    "ProducerTxnState",
     "Reply",
     "TransactionAbortedError",
     "TransactionManager",
     "TxnApi",
     "TxnEvent",
-    "TxnState",
     "check_group_metadata",
     "outcome_for",
 ]

@@ -35,7 +35,6 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
 from kafkette.client.connection import BrokerConnection
-from kafkette.consumer.group.types import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkette.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,
@@ -50,10 +49,10 @@ from kafkette.producer.transactions import (
     CLIENT_END_TXN_MAX_VERSION,
     Action,
     Pending,
+    ProducerTxnState,
     Reply,
     TransactionAbortedError,
     TransactionManager,
-    TxnState,
     partition_codes,
 )
 from kafkette.protocol.messages import (
@@ -69,7 +68,7 @@ from kafkette.protocol.messages import (
     TxnOffsetCommitResponse,
 )
 from kafkette.protocol.schema import Request, Response
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.producer")
 
@@ -139,7 +138,11 @@ class TransactionRunner:
         """InitProducerId with the transactional id; READY when it succeeds."""
         manager = self.manager
         pending = manager.pending
-        if pending is not None and not pending.acked and pending.state is TxnState.INITIALIZING:
+        if (
+            pending is not None
+            and not pending.acked
+            and pending.state is ProducerTxnState.INITIALIZING
+        ):
             op = pending.handle
         else:
             abandoned = pending.handle if pending is not None and not pending.acked else None
@@ -147,7 +150,9 @@ class TransactionRunner:
                 abandoned.cancel()
                 abandoned.fail(KafkaError(f"{abandoned.name} was abandoned by init_transactions"))
                 await self._drop_coordinator_connection()
-            op = self._start("init_transactions", TxnState.INITIALIZING, self._run_init, False)
+            op = self._start(
+                "init_transactions", ProducerTxnState.INITIALIZING, self._run_init, False
+            )
         await self._wait(op, timeout_s)
 
     async def _drop_coordinator_connection(self) -> None:
@@ -174,23 +179,27 @@ class TransactionRunner:
 
     async def commit(self, timeout_s: float | None) -> None:
         """Flush, then EndTxn(commit)."""
-        pending = self.manager.cached(TxnState.COMMITTING_TRANSACTION, "commit_transaction")
+        pending = self.manager.cached(ProducerTxnState.COMMITTING_TRANSACTION, "commit_transaction")
         if pending is not None:
             op = pending.handle
         else:
             self.manager.begin_commit()
-            op = self._start("commit_transaction", TxnState.COMMITTING_TRANSACTION, self._run_end)
+            op = self._start(
+                "commit_transaction", ProducerTxnState.COMMITTING_TRANSACTION, self._run_end
+            )
         await self._wait(op, timeout_s)
 
     async def abort(self, timeout_s: float | None) -> None:
         """Drop queued records, wait for those in flight, then EndTxn(abort)."""
-        pending = self.manager.cached(TxnState.ABORTING_TRANSACTION, "abort_transaction")
+        pending = self.manager.cached(ProducerTxnState.ABORTING_TRANSACTION, "abort_transaction")
         if pending is not None:
             op = pending.handle
         else:
             self.manager.begin_abort()
             self.drop_queued(TransactionAbortedError())
-            op = self._start("abort_transaction", TxnState.ABORTING_TRANSACTION, self._run_end)
+            op = self._start(
+                "abort_transaction", ProducerTxnState.ABORTING_TRANSACTION, self._run_end
+            )
         await self._wait(op, timeout_s)
 
     def drop_queued(self, error: BaseException) -> None:
@@ -202,7 +211,11 @@ class TransactionRunner:
                 self.idempotence.bump_needed = True
 
     def _start(
-        self, name: str, state: TxnState, run: Callable[..., Coroutine[Any, Any, None]], *args: Any
+        self,
+        name: str,
+        state: ProducerTxnState,
+        run: Callable[..., Coroutine[Any, Any, None]],
+        *args: Any,
     ) -> TxnOperation:
         op = TxnOperation(name)
         self.manager.pending = Pending(state, name, op)
@@ -316,7 +329,7 @@ class TransactionRunner:
 
     async def _run_end(self, op: TxnOperation) -> None:
         manager = self.manager
-        committing = manager.state is TxnState.COMMITTING_TRANSACTION
+        committing = manager.state is ProducerTxnState.COMMITTING_TRANSACTION
         await self._wait_for_batches()
         if committing and manager.has_error:
             # a batch failed: the transaction can only be aborted now
@@ -348,7 +361,7 @@ class TransactionRunner:
                     # a batch whose sequence never reached the log: start again from 0
                     manager.epoch_bump_required = True
                 manager.complete()
-                if manager.state is TxnState.INITIALIZING:
+                if manager.state is ProducerTxnState.INITIALIZING:
                     reply = await self._init_producer_id(bump=True)
         self._finish(op, reply)
 
@@ -380,9 +393,9 @@ class TransactionRunner:
         if (
             manager.state
             in (
-                TxnState.ABORTABLE_ERROR,
-                TxnState.ABORTING_TRANSACTION,
-                TxnState.FATAL_ERROR,
+                ProducerTxnState.ABORTABLE_ERROR,
+                ProducerTxnState.ABORTING_TRANSACTION,
+                ProducerTxnState.FATAL_ERROR,
             )
             and self.accumulator.queued()
         ):
@@ -489,10 +502,11 @@ async def end_open_transaction(runner: TransactionRunner) -> None:
         if (
             pending is not None
             and not pending.acked
-            and pending.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+            and pending.state
+            in (ProducerTxnState.COMMITTING_TRANSACTION, ProducerTxnState.ABORTING_TRANSACTION)
         ):
             await pending.handle.finished.wait()
-        elif manager.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+        elif manager.state in (ProducerTxnState.IN_TRANSACTION, ProducerTxnState.ABORTABLE_ERROR):
             logger.info("aborting the open transaction as the producer closes")
             await runner.abort(None)
     except KafkaError as exc:

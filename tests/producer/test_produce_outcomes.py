@@ -50,7 +50,11 @@ from kafkette.producer.produce_outcomes import (
     retry_verdict,
 )
 from kafkette.producer.sender import Sender
-from kafkette.producer.transactions import TransactionAbortedError, TransactionManager, TxnState
+from kafkette.producer.transactions import (
+    ProducerTxnState,
+    TransactionAbortedError,
+    TransactionManager,
+)
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.protocol.messages import ProduceRequest, ProduceResponse
 from kafkette.protocol.messages.produce_response import PartitionProduceResponse
@@ -476,7 +480,7 @@ def test_any_sequence_of_answers_in_a_transaction(
     script.check(failures, idempotent=True)
     assert {epoch for _, epoch, _ in script.sent_ranges} == {0}
     failed = any(isinstance(c[0], BaseException) for c in script.completions.values())
-    assert (manager.state is TxnState.ABORTABLE_ERROR) == failed
+    assert (manager.state is ProducerTxnState.ABORTABLE_ERROR) == failed
 
 
 def test_a_split_behind_a_retried_batch_keeps_the_order() -> None:

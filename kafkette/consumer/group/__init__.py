@@ -23,12 +23,9 @@ Usage, through the consumers::
             consumer.commit_async()      # or commit({tp: OffsetAndMetadata(next_offset)})
 """
 
-from kafkette.consumer.group.types import (
-    CommitFailedError,
-    ConsumerGroupMetadata,
-    ConsumerRebalanceListener,
-    OffsetAndMetadata,
-)
+from kafkette.consumer.group.types import ConsumerRebalanceListener
+from kafkette.errors import CommitFailedError
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 __all__ = [
     "CommitFailedError",

@@ -49,11 +49,7 @@ from kafkette.consumer.group.membership import (
 from kafkette.consumer.group.offsets import commit_offsets, fetch_committed
 from kafkette.consumer.group.rebalance import AssignmentChange, revoked_before_join
 from kafkette.consumer.group.timers import MemberTimers
-from kafkette.consumer.group.types import (
-    ConsumerGroupMetadata,
-    ConsumerRebalanceListener,
-    OffsetAndMetadata,
-)
+from kafkette.consumer.group.types import ConsumerRebalanceListener
 from kafkette.consumer.subscription import SubscriptionState
 from kafkette.errors import (
     ApiError,
@@ -68,7 +64,7 @@ from kafkette.errors import (
 from kafkette.protocol.messages import HeartbeatResponse, JoinGroupResponse, SyncGroupResponse
 from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from kafkette.protocol.schema import Request, Response
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
 

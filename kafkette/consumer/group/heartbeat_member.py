@@ -43,18 +43,14 @@ from kafkette.consumer.group.offsets import (
     commit_offsets,
     fetch_committed,
 )
-from kafkette.consumer.group.types import (
-    ConsumerGroupMetadata,
-    ConsumerRebalanceListener,
-    OffsetAndMetadata,
-)
+from kafkette.consumer.group.types import ConsumerRebalanceListener
 from kafkette.consumer.subscription import SubscriptionState
 from kafkette.errors import ApiError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafkette.protocol.messages import ConsumerGroupHeartbeatResponse
 from kafkette.protocol.messages.consumer_group_heartbeat_request import (
     ConsumerGroupHeartbeatRequest,
 )
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
 

@@ -63,8 +63,8 @@ from kafkette.consumer.assignors import (
 )
 from kafkette.consumer.group.rebalance import rebalance_protocol
 from kafkette.consumer.group.timers import MemberTimers
-from kafkette.consumer.group.types import CommitFailedError, ConsumerGroupMetadata
 from kafkette.errors import (
+    CommitFailedError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
@@ -88,7 +88,7 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from kafkette.protocol.messages.leave_group_request import MemberIdentity
 from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
 

@@ -15,9 +15,9 @@ import anyio
 
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
-from kafkette.consumer.group.types import CommitFailedError, OffsetAndMetadata
 from kafkette.errors import (
     ApiError,
+    CommitFailedError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
@@ -42,7 +42,7 @@ from kafkette.protocol.messages.offset_commit_request import (
     OffsetCommitRequestTopic,
 )
 from kafkette.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
-from kafkette.structs import TopicPartition
+from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
 

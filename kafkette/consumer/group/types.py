@@ -1,43 +1,10 @@
-"""Public values of the group consumer: committed offsets, group metadata, the listener."""
+"""The rebalance listener of the group consumer (its value types are in :mod:`kafkette.structs`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
-from kafkette.errors import KafkaError
 from kafkette.structs import TopicPartition
-
-
-@attrs.frozen(slots=True)
-class OffsetAndMetadata:
-    """An offset to commit (the next record to read) with optional metadata text."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int | None = None
-
-
-@attrs.frozen(slots=True)
-class ConsumerGroupMetadata:
-    """Who the consumer is in its group; transactions send it with their offsets."""
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
-
-
-class CommitFailedError(KafkaError):
-    """The group rebalanced (or fenced this member) before the commit could complete
-    (Java's CommitFailedException): the partitions may now belong to another member."""
-
-    name = "COMMIT_FAILED"
-    description = (
-        "The commit cannot be completed since the group has already rebalanced "
-        "and assigned the partitions to another member."
-    )
 
 
 class ConsumerRebalanceListener:

@@ -25,8 +25,8 @@ from kafkette.consumer.group.membership import (
     MemberState,
     answer_for,
 )
-from kafkette.consumer.group.types import CommitFailedError
 from kafkette.errors import (
+    CommitFailedError,
     FencedInstanceIdError,
     IllegalStateError,
     InvalidSessionTimeoutError,

@@ -14,7 +14,6 @@ from kafkette.consumer.group.rebalance import (
     revoked_before_join,
 )
 from kafkette.consumer.group.timers import MemberTimers
-from kafkette.consumer.group.types import OffsetAndMetadata
 from kafkette.errors import OffsetMetadataTooLargeError, UnknownTopicOrPartitionError
 from kafkette.protocol.messages import OffsetCommitResponse, OffsetFetchResponse
 from kafkette.protocol.messages.offset_commit_request import (
@@ -29,7 +28,7 @@ from kafkette.protocol.messages.offset_fetch_response import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
-from kafkette.structs import TopicPartition
+from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

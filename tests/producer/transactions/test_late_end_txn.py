@@ -15,7 +15,7 @@ import pytest
 
 from kafkette import Producer
 from kafkette.errors import KafkaTimeoutError
-from kafkette.producer.transactions import TxnState
+from kafkette.producer.transactions import ProducerTxnState
 from tests.brokers import BrokerProcess, free_port
 from tests.producer.transactions.helpers import read_all
 
@@ -149,7 +149,7 @@ def test_a_late_end_txn_cannot_commit_a_later_transaction() -> None:
                     producer.commit_transaction(timeout=0.3)
                 # the EndTxn(commit) sits in the proxy; re-initialise over a new connection
                 producer.init_transactions()
-                assert manager.state is TxnState.READY and manager.epoch > epoch
+                assert manager.state is ProducerTxnState.READY and manager.epoch > epoch
                 producer.begin_transaction()
                 producer.send("t", b"second").result(15)
                 proxy.release()  # the old EndTxn reaches the coordinator now

@@ -10,13 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.consumer.group.types import (
-    CommitFailedError,
-    ConsumerGroupMetadata,
-    OffsetAndMetadata,
-)
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
+    CommitFailedError,
     GroupAuthorizationFailedError,
     IllegalStateError,
     InvalidTxnStateError,
@@ -37,11 +33,11 @@ from kafkette.producer.transactions import (
     Action,
     Outcome,
     Pending,
+    ProducerTxnState,
     TransactionAbortedError,
     TransactionManager,
     TxnApi,
     TxnEvent,
-    TxnState,
     outcome_for,
 )
 from kafkette.protocol.messages import (
@@ -56,14 +52,14 @@ from kafkette.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from kafkette.structs import TopicPartition
+from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
-S = TxnState
+S = ProducerTxnState
 NONE, NOT_COORDINATOR, NOT_AVAILABLE, LOADING, CONCURRENT = 0, 16, 15, 14, 51
 INVALID_EPOCH, FENCED, UNKNOWN_PID, INVALID_MAPPING, ABORTABLE = 47, 90, 59, 49, 120
 
 
-def state_of(manager: TransactionManager) -> TxnState:
+def state_of(manager: TransactionManager) -> ProducerTxnState:
     """The state, read through a call (mypy narrows ``manager.state`` across calls)."""
     return manager.state
 
@@ -178,7 +174,7 @@ def test_sends_are_refused_outside_a_transaction() -> None:
     ],
 )
 def test_init_producer_id_answers(
-    code: int, action: Action, state: TxnState, error: type[BaseException] | None
+    code: int, action: Action, state: ProducerTxnState, error: type[BaseException] | None
 ) -> None:
     """InitProducerId: retriable codes retry, fencing is fatal (INVALID_PRODUCER_EPOCH too),
     authorization fatal, TRANSACTION_ABORTABLE abortable, anything else fatal."""
@@ -211,7 +207,7 @@ def test_init_producer_id_answers(
     ],
 )
 def test_add_partitions_answers(
-    code: int, action: Action, state: TxnState, error: type[BaseException] | None
+    code: int, action: Action, state: ProducerTxnState, error: type[BaseException] | None
 ) -> None:
     """AddPartitionsToTxn, per partition, as Java's AddPartitionsToTxnHandler."""
     manager = ready()
@@ -269,7 +265,7 @@ def test_concurrent_transactions_on_first_add_retries_fast() -> None:
     ],
 )
 def test_end_txn_answers(
-    code: int, action: Action, state: TxnState, error: type[BaseException] | None
+    code: int, action: Action, state: ProducerTxnState, error: type[BaseException] | None
 ) -> None:
     manager = in_transaction(("t", 0))
     manager.begin_commit()

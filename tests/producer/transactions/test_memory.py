@@ -23,7 +23,7 @@ from kafkette.errors import (
     MessageTooLargeError,
     ProducerFencedError,
 )
-from kafkette.producer.transactions import TransactionAbortedError, TxnState
+from kafkette.producer.transactions import ProducerTxnState, TransactionAbortedError
 from kafkette.testing import ManualClock, close_memory_cluster, memory_cluster
 from tests.producer.transactions.helpers import read_all, read_all_async, values
 
@@ -162,7 +162,7 @@ def test_older_producer_is_fenced(cluster: str) -> None:
         assert new_manager.epoch > old_manager.epoch  # Kafka bumps twice: abort, then init
         with pytest.raises(ProducerFencedError):
             old.commit_transaction()
-        assert old_manager.state is TxnState.FATAL_ERROR
+        assert old_manager.state is ProducerTxnState.FATAL_ERROR
         with pytest.raises(ProducerFencedError):
             old.begin_transaction()
         with pytest.raises(ProducerFencedError):
@@ -218,11 +218,11 @@ def test_failed_batch_makes_commit_raise_and_abort_bumps_the_epoch(cluster: str)
             big.result(10)
         with pytest.raises(MessageTooLargeError):
             producer.commit_transaction()
-        assert manager.state is TxnState.ABORTABLE_ERROR
+        assert manager.state is ProducerTxnState.ABORTABLE_ERROR
         with pytest.raises(KafkaError, match="abortable error state"):
             producer.send("t", b"refused")
         producer.abort_transaction()
-        assert (manager.state, manager.epoch) == (TxnState.READY, epoch + 1)
+        assert (manager.state, manager.epoch) == (ProducerTxnState.READY, epoch + 1)
         producer.begin_transaction()
         producer.send("t", b"after")
         producer.commit_transaction()
@@ -347,6 +347,6 @@ def test_batch_split_by_the_broker_keeps_its_sequences(cluster: str) -> None:
         producer.commit_transaction()
         assert [f.result(0).offset for f in futures] == list(range(10))
         assert producer.metrics()["batches_split"] >= 1
-        assert (manager.state, manager.epoch) == (TxnState.READY, epoch)
+        assert (manager.state, manager.epoch) == (ProducerTxnState.READY, epoch)
     records = read_all(cluster, "t", 1, "read_committed")
     assert [v[:2] for v in values(records)] == [b"%02d" % i for i in range(10)] + [b"af"]

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkette import AsyncProducer, TopicPartition
-from kafkette.consumer.group.types import ConsumerGroupMetadata
 from kafkette.errors import (
     IllegalStateError,
     KafkaConnectionError,
@@ -24,7 +23,7 @@ from kafkette.errors import (
     KafkaTimeoutError,
     ProducerFencedError,
 )
-from kafkette.producer.transactions import TxnState
+from kafkette.producer.transactions import ProducerTxnState
 from kafkette.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -47,6 +46,7 @@ from kafkette.protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponseTopic,
 )
 from kafkette.protocol.schema import Request
+from kafkette.structs import ConsumerGroupMetadata
 
 pytestmark = pytest.mark.anyio
 
@@ -183,7 +183,7 @@ async def test_offsets_go_to_the_group_coordinator(producer: AsyncProducer) -> N
     assert end == EndTxnRequest(
         transactional_id="tx", producer_id=7, producer_epoch=0, committed=True
     )
-    assert manager_of(producer).state is TxnState.READY
+    assert manager_of(producer).state is ProducerTxnState.READY
 
 
 async def test_a_timed_out_commit_is_waited_for_again(producer: AsyncProducer) -> None:
@@ -204,7 +204,7 @@ async def test_a_timed_out_commit_is_waited_for_again(producer: AsyncProducer) -
     await producer.commit_transaction()
     assert [type(r).__name__ for r in client.requests].count("EndTxnRequest") == 1
     producer.begin_transaction()  # the commit was seen: the next transaction may start
-    assert manager_of(producer).state is TxnState.IN_TRANSACTION
+    assert manager_of(producer).state is ProducerTxnState.IN_TRANSACTION
 
 
 async def test_an_end_txn_without_answer_is_sent_again(producer: AsyncProducer) -> None:
@@ -254,7 +254,7 @@ async def test_init_after_a_commit_of_unknown_outcome_bumps_the_epoch(
         await producer.commit_transaction(timeout=0.05)
     await producer.init_transactions()
     manager = manager_of(producer)
-    assert (manager.state, manager.epoch) == (TxnState.READY, 1)
+    assert (manager.state, manager.epoch) == (ProducerTxnState.READY, 1)
     assert manager.partitions == set() and not manager.transaction_started
     end = client.log.index(("request", 1, "EndTxnRequest"))
     assert client.log[end + 1 : end + 4] == [
@@ -392,7 +392,7 @@ async def test_transient_faults_delay_but_never_change_the_outcome(
             producer.begin_transaction()
             await producer.send_offsets_to_transaction({TP: 2}, GROUP)
             await producer.abort_transaction()
-        assert manager_of(producer).state is TxnState.READY
+        assert manager_of(producer).state is ProducerTxnState.READY
     assert [r.committed for r in client.requests if isinstance(r, EndTxnRequest)] == [
         True,
         False,

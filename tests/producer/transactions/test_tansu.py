@@ -22,7 +22,7 @@ import pytest
 
 from kafkette import AdminClient, Consumer, Producer, TopicPartition
 from kafkette.errors import KafkaTimeoutError, ProducerFencedError
-from kafkette.producer.transactions import TxnState
+from kafkette.producer.transactions import ProducerTxnState
 from tests.brokers import TansuProcess, tansu_broker
 from tests.producer.transactions.helpers import read_all, values
 
@@ -60,7 +60,7 @@ def test_commit_and_abort(tansu_module: TansuProcess, topic: str) -> None:
                 producer.commit_transaction()
             else:
                 producer.abort_transaction()
-        assert producer._core.transactions.manager.state is TxnState.READY  # type: ignore[union-attr]
+        assert producer._core.transactions.manager.state is ProducerTxnState.READY  # type: ignore[union-attr]
     expected = [(0, 0, b"c0"), (0, 2, b"a0"), (0, 4, b"c1")]
     assert read_all(bootstrap, topic, 1, "read_uncommitted") == expected
     assert read_all(bootstrap, topic, 1, "read_committed") == expected  # the defect

@@ -1,6 +1,15 @@
-"""Group formation time: kafkette's group consumer against confluent-kafka and aiokafka.
+"""Consumer groups: a member joining a consuming group, and group formation.
 
-On one ``kafkette serve --memory`` child process, a 200-partition topic:
+By default, the time for a consuming group to absorb one joining member and
+the records the other members processed meanwhile, classic eager, classic
+cooperative-sticky and group.protocol=consumer (KIP-848), kafkette and
+librdkafka (bench/group_absorb.py, described below), about 3 minutes:
+
+    .venv/bin/python bench/groups.py [--members 10] [--partitions 20] [--rounds 2]
+        [--rate 1000] [--heartbeat-ms MS] [--only NAME]
+
+With --formation, group formation, kafkette vs confluent-kafka and aiokafka:
+on one ``kafkette serve --memory`` child process, a 200-partition topic:
 20 consumers of one client subscribe at once to a fresh group (range
 assignor); measured is the time until the group is stable (every partition
 owned by exactly one member, 10 each). Then a 21st member subscribes; measured
@@ -13,7 +22,7 @@ threads). Members learn of a rebalance from their next heartbeat
 the "+1 join" time from below. Best of ``--repeat`` rounds, each with a new group; the broker runs
 with ``group.initial.rebalance.delay.ms=0``, the default of ``kafkette serve``.
 
-    .venv/bin/python bench/groups.py [--members 20] [--partitions 200] [--repeat 3]
+    .venv/bin/python bench/groups.py --formation [--members 20] [--partitions 200] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.group_absorb import __doc__ as ABSORB_DOC
+from bench.group_absorb import bench_absorb
 from kafkette import AsyncConsumer
 from tests.brokers import BrokerProcess
 
@@ -199,24 +210,22 @@ CLIENTS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--members", type=int, default=20)
-    parser.add_argument("--partitions", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # its rebalance chatter
-    with BrokerProcess() as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for future in admin.create_topics([NewTopic(TOPIC, args.partitions, 1)]).values():
-            future.result(30)
-        best: dict[str, tuple[float, float]] = {}
-        for round_no in range(args.repeat):
-            for name, run in CLIENTS.items():
-                group = f"bench-{name.split()[0]}-{round_no}"
-                formed, joined = run(broker.bootstrap, group, args.members, args.partitions)
-                old = best.get(name, (float("inf"), float("inf")))
-                best[name] = (min(old[0], formed), min(old[1], joined))
+def create_topic(bootstrap: str, partitions: int) -> None:
+    """The topic; the admin client is gone on return, so it logs no disconnect at the end."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1)]).values():
+        future.result(30)
+
+
+def bench_formation(bootstrap: str, args: argparse.Namespace) -> None:
+    """Form a group of ``args.members`` and join one more, each client, best of ``--repeat``."""
+    best: dict[str, tuple[float, float]] = {}
+    for round_no in range(args.repeat):
+        for name, run in CLIENTS.items():
+            group = f"bench-{name.split()[0]}-{round_no}"
+            formed, joined = run(bootstrap, group, args.members, args.partitions)
+            old = best.get(name, (float("inf"), float("inf")))
+            best[name] = (min(old[0], formed), min(old[1], joined))
     print(
         f"\n{args.members} members forming a group on {args.partitions} partitions, "
         f"then one more joining (best of {args.repeat}, seconds):"
@@ -231,6 +240,56 @@ def main() -> None:
                 f"  kafkette vs {name}: form {formed / ours[0]:.2f}x faster, "
                 f"+1 join {joined / ours[1]:.2f}x faster"
             )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=ABSORB_DOC, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--formation",
+        action="store_true",
+        help="instead of the absorb table: group formation, kafkette vs confluent-kafka/aiokafka",
+    )
+    parser.add_argument("--members", type=int, help="group size (absorb: 10, formation: 20)")
+    parser.add_argument(
+        "--partitions", type=int, help="topic partitions (absorb: 20, formation: 200)"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="absorb: joins per variant (2)")
+    parser.add_argument("--rate", type=int, default=1000, help="absorb: records/s produced (1000)")
+    parser.add_argument(
+        "--heartbeat-ms",
+        type=int,
+        help="absorb: heartbeat.interval.ms of classic members and the broker's "
+        "group.consumer.heartbeat.interval.ms (default: Kafka's, 3000 and 5000)",
+    )
+    parser.add_argument(
+        "--only", action="append", default=[], help="absorb: variants whose name contains this"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="formation: rounds, best kept (3)")
+    args = parser.parse_args()
+    if args.formation:
+        args.members = args.members or 20
+        args.partitions = args.partitions or 200
+    else:
+        args.members = args.members or 10
+        args.partitions = args.partitions or 20
+        if args.members < 1 or args.rounds < 1 or args.rate < 1:
+            parser.error("--members, --rounds and --rate must be positive")
+        if args.partitions <= args.members:
+            parser.error("--partitions must exceed --members, so the new member has a share")
+        if args.heartbeat_ms is not None and args.heartbeat_ms < 1:
+            parser.error("--heartbeat-ms must be positive")
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # its rebalance chatter
+    broker_args: tuple[str, ...] = ()
+    if args.heartbeat_ms is not None and not args.formation:
+        broker_args = ("--set", f"group.consumer.heartbeat.interval.ms={args.heartbeat_ms}")
+    with BrokerProcess(args=broker_args) as broker:
+        create_topic(broker.bootstrap, args.partitions)
+        if args.formation:
+            bench_formation(broker.bootstrap, args)
+        else:
+            bench_absorb(broker.bootstrap, TOPIC, args, args.only)
 
 
 if __name__ == "__main__":

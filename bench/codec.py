@@ -34,11 +34,17 @@ with warnings.catch_warnings():
     import kafka.record.default_records as kp_default
     import kafka.record.memory_records as kp_memory
 
-from kafkette.protocol.records import LZ4, NONE, RecordBatchBuilder, iter_batches, speedups
+from kafkette.protocol.records import (
+    LZ4,
+    NO_COMPRESSION,
+    RecordBatchBuilder,
+    iter_batches,
+    speedups,
+)
 
 BATCH = 1000
 BASE_TS = 1_700_000_000_000
-CODECS = {"none": NONE, "lz4": LZ4}
+CODECS = {"none": NO_COMPRESSION, "lz4": LZ4}
 
 
 def values() -> list[bytes]:
@@ -160,7 +166,7 @@ def main() -> None:
         for codec_name, codec in CODECS.items()
     ]
     if not args.no_extra:
-        cases.append(("none, no keys, 50-150B*", NONE, keys(False), varying_values()))
+        cases.append(("none, no keys, 50-150B*", NO_COMPRESSION, keys(False), varying_values()))
     rows = []
     for case, codec, ks, vs in cases:
         # The decode input: aiokafka-built batches with consecutive base offsets.

@@ -3,7 +3,7 @@
 The wire protocol reports failures as int16 error codes. ``ERRORS`` is the
 table of every code Apache Kafka defines (up to Kafka 4.4): its name, whether
 Kafka considers it retriable, and Kafka's default description. Each code other
-than 0 (``NONE``) has an exception class, named after the code in CamelCase with
+than 0 (``NO_ERROR``) has an exception class, named after the code in CamelCase with
 ``Error`` appended and a trailing ``_EXCEPTION`` or ``_ERROR`` dropped
 (``NOT_LEADER_OR_FOLLOWER`` -> ``NotLeaderOrFollowerError``,
 ``KAFKA_STORAGE_ERROR`` -> ``KafkaStorageError``). A class states only its code;
@@ -40,7 +40,7 @@ Hierarchy::
                                         (de)serialize
 
 ``error_for_code`` maps a code to its class, ``make_error`` builds an instance
-and ``raise_for_code`` raises it (doing nothing for ``NONE``). A code missing
+and ``raise_for_code`` raises it (doing nothing for ``NO_ERROR``). A code missing
 from the table (a newer broker's) becomes an ``UnknownKafkaError`` carrying the
 number, never a crash.
 
@@ -59,7 +59,7 @@ import attrs
 
 __all__ = [
     "ERRORS",
-    "NONE",
+    "NO_ERROR",
     "ApiError",
     "AuthenticationError",
     "AuthorizationError",
@@ -230,7 +230,7 @@ class ErrorInfo:
     retriable: bool
     """Whether Kafka's clients treat the error as transient."""
     description: str
-    """Kafka's default description (empty for ``NONE``)."""
+    """Kafka's default description (empty for ``NO_ERROR``)."""
 
 
 # (code, name, retriable, description), as defined by Apache Kafka's
@@ -484,10 +484,10 @@ _ROWS: tuple[tuple[int, str, bool, str], ...] = (
 # fmt: on
 
 ERRORS: Mapping[int, ErrorInfo] = MappingProxyType({row[0]: ErrorInfo(*row) for row in _ROWS})
-"""Every Kafka error code, ``NONE`` (0) included, keyed by code."""
+"""Every Kafka error code, ``NO_ERROR`` (0) included, keyed by code."""
 
-NONE = 0
-"""The error code of a successful response."""
+NO_ERROR = 0
+"""The error code of a successful response (Kafka's ``NONE``)."""
 
 _BY_CODE: dict[int, type[ApiError]] = {}
 
@@ -539,7 +539,7 @@ class ApiError(KafkaError):
             return  # a grouping class, with no code of its own
         code = cls.code
         info = ERRORS.get(code)
-        if info is None or code == NONE:
+        if info is None or code == NO_ERROR:
             raise TypeError(f"{cls.__name__}: {code} is not an error code in ERRORS")
         if issubclass(cls, RetriableError) != info.retriable:
             raise TypeError(f"{cls.__name__}: RetriableError base disagrees with {info.name}")
@@ -1206,12 +1206,12 @@ class SerializationError(KafkaError):
 
 
 def error_for_code(code: int) -> type[ApiError] | None:
-    """Return the exception class for ``code``: None for ``NONE`` (0), and
+    """Return the exception class for ``code``: None for ``NO_ERROR`` (0), and
     ``UnknownKafkaError`` for a code missing from ``ERRORS``.
 
     ``make_error`` builds the instance whatever the code.
     """
-    if code == NONE:
+    if code == NO_ERROR:
         return None
     return _BY_CODE.get(code, UnknownKafkaError)
 
@@ -1219,9 +1219,9 @@ def error_for_code(code: int) -> type[ApiError] | None:
 def make_error(code: int, detail: str | None = None) -> ApiError:
     """Build the exception for a non-zero error ``code``, with an optional ``detail``.
 
-    Raises ``ValueError`` for ``NONE`` (0), which is not an error.
+    Raises ``ValueError`` for ``NO_ERROR`` (0), which is not an error.
     """
-    if code == NONE:
+    if code == NO_ERROR:
         raise ValueError("error code 0 (NONE) is not an error")
     cls = _BY_CODE.get(code)
     if cls is None:
@@ -1230,6 +1230,6 @@ def make_error(code: int, detail: str | None = None) -> ApiError:
 
 
 def raise_for_code(code: int, detail: str | None = None) -> None:
-    """Raise the exception for ``code`` unless it is ``NONE`` (0)."""
-    if code != NONE:
+    """Raise the exception for ``code`` unless it is ``NO_ERROR`` (0)."""
+    if code != NO_ERROR:
         raise make_error(code, detail)

@@ -38,7 +38,7 @@ from kafkette.consumer.record import ConsumerRecord
 from kafkette.consumer.subscription import (
     EARLIEST,
     LATEST,
-    NONE,
+    NO_RESET,
     NoOffsetForPartitionError,
     SubscriptionState,
 )
@@ -252,7 +252,7 @@ class ConsumerCore:
             )
         while state.position is None:
             strategy = state.reset
-            if strategy == NONE:
+            if strategy == NO_RESET:
                 raise NoOffsetForPartitionError(f"{tp} has no position and auto.offset.reset=none")
             left = deadline - self.client.clock()
             if left <= 0:

@@ -27,7 +27,7 @@ from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offs
 from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.metrics import MetricsRecorder
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
-from kafkette.consumer.subscription import EARLIEST, NONE, PartitionState, SubscriptionState
+from kafkette.consumer.subscription import EARLIEST, NO_RESET, PartitionState, SubscriptionState
 from kafkette.errors import (
     CorruptMessageError,
     InvalidMetadataError,
@@ -192,7 +192,7 @@ class Fetcher:
         wanted = {
             tp: strategy
             for tp, strategy in self.subscriptions.awaiting_reset().items()
-            if strategy != NONE
+            if strategy != NO_RESET
         }
         if not wanted:
             self._reset_retry_at = 0.0
@@ -427,7 +427,7 @@ class Fetcher:
             if state.position != fetch_offset:
                 return True  # fetched ahead of the position: retry from the position later
             strategy = self.subscriptions.default_reset
-            if strategy != NONE:
+            if strategy != NO_RESET:
                 logger.info(
                     "%s: offset %d out of range, resetting to %s", tp, fetch_offset, strategy
                 )

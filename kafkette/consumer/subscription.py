@@ -19,7 +19,7 @@ from kafkette.structs import TopicPartition
 
 EARLIEST = "earliest"
 LATEST = "latest"
-NONE = "none"
+NO_RESET = "none"
 
 
 class NoOffsetForPartitionError(IllegalStateError):
@@ -115,7 +115,7 @@ class SubscriptionState:
         return {
             tp: s.reset
             for tp, s in self._states.items()
-            if s.position is None and (s.reset != NONE or s.committed_first)
+            if s.position is None and (s.reset != NO_RESET or s.committed_first)
         }
 
     def awaiting_committed(self) -> list[TopicPartition]:
@@ -127,7 +127,7 @@ class SubscriptionState:
         return [
             tp
             for tp, s in self._states.items()
-            if s.position is None and s.reset == NONE and not s.committed_first
+            if s.position is None and s.reset == NO_RESET and not s.committed_first
         ]
 
     def fetchable(self) -> list[tuple[TopicPartition, PartitionState]]:

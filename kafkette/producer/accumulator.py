@@ -39,7 +39,7 @@ from kafkette.errors import (
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.producer.speedups import AccumulatorState, BatchState
-from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, speedups
+from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, RecordBatchBuilder, speedups
 from kafkette.protocol.records.default_records import encode_record
 
 PartitionKey = tuple[str, int]
@@ -208,7 +208,7 @@ class RecordAccumulator(AccumulatorState):
         linger_ms: float = 5,
         buffer_memory: int = 33_554_432,
         max_block_ms: float = 60_000,
-        compression: int = NONE,
+        compression: int = NO_COMPRESSION,
         delivery_timeout_ms: float = 120_000,
         max_request_size: int = 1_048_576,
         clock: MonotonicClockMs = monotonic_ms,

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import attrs
 
 from kafkette.errors import (
-    NONE,
+    NO_ERROR,
     DuplicateSequenceNumberError,
     InvalidMetadataError,
     KafkaConnectionError,
@@ -66,7 +66,7 @@ class Outcome(enum.Enum):
 
 
 OUTCOMES: Mapping[int, Outcome] = {
-    NONE: Outcome.OK,
+    NO_ERROR: Outcome.OK,
     DuplicateSequenceNumberError.code: Outcome.DUPLICATE,
     NotLeaderOrFollowerError.code: Outcome.LEADER_MOVED,
     MessageTooLargeError.code: Outcome.TOO_LARGE,

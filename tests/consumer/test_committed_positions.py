@@ -14,7 +14,7 @@ import pytest
 from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kafkette.consumer.subscription import (
     EARLIEST,
-    NONE,
+    NO_RESET,
     NoOffsetForPartitionError,
     SubscriptionState,
 )
@@ -26,10 +26,10 @@ P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
 
 def test_new_partitions_of_a_group_consumer_wait_for_their_committed_offset() -> None:
     """Until the committed offset is read, even ``none`` awaits; a reset clears the lookup."""
-    state = SubscriptionState(NONE, committed_first=True)
+    state = SubscriptionState(NO_RESET, committed_first=True)
     state.assign([P0, P1])
     assert state.awaiting_committed() == [P0, P1]
-    assert state.awaiting_reset() == {P0: NONE, P1: NONE}
+    assert state.awaiting_reset() == {P0: NO_RESET, P1: NO_RESET}
     assert state.missing_positions() == []
     state.request_reset(P1, EARLIEST)
     assert state.awaiting_committed() == [P0]

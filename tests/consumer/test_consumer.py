@@ -12,7 +12,7 @@ import pytest
 from kafkette import AsyncConsumer, Consumer, ConsumerRecord, TopicPartition
 from kafkette.consumer import CREATE_TIME, NoOffsetForPartitionError, OffsetAndTimestamp
 from kafkette.errors import IllegalStateError, OffsetOutOfRangeError
-from kafkette.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kafkette.protocol.records import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
 from tests.consumer.helpers import apoll_n, offsets, poll_n
 from tests.consumer.targets import Row, Target
 
@@ -43,7 +43,7 @@ def config(target: Target, **settings: object) -> dict[str, object]:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+@pytest.mark.parametrize("codec", [NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD])
 async def test_records_come_back_exactly_async(target: Target, topic: str, codec: int) -> None:
     """Keys, values, headers (null, empty, repeated), timestamps and offsets, every codec."""
     target.create_topic(topic)

@@ -19,7 +19,7 @@ from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccum
 from kafkette.producer.futures import RecordMetadata
 from kafkette.producer.idempotence import IdempotenceState
 from kafkette.protocol.errors import EncodeError
-from kafkette.protocol.records import GZIP, NONE, ZSTD, RecordBatch, speedups
+from kafkette.protocol.records import GZIP, NO_COMPRESSION, ZSTD, RecordBatch, speedups
 from kafkette.protocol.records.batch_header import verify_crc
 
 
@@ -278,7 +278,7 @@ records_strategy = st.lists(
 
 
 @settings(max_examples=40, deadline=None)
-@given(records_strategy, st.sampled_from([NONE, GZIP, ZSTD]), st.integers(0, 2000))
+@given(records_strategy, st.sampled_from([NO_COMPRESSION, GZIP, ZSTD]), st.integers(0, 2000))
 def test_batches_hold_exactly_the_appended_records(
     records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
     compression: int,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from kafkette.errors import (
     ERRORS,
-    NONE,
+    NO_ERROR,
     InvalidRecordError,
     KafkaConnectionError,
     KafkaError,
@@ -99,7 +99,7 @@ def test_codes_outside_the_table_follow_kafkas_retriable_flag() -> None:
         if code in OUTCOMES:
             assert outcome is OUTCOMES[code]
             continue
-        assert code != NONE
+        assert code != NO_ERROR
         retried = outcome in (Outcome.RETRY, Outcome.RETRY_REFRESH)
         assert retried == info.retriable, info.name
 

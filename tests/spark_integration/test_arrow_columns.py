@@ -20,7 +20,7 @@ from kafkette.consumer.subscription import PartitionState
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     ZSTD,
     ControlRecordType,
     RecordBatchBuilder,
@@ -48,7 +48,7 @@ def logs(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int]]]:
         transactional = producer > 0
         builder = RecordBatchBuilder(
             base_offset=offset,
-            compression=draw(st.sampled_from([NONE, GZIP, LZ4, ZSTD])),
+            compression=draw(st.sampled_from([NO_COMPRESSION, GZIP, LZ4, ZSTD])),
             producer_id=producer,
             producer_epoch=0 if transactional else -1,
             base_sequence=0 if transactional else -1,

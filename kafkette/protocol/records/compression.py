@@ -23,13 +23,19 @@ from kafkette.protocol.errors import (
     UnsupportedCompressionError,
 )
 
-NONE: Final = 0
+NO_COMPRESSION: Final = 0
 GZIP: Final = 1
 SNAPPY: Final = 2
 LZ4: Final = 3
 ZSTD: Final = 4
 
-CODEC_NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+CODEC_NAMES: Final = {
+    NO_COMPRESSION: "none",
+    GZIP: "gzip",
+    SNAPPY: "snappy",
+    LZ4: "lz4",
+    ZSTD: "zstd",
+}
 """Kafka's name of each codec id (the ``compression.type`` values)."""
 
 DEFAULT_MAX_DECOMPRESSED: Final = 256 * 1024 * 1024
@@ -71,7 +77,7 @@ def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     ``magic`` matters for lz4 only: magic 0 message sets carry the frame
     header checksum that Kafka 0.8 computed wrongly (see :func:`decompress`).
     """
-    if codec == NONE:
+    if codec == NO_COMPRESSION:
         return bytes(data)
     if codec == LZ4:
         # Kafka's readers decompress each block on its own: blocks must not be linked.
@@ -95,7 +101,7 @@ def decompress(
     For lz4 in a magic 0 message set the frame header checksum is ignored, as
     Kafka does: Kafka 0.8 clients computed it over the wrong bytes (KAFKA-3160).
     """
-    if codec == NONE:
+    if codec == NO_COMPRESSION:
         if len(data) > max_size:
             raise DecompressionLimitError(max_size)
         return bytes(data)

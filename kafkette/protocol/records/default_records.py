@@ -42,7 +42,7 @@ from kafkette.protocol.records.batch_header import (
 from kafkette.protocol.records.compression import (
     CODEC_NAMES,
     DEFAULT_MAX_DECOMPRESSED,
-    NONE,
+    NO_COMPRESSION,
     compress,
     decompress,
 )
@@ -92,7 +92,7 @@ class RecordBatchBuilder:
     def __init__(
         self,
         *,
-        compression: int = NONE,
+        compression: int = NO_COMPRESSION,
         base_offset: int = 0,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -170,7 +170,7 @@ class RecordBatchBuilder:
         base_timestamp: int,
         max_timestamp: int,
         *,
-        compression: int = NONE,
+        compression: int = NO_COMPRESSION,
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = NO_PRODUCER_EPOCH,
         base_sequence: int = NO_SEQUENCE,
@@ -206,7 +206,7 @@ class RecordBatchBuilder:
     def build_mutable(self) -> bytearray:
         """:meth:`build` into a bytearray, written once (a producer stamps its header later)."""
         parts = self._parts
-        if self._compression != NONE:
+        if self._compression != NO_COMPRESSION:
             try:
                 records = b"".join(parts)
             except TypeError:
@@ -440,7 +440,7 @@ class RecordBatch:
             pos + RECORD_BATCH_OVERHEAD : pos + LOG_OVERHEAD + self.header.batch_length
         ]
         codec = self.header.attributes & COMPRESSION_MASK
-        if codec != NONE:
+        if codec != NO_COMPRESSION:
             data = decompress(codec, data, max_size=self._max_decompressed)
         return data
 

@@ -34,7 +34,7 @@ from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 from kafkette.protocol.records.compression import (
     CODEC_NAMES,
     DEFAULT_MAX_DECOMPRESSED,
-    NONE,
+    NO_COMPRESSION,
     ZSTD,
     compress,
     decompress,
@@ -226,7 +226,7 @@ class LegacyBatch:
     def _parse(self) -> list[Record]:
         m = self._message
         codec = m.attributes & COMPRESSION_MASK
-        if codec == NONE:
+        if codec == NO_COMPRESSION:
             return [Record(m.offset, m.timestamp, m.key, m.value, ())]
         if codec == ZSTD or codec not in CODEC_NAMES:
             raise UnsupportedCompressionError(
@@ -320,7 +320,7 @@ class LegacyBatchBuilder:
         self,
         *,
         magic: int,
-        compression: int = NONE,
+        compression: int = NO_COMPRESSION,
         base_offset: int = 0,
         log_append_time: bool = False,
     ) -> None:
@@ -354,7 +354,7 @@ class LegacyBatchBuilder:
             timestamp = NO_TIMESTAMP
             attributes = 0
         # Inside a magic 1 wrapper offsets are relative; everywhere else absolute.
-        relative = magic == 1 and self._compression != NONE
+        relative = magic == 1 and self._compression != NO_COMPRESSION
         offset = delta if relative else self._base_offset + delta
         encoded = _encode_message(offset, magic, attributes, timestamp, key, value)
         self._messages.append(encoded)
@@ -363,7 +363,7 @@ class LegacyBatchBuilder:
 
     def size_in_bytes(self) -> int:
         """Size of the message set if built now, before compression."""
-        if self._compression == NONE:
+        if self._compression == NO_COMPRESSION:
             return self._size
         overhead = LOG_OVERHEAD + (RECORD_OVERHEAD_V0 if self._magic == 0 else RECORD_OVERHEAD_V1)
         return overhead + self._size
@@ -371,7 +371,7 @@ class LegacyBatchBuilder:
     def build(self) -> bytes:
         """The message set: the messages one after the other, or their wrapper."""
         inner = b"".join(self._messages)
-        if self._compression == NONE or not self._messages:
+        if self._compression == NO_COMPRESSION or not self._messages:
             return inner
         attributes = self._compression
         if self._log_append_time:

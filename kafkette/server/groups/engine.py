@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from kafkette.errors import (
+    NO_ERROR,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
@@ -71,7 +72,6 @@ from kafkette.server.groups.store import (
 
 logger = logging.getLogger("kafkette.server.groups")
 
-NONE = 0
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """How long a new member's first join may wait (Kafka's NewMemberJoinTimeoutMs)."""
 
@@ -255,7 +255,7 @@ class GroupEngine:
             self._add_member_and_rebalance(group, member_id, params, callback, now_ms)
             return None
         error = validate_current_member(group, member_id, params.group_instance_id)
-        if error != NONE:
+        if error != NO_ERROR:
             return fail(error)
         member = group.members[member_id]
         state = group.state
@@ -505,7 +505,7 @@ class GroupEngine:
                     protocol_name=group.protocol_name,
                     assignment=member.assignment,
                 )
-                if error == NONE
+                if error == NO_ERROR
                 else SyncResult(error_code=error)
             )
             if invoke_sync(member, result):
@@ -558,7 +558,7 @@ class GroupEngine:
         if group.is_in(ClassicGroupState.DEAD):
             return fail(CoordinatorNotAvailableError.code)
         error = validate_current_member(group, member_id, group_instance_id)
-        if error != NONE:
+        if error != NO_ERROR:
             return fail(error)
         if generation_id != group.generation_id:
             return fail(IllegalGenerationError.code)
@@ -606,7 +606,7 @@ class GroupEngine:
             for m in group.members.values():
                 m.assignment = assignment[m.member_id]
             group.transition_to(ClassicGroupState.STABLE, now_ms)
-            self._propagate_assignment(group, NONE, now_ms)
+            self._propagate_assignment(group, NO_ERROR, now_ms)
         return None
 
     def _synced(self, group: Group, member_id: str) -> None:
@@ -634,7 +634,7 @@ class GroupEngine:
         if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code
         error = validate_current_member(group, member_id, group_instance_id)
-        if error != NONE:
+        if error != NO_ERROR:
             return error
         if generation_id != group.generation_id:
             return IllegalGenerationError.code
@@ -644,7 +644,7 @@ class GroupEngine:
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
             return RebalanceInProgressError.code
-        return NONE
+        return NO_ERROR
 
     def leave(
         self, now_ms: int, group_id: str, members: Sequence[tuple[str, str | None]]
@@ -655,7 +655,7 @@ class GroupEngine:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
         if group is None:
-            return NONE, [UnknownMemberIdError.code] * len(members)
+            return NO_ERROR, [UnknownMemberIdError.code] * len(members)
         if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code, []
         errors: list[int] = []
@@ -666,17 +666,17 @@ class GroupEngine:
                     errors.append(UnknownMemberIdError.code)
                 else:
                     self._remove_member_and_update_group(group, group.members[current], now_ms)
-                    errors.append(NONE)
+                    errors.append(NO_ERROR)
             elif group.is_pending(member_id):
                 self._remove_pending_member(group, member_id, now_ms)
-                errors.append(NONE)
-            elif (error := validate_current_member(group, member_id, instance_id)) != NONE:
+                errors.append(NO_ERROR)
+            elif (error := validate_current_member(group, member_id, instance_id)) != NO_ERROR:
                 errors.append(error)
             else:
                 self._remove_member_and_update_group(group, group.members[member_id], now_ms)
-                errors.append(NONE)
+                errors.append(NO_ERROR)
         self.tick_group(group, now_ms)
-        return NONE, errors
+        return NO_ERROR, errors
 
     # -- offsets and admin queries (GroupOffsets, GroupQueries) ------------------------------
 

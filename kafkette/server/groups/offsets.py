@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from kafkette.errors import (
+    NO_ERROR,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
@@ -34,7 +35,6 @@ from kafkette.server.groups.store import CommittedOffset, GroupStore, PartitionK
 
 logger = logging.getLogger("kafkette.server.groups")
 
-NONE = 0
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000
 """Kafka's ``offsets.retention.check.interval.ms`` default."""
 
@@ -87,13 +87,13 @@ class GroupOffsets:
                 return dict.fromkeys(offsets, IllegalGenerationError.code)
             group = self.groups[group_id] = Group(group_id, ClassicGroupState.EMPTY, now_ms)
         error = self._validate_commit(group, generation_id, member_id, group_instance_id)
-        if error == NONE:
+        if error == NO_ERROR:
             if group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
                 error = RebalanceInProgressError.code
             elif group.is_in(ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE):
                 member = group.members[member_id]
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        if error != NONE:
+        if error != NO_ERROR:
             if is_blank(group):
                 self.groups.pop(group_id, None)  # made by this commit: leave no trace
             return dict.fromkeys(offsets, error)
@@ -104,7 +104,7 @@ class GroupOffsets:
                 result[key] = OffsetMetadataTooLargeError.code
             else:
                 accepted[key] = offset
-                result[key] = NONE
+                result[key] = NO_ERROR
         if accepted:
             try:
                 self.store.write_offsets(group_id, dict(accepted))
@@ -122,17 +122,17 @@ class GroupOffsets:
         if group.is_in(ClassicGroupState.DEAD):
             return CoordinatorNotAvailableError.code
         if generation_id < 0 and group.is_in(ClassicGroupState.EMPTY):
-            return NONE  # an admin client's or a standalone consumer's commit
+            return NO_ERROR  # an admin client's or a standalone consumer's commit
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = validate_current_member(group, member_id, group_instance_id)
-            if error != NONE:
+            if error != NO_ERROR:
                 return error
             if generation_id != group.generation_id:
                 return IllegalGenerationError.code
-            return NONE
+            return NO_ERROR
         if not group.is_in(ClassicGroupState.EMPTY):
             return UnknownMemberIdError.code  # only members commit while the group has some
-        return NONE
+        return NO_ERROR
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[PartitionKey] | None
@@ -170,8 +170,8 @@ class GroupOffsets:
         if eligible:
             removed = {key: group.offsets.pop(key) for key in eligible if key in group.offsets}
             self.cleanup(group, removed, now_ms)
-            errors.update(dict.fromkeys(eligible, NONE))
-        return NONE, errors
+            errors.update(dict.fromkeys(eligible, NO_ERROR))
+        return NO_ERROR, errors
 
     def cleanup(
         self, group: Group, removed: Mapping[PartitionKey, CommittedOffset], now_ms: int

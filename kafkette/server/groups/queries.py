@@ -6,11 +6,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from kafkette.errors import GroupIdNotFoundError, NonEmptyGroupError
+from kafkette.errors import NO_ERROR, GroupIdNotFoundError, NonEmptyGroupError
 from kafkette.server.groups.group import ClassicGroupState, Group
 from kafkette.server.groups.offsets import GroupOffsets
 
-NONE = 0
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -108,5 +107,5 @@ class GroupQueries:
                 removed = dict(group.offsets)
                 group.offsets.clear()
                 self.offsets.cleanup(group, removed, now_ms)
-                errors[group_id] = NONE
+                errors[group_id] = NO_ERROR
         return errors

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from kafkette.errors import ApiError
+from kafkette.errors import NO_ERROR, ApiError
 from kafkette.server.groups.consumer_protocol import offsets
 from kafkette.server.groups.queries import GroupOverview
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from kafkette.server.broker import Broker
 
 CONSUMER_GROUP_TYPE = "consumer"
-NONE = 0
 
 
 def is_consumer_group(broker: Broker, group_id: str) -> bool:
@@ -40,7 +39,7 @@ def offset_commit_error(
         offsets.validate_offset_commit(group, member_id, member_epoch, api_version=api_version)
     except ApiError as error:
         return error.code
-    return NONE
+    return NO_ERROR
 
 
 def offset_fetch_error(
@@ -49,12 +48,12 @@ def offset_fetch_error(
     """OffsetFetch v9+'s group error for a consumer-type group (0 otherwise)."""
     group = broker.consumer_groups.groups.get(group_id)
     if group is None:
-        return NONE
+        return NO_ERROR
     try:
         offsets.validate_offset_fetch(group, member_id, member_epoch)
     except ApiError as error:
         return error.code
-    return NONE
+    return NO_ERROR
 
 
 def list_groups(
@@ -90,5 +89,5 @@ def delete_groups(broker: Broker, group_ids: Iterable[str]) -> dict[str, int]:
             errors[group_id] = error.code
             continue
         broker.groups.delete_groups([group_id])  # its offsets; no holder is no error
-        errors[group_id] = NONE
+        errors[group_id] = NO_ERROR
     return errors

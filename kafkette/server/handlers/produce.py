@@ -60,7 +60,7 @@ from kafkette.protocol.messages.produce_response import (
     PartitionProduceResponse,
     TopicProduceResponse,
 )
-from kafkette.protocol.records import NONE, RecordBatch, RecordBatchBuilder, codec_id
+from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, RecordBatchBuilder, codec_id
 from kafkette.protocol.records.batch_header import LOG_OVERHEAD, batch_crc
 from kafkette.server.cluster import Partition
 from kafkette.server.dispatch import CloseConnection, RequestContext, handler
@@ -241,7 +241,7 @@ def _target_codec(compression_type: str) -> int | None:
     if compression_type == "producer":
         return None
     if compression_type == "uncompressed":
-        return NONE
+        return NO_COMPRESSION
     return codec_id(compression_type)
 
 

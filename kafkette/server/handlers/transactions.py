@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkette.errors import (
+    NO_ERROR,
     ApiError,
     InvalidProducerEpochError,
     InvalidRequestError,
@@ -64,7 +65,6 @@ from kafkette.server.groups.store import CommittedOffset, PartitionKey
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
 
-NONE = 0
 FIRST_PRODUCER_FENCED_VERSION = 2
 """AddPartitionsToTxn, AddOffsetsToTxn and EndTxn know PRODUCER_FENCED from v2."""
 
@@ -172,7 +172,7 @@ async def handle_txn_offset_commit(
     error = broker.transactions.check_offset_commit(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
     )
-    if error == NONE:
+    if error == NO_ERROR:
         error = broker.groups.validate_transactional_commit(
             request.group_id, request.generation_id, request.member_id, request.group_instance_id
         )
@@ -180,7 +180,7 @@ async def handle_txn_offset_commit(
     accepted: dict[PartitionKey, CommittedOffset] = {}
     max_metadata = broker.config.offset_metadata_max_bytes
     for key, offset in requested:
-        if error != NONE:
+        if error != NO_ERROR:
             errors[key] = error
         elif not partition_exists(broker, *key):
             errors[key] = UnknownTopicOrPartitionError.code
@@ -188,7 +188,7 @@ async def handle_txn_offset_commit(
             errors[key] = OffsetMetadataTooLargeError.code
         else:
             accepted[key] = offset
-            errors[key] = NONE
+            errors[key] = NO_ERROR
     if accepted:
         written = _write_offsets(broker, request, accepted)
         errors.update(dict.fromkeys(accepted, written))
@@ -217,7 +217,7 @@ def _write_offsets(
     except ApiError as exc:
         return exc.code
     broker.transactions.offsets_written(request.transactional_id, request.group_id, offsets)
-    return NONE
+    return NO_ERROR
 
 
 # -- ListTransactions, DescribeTransactions, DescribeProducers ---------------------------------

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from kafkette.errors import (
+    NO_ERROR,
     ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
@@ -45,7 +46,6 @@ from kafkette.server.txn.markers import write_markers
 from kafkette.server.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    NONE,
     PREPARING,
     CoordinatorTxnState,
     PartitionKey,
@@ -174,10 +174,10 @@ class TransactionCoordinator:
             # Abort the open transaction with a bumped epoch; the producer retries
             # and gets the epoch bumped once more.
             error = self._abort_fenced(outcome)
-            return InitResult(error if error != NONE else ConcurrentTransactionsError.code)
+            return InitResult(error if error != NO_ERROR else ConcurrentTransactionsError.code)
         if not self._persist(outcome):
             return InitResult(CoordinatorNotAvailableError.code)
-        return InitResult(NONE, outcome.producer_id, outcome.producer_epoch)
+        return InitResult(NO_ERROR, outcome.producer_id, outcome.producer_epoch)
 
     def add_partitions(
         self,
@@ -196,7 +196,7 @@ class TransactionCoordinator:
         )
         if isinstance(outcome, int):
             return outcome
-        return NONE if self._persist(outcome) else CoordinatorNotAvailableError.code
+        return NO_ERROR if self._persist(outcome) else CoordinatorNotAvailableError.code
 
     def offsets_partition(self, group_id: str) -> PartitionKey:
         """The ``__consumer_offsets`` partition of ``group_id`` (the topic made if needed)."""
@@ -217,7 +217,7 @@ class TransactionCoordinator:
     def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> int:
-        """EndTxn: an error code, ``NONE`` once the markers are written."""
+        """EndTxn: an error code, ``NO_ERROR`` once the markers are written."""
         outcome = prepare_end(
             self.transactions.get(transactional_id),
             producer_id,
@@ -244,7 +244,7 @@ class TransactionCoordinator:
             return InvalidTxnStateError.code
         if self.offsets_partition(group_id) not in meta.partitions:
             return InvalidTxnStateError.code
-        return NONE
+        return NO_ERROR
 
     def offsets_written(
         self, transactional_id: str, group_id: str, partitions: Iterable[PartitionKey]
@@ -329,7 +329,7 @@ class TransactionCoordinator:
                     tid,
                     meta.timeout_ms,
                 )
-                done = self._abort_fenced(prepare_fence(meta, now)) == NONE
+                done = self._abort_fenced(prepare_fence(meta, now)) == NO_ERROR
             elif meta.state in PREPARING and meta.last_update_ms + MARKER_RETRY_MS <= now:
                 self._finish(meta)
             elif expired(meta, now, expiration):
@@ -369,7 +369,7 @@ class TransactionCoordinator:
         if not self._persist(prepared):
             return CoordinatorNotAvailableError.code
         self._finish(prepared)
-        return NONE
+        return NO_ERROR
 
     def _finish(self, prepared: TransactionMetadata) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort. A failed marker

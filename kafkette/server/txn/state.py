@@ -3,7 +3,7 @@
 Theory of operation (Kafka's ``TransactionMetadata``, 3.x): each
 transactional id has one :class:`TransactionMetadata`, replaced as a whole on
 every change. The functions below take the current metadata and a request
-and return either the metadata to persist next or an error code (``NONE``
+and return either the metadata to persist next or an error code (``NO_ERROR``
 meaning: nothing to change, answer OK). Every transition is checked against
 :data:`VALID_PREVIOUS_STATES`; one that is not listed is a bug and raises
 :class:`IllegalTransition`.
@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from kafkette.errors import (
+    NO_ERROR,
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
     ProducerFencedError,
 )
 
-NONE = 0
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
@@ -161,7 +161,7 @@ class TransactionMetadata:
 
 
 Outcome = TransactionMetadata | int
-"""Metadata to persist, or an error code (``NONE``: nothing to change, answer OK)."""
+"""Metadata to persist, or an error code (``NO_ERROR``: nothing to change, answer OK)."""
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -259,12 +259,12 @@ def prepare_fence(meta: TransactionMetadata, now_ms: int) -> TransactionMetadata
 
 
 def check_producer(meta: TransactionMetadata | None, producer_id: int, epoch: int) -> int:
-    """The error for a request from ``producer_id``/``epoch`` (``NONE`` when it is current)."""
+    """The error for a request from ``producer_id``/``epoch`` (``NO_ERROR`` when it is current)."""
     if meta is None or meta.producer_id != producer_id:
         return InvalidProducerIdMappingError.code
     if meta.producer_epoch != epoch:
         return ProducerFencedError.code
-    return NONE
+    return NO_ERROR
 
 
 def prepare_add_partitions(
@@ -276,14 +276,14 @@ def prepare_add_partitions(
 ) -> Outcome:
     """AddPartitionsToTxn / AddOffsetsToTxn: the transaction, Ongoing, with the partitions."""
     error = check_producer(meta, producer_id, epoch)
-    if error != NONE:
+    if error != NO_ERROR:
         return error
     assert meta is not None
     if meta.state in PREPARING:
         return ConcurrentTransactionsError.code
     added = frozenset(partitions)
     if meta.state == S.ONGOING and added <= meta.partitions:
-        return NONE
+        return NO_ERROR
     start = now_ms if meta.state in COMPLETED else meta.txn_start_ms
     return meta.transition(
         S.ONGOING, now_ms, partitions=meta.partitions | added, txn_start_ms=start
@@ -301,7 +301,7 @@ def prepare_end(
 ) -> Outcome:
     """EndTxn: PrepareCommit or PrepareAbort, to persist before the markers are written.
 
-    A retry of an EndTxn that already completed answers ``NONE`` for the same
+    A retry of an EndTxn that already completed answers ``NO_ERROR`` for the same
     outcome and ``INVALID_TXN_STATE`` for the other; one that is still
     writing its markers, ``CONCURRENT_TRANSACTIONS``. A client's epoch must be
     the current one; the coordinator's own aborts (``from_client=False``) come
@@ -317,9 +317,9 @@ def prepare_end(
             raise IllegalTransition("an epoch fence always aborts")
         return meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
     if state == S.COMPLETE_COMMIT:
-        return NONE if commit else InvalidTxnStateError.code
+        return NO_ERROR if commit else InvalidTxnStateError.code
     if state == S.COMPLETE_ABORT:
-        return NONE if not commit else InvalidTxnStateError.code
+        return NO_ERROR if not commit else InvalidTxnStateError.code
     if state == S.PREPARE_COMMIT:
         return ConcurrentTransactionsError.code if commit else InvalidTxnStateError.code
     if state == S.PREPARE_ABORT:

@@ -19,7 +19,7 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     ZSTD,
     LegacyBatch,
     LegacyBatchBuilder,
@@ -117,7 +117,7 @@ def expected(
 batch_shapes = st.tuples(
     st.one_of(record_specs(max_size=40), uniform_specs()),
     st.integers(min_value=0, max_value=1 << 40),
-    st.sampled_from([NONE, GZIP, LZ4, ZSTD]),
+    st.sampled_from([NO_COMPRESSION, GZIP, LZ4, ZSTD]),
     st.booleans(),
 )
 
@@ -147,7 +147,7 @@ def test_c_and_python_decode_the_records(
 
 
 def test_nothing_kept_gives_empty_columns(decoder: str) -> None:
-    batch = build([(5, b"k", b"v", (("h", b"x"),))] * 3, 10, NONE, False)
+    batch = build([(5, b"k", b"v", (("h", b"x"),))] * 3, 10, NO_COMPRESSION, False)
     cols = decode([batch], 0, 10, True)
     assert cols.rows == 0 and as_records(cols) == []
     assert bytes(cols.keys.offsets) == bytes(4)
@@ -165,8 +165,8 @@ def test_log_append_time_and_legacy_batches(decoder: str) -> None:
 
 
 def test_batches_accumulate_until_finish(decoder: str) -> None:
-    one = build([(1, b"a", b"1", ())], 0, NONE, False)
-    two = build([(2, None, b"22", (("x", None),))], 1, NONE, False)
+    one = build([(1, b"a", b"1", ())], 0, NO_COMPRESSION, False)
+    two = build([(2, None, b"22", (("x", None),))], 1, NO_COMPRESSION, False)
     builder = ColumnsBuilder()
     builder.append(one, 0, 10)
     builder.append(two, 0, 10)
@@ -183,7 +183,7 @@ def test_damaged_records_raise_the_same_error_and_append_nothing(
     specs: list[Spec], cut: int, flip: int
 ) -> None:
     """A damaged records section: both decoders raise what iterating raises; no column grows."""
-    raw = bytearray(build(specs, 0, NONE, False).raw())
+    raw = bytearray(build(specs, 0, NO_COMPRESSION, False).raw())
     raw.append(0)  # room for damage past the end too
     at = 61 + cut % max(1, len(raw) - 61)  # inside the records section
     raw[at] ^= flip or 1
@@ -194,7 +194,7 @@ def test_damaged_records_raise_the_same_error_and_append_nothing(
         error = None
     except ProtocolError as exc:
         error = (type(exc), str(exc))
-    good = build([(1, b"k", b"v", (("h", b"x"),))], 0, NONE, False)
+    good = build([(1, b"k", b"v", (("h", b"x"),))], 0, NO_COMPRESSION, False)
     for c_append in (_columns.append_columns, None):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(columns, "append_columns", c_append)

@@ -24,7 +24,7 @@ from kafkette.protocol.records import compression
 from kafkette.protocol.records.compression import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     SNAPPY,
     XERIAL_MAGIC,
     ZSTD,
@@ -34,7 +34,7 @@ from kafkette.protocol.records.compression import (
 )
 from tests.protocol.records.bombs import gzip_gib_of_zeros
 
-CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
+CODECS = [NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD]
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -217,7 +217,7 @@ def test_snappy_xerial_blocks_add_up_to_the_limit() -> None:
 def test_none_codec_is_bounded() -> None:
     """Uncompressed data over the limit raises too."""
     with pytest.raises(DecompressionLimitError):
-        decompress(NONE, b"x" * 11, max_size=10)
+        decompress(NO_COMPRESSION, b"x" * 11, max_size=10)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from kafkette.protocol.errors import EncodeError, UnsupportedCompressionError
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     SNAPPY,
     ZSTD,
     BatchHeader,
@@ -28,7 +28,7 @@ from kafkette.protocol.records.default_records import encode_record
 from kafkette.protocol.records.record_parser import parse_records
 from tests.protocol.records.strategies import Spec, record_specs, uniform_specs
 
-CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
+CODECS = [NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD]
 
 
 def build(specs: list[Spec], **kwargs: int | bool | None) -> bytes:
@@ -58,7 +58,7 @@ def test_round_trip(specs: list[Spec], codec: int, base: int) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(specs=uniform_specs(), codec=st.sampled_from([NONE, LZ4]))
+@given(specs=uniform_specs(), codec=st.sampled_from([NO_COMPRESSION, LZ4]))
 def test_round_trip_uniform_runs(specs: list[Spec], codec: int) -> None:
     """Runs of same-shaped records (the columnar path) read exactly, around odd records too."""
     buf = build(specs, compression=codec, base_offset=5)
@@ -101,7 +101,7 @@ def test_columnar_path_is_taken() -> None:
 def test_many_records() -> None:
     """Ten thousand records in one batch, uncompressed and lz4."""
     specs: list[Spec] = [(1_700_000_000_000 + i // 7, None, b"v%d" % i, ()) for i in range(10_000)]
-    for codec in (NONE, LZ4):
+    for codec in (NO_COMPRESSION, LZ4):
         assert list(RecordBatch.from_buffer(build(specs, compression=codec))) == expected(specs)
 
 
@@ -177,7 +177,7 @@ def test_log_append_time_reports_max_timestamp_for_every_record() -> None:
 def test_broker_set_log_append_time_applies_to_all_records() -> None:
     """After the broker stamps LogAppendTime (and recomputes the CRC), readers see it."""
     specs: list[Spec] = [(500 + i, None, b"x" * 10, ()) for i in range(100)]
-    for codec in (NONE, SNAPPY):
+    for codec in (NO_COMPRESSION, SNAPPY):
         buf = bytearray(build(specs, compression=codec))
         set_log_append_time(buf, 0, 123_456)
         assert [r.timestamp for r in RecordBatch.from_buffer(buf)] == [123_456] * 100

@@ -18,7 +18,7 @@ from kafkette.protocol.errors import (
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     SNAPPY,
     ZSTD,
     LegacyBatch,
@@ -50,7 +50,7 @@ def read_all(buf: bytes) -> list[Record]:
 @settings(max_examples=30, deadline=None)
 @given(
     magic=st.sampled_from([0, 1]),
-    codec=st.sampled_from([NONE, GZIP, SNAPPY, LZ4]),
+    codec=st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, LZ4]),
     base=st.integers(0, 1 << 40),
     specs=st.lists(st.tuples(st.integers(0, 1 << 42), maybe_bytes, maybe_bytes), max_size=20),
 )

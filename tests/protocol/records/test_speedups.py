@@ -21,7 +21,7 @@ from kafkette.protocol.errors import CorruptRecordError, ProtocolError
 from kafkette.protocol.records import (
     GZIP,
     LZ4,
-    NONE,
+    NO_COMPRESSION,
     SNAPPY,
     ZSTD,
     Record,
@@ -207,7 +207,7 @@ def test_bad_arguments() -> None:
 @settings(max_examples=25, deadline=None)
 @given(
     specs=record_specs(),
-    codec=st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]),
+    codec=st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD]),
     log_append_time=st.booleans(),
 )
 def test_batches_same_as_python(specs: list[Any], codec: int, log_append_time: bool) -> None:
@@ -334,7 +334,7 @@ def build_batch(specs: list[Any], **kwargs: Any) -> bytes:
         ),
         max_size=10,
     ),
-    codec=st.sampled_from([NONE, LZ4]),
+    codec=st.sampled_from([NO_COMPRESSION, LZ4]),
 )
 def test_encoder_same_bytes_as_python(specs: list[Any], codec: int) -> None:
     """RecordBatchBuilder writes the same batch bytes (or raises the same error) either way."""

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.server.txn.state import (
-    NONE,
+    NO_ERROR,
     VALID_PREVIOUS_STATES,
     CoordinatorTxnState,
     IllegalTransition,
@@ -210,7 +210,7 @@ def test_add_partitions_errors() -> None:
     assert prepare_add_partitions(ongoing, 11, 3, [("t", 0)], T0) == INVALID_PRODUCER_ID_MAPPING
     assert prepare_add_partitions(ongoing, 10, 2, [("t", 0)], T0) == PRODUCER_FENCED
     assert prepare_add_partitions(ongoing, 10, 4, [("t", 0)], T0) == PRODUCER_FENCED
-    assert prepare_add_partitions(ongoing, 10, 3, [("t", 0)], T0) == NONE  # already in
+    assert prepare_add_partitions(ongoing, 10, 3, [("t", 0)], T0) == NO_ERROR  # already in
 
 
 @pytest.mark.parametrize(
@@ -218,9 +218,9 @@ def test_add_partitions_errors() -> None:
     [
         (S.ONGOING, True, S.PREPARE_COMMIT),
         (S.ONGOING, False, S.PREPARE_ABORT),
-        (S.COMPLETE_COMMIT, True, NONE),
+        (S.COMPLETE_COMMIT, True, NO_ERROR),
         (S.COMPLETE_COMMIT, False, INVALID_TXN_STATE),
-        (S.COMPLETE_ABORT, False, NONE),
+        (S.COMPLETE_ABORT, False, NO_ERROR),
         (S.COMPLETE_ABORT, True, INVALID_TXN_STATE),
         (S.PREPARE_COMMIT, True, CONCURRENT_TRANSACTIONS),
         (S.PREPARE_COMMIT, False, INVALID_TXN_STATE),
@@ -346,16 +346,16 @@ def test_random_requests_keep_kafkas_invariants(ops: list[str]) -> None:
         elif op == "add":
             outcome = prepare_add_partitions(current, pid, known_epoch, [("t", len(ops) % 3)], now)
             if isinstance(outcome, int):
-                assert outcome in (NONE, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING)
+                assert outcome in (NO_ERROR, PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING)
                 if known_epoch == epoch and current.producer_id == pid:
-                    assert outcome == NONE
+                    assert outcome == NO_ERROR
             else:
                 assert known_epoch == epoch
                 step(outcome)
         elif op in ("commit", "abort"):
             outcome = prepare_end(current, pid, known_epoch, op == "commit", now)
             if isinstance(outcome, int):
-                assert outcome in (NONE, INVALID_TXN_STATE, PRODUCER_FENCED)
+                assert outcome in (NO_ERROR, INVALID_TXN_STATE, PRODUCER_FENCED)
             else:
                 assert known_epoch == epoch
                 finish(outcome)

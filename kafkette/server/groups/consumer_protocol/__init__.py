@@ -24,7 +24,7 @@ like any group's), and migration between classic and consumer groups.
 
 from kafkette.server.groups.consumer_protocol.config import ConsumerGroupConfig
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
-from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, GroupState
+from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, ConsumerGroupState
 from kafkette.server.groups.consumer_protocol.heartbeat import HeartbeatRequest, HeartbeatResponse
 from kafkette.server.groups.consumer_protocol.member import Member, MemberState
 from kafkette.server.groups.consumer_protocol.topics import TopicInfo
@@ -33,7 +33,7 @@ __all__ = [
     "ConsumerGroup",
     "ConsumerGroupConfig",
     "ConsumerGroupCoordinator",
-    "GroupState",
+    "ConsumerGroupState",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "Member",

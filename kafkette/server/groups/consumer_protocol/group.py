@@ -20,7 +20,7 @@ from kafkette.server.groups.consumer_protocol.partitions import Assignment
 from kafkette.server.groups.consumer_protocol.topics import TopicInfo, resolve
 
 
-class GroupState(enum.Enum):
+class ConsumerGroupState(enum.Enum):
     """A consumer group's state as ConsumerGroupDescribe and ListGroups name it."""
 
     EMPTY = "Empty"
@@ -62,15 +62,15 @@ class ConsumerGroup:
         )
 
     @property
-    def state(self) -> GroupState:
+    def state(self) -> ConsumerGroupState:
         """Kafka's rule: Empty, Assigning, Reconciling or Stable."""
         if not self.members:
-            return GroupState.EMPTY
+            return ConsumerGroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
-            return GroupState.ASSIGNING
+            return ConsumerGroupState.ASSIGNING
         if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
-            return GroupState.RECONCILING
-        return GroupState.STABLE
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """The epoch of the member holding the partition, or None when none does."""

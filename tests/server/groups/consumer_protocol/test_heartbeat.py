@@ -18,7 +18,7 @@ from kafkette.errors import (
 from kafkette.server.groups.consumer_protocol import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
-    GroupState,
+    ConsumerGroupState,
     HeartbeatRequest,
     MemberState,
 )
@@ -36,7 +36,11 @@ def test_first_member_joins_and_gets_every_partition() -> None:
     assert response.heartbeat_interval_ms == 5_000
     assert cluster.named(response.assignment) == {"a": [0, 1, 2, 3]}
     group = cluster.group()
-    assert (group.group_epoch, group.assignment_epoch, group.state) == (1, 1, GroupState.STABLE)
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (
+        1,
+        1,
+        ConsumerGroupState.STABLE,
+    )
 
 
 def test_v0_join_without_member_id_gets_one_from_the_coordinator() -> None:
@@ -66,7 +70,7 @@ def test_second_member_gets_partitions_only_after_the_first_revokes_them() -> No
     r2 = c2.join()
     assert (r2.member_epoch, cluster.named(r2.assignment)) == (2, {})
     assert cluster.group().members["m2"].state is MemberState.UNRELEASED_PARTITIONS
-    assert cluster.group().state is GroupState.RECONCILING
+    assert cluster.group().state is ConsumerGroupState.RECONCILING
 
     # m1 is told to keep 0 and 1 and stays at epoch 1 until it has revoked 2 and 3.
     c1.revokes = False
@@ -87,7 +91,7 @@ def test_second_member_gets_partitions_only_after_the_first_revokes_them() -> No
     r2 = c2.heartbeat()
     assert (r2.member_epoch, cluster.named(r2.assignment)) == (2, {"a": [2, 3]})
     group = cluster.group()
-    assert group.state is GroupState.STABLE
+    assert group.state is ConsumerGroupState.STABLE
     assert {k[1]: v for k, v in group.partition_epochs.items()} == {0: 2, 1: 2, 2: 2, 3: 2}
 
 
@@ -118,7 +122,7 @@ def test_leave_frees_partitions_at_once_and_bumps_the_epoch() -> None:
     assert (response.member_id, response.member_epoch) == ("m2", -1)
     group = cluster.group()
     assert list(group.members) == ["m1"]
-    assert (group.group_epoch, group.state) == (3, GroupState.ASSIGNING)
+    assert (group.group_epoch, group.state) == (3, ConsumerGroupState.ASSIGNING)
     r1 = c1.heartbeat()
     assert (r1.member_epoch, cluster.named(r1.assignment)) == (3, {"a": [0, 1, 2, 3]})
     with pytest.raises(UnknownMemberIdError):
@@ -154,7 +158,7 @@ def test_session_deadline_is_exact() -> None:
     assert list(cluster.group().members) == ["m1"]
     cluster.advance(1)
     assert cluster.group().members == {}
-    assert cluster.group().state is GroupState.EMPTY
+    assert cluster.group().state is ConsumerGroupState.EMPTY
     assert cluster.coordinator.next_deadline_ms() is None
 
 
@@ -230,7 +234,7 @@ def test_static_member_temporary_leave_keeps_partitions_until_replaced() -> None
     assert sorted(group.members) == ["m2", "s1-again"]
     assert group.static_members == {"i1": "s1-again"}
     assert group.group_epoch == epoch
-    assert group.state is GroupState.STABLE
+    assert group.state is ConsumerGroupState.STABLE
 
     with pytest.raises(FencedInstanceIdError):
         Client(cluster, "s1", instance_id="i1", epoch=epoch).heartbeat(instance_id="i1")

@@ -17,7 +17,7 @@ from kafkette.errors import (
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
 )
-from kafkette.server.groups.consumer_protocol import GroupState, HeartbeatRequest
+from kafkette.server.groups.consumer_protocol import ConsumerGroupState, HeartbeatRequest
 from kafkette.server.groups.consumer_protocol import partitions as ps
 from tests.server.groups.consumer_protocol.harness import Client, Cluster
 
@@ -195,7 +195,7 @@ class GroupMachine(RuleBasedStateMachine):
         if not group.members:
             assert not self.joined
             return
-        assert group.state is GroupState.STABLE, group.state
+        assert group.state is ConsumerGroupState.STABLE, group.state
         assert group.group_epoch == group.assignment_epoch
         assert sorted(group.members) == sorted(self.clients[n].member_id for n in self.joined)
         for name in self.joined:

@@ -14,13 +14,18 @@ records/s measured for ``BASELINE_S``, one more member subscribes, and
   own ``assignment()`` report it (sampled every ``SAMPLE_S``);
 - **others** are the records ``poll`` returned to the members already in the
   group during that window; **kept** compares their records/s in the window
-  with their records/s before the join (100% = they never stopped).
+  with their records/s before the join (100% = they never stopped);
+- **pause** is the longest time one of those members went without records,
+  from the join until its first records after the window.
 
 The new member then closes (leaves) and the group settles again before the
 next round. Each variant forms its group once and runs its rounds on it; the
 members of one client run in one asyncio loop (kafkette's AsyncConsumer, or
 confluent-kafka consumers polled with ``consume(timeout=0)``; librdkafka runs
-the group protocol in its own threads). Heartbeat intervals are Kafka's
+the group protocol in its own threads). With ``--work-ms`` a member "processes"
+each record for that long (an asyncio sleep after the poll, so one member's
+work does not hold up the others), so that a member rejoins only after the
+batch in hand, as an application's poll loop does. Heartbeat intervals are Kafka's
 defaults unless ``--heartbeat-ms`` is given: 3 s for classic members
 (``heartbeat.interval.ms``) and 5 s for the new protocol (the broker's
 ``group.consumer.heartbeat.interval.ms``); members learn of a rebalance at
@@ -89,6 +94,7 @@ class Round:
     absorb_s: float
     others: int
     kept: float
+    pause_s: float
 
 
 @dataclass
@@ -103,6 +109,18 @@ class Member:
 
     def records_between(self, start: float, end: float) -> int:
         return sum(n for t, n in self.polls if start <= t <= end)
+
+    def longest_pause(self, start: float, end: float) -> float:
+        """The longest time without records from ``start`` to the first records after ``end``."""
+        longest = 0.0
+        previous = start
+        for t, n in self.polls:
+            if n and t > start:
+                longest = max(longest, t - previous)
+                previous = t
+                if t >= end:
+                    break
+        return longest
 
 
 def balanced(owned: Sequence[set[int]], partitions: int) -> bool:
@@ -156,7 +174,9 @@ class Producing:
             self._process.kill()
 
 
-def kafkette_member(bootstrap: str, topic: str, group: str, settings: dict[str, Any]) -> Member:
+def kafkette_member(
+    bootstrap: str, topic: str, group: str, settings: dict[str, Any], work_ms: float
+) -> Member:
     consumer = AsyncConsumer({"bootstrap.servers": bootstrap, "group.id": group, **settings})
 
     async def poll() -> int:
@@ -177,12 +197,16 @@ def kafkette_member(bootstrap: str, topic: str, group: str, settings: dict[str, 
             while not member.stop.is_set():
                 n = await poll()
                 member.polls.append((time.perf_counter(), n))
+                if n and work_ms:
+                    await asyncio.sleep(n * work_ms / 1000)
 
     member.task = asyncio.create_task(run())
     return member
 
 
-def confluent_member(bootstrap: str, topic: str, group: str, settings: dict[str, Any]) -> Member:
+def confluent_member(
+    bootstrap: str, topic: str, group: str, settings: dict[str, Any], work_ms: float
+) -> Member:
     consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": group, **settings})
 
     async def poll() -> int:
@@ -202,6 +226,8 @@ def confluent_member(bootstrap: str, topic: str, group: str, settings: dict[str,
             while not member.stop.is_set():
                 n = await poll()
                 member.polls.append((time.perf_counter(), n))
+                if n and work_ms:
+                    await asyncio.sleep(n * work_ms / 1000)
         finally:
             consumer.close()
 
@@ -240,14 +266,16 @@ async def run_variant(
     members: list[Member] = []
     rounds: list[Round] = []
     try:
-        members += [make(bootstrap, topic, group, settings) for _ in range(args.members)]
+        members += [
+            make(bootstrap, topic, group, settings, args.work_ms) for _ in range(args.members)
+        ]
         await until_balanced(members, args.partitions, f"{variant.name}: forming")
         for _ in range(args.rounds):
             await asyncio.sleep(SETTLE_S + BASELINE_S)
             now = time.perf_counter()
             before = sum(m.records_between(now - BASELINE_S, now) for m in members) / BASELINE_S
             joined = time.perf_counter()
-            joiner = make(bootstrap, topic, group, settings)
+            joiner = make(bootstrap, topic, group, settings, args.work_ms)
             try:
                 absorbed = await until_balanced(
                     [*members, joiner], args.partitions, f"{variant.name}: absorbing"
@@ -257,8 +285,9 @@ async def run_variant(
             window = absorbed - joined
             others = sum(m.records_between(joined, absorbed) for m in members)
             kept = (others / window) / before if before and window else float("nan")
-            rounds.append(Round(window, others, kept))
             await until_balanced(members, args.partitions, f"{variant.name}: after the leave")
+            pause = max(m.longest_pause(joined, absorbed) for m in members)
+            rounds.append(Round(window, others, kept, pause))
     finally:
         await asyncio.gather(*(leave(m) for m in members), return_exceptions=True)
     return rounds
@@ -287,17 +316,24 @@ def print_table(results: dict[str, list[Round]], args: Any, rate: int) -> None:
         f"  others = records poll() returned to the {args.members} earlier members in that\n"
         "           window;\n"
         "  kept   = their records/s in the window / their records/s in the "
-        f"{BASELINE_S:.0f} s before.\n"
+        f"{BASELINE_S:.0f} s before;\n"
+        "  pause  = the longest time one of them went without records, from the join\n"
+        "           to its first records after the window.\n"
+        f"  work: {args.work_ms:g} ms per record (--work-ms), between polls\n"
         f"  heartbeat: classic {hb_classic} ms (heartbeat.interval.ms),\n"
         f"             consumer protocol {hb_consumer} ms (group.consumer.heartbeat.interval.ms)"
     )
     width = max(len(name) for name in results)
-    print(f"  {'variant':<{width}}  {'absorb s':>17}  {'others (records)':>21}  {'kept':>15}")
+    print(
+        f"  {'variant':<{width}}  {'absorb s':>17}  {'others (records)':>21}  {'kept':>15}"
+        f"  {'pause s':>17}"
+    )
     for name, rounds in results.items():
         absorb = spread([r.absorb_s for r in rounds], ".2f")
         others = spread([r.others for r in rounds], ".0f")
         kept = spread([100 * r.kept for r in rounds], ".0f")
-        print(f"  {name:<{width}}  {absorb:>17}  {others:>21}  {kept + ' %':>15}")
+        pause = spread([r.pause_s for r in rounds], ".2f")
+        print(f"  {name:<{width}}  {absorb:>17}  {others:>21}  {kept + ' %':>15}  {pause:>17}")
 
 
 def bench_absorb(bootstrap: str, topic: str, args: Any, only: Sequence[str] = ()) -> None:

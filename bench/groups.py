@@ -6,7 +6,7 @@ cooperative-sticky and group.protocol=consumer (KIP-848), kafkette and
 librdkafka (bench/group_absorb.py, described below), about 3 minutes:
 
     .venv/bin/python bench/groups.py [--members 10] [--partitions 20] [--rounds 2]
-        [--rate 1000] [--heartbeat-ms MS] [--only NAME]
+        [--rate 1000] [--heartbeat-ms MS] [--work-ms MS] [--only NAME]
 
 With --formation, group formation, kafkette vs confluent-kafka and aiokafka:
 on one ``kafkette serve --memory`` child process, a 200-partition topic:
@@ -38,13 +38,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.group_absorb import __doc__ as ABSORB_DOC
 from bench.group_absorb import bench_absorb
-from kafkette import AsyncConsumer
+from kafkette import AdminClient, AsyncConsumer, NewTopic
 from tests.brokers import BrokerProcess
 
 TIMEOUT_S = 120.0
@@ -211,10 +210,8 @@ CLIENTS = {
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
-    """The topic; the admin client is gone on return, so it logs no disconnect at the end."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1)]).values():
-        future.result(30)
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, partitions, 1)]).all()
 
 
 def bench_formation(bootstrap: str, args: argparse.Namespace) -> None:
@@ -264,6 +261,12 @@ def main() -> None:
         "group.consumer.heartbeat.interval.ms (default: Kafka's, 3000 and 5000)",
     )
     parser.add_argument(
+        "--work-ms",
+        type=float,
+        default=0.0,
+        help="absorb: time each record takes to process, between polls (0)",
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="absorb: variants whose name contains this"
     )
     parser.add_argument("--repeat", type=int, default=3, help="formation: rounds, best kept (3)")
@@ -280,6 +283,8 @@ def main() -> None:
             parser.error("--partitions must exceed --members, so the new member has a share")
         if args.heartbeat_ms is not None and args.heartbeat_ms < 1:
             parser.error("--heartbeat-ms must be positive")
+        if args.work_ms < 0:
+            parser.error("--work-ms must not be negative")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # its rebalance chatter
     broker_args: tuple[str, ...] = ()
     if args.heartbeat_ms is not None and not args.formation:

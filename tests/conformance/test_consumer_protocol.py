@@ -10,13 +10,16 @@ in order. Members run in child processes (:mod:`tests.group_member`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.brokers import BrokerProcess
+from kafkette import Consumer
+from kafkette.errors import UnsupportedVersionError
+from tests.brokers import BrokerProcess, TansuProcess
 from tests.group_harness import MemberProcess, partitions_split, wait_until
 
 PARTITIONS = 6
@@ -113,3 +116,19 @@ def test_group_with_a_join_and_a_leave(server: BrokerProcess, clients: tuple[str
     finally:
         for m in members:
             m.close()
+
+
+def test_against_tansu_which_does_not_serve_the_protocol(tansu: TansuProcess) -> None:
+    """Tansu (the broker nobody here wrote that the other conformance tests use) serves no
+    ConsumerGroupHeartbeat: our consumer says so from poll, naming the setting to change,
+    instead of waiting for an assignment that never comes."""
+    tansu.create_topic("t", 2)
+    with Consumer(
+        bootstrap_servers=tansu.bootstrap, group_id="g", group_protocol="consumer"
+    ) as consumer:
+        consumer.subscribe(["t"])
+        started = time.monotonic()
+        with pytest.raises(UnsupportedVersionError, match=r"use group\.protocol=classic"):
+            while time.monotonic() - started < 30:
+                consumer.poll(0.2)
+        assert time.monotonic() - started < 10

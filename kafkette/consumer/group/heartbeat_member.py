@@ -45,7 +45,13 @@ from kafkette.consumer.group.offsets import (
 )
 from kafkette.consumer.group.types import ConsumerRebalanceListener
 from kafkette.consumer.subscription import SubscriptionState
-from kafkette.errors import ApiError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafkette.errors import (
+    ApiError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
 from kafkette.protocol.messages import ConsumerGroupHeartbeatResponse
 from kafkette.protocol.messages.consumer_group_heartbeat_request import (
     ConsumerGroupHeartbeatRequest,
@@ -202,6 +208,16 @@ class HeartbeatMember:
             request = membership.heartbeat_request()
             try:
                 response = await self._send_heartbeat(request)
+            except UnsupportedVersionError as exc:
+                membership.failed(
+                    UnsupportedVersionError(
+                        f"group {self.group_id}: the group coordinator does not serve the "
+                        f"consumer group protocol (KIP-848 ConsumerGroupHeartbeat); use "
+                        f"group.protocol=classic with this broker ({exc})"
+                    )
+                )
+                self._wake.set()
+                return
             except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
                 logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
                 self._retry_at_ms = self.client.clock() + self.config.retry_backoff_ms

@@ -283,6 +283,12 @@ class HeartbeatMembership:
             return AnswerKind.FATAL
         return AnswerKind.RETRY
 
+    def failed(self, error: KafkaError) -> None:
+        """The member cannot go on (the coordinator does not serve the protocol, say):
+        ``error`` is raised from the next poll."""
+        self.fatal_error = error
+        self.fire(E.FAILED)
+
     # -- reconciliation (the runner's poll side) ---------------------------------------
 
     @property

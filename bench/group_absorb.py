@@ -65,7 +65,7 @@ class Variant:
 
     @property
     def classic(self) -> bool:
-        return self.settings.get("group.protocol", "classic") == "classic"
+        return str(self.settings.get("group.protocol", "classic")) == "classic"
 
 
 VARIANTS = (

@@ -3,7 +3,7 @@
 By default, the time for a consuming group to absorb one joining member and
 the records the other members processed meanwhile, classic eager, classic
 cooperative-sticky and group.protocol=consumer (KIP-848), kafkette and
-librdkafka (bench/group_absorb.py, described below), about 3 minutes:
+librdkafka (bench/group_absorb.py, described below), about 2 minutes here:
 
     .venv/bin/python bench/groups.py [--members 10] [--partitions 20] [--rounds 2]
         [--rate 1000] [--heartbeat-ms MS] [--work-ms MS] [--only NAME]
@@ -41,8 +41,8 @@ from confluent_kafka import Consumer as ConfluentConsumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.group_absorb import VARIANTS, bench_absorb
 from bench.group_absorb import __doc__ as ABSORB_DOC
-from bench.group_absorb import bench_absorb
 from kafkette import AdminClient, AsyncConsumer, NewTopic
 from tests.brokers import BrokerProcess
 
@@ -272,11 +272,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="formation: rounds, best kept (3)")
     args = parser.parse_args()
     if args.formation:
-        args.members = args.members or 20
-        args.partitions = args.partitions or 200
+        args.members = 20 if args.members is None else args.members
+        args.partitions = 200 if args.partitions is None else args.partitions
     else:
-        args.members = args.members or 10
-        args.partitions = args.partitions or 20
+        args.members = 10 if args.members is None else args.members
+        args.partitions = 20 if args.partitions is None else args.partitions
+        names = [v.name for v in VARIANTS]
+        for only in args.only:
+            if not any(only in name for name in names):
+                parser.error(f"--only {only!r} matches none of: {', '.join(names)}")
         if args.members < 1 or args.rounds < 1 or args.rate < 1:
             parser.error("--members, --rounds and --rate must be positive")
         if args.partitions <= args.members:

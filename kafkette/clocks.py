@@ -11,13 +11,17 @@ returning milliseconds), so that tests inject a
   logs' (segment roll and retention, the time index); default :func:`wall_ms_int`.
 - :data:`MonotonicClockMs` - milliseconds from an arbitrary origin that never
   goes back: the clients' (linger, backoff, request and delivery timeouts,
-  metadata age); default :func:`monotonic_ms`.
+  metadata age); default :func:`monotonic_ms`. The async clients keep the
+  running event loop's clock instead (:func:`loop_clock_ms`), so that a fake
+  loop clock (trio's ``MockClock``) moves their timers as it moves their sleeps.
 
 This module imports nothing of kafkette, so every layer may use it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 from collections.abc import Callable
 
@@ -44,3 +48,33 @@ def wall_ms_int() -> int:
 def monotonic_ms() -> float:
     """The monotonic clock in milliseconds."""
     return time.monotonic() * 1000.0
+
+
+def loop_clock_ms() -> MonotonicClockMs:
+    """The running event loop's clock in milliseconds (the clock its sleeps and
+    timeouts keep), or :func:`monotonic_ms` when no loop runs in this thread.
+
+    Call it in the event loop. The clock it returns may be read from any thread:
+    asyncio's ``loop.time`` is ``time.monotonic``, and trio's clock object
+    (real or ``MockClock``) is read directly rather than through the run context.
+    """
+    loop_time: Callable[[], float] | None
+    try:
+        loop_time = asyncio.get_running_loop().time
+    except RuntimeError:
+        loop_time = _trio_time()
+    if loop_time is None:
+        return monotonic_ms
+    read = loop_time
+    return lambda: read() * 1000.0
+
+
+def _trio_time() -> Callable[[], float] | None:
+    trio = sys.modules.get("trio")  # not imported: not running either
+    if trio is None:
+        return None
+    try:
+        current_time: Callable[[], float] = trio.lowlevel.current_clock().current_time
+        return current_time
+    except RuntimeError:  # not in trio either
+        return None

@@ -50,6 +50,7 @@ from kafkette.admin.types import (
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
+from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
     ApiError,
@@ -120,7 +121,7 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, GroupOperations):
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = AdminConfig.from_user(config, **settings)
-        self._client = KafkaClient(self.config)
+        self._client = KafkaClient(self.config, clock=loop_clock_ms())
 
     async def __aenter__(self) -> AsyncAdminClient:
         return self

@@ -11,6 +11,7 @@ import anyio
 import anyio.abc
 
 from kafkette.client.config import ConsumerConfig
+from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
@@ -54,7 +55,7 @@ class AsyncConsumer:
     async def __aenter__(self) -> AsyncConsumer:
         if self._core is not None:
             raise IllegalStateError("the consumer was already started")
-        self._core = ConsumerCore(self.config)
+        self._core = ConsumerCore(self.config, clock=loop_clock_ms())
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._core.fetcher.run)

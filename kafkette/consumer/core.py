@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
 from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_positions
 from kafkette.consumer.group.coordinator import GroupMember, Step
@@ -62,9 +63,9 @@ def check_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartitio
 class ConsumerCore:
     """State and fetcher of one consumer; create it inside the event loop."""
 
-    def __init__(self, config: ConsumerConfig) -> None:
+    def __init__(self, config: ConsumerConfig, *, clock: MonotonicClockMs = monotonic_ms) -> None:
         self.config = config
-        self.client = KafkaClient(config)
+        self.client = KafkaClient(config, clock=clock)
         if config.group_id is not None:
             # A JoinGroup waits for the whole rebalance (up to max.poll.interval.ms).
             self.client.coordinator_request_timeout_ms = max(

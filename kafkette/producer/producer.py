@@ -37,6 +37,7 @@ import anyio.abc
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
+from kafkette.clocks import loop_clock_ms
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
@@ -60,7 +61,7 @@ class AsyncProducer:
         """Start the sender task (no connection is opened until the first record)."""
         if self._core is not None:
             raise IllegalStateError("the producer was already started")
-        core = self._core = ProducerCore(self.config)
+        core = self._core = ProducerCore(self.config, clock=loop_clock_ms())
         core.accumulator.wakeup = core.sender.wakeup
         core.accumulator.on_space = self._space_freed
         self._new_event = event_factory()

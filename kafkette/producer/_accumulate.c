@@ -26,11 +26,19 @@
  * method to do the same work (opening the next batch, waking the sender) or to
  * send the record the general way.
  *
- * send_plain(core, topic, value, key, timestamp) is ProducerCore.append_plain;
- * it reads the core's attributes by name (ProducerCore is kept by another part
- * of the producer; see bind_core).
+ * RouteState is what that send needs of its producer, owned here and held by
+ * ProducerCore (its `routes`): the metadata cache, the snapshot the cached
+ * partition counts were read from and those counts, the partitioners, the
+ * accumulator, and whether the producer sends plainly (no transactions,
+ * serializers or user partitioner) and ignores keys. RouteState.send(topic,
+ * value, key, timestamp) is that send; send_plain(core, ...) is
+ * core.routes.send(...), the producers' call. kafkette.producer.append_state
+ * has the same class in Python.
  */
-#include "../_slots.h"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
 
 #define RECORD_OVERHEAD 21
 
@@ -212,8 +220,9 @@ typedef struct {
     char wake_pending;
 } AccumulatorState;
 
-static PyObject *encode_record, *future_type, *keyed_partition;
-static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain;
+static PyObject *encode_record, *future_type;
+static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain,
+    *str_routes;
 
 static int
 accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
@@ -469,15 +478,75 @@ static PyTypeObject AccumulatorStateType = {
     .tp_getset = accumulator_getset,
 };
 
-/* ---- send_plain: ProducerCore.append_plain */
+/* ---- RouteState: what the common send needs of its producer */
 
-/* Slots of ProducerCore */
-enum { C_PLAIN, C_METADATA, C_SNAPSHOT, C_COUNTS, C_IGNORE_KEYS, C_STICKY, C_ACCUMULATOR, C_COUNT };
-static const char *core_names[C_COUNT] = {
-    "plain", "_metadata", "_snapshot", "_counts", "ignore_keys", "sticky", "accumulator",
-};
-static Py_ssize_t core_slots[C_COUNT];
-static PyTypeObject *core_type;
+typedef struct {
+    PyObject_HEAD
+    PyObject *metadata;    /* the client's metadata cache (its .snapshot) */
+    PyObject *accumulator; /* AccumulatorState */
+    PyObject *sticky;      /* StickyPartitioner */
+    PyObject *keyed;       /* keyed_partition(key, count) */
+    PyObject *snapshot;    /* the snapshot `counts` was read from, or None */
+    PyObject *counts;      /* dict: topic -> partition count */
+    char plain;
+    char ignore_keys;
+} RouteState;
+
+static int
+route_traverse(RouteState *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->metadata);
+    Py_VISIT(self->accumulator);
+    Py_VISIT(self->sticky);
+    Py_VISIT(self->keyed);
+    Py_VISIT(self->snapshot);
+    Py_VISIT(self->counts);
+    return 0;
+}
+
+static int
+route_clear(RouteState *self)
+{
+    Py_CLEAR(self->metadata);
+    Py_CLEAR(self->accumulator);
+    Py_CLEAR(self->sticky);
+    Py_CLEAR(self->keyed);
+    Py_CLEAR(self->snapshot);
+    Py_CLEAR(self->counts);
+    return 0;
+}
+
+static void
+route_dealloc(RouteState *self)
+{
+    PyObject_GC_UnTrack(self);
+    route_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+route_init(RouteState *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"metadata", "accumulator", "sticky", "keyed_partition",
+                            "plain", "ignore_keys", NULL};
+    PyObject *metadata, *accumulator, *sticky, *keyed, *plain, *ignore_keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OOO!O!:RouteState", names, &metadata,
+                                     &AccumulatorStateType, &accumulator, &sticky, &keyed,
+                                     &PyBool_Type, &plain, &PyBool_Type, &ignore_keys))
+        return -1;
+    PyObject *counts = PyDict_New();
+    if (counts == NULL)
+        return -1;
+    Py_XSETREF(self->metadata, Py_NewRef(metadata));
+    Py_XSETREF(self->accumulator, Py_NewRef(accumulator));
+    Py_XSETREF(self->sticky, Py_NewRef(sticky));
+    Py_XSETREF(self->keyed, Py_NewRef(keyed));
+    Py_XSETREF(self->snapshot, Py_NewRef(Py_None));
+    Py_XSETREF(self->counts, counts);
+    self->plain = plain == Py_True;
+    self->ignore_keys = ignore_keys == Py_True;
+    return 0;
+}
 
 /* int(time.time() * 1000), computed as Python computes it */
 static PyObject *
@@ -490,10 +559,10 @@ now_ms(void)
     return PyLong_FromLongLong((long long)((double)ns / 1e9 * 1000.0));
 }
 
-/* The partition of a plain record once its topic's partition count is known
- * (ProducerCore.append_plain's choice); a new reference, NULL on an error. */
+/* The partition of a plain record once its topic's partition count is known;
+ * a new reference, NULL on an error. */
 static PyObject *
-choose_partition(PyObject *core, PyObject *topic, PyObject *key, PyObject *count_obj,
+choose_partition(RouteState *self, PyObject *topic, PyObject *key, PyObject *count_obj,
                  Py_ssize_t value_size)
 {
     long count = PyLong_AsLong(count_obj);
@@ -501,40 +570,28 @@ choose_partition(PyObject *core, PyObject *topic, PyObject *key, PyObject *count
         return NULL;
     if (count == 1)
         return PyLong_FromLong(0);
-    if (key != Py_None && SLOT(core, core_slots[C_IGNORE_KEYS]) != Py_True) {
+    if (key != Py_None && !self->ignore_keys) {
         PyObject *args[2] = {key, count_obj};
-        return PyObject_Vectorcall(keyed_partition, args, 2, NULL);
+        return PyObject_Vectorcall(self->keyed, args, 2, NULL);
     }
-    PyObject *sticky = SLOT(core, core_slots[C_STICKY]);
     PyObject *size = PyLong_FromSsize_t(RECORD_OVERHEAD + value_size);
-    if (sticky == NULL || size == NULL) {
-        Py_XDECREF(size);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_AttributeError, "the producer has no sticky partitioner");
+    if (size == NULL)
         return NULL;
-    }
-    PyObject *args[4] = {sticky, topic, count_obj, size};
+    PyObject *args[4] = {self->sticky, topic, count_obj, size};
     PyObject *partition = PyObject_VectorcallMethod(
         str_partition, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     Py_DECREF(size);
     return partition;
 }
 
+/* RouteState.send: the future, None for the general path, NULL on an error */
 static PyObject *
-send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
+                  PyObject *timestamp)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "send_plain(core, topic, value, key, timestamp)");
-        return NULL;
-    }
-    PyObject *core = args[0], *topic = args[1], *value = args[2], *key = args[3];
-    PyObject *timestamp = args[4];
-    if (core_type == NULL || Py_TYPE(core) != core_type) {
-        PyErr_SetString(PyExc_TypeError, "send_plain: not a bound ProducerCore");
-        return NULL;
-    }
-    if (SLOT(core, core_slots[C_PLAIN]) != Py_True)
-        Py_RETURN_NONE;
+    if (!self->plain || self->metadata == NULL || self->accumulator == NULL
+        || self->sticky == NULL || self->keyed == NULL || self->counts == NULL)
+        Py_RETURN_NONE; /* plain is false until __init__ sets the rest */
     Py_ssize_t key_size = field_length(key), value_size = field_length(value);
     if (key_size < 0 || value_size < 0)
         Py_RETURN_NONE;
@@ -555,37 +612,27 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(timestamp);
     }
     PyObject *partition = NULL, *future = NULL;
-    PyObject *metadata = SLOT(core, core_slots[C_METADATA]);
-    PyObject *counts = SLOT(core, core_slots[C_COUNTS]);
-    if (metadata == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "the producer has no metadata cache");
-        goto done;
-    }
-    PyObject *snapshot = PyObject_GetAttr(metadata, str_snapshot);
+    PyObject *snapshot = PyObject_GetAttr(self->metadata, str_snapshot);
     if (snapshot == NULL)
         goto done;
-    int current = snapshot == SLOT(core, core_slots[C_SNAPSHOT]);
+    int current = snapshot == self->snapshot;
     Py_DECREF(snapshot);
-    if (!current || counts == NULL || !PyDict_CheckExact(counts)) {
+    if (!current) {
         future = Py_NewRef(Py_None); /* route() refreshes the cached partition counts */
         goto done;
     }
-    PyObject *count = PyDict_GetItemWithError(counts, topic); /* borrowed */
+    PyObject *count = PyDict_GetItemWithError(self->counts, topic); /* borrowed */
     if (count == NULL) {
         if (!PyErr_Occurred())
             future = Py_NewRef(Py_None);
         goto done;
     }
     Py_INCREF(count);
-    partition = choose_partition(core, topic, key, count, value_size);
+    partition = choose_partition(self, topic, key, count, value_size);
     Py_DECREF(count);
     if (partition == NULL)
         goto done;
-    PyObject *acc = SLOT(core, core_slots[C_ACCUMULATOR]);
-    if (acc == NULL || !PyObject_TypeCheck(acc, &AccumulatorStateType)) {
-        PyErr_SetString(PyExc_TypeError, "send_plain: the producer's accumulator is not bound");
-        goto done;
-    }
+    PyObject *acc = self->accumulator;
     future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value);
     if (future == Py_None) { /* a batch to open, or no room: the accumulator's own method */
         Py_DECREF(future);
@@ -596,6 +643,124 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 done:
     Py_DECREF(timestamp);
     Py_XDECREF(partition);
+    return future;
+}
+
+static PyObject *
+route_send(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send(topic, value, key, timestamp) takes 4 arguments");
+        return NULL;
+    }
+    return route_send_record(self, args[0], args[1], args[2], args[3]);
+}
+
+static PyObject *
+route_get_counts(RouteState *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->counts != NULL ? self->counts : Py_None);
+}
+
+static int
+route_set_counts(RouteState *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyDict_CheckExact(value)) {
+        PyErr_Format(PyExc_TypeError, "counts must be a dict, not %s",
+                     value == NULL ? "deleted" : Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    Py_XSETREF(self->counts, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+route_get_accumulator(RouteState *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->accumulator != NULL ? self->accumulator : Py_None);
+}
+
+static int
+route_set_accumulator(RouteState *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || !PyObject_TypeCheck(value, &AccumulatorStateType)) {
+        PyErr_Format(PyExc_TypeError, "accumulator must be an AccumulatorState, not %s",
+                     value == NULL ? "deleted" : Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    Py_XSETREF(self->accumulator, Py_NewRef(value));
+    return 0;
+}
+
+static PyMethodDef route_methods[] = {
+    {"send", (PyCFunction)(void (*)(void))route_send, METH_FASTCALL,
+     "send(topic, value, key, timestamp)\n"
+     "--\n\n"
+     "Queue a record without headers, explicit partition or callback: its RecordFuture,\n"
+     "or None (nothing changed) when the send must go the general way."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef route_members[] = {
+    {"metadata", T_OBJECT_EX, offsetof(RouteState, metadata), 0,
+     "The client's metadata cache (its snapshot says whether counts is current)."},
+    {"sticky", T_OBJECT_EX, offsetof(RouteState, sticky), 0,
+     "The sticky partitioner of records without a key (or with keys ignored)."},
+    {"keyed_partition", T_OBJECT_EX, offsetof(RouteState, keyed), 0,
+     "keyed_partition(key, count): the partition of a keyed record."},
+    {"snapshot", T_OBJECT, offsetof(RouteState, snapshot), 0,
+     "The metadata snapshot counts was read from, or None."},
+    {"plain", T_BOOL, offsetof(RouteState, plain), 0,
+     "Whether send may take records (no transactions, serializers or user partitioner)."},
+    {"ignore_keys", T_BOOL, offsetof(RouteState, ignore_keys), 0,
+     "partitioner.ignore.keys: keyed records go to the sticky partition too."},
+    {NULL},
+};
+
+static PyGetSetDef route_getset[] = {
+    {"counts", (getter)route_get_counts, (setter)route_set_counts,
+     "topic -> partition count, read from snapshot.", NULL},
+    {"accumulator", (getter)route_get_accumulator, (setter)route_set_accumulator,
+     "The producer's RecordAccumulator.", NULL},
+    {NULL},
+};
+
+static PyTypeObject RouteStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkette.producer._accumulate.RouteState",
+    .tp_doc = "RouteState(metadata, accumulator, sticky, keyed_partition, plain, ignore_keys):\n"
+              "what the common send of a producer needs (held by ProducerCore).",
+    .tp_basicsize = sizeof(RouteState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)route_init,
+    .tp_dealloc = (destructor)route_dealloc,
+    .tp_traverse = (traverseproc)route_traverse,
+    .tp_clear = (inquiry)route_clear,
+    .tp_members = route_members,
+    .tp_methods = route_methods,
+    .tp_getset = route_getset,
+};
+
+/* ---- send_plain: the producers' call, core.routes.send(...) */
+
+static PyObject *
+send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "send_plain(core, topic, value, key, timestamp)");
+        return NULL;
+    }
+    PyObject *routes = PyObject_GetAttr(args[0], str_routes);
+    if (routes == NULL)
+        return NULL;
+    if (!Py_IS_TYPE(routes, &RouteStateType)) {
+        PyErr_Format(PyExc_TypeError, "send_plain: the producer's routes is a %s, not a RouteState",
+                     Py_TYPE(routes)->tp_name);
+        Py_DECREF(routes);
+        return NULL;
+    }
+    PyObject *future = route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4]);
+    Py_DECREF(routes);
     return future;
 }
 
@@ -616,32 +781,12 @@ bind(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-bind_core(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    PyTypeObject *core;
-    PyObject *partitioner;
-    if (!PyArg_ParseTuple(args, "O!O:bind_core", &PyType_Type, &core, &partitioner))
-        return NULL;
-    if (find_slots(core, core_names, C_COUNT, core_slots) < 0)
-        return NULL;
-    Py_INCREF(core);
-    Py_INCREF(partitioner);
-    Py_XSETREF(core_type, core);
-    Py_XSETREF(keyed_partition, partitioner);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef accumulate_methods[] = {
     {"send_plain", (PyCFunction)(void (*)(void))send_plain, METH_FASTCALL,
      "send_plain(core, topic, value, key, timestamp)\n"
      "--\n\n"
-     "ProducerCore.append_plain: the record's RecordFuture, or None when the send\n"
-     "must go the general way."},
-    {"bind_core", bind_core, METH_VARARGS,
-     "bind_core(ProducerCore, keyed_partition)\n"
-     "--\n\n"
-     "Find the slots send_plain uses in ProducerCore; raises if one is missing."},
+     "core.routes.send(topic, value, key, timestamp): the record's RecordFuture, or None\n"
+     "when the send must go the general way."},
     {"bind", bind, METH_VARARGS,
      "bind(RecordFuture, encode_record)\n"
      "--\n\n"
@@ -664,18 +809,20 @@ PyInit__accumulate(void)
     str_snapshot = PyUnicode_InternFromString("snapshot");
     str_partition = PyUnicode_InternFromString("partition");
     str_append_plain = PyUnicode_InternFromString("append_plain");
+    str_routes = PyUnicode_InternFromString("routes");
     if (str_acquire == NULL || str_release == NULL || str_snapshot == NULL
-        || str_partition == NULL || str_append_plain == NULL)
+        || str_partition == NULL || str_append_plain == NULL || str_routes == NULL)
         return NULL;
     if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0
-        || PyType_Ready(&FutureStateType) < 0)
+        || PyType_Ready(&FutureStateType) < 0 || PyType_Ready(&RouteStateType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&accumulate_module);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "BatchState", (PyObject *)&BatchStateType) < 0
         || PyModule_AddObjectRef(module, "AccumulatorState", (PyObject *)&AccumulatorStateType) < 0
-        || PyModule_AddObjectRef(module, "FutureState", (PyObject *)&FutureStateType) < 0) {
+        || PyModule_AddObjectRef(module, "FutureState", (PyObject *)&FutureStateType) < 0
+        || PyModule_AddObjectRef(module, "RouteState", (PyObject *)&RouteStateType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

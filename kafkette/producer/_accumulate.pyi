@@ -19,11 +19,11 @@ class AccumulatorState(append_state.AccumulatorState):
     ) -> Any:
         """The record's RecordFuture once in its partition's open batch, or None."""
 
-def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
-    """ProducerCore.append_plain: the record's RecordFuture, or None for the general path."""
+class RouteState(append_state.RouteState):
+    """What the common send of a producer needs of it, in C."""
 
-def bind_core(core: type, keyed_partition: Callable[[bytes, int], int], /) -> None:
-    """Find the slots ``send_plain`` uses in ProducerCore; raises if one is missing."""
+def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
+    """``core.routes.send(topic, value, key, timestamp)``: the record's RecordFuture, or None."""
 
 def bind(future: type, encode_record: Callable[..., Any], /) -> None:
     """The future class ``append_open`` makes and the record encoder it uses."""

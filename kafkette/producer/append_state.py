@@ -3,23 +3,32 @@
 :class:`FutureState` (the base of ``RecordFuture``), :class:`BatchState` (the
 base of ``ProducerBatch``) and :class:`AccumulatorState` (the base of
 ``RecordAccumulator``) hold the fields that the C append
-(:mod:`kafkette.producer._accumulate`) reads and writes. When the extension is
+(:mod:`kafkette.producer._accumulate`) reads and writes; :class:`RouteState`
+(held by ``ProducerCore``) is what the common send needs of its producer, and
+its :meth:`RouteState.send` is that send. When the extension is
 used, its types of the same names, which keep these fields in C, are the bases
 instead (:mod:`kafkette.producer.speedups` chooses); these classes are the
 fallback and say what each field is. Both forms must behave the same:
-``tests/producer/test_append_open.py`` drives them side by side.
+``tests/producer/test_append_open.py`` and ``tests/producer/test_append_state.py``
+drive them side by side.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kafkette.producer.accumulator import ProducerBatch
-    from kafkette.producer.futures import BatchResult
+    from kafkette.client.metadata import ClusterMetadata, MetadataCache
+    from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator
+    from kafkette.producer.futures import BatchResult, RecordFuture
+    from kafkette.producer.partitioner import StickyPartitioner
+
+_now = time.time
+_MAX_TIMESTAMP = (1 << 63) - 1
 
 
 class FutureState:
@@ -87,3 +96,81 @@ class AccumulatorState:
     """Whether records are refused."""
     _wake_pending: bool
     """Whether the sender was woken and has not looked yet."""
+
+
+class RouteState:
+    """What the common send of a producer needs of it (held by ``ProducerCore`` as
+    ``routes``): the metadata cache, the snapshot the cached partition counts were
+    read from and those counts, the partitioners, the accumulator, and whether the
+    producer sends plainly and ignores keys."""
+
+    __slots__ = (
+        "accumulator",
+        "counts",
+        "ignore_keys",
+        "keyed_partition",
+        "metadata",
+        "plain",
+        "snapshot",
+        "sticky",
+    )
+
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        accumulator: RecordAccumulator,
+        sticky: StickyPartitioner,
+        keyed_partition: Callable[[bytes, int], int],
+        plain: bool,
+        ignore_keys: bool,
+    ) -> None:
+        self.metadata = metadata
+        """The client's metadata cache (its snapshot says whether ``counts`` is current)."""
+        self.accumulator = accumulator
+        """The producer's RecordAccumulator."""
+        self.sticky = sticky
+        """The sticky partitioner of records without a key (or with keys ignored)."""
+        self.keyed_partition = keyed_partition
+        """``keyed_partition(key, count)``: the partition of a keyed record."""
+        self.plain = plain
+        """Whether :meth:`send` may take records (no transactions, serializers or user
+        partitioner)."""
+        self.ignore_keys = ignore_keys
+        """``partitioner.ignore.keys``: keyed records go to the sticky partition too."""
+        self.snapshot: ClusterMetadata | None = None
+        """The metadata snapshot ``counts`` was read from, or None."""
+        self.counts: dict[str, int] = {}
+        """topic -> partition count, read from ``snapshot``."""
+
+    def send(self, topic: str, value: Any, key: Any, timestamp: int | None) -> RecordFuture | None:
+        """Queue a record without headers, explicit partition or callback: the common send.
+
+        Returns None (nothing changed) when the general path must take it (a
+        producer with serializers, a partitioner or transactions; a key or value
+        that is not bytes; a timestamp outside 0..2**63-1; a topic whose
+        partition count is not cached for the current snapshot): that path then
+        does the same, or waits, or raises the right error.
+        """
+        if not self.plain:
+            return None
+        if (value is not None and type(value) is not bytes) or (
+            key is not None and type(key) is not bytes
+        ):
+            return None
+        if timestamp is None:
+            timestamp = int(_now() * 1000)
+        elif type(timestamp) is not int or not 0 <= timestamp <= _MAX_TIMESTAMP:
+            return None
+        if self.metadata.snapshot is not self.snapshot:
+            return None  # the core's route() refreshes the cached partition counts
+        count = self.counts.get(topic)
+        if count is None:
+            return None
+        if count == 1:
+            partition = 0
+        elif key is not None and not self.ignore_keys:
+            partition = self.keyed_partition(key, count)
+        else:
+            size = 21 + (len(value) if value is not None else 0)
+            partition = self.sticky.partition(topic, count, size)
+        return self.accumulator.append_plain(topic, partition, timestamp, key, value)

@@ -31,7 +31,6 @@ import anyio
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
-from kafkette.client.metadata import ClusterMetadata
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     AuthenticationError,
@@ -44,10 +43,11 @@ from kafkette.errors import (
     error_for_code,
 )
 from kafkette.producer import speedups as producer_speedups
-from kafkette.producer.accumulator import BufferFull, RecordAccumulator, append_open, record_size
+from kafkette.producer.accumulator import BufferFull, RecordAccumulator, record_size
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
+from kafkette.producer.speedups import RouteState
 from kafkette.producer.transactions import TransactionManager
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.protocol.records import codec_id
@@ -113,21 +113,15 @@ def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]]:
 class ProducerCore:
     """Client, accumulator, sender and the per-record logic of one producer."""
 
-    # slots: the C send (kafkette.producer._accumulate.send_plain) reads some of them
     __slots__ = (
-        "_counts",
-        "_metadata",
-        "_snapshot",
         "accumulator",
         "client",
         "clock",
         "config",
-        "ignore_keys",
         "key_serializer",
         "partitioner",
-        "plain",
+        "routes",
         "sender",
-        "sticky",
         "transactions",
         "value_serializer",
     )
@@ -138,7 +132,6 @@ class ProducerCore:
         self.config = config
         self.clock = clock
         self.client = KafkaClient(config, clock=clock)
-        self._metadata = self.client.metadata
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_size,
             linger_ms=config.linger_ms,
@@ -165,21 +158,24 @@ class ProducerCore:
             self.sender.txn = runner.manager
             self.sender.before_transactional_pass = runner.before_sender_pass
             self.transactions = runner
-        self.sticky = StickyPartitioner(config.batch_size)
         self.key_serializer: Callable[[Any], Any] | None = config.key_serializer
         self.value_serializer: Callable[[Any], Any] | None = config.value_serializer
         self.partitioner: Callable[[bytes | None, int], int] | None = config.partitioner
-        self.ignore_keys = config.partitioner_ignore_keys
-        self._snapshot: ClusterMetadata | None = None
-        self._counts: dict[str, int] = {}
-        # whether append_plain may take records: no transactions, serializers or
-        # user partitioner to go through
-        self.plain = (
+        self.routes = RouteState(
+            self.client.metadata,
+            self.accumulator,
+            StickyPartitioner(config.batch_size),
+            keyed_partition,
+            # whether the common send may take records: no transactions, serializers
+            # or user partitioner to go through
             self.transactions is None
             and self.key_serializer is None
             and self.value_serializer is None
-            and self.partitioner is None
+            and self.partitioner is None,
+            config.partitioner_ignore_keys,
         )
+        """What the common send needs (:func:`send_plain`); :meth:`route` keeps its
+        cached partition counts current."""
 
     # ---- per record
 
@@ -250,22 +246,23 @@ class ProducerCore:
             timestamp = int(_now() * 1000)
         elif type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
             raise ValueError(f"timestamp must be milliseconds since the epoch, got {timestamp!r}")
+        routes = self.routes
         snapshot = self.client.metadata.snapshot
-        if snapshot is not self._snapshot:
-            self._snapshot = snapshot
-            self._counts = {}
-        count = self._counts.get(topic)
+        if snapshot is not routes.snapshot:
+            routes.snapshot = snapshot
+            routes.counts = {}
+        count = routes.counts.get(topic)
         if count is None:
             count = snapshot.partition_count(topic)
             if not count:
                 self.check_partition(partition)
                 return None, key, value, header_list, timestamp
-            self._counts[topic] = count
-        if partition is None and self.partitioner is None and (key is None or self.ignore_keys):
+            routes.counts[topic] = count
+        if partition is None and self.partitioner is None and (key is None or routes.ignore_keys):
             if count == 1:  # nothing to choose (and no sticky state to keep)
                 return 0, key, value, header_list, timestamp
             size = 21 + (len(value) if value is not None else 0)
-            return self.sticky.partition(topic, count, size), key, value, header_list, timestamp
+            return routes.sticky.partition(topic, count, size), key, value, header_list, timestamp
         if partition is not None:
             self.check_partition(partition)
             if partition >= count:
@@ -278,39 +275,12 @@ class ProducerCore:
     ) -> RecordFuture | None:
         """Queue a record without headers, explicit partition or callback: the common send.
 
-        Returns None when the general path must take it (a producer with
-        serializers, a partitioner or transactions; a key or value that is
-        not bytes; a topic whose partition count is not cached; no room in
-        ``buffer.memory``...): that path then does the same, or waits, or
-        raises the right error. The caller checked the producer is running.
+        Returns None when the general path must take it (see
+        :meth:`RouteState.send <kafkette.producer.append_state.RouteState.send>`):
+        that path then does the same, or waits, or raises the right error. The
+        caller checked the producer is running.
         """
-        if not self.plain:
-            return None
-        if (value is not None and type(value) is not bytes) or (
-            key is not None and type(key) is not bytes
-        ):
-            return None
-        if timestamp is None:
-            timestamp = int(_now() * 1000)
-        elif type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
-            return None
-        if self._metadata.snapshot is not self._snapshot:
-            return None  # route() refreshes the cached partition counts
-        count = self._counts.get(topic)
-        if count is None:
-            return None
-        if count == 1:
-            partition = 0
-        elif key is not None and not self.ignore_keys:
-            partition = keyed_partition(key, count)
-        else:
-            size = 21 + (len(value) if value is not None else 0)
-            partition = self.sticky.partition(topic, count, size)
-        if append_open is not None:
-            future = append_open(self.accumulator, topic, partition, timestamp, key, value)
-            if future is not None:
-                return future
-        return self.accumulator.append_plain(topic, partition, timestamp, key, value)
+        return self.routes.send(topic, value, key, timestamp)
 
     def choose_partition(
         self,
@@ -335,9 +305,9 @@ class ProducerCore:
                     f"the partitioner returned {chosen!r} for topic {topic!r} of {count} partitions"
                 )
             return chosen
-        if key is not None and not self.ignore_keys:
+        if key is not None and not self.routes.ignore_keys:
             return keyed_partition(key, count)
-        return self.sticky.partition(topic, count, record_size(key, value, headers))
+        return self.routes.sticky.partition(topic, count, record_size(key, value, headers))
 
     def check_transaction(self) -> None:
         """Raise unless a send is allowed now (a transactional producer needs an open
@@ -486,9 +456,8 @@ class ProducerCore:
 
 SendPlain = Callable[[ProducerCore, str, Any, Any, "int | None"], "RecordFuture | None"]
 send_plain: SendPlain = ProducerCore.append_plain
-"""``send_plain(core, topic, value, key, timestamp)``: :meth:`ProducerCore.append_plain`,
-in C when the extension is in use (it calls the accumulator's Python method when a
-batch must be opened)."""
-if producer_speedups.send_plain is not None and producer_speedups.bind_core is not None:
-    producer_speedups.bind_core(ProducerCore, keyed_partition)
+"""``send_plain(core, topic, value, key, timestamp)``: :meth:`ProducerCore.append_plain`
+(``core.routes.send(...)``), in one C call when the extension is in use (it calls
+the accumulator's Python method when a batch must be opened)."""
+if producer_speedups.send_plain is not None:
     send_plain = producer_speedups.send_plain

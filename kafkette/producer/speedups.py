@@ -4,10 +4,12 @@ When :mod:`kafkette.producer._accumulate` was built, the record encoder's
 extension too, and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
 ``1``: ``FutureState``, ``BatchState`` and ``AccumulatorState`` are its C types
 (the bases of ``RecordFuture``, ``ProducerBatch`` and ``RecordAccumulator``,
-which keep the append's state in C), and ``append_open`` and ``send_plain`` its
-functions. Otherwise the classes of :mod:`kafkette.producer.append_state` and
-None (the pure-Python ``RecordAccumulator.append_plain`` and
-``ProducerCore.append_plain`` then do all the work).
+which keep the append's state in C), ``RouteState`` its C type (what the common
+send needs of the producer, held by ``ProducerCore`` as ``routes``), and
+``append_open`` and ``send_plain`` its functions. Otherwise the classes of
+:mod:`kafkette.producer.append_state` and None (the pure-Python
+``RecordAccumulator.append_plain`` and ``append_state.RouteState.send`` then do
+all the work).
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ if TYPE_CHECKING:
     FutureState = append_state.FutureState
     BatchState = append_state.BatchState
     AccumulatorState = append_state.AccumulatorState
+    RouteState = append_state.RouteState
 else:
     FutureState = append_state.FutureState if _module is None else _module.FutureState
     BatchState = append_state.BatchState if _module is None else _module.BatchState
     AccumulatorState = (
         append_state.AccumulatorState if _module is None else _module.AccumulatorState
     )
+    RouteState = append_state.RouteState if _module is None else _module.RouteState
 
 append_open: AppendOpen | None = None if _module is None else _module.AccumulatorState.append_open
 """``(accumulator, topic, partition, timestamp, key, value)``: the record's
@@ -52,16 +56,12 @@ RecordFuture once added to the partition's open batch, or None (and nothing
 changed) when ``RecordAccumulator.append_plain`` must take it."""
 
 send_plain: SendPlain | None = None if _module is None else _module.send_plain
-"""``(core, topic, value, key, timestamp)``: ``ProducerCore.append_plain``."""
+"""``(core, topic, value, key, timestamp)``: ``core.routes.send(topic, value, key,
+timestamp)`` in one C call."""
 
 bind: Callable[[type, Callable[..., Any]], None] | None = None if _module is None else _module.bind
 """``(RecordFuture, encode_record)``: the future class ``append_open`` makes (a
 subclass of ``FutureState``) and the record encoder it uses."""
-
-bind_core: Callable[[type, Callable[[bytes, int], int]], None] | None = (
-    None if _module is None else _module.bind_core
-)
-"""``(ProducerCore, keyed_partition)``: tell ``send_plain`` the core's slots."""
 
 EXTENSION_USED: bool = _module is not None
 """Whether the producer's append state and common append are in C."""

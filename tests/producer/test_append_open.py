@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 
 from kafkette.client.config import ProducerConfig
 from kafkette.client.metadata import ClusterMetadata
-from kafkette.producer import _accumulate, accumulator
-from kafkette.producer import accumulator as accumulator_module_of_core
+from kafkette.producer import _accumulate, accumulator, append_state
 from kafkette.producer import core as core_module
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import RecordAccumulator, append_open
@@ -207,27 +206,43 @@ def _records_of(batch: accumulator.ProducerBatch) -> list[Record_]:
     return list(RecordBatch.from_buffer(bytes(batch.build())))
 
 
-# ---- send_plain: ProducerCore.append_plain in C
+# ---- send_plain: RouteState.send in C (core.routes.send)
 
 
-def make_core(**kwargs: Any) -> ProducerCore:
+def make_core(*, python: bool = False, **kwargs: Any) -> ProducerCore:
     """A producer core that never connects, with cached partition counts
-    (t1: 1 partition, t3: 3) and a seeded sticky partitioner."""
+    (t1: 1 partition, t3: 3) and a seeded sticky partitioner; with ``python``,
+    its routes are the pure-Python twin (append_state.RouteState)."""
     config = ProducerConfig.from_user(bootstrap_servers="127.0.0.1:9", batch_size=300, **kwargs)
     core = ProducerCore(config, clock=FakeClock())
-    core._snapshot = core._metadata.snapshot
-    core._counts = {"t1": 1, "t3": 3}
-    core.sticky = StickyPartitioner(config.batch_size, random.Random(7))
+    routes = core.routes
+    assert type(routes) is _accumulate.RouteState
+    if python:
+        core.routes = append_state.RouteState(
+            routes.metadata,
+            routes.accumulator,
+            routes.sticky,
+            routes.keyed_partition,
+            routes.plain,
+            routes.ignore_keys,
+        )
+    core.routes.snapshot = core.client.metadata.snapshot
+    core.routes.counts = {"t1": 1, "t3": 3}
+    core.routes.sticky = StickyPartitioner(config.batch_size, random.Random(7))
     return core
 
 
 def python_send_plain(
     core: ProducerCore, topic: str, value: object, key: object, timestamp: int | None
 ) -> RecordFuture | None:
-    """ProducerCore.append_plain with the accumulator's C append turned off."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(accumulator_module_of_core, "append_open", None)
-        return ProducerCore.append_plain(core, topic, value, key, timestamp)
+    """The pure-Python send: append_state.RouteState.send over the same fields (the
+    core's accumulator is the same class; its Python append_plain takes the record)."""
+    r = core.routes
+    twin = append_state.RouteState(
+        r.metadata, r.accumulator, r.sticky, r.keyed_partition, r.plain, r.ignore_keys
+    )
+    twin.snapshot, twin.counts = r.snapshot, r.counts
+    return twin.send(topic, value, key, timestamp)
 
 
 _sends = st.lists(
@@ -248,10 +263,10 @@ def test_send_plain_matches_the_python_method(
     sends: list[tuple[str, object, object, int]], ignore_keys: bool
 ) -> None:
     c_core = make_core(partitioner_ignore_keys=ignore_keys)
-    py_core = make_core(partitioner_ignore_keys=ignore_keys)
+    py_core = make_core(python=True, partitioner_ignore_keys=ignore_keys)
     for topic, key, value, timestamp in sends:
         c_future = _accumulate.send_plain(c_core, topic, value, key, timestamp)
-        py_future = python_send_plain(py_core, topic, value, key, timestamp)
+        py_future = ProducerCore.append_plain(py_core, topic, value, key, timestamp)
         assert (c_future is None) == (py_future is None), (topic, key, value, timestamp)
         if c_future is not None and py_future is not None:
             assert c_future._index == py_future._index
@@ -272,8 +287,8 @@ def test_send_plain_declines_what_the_general_path_must_take() -> None:
     core = make_core()
     assert _accumulate.send_plain(core, "t1", b"v", None, 5) is not None
     assert _accumulate.send_plain(core, "t9", b"v", None, 5) is None  # count not cached
-    core._metadata.request_update()
-    core._metadata.snapshot = ClusterMetadata()  # a new snapshot: route() recounts
+    core.client.metadata.request_update()
+    core.client.metadata.snapshot = ClusterMetadata()  # a new snapshot: route() recounts
     assert _accumulate.send_plain(core, "t1", b"v", None, 5) is None
     serialized = make_core(value_serializer=bytes)
     assert _accumulate.send_plain(serialized, "t1", b"v", None, 5) is None

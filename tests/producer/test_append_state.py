@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import random
 import sys
 import weakref
 from collections.abc import Iterator
@@ -24,10 +25,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette.client.config import ProducerConfig
 from kafkette.producer import _accumulate, accumulator, append_state
 from kafkette.producer import futures as futures_module
 from kafkette.producer import speedups as producer_speedups
+from kafkette.producer.core import ProducerCore
 from kafkette.producer.futures import RecordFuture
+from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.protocol.extensions import extensions_disabled
 from kafkette.protocol.records import _speedups
 from kafkette.protocol.records import speedups as record_speedups
@@ -242,6 +246,7 @@ def test_the_c_types_hold_their_fields_in_c() -> None:
         (c_accumulator.RecordFuture, _accumulate.FutureState),
         (c_accumulator.ProducerBatch, _accumulate.BatchState),
         (c_accumulator.RecordAccumulator, _accumulate.AccumulatorState),
+        (_accumulate.RouteState, _accumulate.RouteState),
     ):
         own = set(cls.__dict__.get("__slots__", ()))
         python_fields = set(getattr(append_state, base.__name__).__slots__)
@@ -267,3 +272,150 @@ def test_a_cycle_through_the_wakeup_is_collected() -> None:
     del holder, acc
     gc.collect()
     assert gone() is None
+
+
+# ---- RouteState: what the common send needs of the producer
+
+
+class FakeSnapshot:
+    """A metadata snapshot that knows only partition counts (0: the topic is unknown)."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.counts.get(topic) or None
+
+
+def route_side(routes_type: type, ignore_keys: bool) -> Any:
+    """A producer core that never connects, whose routes is a ``routes_type`` over an
+    accumulator on the C types (the C RouteState takes no other) and a seeded sticky
+    partitioner."""
+    config = ProducerConfig.from_user(
+        bootstrap_servers="127.0.0.1:9", partitioner_ignore_keys=ignore_keys
+    )
+    core = ProducerCore(config, clock=FakeClock())
+    acc = c_accumulator.RecordAccumulator(
+        batch_size=400, linger_ms=5, buffer_memory=1 << 20, clock=FakeClock()
+    )
+    sticky = StickyPartitioner(400, random.Random(11))
+    core.routes = routes_type(core.client.metadata, acc, sticky, keyed_partition, True, ignore_keys)
+    return core
+
+
+def route_fields(core: Any) -> tuple[Any, ...]:
+    routes = core.routes
+    return (
+        routes.snapshot is core.client.metadata.snapshot,
+        type(routes.counts),
+        dict(routes.counts),
+        routes.plain,
+        routes.ignore_keys,
+        dict(routes.sticky._current),
+    )
+
+
+def send_as_the_producer(core: Any, topic: str, key: Any, value: Any, ts: Any) -> Any:
+    """RouteState.send, else the general path (ProducerCore.route, which refreshes the
+    cached partition counts, then the accumulator's append): where the record went,
+    None when the topic is not known yet, or the error."""
+    future = core.routes.send(topic, value, key, ts)
+    if future is None:
+        try:
+            partition, key, value, _, ts = core.route(topic, value, key, None, None, ts)
+        except Exception as exc:
+            return type(exc), str(exc)
+        if partition is None:
+            return None
+        future = core.routes.accumulator.append(topic, partition, ts, key, value, block=False)
+    return future._batch.partition, future._index, future._timestamp
+
+
+_route_steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("metadata"),
+            st.integers(min_value=0, max_value=4),  # t1's partitions (0: unknown)
+            st.integers(min_value=0, max_value=4),  # t3's
+        ),
+        st.tuples(
+            st.just("send"),
+            st.sampled_from(["t1", "t3", "t9"]),
+            st.one_of(st.none(), st.binary(max_size=8), st.just("text")),
+            st.one_of(st.none(), st.binary(max_size=120)),
+            st.one_of(st.integers(min_value=0, max_value=2**41), st.just(-1), st.just(2**64)),
+        ),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_route_steps, st.booleans())
+def test_c_and_python_route_state_agree_after_every_step(
+    steps: list[tuple[Any, ...]], ignore_keys: bool
+) -> None:
+    """Metadata updates and sends, each the way the producer does it: the same route
+    state (the sticky partitioner's included), the same partitions and futures, the
+    same batches."""
+    sides = [
+        route_side(_accumulate.RouteState, ignore_keys),
+        route_side(append_state.RouteState, ignore_keys),
+    ]
+    for step in steps:
+        outcomes = []
+        for core in sides:
+            if step[0] == "metadata":
+                core.client.metadata.snapshot = FakeSnapshot({"t1": step[1], "t3": step[2]})
+                outcome: Any = None
+            else:
+                _, topic, key, value, ts = step
+                outcome = send_as_the_producer(core, topic, key, value, ts)
+            outcomes.append((outcome, route_fields(core), state(core.routes.accumulator)))
+        assert outcomes[0] == outcomes[1], step
+    c_acc, py_acc = (core.routes.accumulator for core in sides)
+    tps = [(t, p) for t in ("t1", "t3") for p in range(4)] * len(steps)
+    c_built = [bytes(b.build()) for b in c_acc.drain(tps, 1 << 30)]
+    assert c_built == [bytes(b.build()) for b in py_acc.drain(tps, 1 << 30)]
+
+
+def test_the_c_route_state_is_typed() -> None:
+    """A flag refuses anything but a bool, the counts anything but a dict, the
+    accumulator anything but the C accumulator; the constructor checks the same."""
+    acc = c_accumulator.RecordAccumulator()
+    routes = _accumulate.RouteState(
+        object(), acc, StickyPartitioner(400), keyed_partition, True, False
+    )
+    assert (routes.snapshot, routes.counts, routes.accumulator) == (None, {}, acc)
+    for name, wrong in (
+        ("plain", 1),
+        ("ignore_keys", None),
+        ("counts", [("t", 1)]),
+        ("accumulator", python_accumulator.RecordAccumulator()),
+    ):
+        before = getattr(routes, name)
+        with pytest.raises(TypeError):
+            setattr(routes, name, wrong)
+        assert getattr(routes, name) == before
+    with pytest.raises(TypeError):
+        _accumulate.RouteState(object(), acc, None, keyed_partition, 1, False)
+    with pytest.raises(TypeError):
+        _accumulate.RouteState(object(), object(), None, keyed_partition, True, False)
+
+
+def test_an_uninitialised_route_state_sends_nothing() -> None:
+    routes = _accumulate.RouteState.__new__(_accumulate.RouteState)
+    assert routes.send("t", b"v", None, 1) is None
+    routes.plain = True
+    assert routes.send("t", b"v", None, 1) is None
+
+
+def test_send_plain_refuses_a_core_without_c_routes() -> None:
+    class Core:
+        routes = append_state.RouteState.__new__(append_state.RouteState)
+
+    with pytest.raises(TypeError, match="not a RouteState"):
+        _accumulate.send_plain(Core(), "t", b"v", None, 1)
+    with pytest.raises(AttributeError):
+        _accumulate.send_plain(object(), "t", b"v", None, 1)

@@ -31,7 +31,6 @@ setup(
         Extension(
             "kafkette.producer._accumulate",
             sources=["kafkette/producer/_accumulate.c"],
-            depends=["kafkette/_slots.h"],
             optional=True,
         ),
     ]

@@ -40,7 +40,7 @@ from kafkette.client.events import event_factory
 from kafkette.clocks import loop_clock_ms
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
-from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
+from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -105,7 +105,7 @@ class AsyncProducer:
             and on_delivery is None
             and core.sender.fatal_error is None
         ):
-            future = send_plain(core, topic, value, key, timestamp)
+            future = core.routes.send(topic, value, key, timestamp)
             if future is not None:
                 return future
         routed = core.prepare_send(topic, value, key, headers, partition, timestamp)

@@ -28,7 +28,7 @@ from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
-from kafkette.producer.core import HeadersArg, ProducerCore, send_plain
+from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -104,7 +104,7 @@ class Producer:
             and on_delivery is None
             and core.sender.fatal_error is None
         ):
-            future = send_plain(core, topic, value, key, timestamp)
+            future = core.routes.send(topic, value, key, timestamp)
             if future is not None:
                 return future
         routed = core.prepare_send(topic, value, key, headers, partition, timestamp)

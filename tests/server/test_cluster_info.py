@@ -39,6 +39,10 @@ async def test_describe_cluster_v0_and_v1() -> None:
         1,
         CLUSTER_OPERATIONS,
     )
+    # Kafka's cluster operations: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+    # ALTER_CONFIGS, IDEMPOTENT_WRITE
+    bits = response.cluster_authorized_operations
+    assert [op for op in range(32) if bits >> op & 1] == [5, 7, 8, 9, 10, 11, 12]
     response = await call(broker, DescribeClusterRequest(endpoint_type=2), 1)
     assert (response.error_code, response.brokers) == (UNSUPPORTED_ENDPOINT_TYPE, [])
 

@@ -43,9 +43,11 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 # ACL operations (AclOperation codes) that apply to topics and to the cluster,
-# as bit positions: every one is allowed on this broker, which has no ACLs.
+# as bit positions: every one is allowed on this broker, which has no ACLs. The
+# cluster's are Kafka's seven: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (WRITE is not one of them).
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 NOT_REQUESTED = -(2**31)
 
 

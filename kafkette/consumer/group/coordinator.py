@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
-import attrs
 
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.assignors import Assignor, RebalanceProtocol, Subscription
+from kafkette.consumer.group.member_base import Call, Invoke, MemberBase, Step
 from kafkette.consumer.group.membership import (
     NO_GENERATION,
     Answer,
@@ -46,7 +46,7 @@ from kafkette.consumer.group.membership import (
     Membership,
     MemberState,
 )
-from kafkette.consumer.group.offsets import commit_offsets, fetch_committed
+from kafkette.consumer.group.offsets import commit_offsets
 from kafkette.consumer.group.rebalance import AssignmentChange, revoked_before_join
 from kafkette.consumer.group.timers import MemberTimers
 from kafkette.consumer.group.types import ConsumerRebalanceListener
@@ -68,23 +68,7 @@ from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPart
 
 logger = logging.getLogger("kafkette.consumer.group")
 
-
-@attrs.frozen
-class Call:
-    """An async operation ``poll`` must complete in the event loop before going on."""
-
-    func: Callable[[], Awaitable[None]]
-
-
-@attrs.frozen
-class Invoke:
-    """A user callback (rebalance listener, commit callback) to run on the caller's side."""
-
-    func: Callable[..., Any]
-    args: tuple[Any, ...]
-
-
-Step = Call | Invoke
+__all__ = ["Call", "GroupMember", "Invoke", "Step"]
 
 
 class _RetryJoin(Exception):
@@ -96,7 +80,7 @@ class _RetryJoin(Exception):
         self.find_coordinator = find_coordinator
 
 
-class GroupMember:
+class GroupMember(MemberBase):
     """The member of ``group.id`` one consumer is; create it inside the event loop."""
 
     def __init__(
@@ -215,13 +199,6 @@ class GroupMember:
         """Cancel :meth:`run` (also when it has not started yet)."""
         self._closed = True
         self._scope.cancel()
-
-    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run ``func`` in the member's task group (async commits), once :meth:`run` runs."""
-        if self._task_group is None:
-            self._early_tasks.append(func)
-        else:
-            self._task_group.start_soon(func)
 
     async def _join_loop(self) -> None:
         while True:
@@ -469,39 +446,6 @@ class GroupMember:
         yield Call(partial(self._apply_with_positions, new, sorted(change.added)))
         yield from self._listener_call("on_partitions_assigned", set(change.added))
 
-    def _listener_call(self, method: str, partitions: set[TopicPartition]) -> Iterator[Step]:
-        listener = self.listener
-        if listener is None:
-            return
-        func = getattr(listener, method, None)
-        if func is None and method == "on_partitions_lost":
-            func = getattr(listener, "on_partitions_revoked", None)
-        if func is not None:
-            yield Invoke(func, (set(partitions),))
-
-    def _callbacks(self) -> Iterator[Step]:
-        pending, self._pending_callbacks = self._pending_callbacks, []
-        yield from pending
-
-    async def _apply(self, partitions: list[TopicPartition]) -> None:
-        self._apply_assignment(partitions)
-
-    async def _apply_with_positions(
-        self, partitions: list[TopicPartition], added: list[TopicPartition]
-    ) -> None:
-        # Committed offsets first: once assigned, the fetcher would reset positions itself.
-        committed = await fetch_committed(
-            self.client,
-            self.group_id,
-            added,
-            deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
-        )
-        self._apply_assignment(partitions)
-        for tp, found in committed.items():
-            state = self.subscriptions.get(tp)
-            if found is not None and state is not None and state.position is None:
-                state.position = found.offset
-
     # ---- metadata
 
     def _metadata_due(self, now: float) -> bool:
@@ -544,15 +488,6 @@ class GroupMember:
 
     # ---- commits
 
-    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The positions of the assigned partitions, as offsets to commit."""
-        result = {}
-        for tp in self.subscriptions.assigned():
-            state = self.subscriptions.get(tp)
-            if state is not None and state.position is not None:
-                result[tp] = OffsetAndMetadata(state.position)
-        return result
-
     async def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float
     ) -> None:
@@ -589,25 +524,6 @@ class GroupMember:
             await self.commit(offsets, self.config.default_api_timeout_ms)
         except KafkaError as exc:
             logger.warning("group %s: auto commit failed: %s", self.group_id, exc)
-
-    def commit_in_background(
-        self,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any] | None,
-    ) -> None:
-        """Commit without waiting; ``callback(offsets, error)`` runs from a later poll."""
-
-        async def commit() -> None:
-            error: Exception | None = None
-            try:
-                await self.commit(offsets, self.config.default_api_timeout_ms)
-            except KafkaError as exc:
-                error = exc
-                logger.info("group %s: async commit failed: %s", self.group_id, exc)
-            if callback is not None:
-                self._pending_callbacks.append(Invoke(callback, (offsets, error)))
-
-        self.spawn(commit)
 
     # ---- close and unsubscribe (steps)
 

@@ -32,16 +32,15 @@ import anyio.abc
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
-from kafkette.consumer.group.coordinator import Call, Invoke, Step
 from kafkette.consumer.group.heartbeat_membership import (
     AnswerKind,
     HeartbeatMembership,
     HeartbeatState,
 )
+from kafkette.consumer.group.member_base import Call, Invoke, MemberBase, Step
 from kafkette.consumer.group.offsets import (
     MEMBER_EPOCH_COMMIT_VERSION,
     commit_offsets,
-    fetch_committed,
 )
 from kafkette.consumer.group.types import ConsumerRebalanceListener
 from kafkette.consumer.subscription import SubscriptionState
@@ -61,7 +60,7 @@ from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPart
 logger = logging.getLogger("kafkette.consumer.group")
 
 
-class HeartbeatMember:
+class HeartbeatMember(MemberBase):
     """The member of ``group.id`` one consumer is, under ``group.protocol=consumer``;
     create it inside the event loop."""
 
@@ -157,12 +156,6 @@ class HeartbeatMember:
         """Cancel :meth:`run` (also when it has not started yet)."""
         self._scope.cancel()
 
-    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        if self._task_group is None:
-            self._early_tasks.append(func)
-        else:
-            self._task_group.start_soon(func)
-
     async def _heartbeat_loop(self) -> None:
         membership = self.membership
         while True:
@@ -249,8 +242,7 @@ class HeartbeatMember:
     def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
         """What ``poll`` does for the group before it returns records."""
         self._polled_ms = self.client.clock()
-        pending, self._pending_callbacks = self._pending_callbacks, []
-        yield from pending
+        yield from self._callbacks()
         membership = self.membership
         if membership.fatal_error is not None:
             raise membership.fatal_error
@@ -316,44 +308,7 @@ class HeartbeatMember:
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("group %s: metadata refresh failed: %s", self.group_id, exc)
 
-    def _listener_call(self, method: str, partitions: set[TopicPartition]) -> Iterator[Step]:
-        listener = self.listener
-        if listener is None:
-            return
-        func = getattr(listener, method, None)
-        if func is None and method == "on_partitions_lost":
-            func = getattr(listener, "on_partitions_revoked", None)
-        if func is not None:
-            yield Invoke(func, (set(partitions),))
-
-    async def _apply(self, partitions: list[TopicPartition]) -> None:
-        self._apply_assignment(partitions)
-
-    async def _apply_with_positions(
-        self, partitions: list[TopicPartition], added: list[TopicPartition]
-    ) -> None:
-        committed = await fetch_committed(
-            self.client,
-            self.group_id,
-            added,
-            deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
-        )
-        self._apply_assignment(partitions)
-        for tp, found in committed.items():
-            state = self.subscriptions.get(tp)
-            if found is not None and state is not None and state.position is None:
-                state.position = found.offset
-
     # ---- commits
-
-    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The positions of the assigned partitions, as offsets to commit."""
-        result = {}
-        for tp in self.subscriptions.assigned():
-            state = self.subscriptions.get(tp)
-            if state is not None and state.position is not None:
-                result[tp] = OffsetAndMetadata(state.position)
-        return result
 
     async def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout_ms: float
@@ -382,30 +337,11 @@ class HeartbeatMember:
         except KafkaError as exc:
             logger.warning("group %s: commit failed: %s", self.group_id, exc)
 
-    def commit_in_background(
-        self,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
-        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any] | None,
-    ) -> None:
-        """Commit without waiting; ``callback(offsets, error)`` runs from a later poll."""
-
-        async def commit() -> None:
-            error: Exception | None = None
-            try:
-                await self.commit(offsets, self.config.default_api_timeout_ms)
-            except KafkaError as exc:
-                error = exc
-            if callback is not None:
-                self._pending_callbacks.append(Invoke(callback, (offsets, error)))
-
-        self.spawn(commit)
-
     # ---- close and unsubscribe (steps)
 
     def leave_steps(self, reason: str, *, commit: bool) -> Iterator[Step]:
         """Commit (auto commit), revoke through the listener and leave the group."""
-        pending, self._pending_callbacks = self._pending_callbacks, []
-        yield from pending
+        yield from self._callbacks()
         owned = self.subscriptions.assigned()
         if self.membership.in_group:
             if commit and owned:

@@ -1,0 +1,134 @@
+"""What both group member runners do the same way, whichever protocol they speak.
+
+:class:`~kafkette.consumer.group.coordinator.GroupMember` (classic JoinGroup and
+SyncGroup) and :class:`~kafkette.consumer.group.heartbeat_member.HeartbeatMember`
+(KIP-848 heartbeats) each drive their own state machine; this base holds the
+consumer-side steps they share: background tasks, rebalance-listener calls,
+taking an assignment at the committed offsets, and commits in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Any
+
+import anyio.abc
+import attrs
+
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import ConsumerConfig
+from kafkette.consumer.group.offsets import fetch_committed
+from kafkette.consumer.group.types import ConsumerRebalanceListener
+from kafkette.consumer.subscription import SubscriptionState
+from kafkette.errors import KafkaError
+from kafkette.structs import OffsetAndMetadata, TopicPartition
+
+logger = logging.getLogger("kafkette.consumer.group")
+
+
+@attrs.frozen
+class Call:
+    """An async operation ``poll`` must complete in the event loop before going on."""
+
+    func: Callable[[], Awaitable[None]]
+
+
+@attrs.frozen
+class Invoke:
+    """A user callback (rebalance listener, commit callback) to run on the caller's side."""
+
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+Step = Call | Invoke
+
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
+
+
+class MemberBase:
+    """The consumer-side steps shared by the group member runners."""
+
+    client: KafkaClient
+    config: ConsumerConfig
+    group_id: str
+    subscriptions: SubscriptionState
+    listener: ConsumerRebalanceListener | Any | None
+    _apply_assignment: Callable[[list[TopicPartition]], None]
+    _pending_callbacks: list[Invoke]
+    _task_group: anyio.abc.TaskGroup | None
+    _early_tasks: list[Callable[[], Coroutine[Any, Any, None]]]
+
+    async def commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float
+    ) -> None:
+        raise NotImplementedError
+
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``func`` in the member's task group (async commits), once it runs."""
+        if self._task_group is None:
+            self._early_tasks.append(func)
+        else:
+            self._task_group.start_soon(func)
+
+    def _listener_call(self, method: str, partitions: set[TopicPartition]) -> Iterator[Step]:
+        listener = self.listener
+        if listener is None:
+            return
+        func = getattr(listener, method, None)
+        if func is None and method == "on_partitions_lost":
+            func = getattr(listener, "on_partitions_revoked", None)
+        if func is not None:
+            yield Invoke(func, (set(partitions),))
+
+    def _callbacks(self) -> Iterator[Step]:
+        pending, self._pending_callbacks = self._pending_callbacks, []
+        yield from pending
+
+    async def _apply(self, partitions: list[TopicPartition]) -> None:
+        self._apply_assignment(partitions)
+
+    async def _apply_with_positions(
+        self, partitions: list[TopicPartition], added: list[TopicPartition]
+    ) -> None:
+        # Committed offsets first: once assigned, the fetcher would reset positions itself.
+        committed = await fetch_committed(
+            self.client,
+            self.group_id,
+            added,
+            deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
+        )
+        self._apply_assignment(partitions)
+        for tp, found in committed.items():
+            state = self.subscriptions.get(tp)
+            if found is not None and state is not None and state.position is None:
+                state.position = found.offset
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The positions of the assigned partitions, as offsets to commit."""
+        result = {}
+        for tp in self.subscriptions.assigned():
+            state = self.subscriptions.get(tp)
+            if state is not None and state.position is not None:
+                result[tp] = OffsetAndMetadata(state.position)
+        return result
+
+    def commit_in_background(
+        self,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback | None,
+    ) -> None:
+        """Commit without waiting; ``callback(offsets, error)`` runs from a later poll."""
+
+        async def commit() -> None:
+            error: Exception | None = None
+            try:
+                await self.commit(offsets, self.config.default_api_timeout_ms)
+            except KafkaError as exc:
+                error = exc
+                logger.info("group %s: async commit failed: %s", self.group_id, exc)
+            if callback is not None:
+                self._pending_callbacks.append(Invoke(callback, (offsets, error)))
+
+        self.spawn(commit)

@@ -124,6 +124,9 @@ class Cluster:
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.creating: set[str] = set()
         """Names of topics whose logs are being opened (not yet in :attr:`topics`)."""
+        self.topics_version = 0
+        """Bumped whenever a topic is added, deleted or grown: readers that cache the
+        topics (the consumer-group coordinator's image) re-read them only then."""
         self.dynamic_broker_configs: dict[str, str] = {}
         """Dynamic configs of this broker (resource name: its node id)."""
         self.dynamic_default_configs: dict[str, str] = {}
@@ -203,6 +206,7 @@ class Cluster:
         topic = Topic(plan.name, plan.topic_id, partitions, plan.configs)
         self.topics[plan.name] = topic
         self.topics_by_id[topic.topic_id] = topic
+        self.topics_version += 1
         self._save_topics()
         return topic
 
@@ -268,6 +272,7 @@ class Cluster:
         """
         del self.topics[topic.name]
         del self.topics_by_id[topic.topic_id]
+        self.topics_version += 1
         remaining = list(topic.partitions)
         try:
             while remaining:
@@ -296,6 +301,7 @@ class Cluster:
         if not opened or opened[0].index != len(topic.partitions):
             raise AssertionError(f"partitions opened for {topic.name} do not follow its last")
         topic.partitions.extend(opened)
+        self.topics_version += 1
         self._save_topics()
 
     def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:

@@ -12,12 +12,12 @@ class ClusterTopicImage:
     """A cached :data:`~kafkette.server.groups.consumer_protocol.topics.TopicImage` of
     ``cluster``'s topics without the internal ones.
 
-    Topics are created, grown and deleted by several request handlers and test
-    helpers; rather than hook each of them, :meth:`refresh` compares the cache with
-    the cluster and is called before the coordinator is consulted."""
+    :meth:`refresh` is called before the coordinator is consulted (every heartbeat);
+    it re-reads the topics only when :attr:`Cluster.topics_version` moved."""
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
+        self._version = cluster.topics_version
         self._image: dict[str, TopicInfo] = self._read()
 
     def __call__(self) -> Mapping[str, TopicInfo]:
@@ -25,6 +25,9 @@ class ClusterTopicImage:
 
     def refresh(self) -> bool:
         """Re-read the cluster's topics; whether any appeared, vanished or grew."""
+        if self._cluster.topics_version == self._version:
+            return False
+        self._version = self._cluster.topics_version
         image = self._read()
         if image == self._image:
             return False

@@ -28,7 +28,7 @@ from kafkette.server.faults import FaultTable
 from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_topics import ClusterTopicImage
 from kafkette.server.groups.coordinator import GroupCoordinator
-from kafkette.server.groups.log_store import LogGroupStore
+from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.txn.coordinator import TransactionCoordinator
@@ -78,7 +78,15 @@ class Broker:
         """Faults a test armed on this broker, consulted per request (none by default)."""
         self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None
-        store = LogGroupStore(self)
+        self.offsets_topic = offsets_topic(
+            self.cluster,
+            partitions=self.config.offsets_topic_num_partitions,
+            segment_bytes=self.config.offsets_topic_segment_bytes,
+            clock=self.now_ms,
+            appended=self.appended,
+        )
+        """``__consumer_offsets``, made on first use."""
+        store = LogGroupStore(self.offsets_topic)
         self.groups = GroupCoordinator(self.config, store, self.clock)
         """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
         self.groups.restore(store.load())

@@ -3,10 +3,9 @@
 
 Each change the coordinator makes is one record batch appended to the
 partition of its group, ``Utils.abs(groupId.hashCode()) % partitions`` as
-Kafka computes it (Java's ``String.hashCode`` over UTF-16 code units;
-``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0). Keys and values are Kafka's
-own, each prefixed by its int16 version as Kafka's record serde writes them,
-so that Kafka's tools (``kafka-console-consumer --formatter
+Kafka computes it (:mod:`~kafkette.server.internal_topic`). Keys and values
+are Kafka's own, each prefixed by its int16 version as Kafka's record serde
+writes them, so that Kafka's tools (``kafka-console-consumer --formatter
 ...OffsetsMessageFormatter``, ``kafka-dump-log --offsets-decoder``) read them:
 
 =====================  ===========  ==========================================
@@ -35,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -71,10 +70,10 @@ from kafkette.server.groups.store import (
     StoredGroup,
     StoredMember,
 )
+from kafkette.server.internal_topic import InternalTopic, partition_for
 
 if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
-    from kafkette.server.cluster import Partition, Topic
+    from kafkette.server.cluster import Cluster, Topic
 
 logger = logging.getLogger("kafkette.server.groups")
 
@@ -86,29 +85,6 @@ OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 READ_CHUNK_BYTES = 1 << 20
 _VERSION = struct.Struct(">h")
-
-
-# ---- partitioning
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16
-    code units, as a signed 32-bit int."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % partitions``.
-
-    Kafka's ``Utils.abs`` is ``Math.abs`` except that ``Integer.MIN_VALUE``
-    gives 0 (not a mask with ``0x7fffffff``: ``-5`` gives 5, not 2147483643).
-    """
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # ---- record keys and values
@@ -269,19 +245,43 @@ def decode_group_value(data: bytes) -> StoredGroup:
 # ---- the store
 
 
-class LogGroupStore:
-    """A :class:`~kafkette.server.groups.store.GroupStore` over ``__consumer_offsets``."""
+def offsets_topic(
+    cluster: Cluster,
+    *,
+    partitions: int,
+    segment_bytes: int,
+    clock: Callable[[], int],
+    appended: Callable[[Log], None],
+) -> InternalTopic:
+    """``__consumer_offsets`` as Kafka creates it: ``partitions``
+    (``offsets.topic.num.partitions``), compacted, ``segment_bytes``
+    (``offsets.topic.segment.bytes``), the producer's compression."""
+    return InternalTopic(
+        cluster,
+        OFFSETS_TOPIC,
+        partitions=partitions,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": str(segment_bytes),
+            "compression.type": "producer",
+        },
+        clock=clock,
+        appended=appended,
+        logger=logger,
+    )
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+
+class LogGroupStore:
+    """A :class:`~kafkette.server.groups.store.GroupStore` over ``__consumer_offsets``
+    (``topic``, made by :func:`offsets_topic`)."""
+
+    def __init__(self, topic: InternalTopic) -> None:
+        self.topic = topic
 
     @property
     def partition_count(self) -> int:
         """Partitions of the offsets topic: those it has, else ``offsets.topic.num.partitions``."""
-        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return self.broker.config.offsets_topic_num_partitions
+        return self.topic.partition_count
 
     def partition_for(self, group_id: str) -> int:
         """The partition holding ``group_id``'s records."""
@@ -295,44 +295,23 @@ class LogGroupStore:
         few hundred milliseconds (fsyncs), which a SyncGroup or commit should
         not pay.
         """
-        cluster = self.broker.cluster
-        topic = cluster.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            config = self.broker.config
-            topic = cluster.create_topic(
-                OFFSETS_TOPIC,
-                config.offsets_topic_num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(config.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
-            assert topic is not None
-            logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(topic.partitions))
-        return topic
-
-    def _partition(self, group_id: str) -> Partition:
-        topic = self.ensure_topic()
-        return topic.partitions[partition_for(group_id, len(topic.partitions))]
+        return self.topic.ensure()
 
     def _append(
         self,
         group_id: str,
-        records: list[tuple[bytes, bytes | None]],
+        builder: RecordBatchBuilder,
+        records: Iterable[tuple[bytes, bytes | None]],
         too_large: type[ApiError],
     ) -> None:
-        partition = self._partition(group_id)
-        now = self.broker.now_ms()
-        builder = RecordBatchBuilder()
+        partition = self.topic.partition(group_id)
+        now = self.topic.now_ms()
         for key, value in records:
             builder.append(now, key, value)
-        log = partition.log
         try:
-            log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
+            self.topic.append(partition, builder.build())
         except (RecordListTooLargeError, MessageTooLargeError) as exc:
             raise too_large(f"group {group_id!r}: {exc}") from exc
-        self.broker.appended(log)
 
     def write_group(self, group_id: str, group: StoredGroup | None) -> None:
         """Append the group's GroupMetadata record (a tombstone for ``None``).
@@ -341,7 +320,12 @@ class LogGroupStore:
         :class:`~kafkette.errors.UnknownServerError`, the code Kafka answers then.
         """
         value = None if group is None else encode_group_value(group)
-        self._append(group_id, [(encode_group_key(group_id), value)], UnknownServerError)
+        self._append(
+            group_id,
+            RecordBatchBuilder(),
+            [(encode_group_key(group_id), value)],
+            UnknownServerError,
+        )
 
     def write_offsets(
         self, group_id: str, offsets: Mapping[PartitionKey, CommittedOffset | None]
@@ -355,6 +339,7 @@ class LogGroupStore:
             return
         self._append(
             group_id,
+            RecordBatchBuilder(),
             [
                 (
                     encode_offset_key(group_id, topic, partition),
@@ -381,21 +366,17 @@ class LogGroupStore:
         """
         if not offsets:
             return
-        partition = self._partition(group_id)
-        now = self.broker.now_ms()
-        builder = RecordBatchBuilder(
-            producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True
+        self._append(
+            group_id,
+            RecordBatchBuilder(
+                producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True
+            ),
+            [
+                (encode_offset_key(group_id, topic, index), encode_offset_value(offset))
+                for (topic, index), offset in offsets.items()
+            ],
+            InvalidCommitOffsetSizeError,
         )
-        for (topic, index), offset in offsets.items():
-            builder.append(
-                now, encode_offset_key(group_id, topic, index), encode_offset_value(offset)
-            )
-        log = partition.log
-        try:
-            log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
-        except (RecordListTooLargeError, MessageTooLargeError) as exc:
-            raise InvalidCommitOffsetSizeError(f"group {group_id!r}: {exc}") from exc
-        self.broker.appended(log)
 
     def transactional_offsets(
         self, partition: int, producer_id: int
@@ -406,7 +387,7 @@ class LogGroupStore:
         before the COMMIT marker is appended. An offset also committed by a
         plain commit appended later is left out: that commit stays (Kafka's rule).
         """
-        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        topic = self.topic.existing()
         if topic is None or not 0 <= partition < len(topic.partitions):
             return {}
         log = topic.partitions[partition].log
@@ -442,7 +423,7 @@ class LogGroupStore:
     def load(self) -> LoadedGroups:
         """Read every partition of the offsets topic from its start (empty when absent)."""
         loader = _Loader()
-        topic = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        topic = self.topic.existing()
         if topic is not None:
             for partition in topic.partitions:
                 loader.load_log(partition.log)

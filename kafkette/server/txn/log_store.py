@@ -27,7 +27,7 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages import TransactionLogKey, TransactionLogValue
 from kafkette.protocol.messages.transaction_log_value import PartitionsSchema
 from kafkette.protocol.records import RecordBatch, RecordBatchBuilder, iter_batches
-from kafkette.server.groups.log_store import partition_for
+from kafkette.server.internal_topic import partition_for
 from kafkette.server.txn.state import CoordinatorTxnState, TransactionMetadata
 
 if TYPE_CHECKING:

@@ -31,7 +31,6 @@ from kafkette.server.groups.log_store import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    partition_for,
 )
 from kafkette.server.groups.store import (
     CommittedOffset,
@@ -40,6 +39,7 @@ from kafkette.server.groups.store import (
     StoredGroup,
     StoredMember,
 )
+from kafkette.server.internal_topic import partition_for
 from tests.server.dataplane import NOW, FakeClock, call
 
 PARTITIONS = 3
@@ -104,7 +104,7 @@ def test_topic_made_on_first_write() -> None:
     broker = make_broker(
         FakeClock(), offsets_topic_num_partitions=5, offsets_topic_segment_bytes=4096
     )
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     assert store.load() == LoadedGroups({}, {})
     assert OFFSETS_TOPIC not in broker.cluster.topics
     store.write_offsets("g", {})
@@ -127,7 +127,7 @@ def test_topic_made_on_first_write() -> None:
 def test_ensure_topic_makes_it_without_a_write() -> None:
     """ensure_topic (for FindCoordinator, as Kafka) makes the topic empty, once."""
     broker = make_broker(FakeClock())
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     topic = store.ensure_topic()
     assert broker.cluster.topics[OFFSETS_TOPIC] is topic
     assert [p.log.log_end_offset for p in topic.partitions] == [0] * PARTITIONS
@@ -141,10 +141,10 @@ def test_existing_topic_partition_count_wins() -> None:
     clock = FakeClock()
     with tempfile.TemporaryDirectory() as tmp:
         broker = make_broker(clock, Path(tmp), offsets_topic_num_partitions=2)
-        LogGroupStore(broker).write_offsets("my-group", {("t", 0): offset(1)})
+        LogGroupStore(broker.offsets_topic).write_offsets("my-group", {("t", 0): offset(1)})
         broker.close()
         broker = make_broker(clock, Path(tmp), offsets_topic_num_partitions=50)
-        store = LogGroupStore(broker)
+        store = LogGroupStore(broker.offsets_topic)
         assert store.partition_count == 2
         assert store.partition_for("my-group") == partition_for("my-group", 2)
         assert store.load().offsets == {"my-group": {("t", 0): offset(1)}}
@@ -156,7 +156,7 @@ def test_records_land_in_the_group_partition() -> None:
     formats, timestamps from the broker clock; tombstones have null values."""
     clock = FakeClock()
     broker = make_broker(clock, offsets_topic_num_partitions=50)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     assert store.partition_for("my-group") == 12
     first = {("t", 0): offset(10), ("t", 1): offset(11, leader_epoch=2, metadata="x")}
     store.write_offsets("my-group", first)
@@ -199,7 +199,7 @@ async def test_metadata_lists_it_as_internal_and_never_auto_creates_it() -> None
     )
     assert response.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
     broker.cluster.create_topic("plain", 1)
-    LogGroupStore(broker).write_group("g", group(1, "a"))
+    LogGroupStore(broker.offsets_topic).write_group("g", group(1, "a"))
     response = await call(broker, MetadataRequest(topics=None), 12)
     listed = {t.name: (t.is_internal, len(t.partitions)) for t in response.topics}
     assert listed == {"plain": (False, 1), OFFSETS_TOPIC: (True, PARTITIONS)}
@@ -270,8 +270,8 @@ def expected(ops: list[tuple[str, str, Any]]) -> LoadedGroups:
 def test_memory_round_trip(ops: list[tuple[str, str, Any]]) -> None:
     """Whatever is written, load() gives what the dict store holds."""
     broker = make_broker(FakeClock())
-    apply(ops, LogGroupStore(broker))
-    assert LogGroupStore(broker).load() == expected(ops)
+    apply(ops, LogGroupStore(broker.offsets_topic))
+    assert LogGroupStore(broker.offsets_topic).load() == expected(ops)
 
 
 @settings(
@@ -286,14 +286,14 @@ def test_disk_round_trip_across_restart(
     clock = FakeClock()
     with tempfile.TemporaryDirectory() as tmp:
         broker = make_broker(clock, Path(tmp))
-        apply(before, LogGroupStore(broker))
+        apply(before, LogGroupStore(broker.offsets_topic))
         broker.close()
         broker = make_broker(clock, Path(tmp))
-        assert LogGroupStore(broker).load() == expected(before)
-        apply(after, LogGroupStore(broker))
+        assert LogGroupStore(broker.offsets_topic).load() == expected(before)
+        apply(after, LogGroupStore(broker.offsets_topic))
         broker.close()
         broker = make_broker(clock, Path(tmp))
-        assert LogGroupStore(broker).load() == expected(before + after)
+        assert LogGroupStore(broker.offsets_topic).load() == expected(before + after)
         broker.close()
 
 
@@ -305,7 +305,7 @@ def test_compaction_keeps_the_latest_values(tmp_path: Path) -> None:
     tombstones; load() gives the same groups before and after, and after a restart."""
     clock = FakeClock()
     broker = make_broker(clock, tmp_path, offsets_topic_num_partitions=1)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     for i in range(20):
         store.write_offsets("g", {("t", 0): offset(i), ("t", 1): offset(100 + i)})
         store.write_group("g", group(i + 1, "a", "b"))
@@ -346,7 +346,7 @@ def test_compaction_keeps_the_latest_values(tmp_path: Path) -> None:
     assert log.log_end_offset == 66
     broker.close()
     broker = make_broker(clock, tmp_path, offsets_topic_num_partitions=1)
-    assert LogGroupStore(broker).load() == want
+    assert LogGroupStore(broker.offsets_topic).load() == want
     broker.close()
 
 
@@ -355,7 +355,7 @@ def test_compaction_keeps_the_latest_values(tmp_path: Path) -> None:
 
 def append_raw(broker: Broker, group_id: str, batch: bytes) -> None:
     partition = broker.cluster.get_partition(
-        OFFSETS_TOPIC, LogGroupStore(broker).partition_for(group_id)
+        OFFSETS_TOPIC, LogGroupStore(broker.offsets_topic).partition_for(group_id)
     )
     partition.log.append(batch)
     broker.appended(partition.log)
@@ -372,7 +372,7 @@ def test_kafka4_records_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     """Kafka 4's consumer group records (ConsumerGroupMetadataKey, key version 3) in the
     topic are skipped with a log line; the classic records around them still load."""
     broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     store.write_offsets("g", {("t", 0): offset(3)})
     group_id = b"g"
     consumer_group_key = struct.pack(">hh", 3, len(group_id)) + group_id
@@ -395,7 +395,7 @@ def test_kafka4_records_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
 def test_undecodable_values_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     """A value that does not decode is logged and left out; a keyless record too."""
     broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     store.write_offsets("g", {("t", 0): offset(3), ("t", 1): offset(4)})
     append_raw(broker, "g", raw_batch([(encode_offset_key("g", "t", 1), b"\x00\x03\x00")]))
     with caplog.at_level(logging.WARNING, logger="kafkette.server.groups"):
@@ -409,7 +409,7 @@ def test_transactional_offsets_count_once_committed(commit: bool) -> None:
     """TxnOffsetCommit records count when their COMMIT marker is read, not on ABORT; a
     plain commit after the transactional one (before the marker) is not overwritten."""
     broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     store.write_offsets("g", {("t", 0): offset(1), ("t", 1): offset(1)})
     append_raw(
         broker,
@@ -447,7 +447,7 @@ def test_batches_over_max_message_bytes_fail_with_kafkas_codes() -> None:
     """A commit too large for the topic's max.message.bytes is INVALID_COMMIT_OFFSET_SIZE
     and a group record UNKNOWN_SERVER_ERROR (Kafka's mapping); nothing is appended."""
     broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
-    store = LogGroupStore(broker)
+    store = LogGroupStore(broker.offsets_topic)
     store.write_offsets("g", {("t", 0): offset(1)})
     broker.cluster.set_topic_configs(OFFSETS_TOPIC, {"max.message.bytes": "200"})
     with pytest.raises(InvalidCommitOffsetSizeError):

@@ -20,10 +20,9 @@ from kafkette.server.groups.log_store import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
-    java_string_hash,
-    partition_for,
 )
 from kafkette.server.groups.store import CommittedOffset, StoredGroup, StoredMember
+from kafkette.server.internal_topic import java_string_hash, partition_for
 
 
 def s16(text: str) -> bytes:

@@ -13,7 +13,7 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages.describe_producers_request import TopicRequest
 from kafkette.protocol.records import ControlRecordType, parse_control_record
 from kafkette.server import Broker
-from kafkette.server.groups.log_store import partition_for
+from kafkette.server.internal_topic import partition_for
 from kafkette.server.txn.state import CoordinatorTxnState
 from tests.server.dataplane import NOW, FakeClock, call, make_broker
 from tests.server.txn.helpers import (

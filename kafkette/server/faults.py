@@ -111,6 +111,20 @@ class FaultPlan:
 NO_FAULT = FaultPlan()
 
 
+@attrs.frozen
+class RemoteControl:
+    """Who may arm a broker's faults over the network (:mod:`kafkette.server.fault_hook`,
+    on with ``kafkette serve --enable-fault-injection``)."""
+
+    super_users: frozenset[str] | None = None
+    """The principals allowed (``User:NAME``, Kafka's ``super.users``), or None for
+    every client: a broker that authenticates nobody."""
+
+    def allows(self, principal: str | None) -> bool:
+        """Whether a connection authenticated as ``principal`` (None: not at all) may."""
+        return self.super_users is None or (principal is not None and principal in self.super_users)
+
+
 class FaultTable:
     """The faults armed on one broker (thread-safe: tests arm them from any thread)."""
 
@@ -121,6 +135,8 @@ class FaultTable:
         self._throttle_ms = 0
         self.active = False
         """Whether any fault is armed: the broker's per-request check, one attribute read."""
+        self.remote: RemoteControl | None = None
+        """Who may arm faults over the network; None (the default): nobody."""
 
     # -- arming ----------------------------------------------------------------------
 
@@ -181,6 +197,11 @@ class FaultTable:
         """A copy of the faults still armed, oldest first."""
         with self._lock:
             return [attrs.evolve(f) for f in self._faults]
+
+    @property
+    def throttle_ms(self) -> int:
+        """The throttle time put in answers (0: none)."""
+        return self._throttle_ms
 
     def _arm(self, fault: Fault) -> None:
         with self._lock:
@@ -253,6 +274,193 @@ class FailSpec:
 
 
 _CODES_BY_NAME = {info.name: code for code, info in ERRORS.items()}
+
+KINDS = ("fail", "drop_response", "delay", "disconnect", "throttle")
+"""The fault kinds a :class:`FaultSpec` names, as :class:`FaultTable`'s methods do."""
+ALWAYS = "always"
+"""TIMES for a fault armed until cleared (``times=None``)."""
+ANY_API = "*"
+"""API for a ``disconnect`` of whatever request comes next."""
+_TABLE_KINDS = {"drop": "drop_response"}
+
+
+@attrs.frozen
+class FaultSpec:
+    """One fault of any kind given as text: ``kafkette serve --fault`` and the values
+    of the runtime hook (:mod:`kafkette.server.fault_hook`).
+
+    ``str()`` gives the canonical text, which :func:`parse_fault_spec` reads back.
+    """
+
+    kind: str
+    api_key: int | None = None
+    error_code: int = 0
+    times: int | None = 1
+    seconds: float = 0.0
+    ms: int = 0
+    topic: str | None = None
+    partition: int | None = None
+
+    def arm(self, table: FaultTable) -> None:
+        """Arm this fault on ``table`` (its method of the same name)."""
+        if self.kind == "fail":
+            assert self.api_key is not None
+            table.fail(self.api_key, self.error_code, self.times, self.topic, self.partition)
+        elif self.kind == "drop_response":
+            assert self.api_key is not None
+            table.drop_response(self.api_key, self.times)
+        elif self.kind == "delay":
+            assert self.api_key is not None
+            table.delay(self.api_key, self.seconds, self.times)
+        elif self.kind == "disconnect":
+            table.disconnect(self.api_key, self.times)
+        else:
+            table.throttle(self.ms)
+
+    @classmethod
+    def of(cls, fault: Fault) -> FaultSpec:
+        """The spec of an armed fault, counting what remains of it."""
+        kind = _TABLE_KINDS.get(fault.kind, fault.kind)
+        return cls(
+            kind,
+            fault.api_key,
+            fault.error_code,
+            fault.remaining,
+            fault.delay_s,
+            topic=fault.topic,
+            partition=fault.partition,
+        )
+
+    def fault(self) -> Fault:
+        """The :class:`Fault` that :meth:`arm` puts in a table (not for throttle)."""
+        kind = {v: k for k, v in _TABLE_KINDS.items()}.get(self.kind, self.kind)
+        return Fault(
+            kind,
+            self.api_key,
+            self.times,
+            self.error_code,
+            self.seconds,
+            self.topic,
+            self.partition,
+        )
+
+    def __str__(self) -> str:
+        api = ANY_API if self.api_key is None else API_NAMES[self.api_key]
+        times = ALWAYS if self.times is None else str(self.times)
+        if self.kind == "throttle":
+            return f"throttle:{self.ms}"
+        if self.kind == "fail":
+            error = ERRORS[self.error_code].name if self.error_code in ERRORS else self.error_code
+            parts = [f"fail:{api}:{error}:{times}"]
+            if self.topic is not None:
+                parts.append(self.topic)
+            if self.partition is not None:
+                parts.append(str(self.partition))
+            return ":".join(parts)
+        if self.kind == "delay":
+            return f"delay:{api}:{self.seconds!r}:{times}"
+        return f"{self.kind}:{api}:{times}"
+
+
+def parse_fault_spec(text: str) -> FaultSpec:
+    """A fault of any kind, ``KIND:ARGS`` (raises ValueError naming what is wrong):
+
+    - ``fail:API:ERROR[:TIMES[:TOPIC[:PARTITION]]]``, or ``API:ERROR[:TIMES]`` as
+      :func:`parse_fail_spec` reads it;
+    - ``drop_response:API[:TIMES]``;
+    - ``delay:API:SECONDS[:TIMES]`` (TIMES defaults to always);
+    - ``disconnect[:API[:TIMES]]`` (API ``*`` or left out: any request);
+    - ``throttle:MS`` (0 stops).
+
+    TIMES is a whole number, at least 1, or ``always`` (until cleared); it
+    defaults to 1. API is a Kafka API name (``Produce``) or key; ERROR Kafka's
+    name of the error (``NOT_ENOUGH_REPLICAS``, any case) or its code.
+    """
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.strip().lower()
+    args = [a.strip() for a in rest.split(":")] if rest else []
+    if kind not in KINDS:
+        if not rest:
+            raise ValueError(
+                f"expected KIND:ARGS with KIND one of {', '.join(KINDS)}, got {text!r}"
+            )
+        fail = parse_fail_spec(text)
+        return FaultSpec("fail", fail.api_key, fail.error_code, fail.times)
+    if not all(args):
+        raise ValueError(f"an empty field in {text!r}")
+    if kind == "throttle":
+        if len(args) != 1 or not args[0].isdigit() or int(args[0]) > MAX_THROTTLE_MS:
+            raise ValueError(
+                f"expected throttle:MS (a whole number up to {MAX_THROTTLE_MS}, 0 stops), "
+                f"got {text!r}"
+            )
+        return FaultSpec("throttle", ms=int(args[0]))
+    if kind == "fail":
+        if not 2 <= len(args) <= 5:
+            raise ValueError(f"expected fail:API:ERROR[:TIMES[:TOPIC[:PARTITION]]], got {text!r}")
+        key = _parse_api(args[0])
+        code = _parse_error(args[1])
+        times = _parse_times(args[2]) if len(args) > 2 else 1
+        topic = args[3] if len(args) > 3 else None
+        partition = None
+        if len(args) > 4:
+            if not args[4].isdigit():
+                raise ValueError(f"PARTITION is a whole number, got {args[4]!r}")
+            partition = int(args[4])
+        FaultTable().fail(key, code, times, topic, partition)  # the table's own checks
+        return FaultSpec("fail", key, code, times, topic=topic, partition=partition)
+    if kind == "drop_response":
+        if not 1 <= len(args) <= 2:
+            raise ValueError(f"expected drop_response:API[:TIMES], got {text!r}")
+        times = _parse_times(args[1]) if len(args) > 1 else 1
+        return FaultSpec("drop_response", _parse_api(args[0]), times=times)
+    if kind == "delay":
+        if not 2 <= len(args) <= 3:
+            raise ValueError(f"expected delay:API:SECONDS[:TIMES], got {text!r}")
+        try:
+            seconds = float(args[1])
+        except ValueError:
+            raise ValueError(f"SECONDS is a number, got {args[1]!r}") from None
+        if not 0 <= seconds <= MAX_DELAY_S:
+            raise ValueError(f"SECONDS is between 0 and {MAX_DELAY_S:g}, got {args[1]!r}")
+        times = _parse_times(args[2]) if len(args) > 2 else None
+        return FaultSpec("delay", _parse_api(args[0]), times=times, seconds=seconds)
+    if len(args) > 2:
+        raise ValueError(f"expected disconnect[:API[:TIMES]], got {text!r}")
+    which = None if not args or args[0] == ANY_API else _parse_api(args[0])
+    times = _parse_times(args[1]) if len(args) > 1 else 1
+    return FaultSpec("disconnect", which, times=times)
+
+
+MAX_THROTTLE_MS = 2**31 - 1
+"""Kafka's throttle_time_ms is an int32."""
+MAX_DELAY_S = 3600.0
+"""The longest delay a text spec may ask for (a request held longer is a hang)."""
+
+
+def _parse_api(text: str) -> int:
+    return api_key(int(text) if _is_int(text) else text)
+
+
+def _parse_error(text: str) -> int:
+    if _is_int(text):
+        code = int(text)
+        if code not in ERRORS:
+            raise ValueError(f"{code} is not a Kafka error code")
+    else:
+        found = _CODES_BY_NAME.get(text.upper())
+        if found is None:
+            raise ValueError(f"{text!r} is not a Kafka error name (e.g. NOT_ENOUGH_REPLICAS)")
+        code = found
+    return error_code(code)
+
+
+def _parse_times(text: str) -> int | None:
+    if text.lower() == ALWAYS:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"TIMES is a whole number, at least 1, or {ALWAYS!r}, got {text!r}")
+    return int(text)
 
 
 def parse_fail_spec(text: str) -> FailSpec:
@@ -454,11 +662,14 @@ __all__ = [
     "FailSpec",
     "FaultDisconnect",
     "FaultPlan",
+    "FaultSpec",
     "FaultTable",
+    "RemoteControl",
     "api_key",
     "error_code",
     "error_response",
     "parse_fail_spec",
+    "parse_fault_spec",
     "serve_with_faults",
     "set_throttle",
 ]

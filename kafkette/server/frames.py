@@ -4,7 +4,8 @@ that does not depend on how bytes reach the socket.
 Both connection implementations (:mod:`kafkette.server.socket_connection` for
 any anyio backend, :mod:`kafkette.server.asyncio_connection` under asyncio) call
 :func:`process_frame` for each request and, on a SASL listener, :func:`serve_sasl_frame`
-until the client has authenticated.
+until the client has authenticated (which sets the connection's
+:data:`~kafkette.server.principal.connection_principal`).
 
 Decoding a request and encoding its answer take time in proportion to the
 number of elements a frame holds, and a frame may hold up to
@@ -42,6 +43,7 @@ from kafkette.server.dispatch import HANDLERS, CloseConnection, RequestContext
 from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.nodes import serving_node
+from kafkette.server.principal import connection_principal
 from kafkette.server.routing import misrouted
 from kafkette.server.sasl import ServerAuthenticator
 from kafkette.server.steps import STEP_BUDGET_S
@@ -160,6 +162,7 @@ async def authenticate_frame(
         if step.close is not None or step.token is None:
             return (), step.close or "SASL exchange ended"
         if auth.complete:
+            connection_principal.set(auth.principal)
             logger.info(
                 "%s authenticated as %s with %s (SaslHandshake v0, unframed tokens)",
                 peer,
@@ -187,6 +190,7 @@ async def authenticate_frame(
         body = encode_response(step.response, version, header.correlation_id)
         parts = frame_parts([body])
     if auth.complete:
+        connection_principal.set(auth.principal)
         logger.info("%s authenticated as %s with %s", peer, auth.principal, auth.mechanism)
     return parts, step.close
 

@@ -25,11 +25,17 @@ an address other machines can reach it is refused without SASL users unless
 ``--allow-plaintext-outside``. Before a client authenticates, frames over
 ``sasl.server.max.receive.size`` (512 KiB) close its connection.
 
-For tests of clients against a failing broker, ``--fault API:ERROR[:TIMES]``
-(repeatable) arms the broker's fault table at start, as
-``MemoryCluster.faults.fail`` does in process: the first TIMES (default 1)
-requests of that API are answered with that Kafka error, unserved. There is no
-way to arm faults over the network.
+For tests of clients against a failing broker, ``--fault KIND:ARGS``
+(repeatable; :func:`~kafkette.server.faults.parse_fault_spec`) arms the
+broker's fault table at start, as ``MemoryCluster.faults`` does in process:
+``fail:API:ERROR[:TIMES[:TOPIC[:PARTITION]]]`` (also spelled
+``API:ERROR[:TIMES]``), ``drop_response:API[:TIMES]``,
+``delay:API:SECONDS[:TIMES]``, ``disconnect[:API[:TIMES]]``, ``throttle:MS``.
+``--enable-fault-injection`` also lets clients arm and clear faults while it
+runs, through Kafka's config APIs (:mod:`kafkette.server.fault_hook`); when
+clients authenticate (SASL), only the principals of the ``super.users``
+property may, and one must be named. Without that flag nothing arms a fault
+over the network.
 
 For tests of clients following leader moves, ``--nodes N`` makes the one
 broker core stand for nodes 1..N (:class:`~kafkette.server.nodes.NodeTable`),
@@ -61,7 +67,7 @@ from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
-from kafkette.server.faults import FailSpec, parse_fail_spec
+from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
 from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
 from kafkette.server.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
@@ -153,9 +159,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fault",
         action="append",
         default=[],
-        metavar="API:ERROR[:TIMES]",
-        help="for tests: answer the first TIMES (default 1) requests of API with the Kafka "
-        "error ERROR, unserved (repeatable), e.g. --fault Produce:NOT_ENOUGH_REPLICAS:3",
+        metavar="KIND:ARGS",
+        help="for tests: arm a fault at start (repeatable): fail:API:ERROR[:TIMES[:TOPIC"
+        "[:PARTITION]]] (or API:ERROR[:TIMES]) answers the first TIMES (default 1) requests "
+        "of API with the Kafka error ERROR, unserved; drop_response:API[:TIMES] serves them "
+        "and closes the connection unanswered; delay:API:SECONDS[:TIMES] holds them (TIMES "
+        "default always); disconnect[:API[:TIMES]] closes the connection of the next one "
+        "(API * or none: any); throttle:MS puts MS in every answer's throttle_time_ms. TIMES "
+        "is a number or 'always'. E.g. --fault Produce:NOT_ENOUGH_REPLICAS:3 "
+        "--fault drop_response:Produce:2",
+    )
+    parser.add_argument(
+        "--enable-fault-injection",
+        action="store_true",
+        help="for tests only: let clients arm and clear faults while the broker runs, with "
+        "IncrementalAlterConfigs or AlterConfigs on the broker resource naming "
+        "kafkette.fault.fail, .drop_response, .delay, .disconnect, .throttle or .clear "
+        "(kafkette.testing.RemoteFaults, kafka-configs.sh); with SASL users only the "
+        "super.users property's principals may. Off by default: a fault is a denial of "
+        "service by design",
     )
     sasl = parser.add_argument_group(
         "SASL",
@@ -186,9 +208,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-SECURITY_PROPERTIES = LISTENER_PROPERTIES | TLS_PROPERTIES | {"sasl.server.max.receive.size"}
-"""Properties read by the listeners, not the broker core (nor described by DescribeConfigs:
-``ssl.key.password`` is among them)."""
+SUPER_USERS = "super.users"
+SECURITY_PROPERTIES = (
+    LISTENER_PROPERTIES
+    | TLS_PROPERTIES
+    | {
+        "sasl.server.max.receive.size",
+        SUPER_USERS,
+    }
+)
+"""Properties read by the listeners and the fault hook, not the broker core (nor
+described by DescribeConfigs: ``ssl.key.password`` is among them)."""
 
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288
 
@@ -310,15 +340,39 @@ def build_nodes(args: argparse.Namespace) -> int:
     return nodes
 
 
-def build_faults(args: argparse.Namespace) -> list[FailSpec]:
+def build_faults(args: argparse.Namespace) -> list[FaultSpec]:
     """The ``--fault`` options, parsed (raises :class:`ConfigError` naming the bad one)."""
     specs = []
     for text in args.fault:
         try:
-            specs.append(parse_fail_spec(text))
+            specs.append(parse_fault_spec(text))
         except ValueError as exc:
             raise ConfigError("--fault", str(exc)) from None
     return specs
+
+
+def build_remote_control(
+    args: argparse.Namespace, sasl: SaslSettings | None
+) -> RemoteControl | None:
+    """Who may arm faults over the network: nobody without ``--enable-fault-injection``;
+    with SASL users, the ``super.users`` principals (``User:NAME;User:OTHER``, Kafka's
+    form), which must then name one (raises :class:`ConfigError`)."""
+    raw = _all_properties(args).get(SUPER_USERS, "")
+    users = frozenset(u.strip() for u in raw.split(";") if u.strip())
+    for user in users:
+        if not user.startswith("User:") or user == "User:":
+            raise ConfigError(SUPER_USERS, f"expected User:NAME;User:OTHER, got {user!r}")
+    if not args.enable_fault_injection:
+        return None
+    if sasl is None:
+        return RemoteControl()
+    if not users:
+        raise ConfigError(
+            "--enable-fault-injection",
+            "with SASL users, name the principals that may arm faults in the super.users "
+            "property (--set super.users=User:admin)",
+        )
+    return RemoteControl(users)
 
 
 def _sasl_user(text: str, where: str) -> tuple[str, str]:
@@ -380,9 +434,10 @@ def raise_open_files_limit() -> int | None:
 async def run(
     config: BrokerConfig,
     sasl: SaslSettings | None = None,
-    faults: Sequence[FailSpec] = (),
+    faults: Sequence[FaultSpec] = (),
     nodes: int = 1,
     listeners: Sequence[ServeListener] | None = None,
+    remote_faults: RemoteControl | None = None,
 ) -> None:
     if listeners is None:  # one listener on config.host:config.port
         protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
@@ -408,6 +463,14 @@ async def run(
         for spec in faults:  # armed and logged before the listening line
             spec.arm(broker.faults)
             logger.warning("kafkette serve: fault armed: %s", spec)
+        if remote_faults is not None:
+            broker.faults.remote = remote_faults
+            who = (
+                "any client"
+                if remote_faults.super_users is None
+                else ",".join(sorted(remote_faults.super_users))
+            )
+            logger.warning("kafkette serve: fault injection enabled for %s", who)
         async with anyio.create_task_group() as tg:
             first_node = 1 if nodes > 1 else None
             first = listeners[0]
@@ -518,6 +581,7 @@ def main(args: argparse.Namespace) -> int:
         config = build_config(args)
         sasl = build_sasl(args, config)
         faults = build_faults(args)
+        remote_faults = build_remote_control(args, sasl)
         nodes = build_nodes(args)
         listeners = build_listeners(args, config, sasl, nodes)
     except (ConfigError, OSError) as exc:
@@ -531,7 +595,7 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl, faults, nodes, listeners)
+        anyio.run(run, config, sasl, faults, nodes, listeners, remote_faults)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError, CredentialsFileError) as exc:

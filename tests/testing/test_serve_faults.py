@@ -85,7 +85,7 @@ def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
 
 def test_a_producer_survives_not_enough_replicas_over_tcp() -> None:
     with BrokerProcess(args=FAULT) as broker:
-        assert "fault armed: Produce:NOT_ENOUGH_REPLICAS:3" in broker.log()
+        assert "fault armed: fail:Produce:NOT_ENOUGH_REPLICAS:3" in broker.log()
         _create(broker.bootstrap, "t")
         with Producer(bootstrap_servers=broker.bootstrap) as producer:
             futures = [producer.send("t", b"v%d" % i, partition=0) for i in range(5)]

@@ -7,6 +7,8 @@ malformed request (null value, duplicate key, APPEND to a non-list
 configuration, unknown operation) INVALID_REQUEST, an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION. AlterConfigs replaces the resource's whole set of
 overrides; IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT).
+A BROKER resource naming ``kafkette.fault.*`` arms test faults instead
+(:mod:`kafkette.server.fault_hook`, off unless the broker opted in).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kafkette.protocol.messages import incremental_alter_configs_request as incr
 from kafkette.protocol.messages import incremental_alter_configs_response as incremental
 from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
 from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResult
+from kafkette.server import fault_hook
 from kafkette.server.cluster import validate_topic_name
 from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
 from kafkette.server.configs_catalog import (
@@ -104,6 +107,7 @@ def _describe(
                 include_documentation=documentation,
                 legacy=version == 0,
             )
+            result.configs += fault_hook.describe_entry(broker, resource.configuration_keys)
         else:
             raise _unsupported_type(resource.resource_type)
     except ApiError as exc:
@@ -227,13 +231,22 @@ async def handle_alter_configs(
             resource_name=resource.resource_name,
         )
         try:
-            _alter_legacy(
-                broker,
-                resource.resource_type,
-                resource.resource_name,
-                resource.configs,
-                request.validate_only,
-            )
+            if fault_hook.names_faults(resource.resource_type, resource.configs):
+                fault_hook.alter(
+                    broker,
+                    resource.resource_name,
+                    resource.configs,
+                    [SET] * len(resource.configs),
+                    request.validate_only,
+                )
+            else:
+                _alter_legacy(
+                    broker,
+                    resource.resource_type,
+                    resource.resource_name,
+                    resource.configs,
+                    request.validate_only,
+                )
         except ApiError as exc:
             response.error_code, response.error_message = exc.code, exc.detail
         responses.append(response)
@@ -306,7 +319,16 @@ async def handle_incremental_alter_configs(
             resource_name=resource.resource_name,
         )
         try:
-            _alter_incremental(broker, resource, request.validate_only)
+            if fault_hook.names_faults(resource.resource_type, resource.configs):
+                fault_hook.alter(
+                    broker,
+                    resource.resource_name,
+                    resource.configs,
+                    [op.config_operation for op in resource.configs],
+                    request.validate_only,
+                )
+            else:
+                _alter_incremental(broker, resource, request.validate_only)
         except ApiError as exc:
             response.error_code, response.error_message = exc.code, exc.detail
         responses.append(response)

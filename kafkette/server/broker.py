@@ -32,6 +32,7 @@ from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.txn.coordinator import TransactionCoordinator
+from kafkette.server.txn.log_store import TxnLogStore, transaction_state_topic
 
 logger = logging.getLogger("kafkette.server")
 
@@ -103,7 +104,16 @@ class Broker:
         )
         """Groups of the consumer protocol (KIP-848), held in memory only; their
         committed offsets are kept by :attr:`groups`."""
-        self.transactions = TransactionCoordinator(self, self.clock)
+        txn_log = TxnLogStore(
+            transaction_state_topic(
+                self.cluster,
+                partitions=self.config.transaction_state_log_num_partitions,
+                segment_bytes=self.config.transaction_state_log_segment_bytes,
+                clock=self.now_ms,
+                appended=self.appended,
+            )
+        )
+        self.transactions = TransactionCoordinator(self, self.clock, store=txn_log)
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load()
 

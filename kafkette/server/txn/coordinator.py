@@ -87,11 +87,11 @@ class TransactionCoordinator:
         broker: Broker,
         clock: Callable[[], float],
         *,
-        store: TxnLogStore | None = None,
+        store: TxnLogStore,
     ) -> None:
         self.broker = broker
         self._clock = clock
-        self.store = store or TxnLogStore(broker)
+        self.store = store
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
         self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}

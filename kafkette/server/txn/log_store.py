@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkette.protocol.codec import decode_message, encode_message
@@ -27,13 +28,12 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages import TransactionLogKey, TransactionLogValue
 from kafkette.protocol.messages.transaction_log_value import PartitionsSchema
 from kafkette.protocol.records import RecordBatch, RecordBatchBuilder, iter_batches
-from kafkette.server.internal_topic import partition_for
+from kafkette.server.internal_topic import InternalTopic
 from kafkette.server.txn.state import CoordinatorTxnState, TransactionMetadata
 
 if TYPE_CHECKING:
     from kafkette.backends import Log
-    from kafkette.server.broker import Broker
-    from kafkette.server.cluster import Partition, Topic
+    from kafkette.server.cluster import Cluster, Partition
 
 logger = logging.getLogger("kafkette.server.txn")
 
@@ -121,43 +121,42 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
     )
 
 
+def transaction_state_topic(
+    cluster: Cluster,
+    *,
+    partitions: int,
+    segment_bytes: int,
+    clock: Callable[[], int],
+    appended: Callable[[Log], None],
+) -> InternalTopic:
+    """``__transaction_state`` as Kafka creates it: ``partitions``
+    (``transaction.state.log.num.partitions``), compacted, ``segment_bytes``
+    (``transaction.state.log.segment.bytes``), uncompressed."""
+    return InternalTopic(
+        cluster,
+        TRANSACTION_STATE_TOPIC,
+        partitions=partitions,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": str(segment_bytes),
+            "compression.type": "uncompressed",
+        },
+        clock=clock,
+        appended=appended,
+        logger=logger,
+    )
+
+
 class TxnLogStore:
-    """Writes and reads transaction metadata in ``__transaction_state``."""
+    """Writes and reads transaction metadata in ``__transaction_state`` (``topic``, made
+    by :func:`transaction_state_topic`)."""
 
-    def __init__(self, broker: Broker, partitions: int | None = None) -> None:
-        """``partitions`` defaults to ``transaction.state.log.num.partitions``; a topic
-        that already exists keeps its own count."""
-        self.broker = broker
-        self._partitions = (
-            partitions
-            if partitions is not None
-            else broker.config.transaction_state_log_num_partitions
-        )
-
-    def topic(self) -> Topic:
-        """The topic, created now if it does not exist yet."""
-        cluster = self.broker.cluster
-        topic = cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            topic = cluster.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self._partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.broker.config.transaction_state_log_segment_bytes),
-                    "compression.type": "uncompressed",
-                },
-            )
-            assert topic is not None
-            logger.info(
-                "created %s with %d partitions", TRANSACTION_STATE_TOPIC, len(topic.partitions)
-            )
-        return topic
+    def __init__(self, topic: InternalTopic) -> None:
+        self.topic = topic
 
     def partition(self, transactional_id: str) -> Partition:
         """The partition holding ``transactional_id``'s records."""
-        topic = self.topic()
-        return topic.partitions[partition_for(transactional_id, len(topic.partitions))]
+        return self.topic.partition(transactional_id)
 
     def coordinator_epoch(self, transactional_id: str) -> int:
         """The epoch written in markers: the leader epoch of the id's partition, as Kafka."""
@@ -168,14 +167,12 @@ class TxnLogStore:
         value = None if meta.state == CoordinatorTxnState.DEAD else encode_value(meta)
         partition = self.partition(meta.transactional_id)
         builder = RecordBatchBuilder()
-        builder.append(self.broker.now_ms(), encode_key(meta.transactional_id), value)
-        log = partition.log
-        log.append(builder.build(), leader_epoch=partition.leader_epoch, check_crc=False)
-        self.broker.appended(log)
+        builder.append(self.topic.now_ms(), encode_key(meta.transactional_id), value)
+        self.topic.append(partition, builder.build())
 
     def load(self) -> dict[str, TransactionMetadata]:
         """The latest metadata of every transactional id (none when the topic is absent)."""
-        topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
+        topic = self.topic.existing()
         if topic is None:
             return {}
         latest: dict[str, TransactionMetadata] = {}

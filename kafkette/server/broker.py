@@ -33,6 +33,7 @@ from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.txn.coordinator import TransactionCoordinator
 from kafkette.server.txn.log_store import TxnLogStore, transaction_state_topic
+from kafkette.server.txn.markers import MarkerWriter
 
 logger = logging.getLogger("kafkette.server")
 
@@ -113,7 +114,13 @@ class Broker:
                 appended=self.appended,
             )
         )
-        self.transactions = TransactionCoordinator(self, self.clock, store=txn_log)
+        self.markers = MarkerWriter(
+            self.cluster, store, self.groups, clock=self.now_ms, appended=self.appended
+        )
+        """Writes the markers that end transactions (the coordinator's and WriteTxnMarkers')."""
+        self.transactions = TransactionCoordinator(
+            self, self.clock, store=txn_log, markers=self.markers
+        )
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load()
 

@@ -5,7 +5,7 @@ sends it too, to abort a *hanging* transaction (one whose coordinator lost
 track of it, so the partition's last stable offset is stuck): Kafka's
 ``Admin.abortTransaction`` and ``kafka-transactions.sh abort``.
 
-Each partition gets the control batch (:func:`~kafkette.server.txn.markers.write_markers`)
+Each partition gets the control batch (:class:`~kafkette.server.txn.markers.MarkerWriter`)
 unless the marker is stale, checked as Kafka's producer state does: a
 producer epoch older than the one the partition knows is
 ``INVALID_PRODUCER_EPOCH``, a coordinator epoch older than the one of the
@@ -35,7 +35,6 @@ from kafkette.protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.txn.markers import write_markers
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -72,8 +71,7 @@ def _write(
                 error = _stale(topic.partitions[index], marker)
             if error is None:
                 try:
-                    write_markers(
-                        broker,
+                    broker.markers.write(
                         [(wanted.name, index)],
                         producer_id=marker.producer_id,
                         producer_epoch=marker.producer_epoch,

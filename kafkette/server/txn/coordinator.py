@@ -42,7 +42,7 @@ from kafkette.errors import (
 )
 from kafkette.server.groups.log_store import OFFSETS_TOPIC, LogGroupStore
 from kafkette.server.txn.log_store import TxnLogStore
-from kafkette.server.txn.markers import write_markers
+from kafkette.server.txn.markers import MarkerWriter
 from kafkette.server.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -88,10 +88,12 @@ class TransactionCoordinator:
         clock: Callable[[], float],
         *,
         store: TxnLogStore,
+        markers: MarkerWriter,
     ) -> None:
         self.broker = broker
         self._clock = clock
         self.store = store
+        self._markers = markers
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
         self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}
@@ -375,8 +377,7 @@ class TransactionCoordinator:
         """Markers to every partition, then CompleteCommit/CompleteAbort. A failed marker
         write leaves the transaction in its Prepare state for :meth:`tick` to retry."""
         try:
-            write_markers(
-                self.broker,
+            self._markers.write(
                 prepared.partitions,
                 producer_id=prepared.producer_id,
                 producer_epoch=prepared.producer_epoch,

@@ -284,8 +284,6 @@ async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.Monkey
     """A marker write that fails leaves the transaction in PrepareCommit (EndTxn still
     answers OK: the outcome is decided) and the timer writes it a second later; a failed
     state write on timeout is retried a second later too, not in a tight loop."""
-    import kafkette.server.txn.coordinator as coordinator_module
-
     clock = FakeClock()
     broker = make_broker(clock)
     broker.cluster.create_topic("t", 1)
@@ -293,17 +291,16 @@ async def test_failed_writes_are_retried_by_the_timer(monkeypatch: pytest.Monkey
     pid, epoch = response.producer_id, response.producer_epoch
     await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
     await send(broker, "t", 0, pid, epoch, 0, [b"a"])
-    from kafkette.server.txn.markers import write_markers as real
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(coordinator_module, "write_markers", broken)
+    monkeypatch.setattr(broker.markers, "write", broken)
     assert await end(broker, "tx", pid, epoch, True) == NONE
     prepared = broker.transactions.transactions["tx"]
     assert prepared.state == CoordinatorTxnState.PREPARE_COMMIT
     assert broker.transactions.next_deadline_ms() == NOW + 1_000
-    monkeypatch.setattr(coordinator_module, "write_markers", real)
+    monkeypatch.undo()
     clock.advance(1_000)
     broker.transactions.tick()
     completed = broker.transactions.transactions["tx"]

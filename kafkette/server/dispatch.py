@@ -20,7 +20,12 @@ from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 
 if TYPE_CHECKING:
+    from kafkette.server.acl.authorizer import AclAuthorizer
+    from kafkette.server.acl.model import AclOperation, ResourceType
     from kafkette.server.broker import Broker
+
+ANONYMOUS = "User:ANONYMOUS"
+"""The principal of a connection that did not authenticate (Kafka's)."""
 
 
 class CloseConnection(Exception):
@@ -39,6 +44,28 @@ class RequestContext:
     node_id: int | None = None
     """The node the request reached, when the broker core stands for several
     (:class:`~kafkette.server.nodes.NodeTable`); None for a lone broker."""
+    principal: str = ANONYMOUS
+    """Who sent it: ``User:NAME`` after SASL, the certificate's name after TLS
+    with client certificates, else ``User:ANONYMOUS``."""
+    authorizer: AclAuthorizer | None = None
+    """The broker's authorizer, or None when every request is allowed."""
+
+    @property
+    def host(self) -> str:
+        """The client's address without its port, as ACL hosts name it."""
+        peer = self.client_host
+        if peer.startswith("[") and "]:" in peer:
+            return peer[1 : peer.index("]:")]
+        if peer.count(":") == 1:
+            return peer.rpartition(":")[0]
+        return peer
+
+    def allows(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the principal may perform ``operation`` on the resource
+        (always, without an authorizer)."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
 
     @property
     def api_version(self) -> int:

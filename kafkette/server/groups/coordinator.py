@@ -22,8 +22,10 @@ from kafkette.errors import (
     UnknownMemberIdError,
 )
 from kafkette.server.config import BrokerConfig
+from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.engine import GroupEngine, JoinParams
 from kafkette.server.groups.group import ClassicGroupState, Group, JoinResult, SyncResult
+from kafkette.server.groups.migration import GroupMigration
 from kafkette.server.groups.queries import GroupOverview, GroupSummary
 from kafkette.server.groups.store import CommittedOffset, GroupStore, LoadedGroups, PartitionKey
 
@@ -57,6 +59,16 @@ class GroupCoordinator:
         self.engine = GroupEngine(config, store)
         self._clock = clock
         self.engine.schedule_offsets_check(self.now_ms())
+        self.migration: GroupMigration | None = None
+        """Set by :meth:`attach`: classic requests then reach a consumer group's classic
+        members, and groups migrate between the two kinds."""
+
+    def attach(self, consumer: ConsumerGroupCoordinator) -> GroupMigration:
+        """Share the group ids with the broker's consumer groups (KIP-848): the classic
+        APIs route through :class:`~kafkette.server.groups.migration.GroupMigration`."""
+        if self.migration is None or self.migration.consumer is not consumer:
+            self.migration = GroupMigration(self.engine, consumer)
+        return self.migration
 
     def now_ms(self) -> int:
         return int(self._clock())
@@ -80,7 +92,10 @@ class GroupCoordinator:
     async def join_group(self, params: JoinParams) -> JoinResult:
         """JoinGroup; returns when the member has its answer (after the join phase)."""
         reply: _Reply[JoinResult] = _Reply()
-        self.engine.join(self.now_ms(), params, reply)
+        if self.migration is not None:
+            self.migration.join(self.now_ms(), params, reply)
+        else:
+            self.engine.join(self.now_ms(), params, reply)
         return await reply.wait()
 
     async def sync_group(
@@ -96,7 +111,8 @@ class GroupCoordinator:
     ) -> SyncResult:
         """SyncGroup; returns once the leader's assignment is in (or at once on error)."""
         reply: _Reply[SyncResult] = _Reply()
-        self.engine.sync(
+        sync = self.migration.sync if self.migration is not None else self.engine.sync
+        sync(
             self.now_ms(),
             group_id=group_id,
             generation_id=generation_id,
@@ -117,7 +133,10 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> int:
         """Heartbeat: an error code."""
-        return self.engine.heartbeat(
+        heartbeat = (
+            self.migration.heartbeat if self.migration is not None else self.engine.heartbeat
+        )
+        return heartbeat(
             self.now_ms(),
             group_id=group_id,
             generation_id=generation_id,
@@ -129,7 +148,8 @@ class GroupCoordinator:
         self, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> tuple[int, list[int]]:
         """LeaveGroup: (group error, error per (member id, instance id))."""
-        return self.engine.leave(self.now_ms(), group_id, members)
+        leave = self.migration.leave if self.migration is not None else self.engine.leave
+        return leave(self.now_ms(), group_id, members)
 
     # -- offsets ------------------------------------------------------------------------
 

@@ -399,6 +399,16 @@ class GroupEngine:
 
     # -- rebalance ------------------------------------------------------------------------
 
+    def adopt(self, group: Group, now_ms: int) -> None:
+        """Take over ``group``, converted from a consumer group (Stable, its members'
+        assignments set), replacing any group of that id, and start a rebalance so that
+        the members join the classic way."""
+        for member in group.members.values():
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        self.groups[group.group_id] = group
+        self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+        self._maybe_prepare_rebalance(group, now_ms)
+
     def _maybe_prepare_rebalance(self, group: Group, now_ms: int) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(group, now_ms)

@@ -2,32 +2,27 @@
 
 The request goes to the broker's
 :class:`~kafkette.server.groups.consumer_protocol.ConsumerGroupCoordinator`. A group id
-held by a classic group with members is refused with GROUP_ID_NOT_FOUND, as Kafka 4
-answers when migration does not apply; online migration between classic and consumer
-groups is not served.
+held by a classic group with members is first upgraded to a consumer group when
+``group.consumer.migration.policy`` allows, or refused with GROUP_ID_NOT_FOUND, as Kafka 4
+answers (:mod:`kafkette.server.groups.migration`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkette.errors import ApiError, GroupIdNotFoundError
+from kafkette.errors import ApiError
 from kafkette.protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.groups.consumer_protocol import wire
+from kafkette.server.handlers import consumer_group_hooks as consumer_groups
 from kafkette.server.handlers.groups import client_host
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
-
-
-def classic_group_with_members(broker: Broker, group_id: str) -> bool:
-    """Whether ``group_id`` names a classic group that has (or is taking) members."""
-    group = broker.groups.engine.groups.get(group_id)
-    return group is not None and bool(group.members or group.pending_members)
 
 
 @handler(ConsumerGroupHeartbeatRequest)
@@ -36,10 +31,11 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     coordinator = broker.consumer_groups
     try:
-        if classic_group_with_members(broker, request.group_id):
-            raise GroupIdNotFoundError(f"Group {request.group_id} is not a consumer group")
         if broker.consumer_topics.refresh():
             coordinator.topics_changed()
+        consumer_groups.attach(broker).before_consumer_heartbeat(
+            broker.now_ms(), request.group_id, request.member_epoch
+        )
         heartbeat = wire.heartbeat_request(
             request, ctx.api_version, ctx.client_id or "", client_host(ctx)
         )

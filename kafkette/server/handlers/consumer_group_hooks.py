@@ -14,12 +14,22 @@ from typing import TYPE_CHECKING
 
 from kafkette.errors import NO_ERROR, ApiError
 from kafkette.server.groups.consumer_protocol import offsets
+from kafkette.server.groups.migration import GroupMigration
 from kafkette.server.groups.queries import GroupOverview
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
 
 CONSUMER_GROUP_TYPE = "consumer"
+
+
+def attach(broker: Broker) -> GroupMigration:
+    """The broker's classic and consumer groups sharing group ids (routing and online
+    migration, :mod:`kafkette.server.groups.migration`); made on the first group request."""
+    migration = broker.groups.migration
+    if migration is None or migration.consumer is not broker.consumer_groups:
+        migration = broker.groups.attach(broker.consumer_groups)
+    return migration
 
 
 def is_consumer_group(broker: Broker, group_id: str) -> bool:

@@ -160,6 +160,7 @@ def _coordinator(key: str, error: int, node: int, host: str, port: int) -> Coord
 async def handle_join_group(
     broker: Broker, ctx: RequestContext, request: JoinGroupRequest
 ) -> JoinGroupResponse:
+    consumer_groups.attach(broker)
     version = ctx.api_version
     params = JoinParams(
         group_id=request.group_id,
@@ -197,6 +198,7 @@ async def handle_join_group(
 async def handle_sync_group(
     broker: Broker, ctx: RequestContext, request: SyncGroupRequest
 ) -> SyncGroupResponse:
+    consumer_groups.attach(broker)
     result = await broker.groups.sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -218,6 +220,7 @@ async def handle_sync_group(
 async def handle_heartbeat(
     broker: Broker, ctx: RequestContext, request: HeartbeatRequest
 ) -> HeartbeatResponse:
+    consumer_groups.attach(broker)
     error = broker.groups.heartbeat(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id
     )
@@ -228,6 +231,7 @@ async def handle_heartbeat(
 async def handle_leave_group(
     broker: Broker, ctx: RequestContext, request: LeaveGroupRequest
 ) -> LeaveGroupResponse:
+    consumer_groups.attach(broker)
     if ctx.api_version < 3:
         leaving: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:

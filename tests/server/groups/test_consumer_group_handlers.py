@@ -241,24 +241,32 @@ async def test_describe_groups_of_a_consumer_group_is_dead() -> None:
 
 
 async def test_classic_group_with_members_refuses_consumer_member() -> None:
-    """A ConsumerGroupHeartbeat naming a classic group with members is GROUP_ID_NOT_FOUND
-    (migration is not served)."""
+    """A ConsumerGroupHeartbeat naming a classic group with members that cannot be upgraded
+    is GROUP_ID_NOT_FOUND, as Kafka answers: a group of another protocol type ("Group g is
+    not a consumer group"), or one whose embedded consumer protocol does not parse."""
     broker, _, _ = broker_with_topic()
-    join = JoinGroupRequest(
-        group_id="g",
-        session_timeout_ms=10_000,
-        rebalance_timeout_ms=10_000,
-        member_id="",
-        protocol_type="consumer",
-        protocols=[JoinGroupRequestProtocol("range", b"m")],
-    )
-    await call(broker, join, 3)  # v3: joins at once, no MEMBER_ID_REQUIRED round
-    response = await call(broker, heartbeat("m1"), HB_VERSION)
-    assert (response.error_code, response.error_message) == (
-        GROUP_ID_NOT_FOUND,
-        "Group g is not a consumer group",
-    )
-    assert "g" not in broker.consumer_groups.groups
+    for group_id, protocol_type, message in [
+        ("g", "connect", "Group g is not a consumer group"),
+        (
+            "h",
+            "consumer",
+            "Cannot upgrade the classic group h to consumer group because the embedded "
+            "consumer protocol is malformed.",
+        ),
+    ]:
+        join = JoinGroupRequest(
+            group_id=group_id,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            protocol_type=protocol_type,
+            protocols=[JoinGroupRequestProtocol("range", b"m")],
+        )
+        await call(broker, join, 3)  # v3: joins at once, no MEMBER_ID_REQUIRED round
+        response = await call(broker, heartbeat("m1", group_id=group_id), HB_VERSION)
+        assert (response.error_code, response.error_message) == (GROUP_ID_NOT_FOUND, message)
+        assert group_id not in broker.consumer_groups.groups
+        assert len(broker.groups.engine.groups[group_id].members) == 1
 
 
 async def test_leave_and_delete_group_with_offsets() -> None:

@@ -17,6 +17,9 @@ _JAVA_NAMES = {
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE,
 }
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+"""``group.consumer.migration.policy``'s values (Kafka's ConsumerGroupMigrationPolicy)."""
+
 MAX_GROUP_SIZE = 2**31 - 1
 """``group.consumer.max.size``'s default: Kafka's Integer.MAX_VALUE (no limit)."""
 
@@ -33,6 +36,22 @@ class ConsumerGroupConfig:
     """``group.consumer.max.size``: members beyond it get GROUP_MAX_SIZE_REACHED."""
     assignors: tuple[str, ...] = KNOWN_ASSIGNORS
     """``group.consumer.assignors``: the server assignors; the first is the default."""
+    migration_policy: str = "bidirectional"
+    """``group.consumer.migration.policy``: whether a classic group with members is
+    converted when a consumer-protocol member joins (upgrade), and a consumer group back
+    to classic when its last consumer-protocol member leaves (downgrade)."""
+    classic_max_size: int = MAX_GROUP_SIZE
+    """``group.max.size``: a consumer group larger than this is not downgraded."""
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Whether a classic group may be converted into a consumer group."""
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """Whether a consumer group may be converted back into a classic group."""
+        return self.migration_policy in ("bidirectional", "downgrade")
 
     def __attrs_post_init__(self) -> None:
         if self.session_timeout_ms <= 0:
@@ -56,6 +75,11 @@ class ConsumerGroupConfig:
                     "group.consumer.assignors",
                     f"unknown assignor {name!r} (known: {', '.join(KNOWN_ASSIGNORS)})",
                 )
+        if self.migration_policy not in MIGRATION_POLICIES:
+            raise ConfigError(
+                "group.consumer.migration.policy",
+                f"must be one of {', '.join(MIGRATION_POLICIES)}, got {self.migration_policy!r}",
+            )
         if len(set(self.assignors)) != len(self.assignors):
             raise ConfigError(
                 "group.consumer.assignors", f"names an assignor twice: {self.assignors}"
@@ -86,4 +110,8 @@ class ConsumerGroupConfig:
             heartbeat_interval_ms=integer("group.consumer.heartbeat.interval.ms", 5_000),
             max_size=integer("group.consumer.max.size", MAX_GROUP_SIZE),
             assignors=assignors,
+            migration_policy=properties.get("group.consumer.migration.policy", "bidirectional")
+            .strip()
+            .lower(),
+            classic_max_size=integer("group.max.size", MAX_GROUP_SIZE),
         )

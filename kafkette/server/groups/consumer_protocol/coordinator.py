@@ -87,6 +87,9 @@ class ConsumerGroupCoordinator:
         self._new_id = id_factory
         self._clock = clock
         """Milliseconds, read only by ``tick()`` called without a time."""
+        self.downgrade: Callable[[ConsumerGroup, int], None] | None = None
+        """Takes a group whose last consumer-protocol member left (already removed from
+        :attr:`groups`) and makes it a classic group; set by the group migration."""
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -150,18 +153,7 @@ class ConsumerGroupCoordinator:
         )
 
         # From here on the group changes; everything that can refuse the request is above.
-        self.groups.setdefault(group.group_id, group)
-        if replaced is not None:
-            self._replace_static(group, replaced, updated)
-        elif updated != group.members.get(member_id):
-            group.put(updated)
-        if self._refresh_metadata(group) or bump:
-            group.group_epoch += 1
-            logger.info("group %s: epoch %d", group.group_id, group.group_epoch)
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group)
-
-        reconciled = self._reconcile(group, updated, request.owned, now_ms)
+        reconciled = self.update_member(group, updated, replaced, bump, request.owned, now_ms)
         group.session_deadlines[member_id] = now_ms + self.config.session_timeout_ms
 
         changed = reconciled.assigned != member.assigned
@@ -171,6 +163,31 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=reconciled.assigned if request.is_full or changed else None,
         )
+
+    def update_member(
+        self,
+        group: ConsumerGroup,
+        updated: Member,
+        replaced: Member | None,
+        bump: bool,
+        owned: Assignment | None,
+        now_ms: int,
+    ) -> Member:
+        """Record ``updated`` (taking the place of the static member ``replaced``, if any),
+        bump the group epoch when ``bump`` or the subscribed topics changed, compute a new
+        target when due, and move the member one step towards it: the member as it is now.
+        The group is registered if new."""
+        self.groups.setdefault(group.group_id, group)
+        if replaced is not None:
+            self._replace_static(group, replaced, updated)
+        elif updated != group.members.get(updated.member_id):
+            group.put(updated)
+        if self._refresh_metadata(group) or bump:
+            group.group_epoch += 1
+            logger.info("group %s: epoch %d", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group)
+        return self._reconcile(group, updated, owned, now_ms)
 
     def _find_member(
         self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest
@@ -288,18 +305,36 @@ class ConsumerGroupCoordinator:
                     member_epoch=STATIC_LEAVE_EPOCH,
                     heartbeat_interval_ms=0,
                 )
-        self.remove_member(group, member.member_id, "it left the group")
+        self.remove_member(group, member.member_id, "it left the group", now_ms)
         return HeartbeatResponse(
             member_id=request.member_id,
             member_epoch=request.member_epoch,
             heartbeat_interval_ms=0,
         )
 
-    def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+    def remove_member(
+        self, group: ConsumerGroup, member_id: str, why: str, now_ms: int | None = None
+    ) -> None:
         """Remove (fence) a member: its partitions are free at once and the group epoch
-        moves on, so that the next heartbeat computes a new target."""
-        if group.remove(member_id) is None:
+        moves on, so that the next heartbeat computes a new target. When it is the last
+        member using the consumer protocol and the others use the classic protocol, the
+        group goes to :attr:`downgrade` instead, if the migration policy allows."""
+        member = group.members.get(member_id)
+        if member is None:
             return
+        if self.downgrade is not None and self._may_downgrade(group, member):
+            group.remove(member_id)
+            del self.groups[group.group_id]
+            logger.info(
+                "group %s: member %s removed because %s; the other members use the classic "
+                "protocol: the group becomes a classic group",
+                group.group_id,
+                member_id,
+                why,
+            )
+            self.downgrade(group, self._now_ms(now_ms))
+            return
+        group.remove(member_id)
         self._refresh_metadata(group)
         group.group_epoch += 1
         logger.info(
@@ -309,6 +344,30 @@ class ConsumerGroupCoordinator:
             why,
             group.group_epoch,
         )
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: Member) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember."""
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        if leaving.uses_classic_protocol or not others:
+            return False
+        if not all(m.uses_classic_protocol for m in others):
+            return False
+        if not self.config.downgrade_enabled:
+            logger.info(
+                "group %s: not downgraded to a classic group: group.consumer.migration.policy "
+                "is %s",
+                group.group_id,
+                self.config.migration_policy,
+            )
+            return False
+        return len(others) <= self.config.classic_max_size
+
+    def _now_ms(self, now_ms: int | None) -> int:
+        if now_ms is not None:
+            return now_ms
+        if self._clock is None:
+            raise TypeError("this coordinator has no clock: pass now_ms")
+        return self._clock()
 
     # -- topics and assignment ---------------------------------------------------------
 
@@ -365,6 +424,8 @@ class ConsumerGroupCoordinator:
         """When :meth:`tick` next has something to do (None: nothing scheduled)."""
         deadlines = [d for g in self.groups.values() for d in g.session_deadlines.values()]
         deadlines += (d for g in self.groups.values() for _, d in g.revocation_deadlines.values())
+        deadlines += (d for g in self.groups.values() for d in g.join_deadlines.values())
+        deadlines += (d for g in self.groups.values() for d in g.sync_deadlines.values())
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int | None = None) -> None:
@@ -377,12 +438,32 @@ class ConsumerGroupCoordinator:
         for group in list(self.groups.values()):
             self._run_timers(group, now_ms)
 
+    def run_timers(self, group_id: str, now_ms: int) -> None:
+        """Run the timers of one group that are due at ``now_ms``."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._run_timers(group, now_ms)
+
     def _run_timers(self, group: ConsumerGroup, now_ms: int) -> None:
-        for member_id, deadline in list(group.session_deadlines.items()):
-            if deadline <= now_ms:
-                self.remove_member(group, member_id, "its session expired")
+        def live() -> bool:  # a removal may have turned the group into a classic one
+            return self.groups.get(group.group_id) is group
+
+        expired = [
+            (member_id, why)
+            for deadlines, why in (
+                (group.session_deadlines, "its session expired"),
+                (group.join_deadlines, "it did not rejoin within its rebalance timeout"),
+                (group.sync_deadlines, "it did not send SyncGroup within its rebalance timeout"),
+            )
+            for member_id, deadline in list(deadlines.items())
+            if deadline <= now_ms
+        ]
+        for member_id, why in expired:
+            if not live():
+                return
+            self.remove_member(group, member_id, why, now_ms)
         for member_id, (epoch, deadline) in list(group.revocation_deadlines.items()):
-            if deadline > now_ms:
+            if deadline > now_ms or not live():
                 continue
             member = group.members.get(member_id)
             if member is not None and member.member_epoch == epoch:
@@ -390,6 +471,7 @@ class ConsumerGroupCoordinator:
                     group,
                     member_id,
                     f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms",
+                    now_ms,
                 )
             else:
                 group.revocation_deadlines.pop(member_id, None)

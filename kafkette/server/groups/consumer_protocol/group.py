@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from kafkette.server.groups.consumer_protocol import partitions
-from kafkette.server.groups.consumer_protocol.member import Member
+from kafkette.server.groups.consumer_protocol.member import Member, MemberState
 from kafkette.server.groups.consumer_protocol.partitions import Assignment
 from kafkette.server.groups.consumer_protocol.topics import TopicInfo, resolve
 
@@ -54,6 +54,12 @@ class ConsumerGroup:
         self.session_deadlines: dict[str, int] = {}
         self.revocation_deadlines: dict[str, tuple[int, int]] = {}
         """Member id -> (the epoch it must leave, the time by which it must)."""
+        self.join_deadlines: dict[str, int] = {}
+        """Classic members told to rejoin (REBALANCE_IN_PROGRESS) -> when they are removed
+        unless they send JoinGroup (their rebalance timeout)."""
+        self.sync_deadlines: dict[str, int] = {}
+        """Classic members answered a JoinGroup -> when they are removed unless they send
+        SyncGroup (their rebalance timeout)."""
 
     def __repr__(self) -> str:
         return (
@@ -136,6 +142,8 @@ class ConsumerGroup:
         self.target.pop(member_id, None)
         self.session_deadlines.pop(member_id, None)
         self.revocation_deadlines.pop(member_id, None)
+        self.join_deadlines.pop(member_id, None)
+        self.sync_deadlines.pop(member_id, None)
         return member
 
     def _release(self, member: Member) -> None:
@@ -145,6 +153,33 @@ class ConsumerGroup:
     def _hold(self, member: Member) -> None:
         for topic_id, p in partitions.pairs(member.owned()):
             self.partition_epochs[(topic_id, p)] = member.member_epoch
+
+    def classic_members(self) -> list[Member]:
+        """The members that use the classic protocol."""
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Whether a classic member joining with these protocols fits the group (Kafka's
+        supportsClassicProtocols): protocol type ``consumer``, and a protocol every classic
+        member supports (any, while it has none)."""
+        if protocol_type != "consumer":
+            return False
+        wanted = list(names)
+        classic = self.classic_members()
+        if not classic:
+            return bool(wanted)
+        return any(
+            all(any(name == p for p, _ in m.classic.protocols) for m in classic if m.classic)
+            for name in wanted
+        )
+
+    def waiting_on_unreleased_partition(self, member: Member) -> bool:
+        """Whether a member waits for a partition of its target that another member still
+        holds (Kafka's waitingOnUnreleasedPartition)."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        missing = partitions.minus(self.target.get(member.member_id, {}), member.assigned)
+        return any(self.partition_epochs.get(key) is not None for key in partitions.pairs(missing))
 
     def subscribed_topics(self, topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
         """The existing topics that some member's names or regex cover, from ``topics``."""

@@ -33,6 +33,21 @@ class MemberState(enum.Enum):
 
 
 @attrs.frozen(kw_only=True)
+class ClassicMember:
+    """What a member using the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside a
+    consumer group brings along (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    """(name, ConsumerProtocolSubscription bytes) in the member's order of preference."""
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol the member is answered with: its first."""
+        return self.protocols[0][0]
+
+
+@attrs.frozen(kw_only=True)
 class Member:
     """A member's subscription, epochs and current assignment."""
 
@@ -54,6 +69,15 @@ class Member:
     """The partitions the member may consume (sent to it as its assignment)."""
     pending_revocation: Assignment = attrs.field(factory=dict)
     """Partitions the member must give up and has not yet reported as given up."""
+    classic: ClassicMember | None = None
+    """Set for a member that uses the classic protocol (it joined with JoinGroup, or was
+    in a classic group converted into this consumer group)."""
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """Whether the member speaks JoinGroup/SyncGroup/Heartbeat rather than
+        ConsumerGroupHeartbeat."""
+        return self.classic is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         """Whether the member holds the target assignment of ``target_epoch``."""

@@ -4,10 +4,13 @@
 (``kafkette.testing.pytest_plugin``, loaded automatically by pytest) gives it
 as the ``kafka_cluster`` fixture. :func:`memory_cluster` and
 :func:`close_memory_cluster` are the older, string-returning helpers.
+:class:`RemoteFaults` arms the same faults as ``MemoryCluster.faults`` on a
+``kafkette serve --enable-fault-injection`` broker over TCP.
 """
 
 from kafkette.testing.clock import ManualClock
 from kafkette.testing.cluster import MemoryCluster
 from kafkette.testing.clusters import close_memory_cluster, memory_cluster
+from kafkette.testing.remote_faults import RemoteFaults
 
-__all__ = ["ManualClock", "MemoryCluster", "close_memory_cluster", "memory_cluster"]
+__all__ = ["ManualClock", "MemoryCluster", "RemoteFaults", "close_memory_cluster", "memory_cluster"]

@@ -11,15 +11,21 @@ itself; ``-p no:kafkette`` turns it off. Fixtures:
 - ``kafka_admin``: a sync :class:`~kafkette.AdminClient` on those servers;
 - ``kafka_topic``: a factory, ``kafka_topic(partitions=3, **configs) -> name``,
   creating a topic with a fresh name (deleted afterwards on a real cluster);
-- ``kafka_broker``: a real ``kafkette serve --memory`` process on a free
-  loopback port for the whole session (``.bootstrap_servers``).
+- ``kafka_broker``: a real ``kafkette serve --memory --enable-fault-injection``
+  process on a free loopback port for the whole session
+  (``.bootstrap_servers``, and ``.faults``: a
+  :class:`~kafkette.testing.RemoteFaults` with the API of
+  ``MemoryCluster.faults``; the broker is shared, so a test that arms faults
+  clears them).
 
 ``pytest --kafka-bootstrap HOST:PORT`` points ``kafka_bootstrap_servers``,
 ``kafka_admin``, ``kafka_topic`` and ``kafka_broker`` at a running Kafka
 instead, so a suite written against them runs unchanged on memory://,
 ``kafkette serve`` and a real cluster. ``kafka_cluster`` and ``kafka_clock``
-are the memory cluster's own (time and faults are not remote controls), and
-fail a test that asks for them under ``--kafka-bootstrap``.
+are the memory cluster's own (time is not a remote control), and fail a test
+that asks for them under ``--kafka-bootstrap``. ``kafka_broker.faults`` is
+there too and works when the servers are a ``kafkette serve
+--enable-fault-injection``; any other Kafka refuses it (InvalidConfigError).
 
 kafkette is imported when a fixture is first used, not when pytest loads the
 plugin, so suites that use none of them pay nothing.
@@ -42,7 +48,7 @@ import pytest
 
 if TYPE_CHECKING:
     from kafkette import AdminClient
-    from kafkette.testing import ManualClock, MemoryCluster
+    from kafkette.testing import ManualClock, MemoryCluster, RemoteFaults
 
 BOOTSTRAP_OPTION = "--kafka-bootstrap"
 START_TIMEOUT_S = 30.0
@@ -136,8 +142,31 @@ def kafka_topic(
         kafka_admin.delete_topics(made).all()
 
 
-class ServeProcess:
-    """``kafkette serve --memory`` in a child process on a free loopback port."""
+class _RemoteFaultsOwner:
+    """Gives ``.faults``, a :class:`~kafkette.testing.RemoteFaults` on ``.bootstrap_servers``
+    made on first use."""
+
+    bootstrap_servers: str
+    _faults: RemoteFaults | None = None
+
+    @property
+    def faults(self) -> RemoteFaults:
+        """The broker's faults, armed over the network (see :class:`RemoteFaults`)."""
+        if self._faults is None:
+            from kafkette.testing import RemoteFaults
+
+            self._faults = RemoteFaults(self.bootstrap_servers)
+        return self._faults
+
+    def _close_faults(self) -> None:
+        if self._faults is not None:
+            self._faults.close()
+            self._faults = None
+
+
+class ServeProcess(_RemoteFaultsOwner):
+    """``kafkette serve --memory --enable-fault-injection`` in a child process on a free
+    loopback port."""
 
     def __init__(self) -> None:
         self.port = 0
@@ -146,11 +175,12 @@ class ServeProcess:
         self._log_fd = fd
 
     @property
-    def bootstrap_servers(self) -> str:
+    def bootstrap_servers(self) -> str:  # type: ignore[override]
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> ServeProcess:
         command = [sys.executable, "-m", "kafkette", "serve", "--listen", "127.0.0.1:0", "--memory"]
+        command.append("--enable-fault-injection")
         self.process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log_fd, stderr=subprocess.STDOUT
         )
@@ -168,6 +198,7 @@ class ServeProcess:
         raise RuntimeError(f"kafkette serve did not start within {START_TIMEOUT_S}s")
 
     def close(self) -> None:
+        self._close_faults()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -181,7 +212,7 @@ class ServeProcess:
             self._log_fd = -1
 
 
-class ExternalKafka:
+class ExternalKafka(_RemoteFaultsOwner):
     """The ``--kafka-bootstrap`` cluster, standing in for ``kafka_broker``."""
 
     def __init__(self, bootstrap_servers: str) -> None:
@@ -190,11 +221,16 @@ class ExternalKafka:
 
 @pytest.fixture(scope="session")
 def kafka_broker(request: pytest.FixtureRequest) -> Iterator[ServeProcess | ExternalKafka]:
-    """A real Kafka over TCP for the session: ``kafkette serve --memory`` on a free
-    loopback port (stopped at the end), or the ``--kafka-bootstrap`` cluster."""
+    """A real Kafka over TCP for the session: ``kafkette serve --memory
+    --enable-fault-injection`` on a free loopback port (stopped at the end), or the
+    ``--kafka-bootstrap`` cluster; ``.faults`` arms faults on it (:class:`RemoteFaults`)."""
     external = _external(request.config)
     if external is not None:
-        yield ExternalKafka(external)
+        kafka = ExternalKafka(external)
+        try:
+            yield kafka
+        finally:
+            kafka._close_faults()
         return
     server = ServeProcess()
     try:

@@ -1,13 +1,12 @@
 """Authorization: Kafka's ACL model and standard authorizer.
 
-:mod:`~kafkette.server.acl.model` holds bindings and filters,
+:mod:`kafkette.acl` holds bindings and filters (shared with the admin client),
 :mod:`~kafkette.server.acl.authorizer` the decisions,
 :mod:`~kafkette.server.acl.store` the file a broker with a data directory keeps
 them in.
 """
 
-from kafkette.server.acl.authorizer import AclAuthorizer
-from kafkette.server.acl.model import (
+from kafkette.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
@@ -16,6 +15,7 @@ from kafkette.server.acl.model import (
     PatternType,
     ResourceType,
 )
+from kafkette.server.acl.authorizer import AclAuthorizer
 
 __all__ = [
     "CLUSTER_NAME",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafkette.server.acl.model import (
+from kafkette.acl import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from kafkette.server.acl.model import (
+from kafkette.acl import (
     AclBinding,
     AclOperation,
     AclPermissionType,

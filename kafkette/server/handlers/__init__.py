@@ -4,6 +4,7 @@ Importing this package registers every handler with the broker core.
 """
 
 from kafkette.server.handlers import (
+    acls,
     api_versions,
     cluster_info,
     configs,
@@ -26,6 +27,7 @@ from kafkette.server.handlers import (
 )
 
 __all__ = [
+    "acls",
     "api_versions",
     "cluster_info",
     "configs",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkette.acl import new_binding_error
 from kafkette.server.acl import (
     AclAuthorizer,
     AclBinding,
@@ -14,7 +15,6 @@ from kafkette.server.acl import (
     PatternType,
     ResourceType,
 )
-from kafkette.server.acl.model import new_binding_error
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP

@@ -1,4 +1,6 @@
-"""ACL bindings and filters: Kafka's access-control list model, without I/O.
+"""ACL bindings and filters: Kafka's access-control list model, shared by the
+admin client (``create_acls``, ``describe_acls``, ``delete_acls``) and the
+broker's authorizer (:mod:`kafkette.server.acl`).
 
 An :class:`AclBinding` says that a principal (``User:alice``, or ``User:*`` for
 everyone) from a host (or ``*``) may (ALLOW) or may not (DENY) perform an

@@ -1,5 +1,5 @@
 """The admin client: topics, partitions, configs, records, offsets, consumer groups,
-transactions and SCRAM users."""
+transactions, SCRAM users and ACLs (whose types are in :mod:`kafkette.acl`)."""
 
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.scram import (

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from kafkette.admin.acls import AclOperations
 from kafkette.admin.groups import GroupOperations
 from kafkette.admin.scram import ScramOperations
 from kafkette.admin.transactions import TransactionOperations
@@ -111,7 +112,7 @@ def _error(code: int, message: str | None = None) -> ApiError:
     return make_error(code, message)
 
 
-class AsyncAdminClient(TransactionOperations, ScramOperations, GroupOperations):
+class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, GroupOperations):
     """Manage topics, partitions, configs, records and consumer groups of a Kafka cluster.
 
     ``AsyncAdminClient(bootstrap_servers="localhost:9092")``; settings in

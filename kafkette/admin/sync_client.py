@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafkette.acl import AclBinding, AclBindingFilter
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.scram import UserScramCredentialAlteration, UserScramCredentialsDescription
 from kafkette.admin.txn_types import (
@@ -366,6 +367,38 @@ class AdminClient:
         return self._loop.call(
             lambda: self._async.alter_user_scram_credentials(wanted, timeout_ms=timeout_ms)
         )
+
+    def create_acls(
+        self,
+        bindings: Iterable[AclBinding],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[AclBinding, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(bindings)
+        return self._loop.call(lambda: self._async.create_acls(wanted, timeout_ms=timeout_ms))
+
+    def describe_acls(
+        self,
+        acl_filter: AclBindingFilter | None = None,
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> list[AclBinding]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        return self._loop.call(lambda: self._async.describe_acls(acl_filter, timeout_ms=timeout_ms))
+
+    def delete_acls(
+        self,
+        filters: Iterable[AclBindingFilter],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[AclBindingFilter, list[AclBinding]]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(filters)
+        return self._loop.call(lambda: self._async.delete_acls(wanted, timeout_ms=timeout_ms))
 
 
 async def _make(config: Mapping[str, Any] | None, settings: dict[str, Any]) -> AsyncAdminClient:

@@ -20,8 +20,8 @@ from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 
 if TYPE_CHECKING:
+    from kafkette.acl import AclOperation, ResourceType
     from kafkette.server.acl.authorizer import AclAuthorizer
-    from kafkette.server.acl.model import AclOperation, ResourceType
     from kafkette.server.broker import Broker
 
 ANONYMOUS = "User:ANONYMOUS"

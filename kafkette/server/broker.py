@@ -119,7 +119,13 @@ class Broker:
         )
         """Writes the markers that end transactions (the coordinator's and WriteTxnMarkers')."""
         self.transactions = TransactionCoordinator(
-            self, self.clock, store=txn_log, markers=self.markers
+            txn_log,
+            self.markers,
+            store,
+            clock=self.clock,
+            allocate_producer_id=lambda: self.producer_ids.next_id(),
+            max_timeout_ms=self.config.transaction_max_timeout_ms,
+            id_expiration_ms=self.config.transactional_id_expiration_ms,
         )
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load()

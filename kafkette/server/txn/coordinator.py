@@ -40,9 +40,7 @@ from kafkette.errors import (
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
 )
-from kafkette.server.groups.log_store import OFFSETS_TOPIC, LogGroupStore
-from kafkette.server.txn.log_store import TxnLogStore
-from kafkette.server.txn.markers import MarkerWriter
+from kafkette.server.groups.log_store import OFFSETS_TOPIC
 from kafkette.server.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -62,7 +60,9 @@ from kafkette.server.txn.state import (
 )
 
 if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
+    from kafkette.server.groups.log_store import LogGroupStore
+    from kafkette.server.txn.log_store import TxnLogStore
+    from kafkette.server.txn.markers import MarkerWriter
 
 logger = logging.getLogger("kafkette.server.txn")
 
@@ -84,16 +84,26 @@ class TransactionCoordinator:
 
     def __init__(
         self,
-        broker: Broker,
-        clock: Callable[[], float],
-        *,
         store: TxnLogStore,
         markers: MarkerWriter,
+        offsets: LogGroupStore,
+        *,
+        clock: Callable[[], float],
+        allocate_producer_id: Callable[[], int],
+        max_timeout_ms: int,
+        id_expiration_ms: int,
     ) -> None:
-        self.broker = broker
-        self._clock = clock
+        """``store`` keeps the metadata, ``markers`` ends transactions, ``offsets`` is
+        ``__consumer_offsets`` (where TxnOffsetCommit writes); ``allocate_producer_id``
+        hands out new producer ids; ``max_timeout_ms`` is ``transaction.max.timeout.ms``
+        and ``id_expiration_ms`` ``transactional.id.expiration.ms``."""
         self.store = store
         self._markers = markers
+        self._offsets = offsets
+        self._clock = clock
+        self._allocate_producer_id = allocate_producer_id
+        self.max_timeout_ms = max_timeout_ms
+        self._id_expiration_ms = id_expiration_ms
         self.transactions: dict[str, TransactionMetadata] = {}
         """Transactional id -> its current metadata."""
         self._pending_offsets: dict[str, dict[str, set[PartitionKey]]] = {}
@@ -104,25 +114,24 @@ class TransactionCoordinator:
     def now_ms(self) -> int:
         return int(self._clock())
 
-    @property
-    def max_timeout_ms(self) -> int:
-        return self.broker.config.transaction_max_timeout_ms
-
     # -- start ----------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self, *, finish_prepared: bool = True) -> None:
         """Read ``__transaction_state`` back and complete the transactions a stop caught
-        between PrepareCommit/PrepareAbort and their Complete state. Ongoing ones stay
-        open: their producer may still end them, else they time out."""
+        between PrepareCommit/PrepareAbort and their Complete state (unless not
+        ``finish_prepared``: a broker serving its data directory read-only leaves
+        them as they are). Ongoing ones stay open: their producer may still end them,
+        else they time out."""
         self.transactions = self.store.load()
-        store = self.broker.groups.store
         for meta in self.transactions.values():
-            if meta.state == CoordinatorTxnState.ONGOING and isinstance(store, LogGroupStore):
+            if meta.state == CoordinatorTxnState.ONGOING:
                 for topic, index in meta.partitions:
                     if topic == OFFSETS_TOPIC:
-                        written = store.transactional_offsets(index, meta.producer_id)
+                        written = self._offsets.transactional_offsets(index, meta.producer_id)
                         for group_id, offsets in written.items():
                             self.offsets_written(meta.transactional_id, group_id, offsets)
+        if not finish_prepared:
+            return
         for meta in list(self.transactions.values()):
             if meta.state in PREPARING:
                 logger.info(
@@ -159,16 +168,14 @@ class TransactionCoordinator:
         now = self.now_ms()
         meta = self.transactions.get(transactional_id)
         if meta is None:
-            meta = new_metadata(
-                transactional_id, self.broker.producer_ids.next_id(), timeout_ms, now
-            )
+            meta = new_metadata(transactional_id, self._allocate_producer_id(), timeout_ms, now)
             self.transactions[transactional_id] = meta
         outcome = prepare_init(
             meta,
             timeout_ms=timeout_ms,
             expected=expected,
             now_ms=now,
-            allocate_producer_id=self.broker.producer_ids.next_id,
+            allocate_producer_id=self._allocate_producer_id,
         )
         if isinstance(outcome, int):
             return InitResult(outcome)
@@ -202,11 +209,8 @@ class TransactionCoordinator:
 
     def offsets_partition(self, group_id: str) -> PartitionKey:
         """The ``__consumer_offsets`` partition of ``group_id`` (the topic made if needed)."""
-        store = self.broker.groups.store
-        if isinstance(store, LogGroupStore):
-            store.ensure_topic()
-            return OFFSETS_TOPIC, store.partition_for(group_id)
-        return OFFSETS_TOPIC, 0
+        self._offsets.ensure_topic()
+        return OFFSETS_TOPIC, self._offsets.partition_for(group_id)
 
     def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -301,7 +305,7 @@ class TransactionCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         """When :meth:`tick` next has work (``None``: nothing scheduled)."""
-        expiration = self.broker.config.transactional_id_expiration_ms
+        expiration = self._id_expiration_ms
         deadlines = []
         for meta in self.transactions.values():
             if meta.state == CoordinatorTxnState.ONGOING:
@@ -318,7 +322,7 @@ class TransactionCoordinator:
     def tick(self, now_ms: int | None = None) -> None:
         """Abort timed-out transactions, retry failed markers, forget expired ids."""
         now = self.now_ms() if now_ms is None else now_ms
-        expiration = self.broker.config.transactional_id_expiration_ms
+        expiration = self._id_expiration_ms
         for meta in list(self.transactions.values()):
             tid = meta.transactional_id
             if self._retry_at.get(tid, now) > now:

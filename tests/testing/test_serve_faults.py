@@ -1,5 +1,7 @@
-"""``kafkette serve --fault API:ERROR[:TIMES]``: the fault table of MemoryCluster.faults,
-armed at start on a broker over TCP."""
+"""``kafkette serve --fault``: the fault table of MemoryCluster.faults, armed at start on
+a broker over TCP; and what only TCP has of the runtime hook (``--enable-fault-injection``):
+SASL super users, start-up refusals, a Kafka admin client nobody here wrote arming a fault.
+The fault tests that run on both transports are in test_faults_both_transports.py."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import sys
 import pytest
 
 from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from kafkette.errors import NotEnoughReplicasError
-from kafkette.server.faults import FailSpec, FaultTable, parse_fail_spec
+from kafkette.errors import ClusterAuthorizationFailedError, NotEnoughReplicasError
+from kafkette.server.faults import FailSpec, Fault, FaultTable, parse_fail_spec
+from kafkette.testing import RemoteFaults
 from tests.brokers import BrokerProcess
 
 PRODUCE, FIND_COORDINATOR = 0, 10
@@ -113,3 +116,122 @@ def test_the_fault_answers_exactly_times_requests_over_tcp() -> None:
                     producer.send("t", b"refused", partition=0).result(20)
             assert producer.send("t", b"stored", partition=0).result(20).offset == 0
         assert _values(broker.bootstrap, "t", 1) == [b"stored"]
+
+
+def test_drop_response_armed_at_start_and_an_idempotent_producer() -> None:
+    """``--fault drop_response:Produce:2``: the first two Produce answers are lost;
+    the idempotent producer's retries store each record once."""
+    with BrokerProcess(args=("--fault", "drop_response:Produce:2")) as broker:
+        assert "fault armed: drop_response:Produce:2" in broker.log()
+        _create(broker.bootstrap, "t")
+        with Producer(bootstrap_servers=broker.bootstrap, enable_idempotence=True) as producer:
+            futures = [producer.send("t", b"v%d" % i, partition=0) for i in range(3)]
+            assert [f.result(20).offset for f in futures] == [0, 1, 2]
+        assert _values(broker.bootstrap, "t", 3) == [b"v0", b"v1", b"v2"]
+        assert broker.log().count("answer dropped") == 2
+
+
+SASL_ARGS = (
+    "--enable-fault-injection",
+    "--sasl-user",
+    "admin:admin-secret",
+    "--sasl-user",
+    "alice:alice-secret",
+    "--set",
+    "super.users=User:admin",
+)
+
+
+def _sasl(user: str) -> dict[str, str]:
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_username": user,
+        "sasl_password": f"{user}-secret",
+    }
+
+
+def test_with_sasl_only_super_users_arm_faults() -> None:
+    with BrokerProcess(args=SASL_ARGS) as broker:
+        assert "fault injection enabled for User:admin" in broker.log()
+        with RemoteFaults(broker.bootstrap, **_sasl("alice")) as alice:
+            with pytest.raises(ClusterAuthorizationFailedError) as refused:
+                alice.fail("Produce", NotEnoughReplicasError)
+            assert refused.value.detail == (
+                "User:alice may not arm faults: only the broker's super.users may"
+            )
+            with pytest.raises(ClusterAuthorizationFailedError):
+                alice.clear()
+        with RemoteFaults(broker.bootstrap, **_sasl("admin")) as admin:
+            assert admin.armed() == []  # alice armed nothing
+            admin.fail("Produce", NotEnoughReplicasError, times=2)
+            assert admin.armed() == [Fault("fail", PRODUCE, 2, NotEnoughReplicasError.code)]
+            admin.clear()
+            assert admin.armed() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--enable-fault-injection", "--sasl-user", "admin:pw"),
+            "setting '--enable-fault-injection': with SASL users, name the principals "
+            "that may arm faults in the super.users property",
+        ),
+        (
+            ("--set", "super.users=admin"),
+            "setting 'super.users': expected User:NAME;User:OTHER, got 'admin'",
+        ),
+    ],
+)
+def test_serve_refuses_fault_injection_it_cannot_restrict(
+    args: tuple[str, ...], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkette", "serve", "--listen", "127.0.0.1:0", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_a_kafka_admin_client_nobody_here_wrote_arms_a_fault() -> None:
+    """confluent-kafka (librdkafka) arms a fault with its own incremental_alter_configs,
+    on the broker resource by id, and reads what is armed with describe_configs."""
+    from confluent_kafka.admin import (
+        AdminClient as ConfluentAdmin,
+    )
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    with BrokerProcess(args=("--enable-fault-injection",)) as broker:
+        _create(broker.bootstrap, "t")
+        admin = ConfluentAdmin({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(
+            ConfigResource.Type.BROKER,
+            "1",
+            incremental_configs=[
+                ConfigEntry(
+                    "kafkette.fault.fail",
+                    "Produce:NOT_ENOUGH_REPLICAS:1",
+                    incremental_operation=AlterConfigOpType.SET,
+                )
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(20)
+        described = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")])
+        [entries] = [f.result(20) for f in described.values()]
+        assert entries["kafkette.fault.armed"].value == "fail:Produce:NOT_ENOUGH_REPLICAS:1"
+        with Producer(
+            bootstrap_servers=broker.bootstrap, retries=0, enable_idempotence=False
+        ) as producer:
+            with pytest.raises(NotEnoughReplicasError):
+                producer.send("t", b"refused", partition=0).result(20)
+            assert producer.send("t", b"stored", partition=0).result(20).offset == 0

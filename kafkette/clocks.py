@@ -69,6 +69,33 @@ def loop_clock_ms() -> MonotonicClockMs:
     return lambda: read() * 1000.0
 
 
+class LoopWallClock:
+    """Wall time (milliseconds since the epoch, a :data:`WallClockMs`) that moves with an
+    event loop's clock: the broker's clock of an in-process cluster served on a test's
+    loop, so that a fake loop clock (trio's ``MockClock``) moves broker timers too.
+
+    Until :meth:`start` it stands at the wall time it was made; from :meth:`start`
+    (called in the loop) it is that start's wall time plus the loop time since.
+    """
+
+    def __init__(self) -> None:
+        self._origin_ms = float(wall_ms_int())  # whole: deadlines stay whole too
+        self._loop_ms: MonotonicClockMs | None = None
+        self._loop_origin_ms = 0.0
+
+    def start(self) -> None:
+        """Follow the running event loop's clock from now on (call it in the loop)."""
+        loop_ms = loop_clock_ms()
+        self._origin_ms = float(wall_ms_int())
+        self._loop_origin_ms = loop_ms()
+        self._loop_ms = loop_ms
+
+    def __call__(self) -> float:
+        if self._loop_ms is None:
+            return self._origin_ms
+        return self._origin_ms + (self._loop_ms() - self._loop_origin_ms)
+
+
 def _trio_time() -> Callable[[], float] | None:
     trio = sys.modules.get("trio")  # not imported: not running either
     if trio is None:

@@ -16,6 +16,17 @@ responses wait in the stream for ``receive()``. A request is handed to the
 broker's loop as a task and its answer wakes the caller's loop: no thread
 waits for it, and a cancelled caller returns at once.
 
+A cluster made to serve on its owner's event loop (``async with
+MemoryCluster(in_loop=True)``) has no thread: a :class:`LoopHome` runs the
+broker core as tasks of the loop that entered it (the timers, the
+maintenance loop, one task per request, no worker thread). Nothing of the
+broker then waits outside that loop, so a loop with a fake clock (trio's
+``MockClock(autojump_threshold=0)``) sees the broker's waits as it sees the
+clients': it moves its clock only when clients and broker are all idle, and
+then to the earliest deadline of either. Only tasks of that loop may connect:
+a client in another thread (a sync client's background loop) would wait for
+a loop that its caller may be blocking.
+
 A cluster made with several nodes (``MemoryCluster(brokers=N)``) has one
 broker core whose :class:`~kafkette.server.nodes.NodeTable` routes requests:
 a stream is opened to one node (the client picks it from the metadata's
@@ -32,7 +43,7 @@ import contextlib
 import contextvars
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -46,8 +57,9 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock
+from kafkette.server.frames import process_frame
 from kafkette.server.groups.timer import group_timer_loop
-from kafkette.server.listener import CloseConnection, process_frame
+from kafkette.server.listener import CloseConnection
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes, serving_node
 
@@ -62,7 +74,8 @@ def is_in_process(server: str) -> bool:
 
 
 class InProcessCluster:
-    """A broker core running in this process, in its own event loop thread."""
+    """A broker core running in this process: in its own event loop thread, or with
+    ``in_loop`` on the loop that calls :meth:`enter_loop` (see :class:`LoopHome`)."""
 
     def __init__(
         self,
@@ -70,10 +83,14 @@ class InProcessCluster:
         broker_factory: Callable[[], Broker],
         lock: DataDirLock | None,
         nodes: int = 1,
+        *,
+        in_loop: bool = False,
     ) -> None:
         self.url = url
         self._lock = lock
-        self._loop = BackgroundLoop(url)
+        self._loop = None if in_loop else BackgroundLoop(url)
+        self._home: LoopHome | None = None
+        """The broker's tasks on its owner's loop (``in_loop``, between enter and exit)."""
         self.closed = False
         self.broker = broker_factory()
         if nodes > 1:
@@ -81,13 +98,31 @@ class InProcessCluster:
             self.broker.nodes = numbered_nodes([(host, node) for node in range(1, nodes + 1)])
         self._streams: weakref.WeakSet[InProcessStream] = weakref.WeakSet()
         self._max_frame = self.broker.config.socket_request_max_bytes
-        self._broker_loop = self._loop.call(_running_loop)
         self._in_flight: set[concurrent.futures.Future[list[bytes]]] = set()
         """Requests handed to the broker's loop and not answered yet."""
-        self._loop.call_soon(maintenance_loop, self.broker)
-        self._loop.call_soon(group_timer_loop, self.broker)
+        if self._loop is not None:
+            self._broker_loop = self._loop.call(_running_loop)
+            self._loop.call_soon(maintenance_loop, self.broker)
+            self._loop.call_soon(group_timer_loop, self.broker)
 
-    async def serve_frame(self, frame: memoryview, node: int | None = None) -> list[bytes]:
+    @property
+    def in_loop(self) -> bool:
+        """Whether the broker is served on its owner's event loop (no thread of its own)."""
+        return self._loop is None
+
+    async def enter_loop(self) -> None:
+        """Start serving on the running event loop (a cluster made with ``in_loop``)."""
+        if self._loop is not None or self._home is not None or self.closed:
+            raise RuntimeError(f"{self.url} cannot start serving on this event loop")
+        self._home = await LoopHome.open(self.broker, self.url)
+
+    async def exit_loop(self) -> None:
+        """Stop serving on the event loop: the broker's tasks and requests in flight end."""
+        home, self._home = self._home, None
+        if home is not None:
+            await home.aclose()
+
+    async def serve_frame(self, frame: memoryview, node: int | None = None) -> Sequence[Any]:
         """Serve one request frame in the broker's loop as ``node`` (None: the only
         node); returns the response frame's parts.
 
@@ -101,6 +136,19 @@ class InProcessCluster:
         if not nodes.is_live(node):
             raise anyio.BrokenResourceError(f"node {node} of {self.url} is stopped")
         data = bytes(frame)  # the caller's buffer may be reused once we return
+        if self._loop is None:
+            home = self._home
+            if home is None:
+                raise anyio.BrokenResourceError(f"{self.url} is not serving")
+            parts = await home.serve(data, node)
+        else:
+            parts = await self._serve_across(data, node)
+        if not nodes.is_live(node):
+            raise anyio.BrokenResourceError(f"node {node} of {self.url} stopped")
+        return parts
+
+    async def _serve_across(self, data: bytes, node: int | None) -> list[bytes]:
+        """Serve ``data`` in the broker's own loop thread; wake the caller with its answer."""
         done = event_factory()()
         wake = threadsafe_call_soon_factory()
         answer: concurrent.futures.Future[list[bytes]] = concurrent.futures.Future()
@@ -126,12 +174,9 @@ class InProcessCluster:
             answer.cancel()
         await done.wait()
         try:
-            parts = answer.result()
+            return answer.result()
         except concurrent.futures.CancelledError:  # the cluster closed under the request
             raise anyio.BrokenResourceError(f"{self.url} is closed") from None
-        if not nodes.is_live(node):
-            raise anyio.BrokenResourceError(f"node {node} of {self.url} stopped")
-        return parts
 
     def _start(self, data: bytes, answer: concurrent.futures.Future[list[bytes]]) -> None:
         """In the broker's loop: serve ``data`` in a task of its own, its outcome to ``answer``."""
@@ -154,15 +199,41 @@ class InProcessCluster:
 
     def call(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``func(*args)`` in the broker's event loop and wait for its result (from
-        another thread: tests reading or driving the broker core)."""
+        another thread: tests reading or driving the broker core). Not for a cluster
+        served on its owner's loop: see :meth:`run`."""
         if self.closed:
             raise RuntimeError(f"{self.url} is closed")
+        if self._loop is None:
+            raise RuntimeError(f"{self.url} is served on its owner's event loop: use run()")
         return self._loop.call(func, *args)
+
+    def run(self, func: Callable[..., T], *args: Any) -> T:
+        """Call ``func(*args)`` where the broker's state may be touched, and return its
+        result: in the broker's own loop thread (waiting for it), or, for a cluster
+        served on its owner's loop, right here in that loop's thread."""
+        if self.closed:
+            raise RuntimeError(f"{self.url} is closed")
+        if self._loop is not None:
+
+            async def call() -> T:
+                return func(*args)
+
+            return self._loop.call(call)
+        if self._home is not None:
+            self._home.refuse_other_threads()
+        return func(*args)
 
     def open_stream(self, node: int | None = None) -> InProcessStream:
         """A new connection to ``node`` (None: the bootstrap connection, to the first
         live node). :class:`~kafkette.errors.KafkaConnectionError` when the node is
-        stopped or not in the cluster."""
+        stopped or not in the cluster, or when the cluster is served on an event
+        loop other than the caller's."""
+        if self._loop is None:
+            if self._home is None:
+                raise KafkaConnectionError(
+                    f"{self.url} is not serving: enter its MemoryCluster with async with"
+                )
+            self._home.refuse_other_threads()
         nodes = self.broker.nodes
         if not nodes.multi:
             return InProcessStream(self)
@@ -187,7 +258,10 @@ class InProcessCluster:
 
     def close(self) -> None:
         self.closed = True
-        self._loop.close()
+        if self._loop is not None:
+            self._loop.close()
+        elif self._home is not None:  # the tasks end at exit_loop
+            self._home.cancel()
         for answer in list(self._in_flight):  # never started: the loop stopped first
             answer.cancel()
         self.broker.close()
@@ -197,6 +271,83 @@ class InProcessCluster:
 
 async def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
+
+
+class LoopHome:
+    """A broker core's tasks on the running event loop, from :meth:`open` to :meth:`aclose`."""
+
+    def __init__(self, broker: Broker, url: str, task_group: anyio.abc.TaskGroup) -> None:
+        self._broker = broker
+        self._url = url
+        self._tasks = task_group
+        self._thread = threading.get_ident()
+        self._event = event_factory()
+        self._cancelled = anyio.get_cancelled_exc_class()
+
+    @classmethod
+    async def open(cls, broker: Broker, url: str) -> LoopHome:
+        """Start ``broker``'s timers on the running loop; its requests are served there."""
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        home = cls(broker, url, tasks)
+        tasks.start_soon(maintenance_loop, broker)
+        tasks.start_soon(group_timer_loop, broker)
+        return home
+
+    def cancel(self) -> None:
+        """Cancel the timers and the requests in flight (their callers get an error)."""
+        self._tasks.cancel_scope.cancel()
+
+    async def aclose(self) -> None:
+        """:meth:`cancel`, and wait for the tasks to end."""
+        self.cancel()
+        await self._tasks.__aexit__(None, None, None)
+
+    def refuse_other_threads(self) -> None:
+        """:class:`~kafkette.errors.KafkaConnectionError` unless called in the loop's thread."""
+        if threading.get_ident() != self._thread:
+            raise KafkaConnectionError(
+                f"{self._url} is served on the event loop that entered it "
+                "(MemoryCluster(in_loop=True)): connect from that loop; sync clients "
+                "and other threads need a MemoryCluster without in_loop"
+            )
+
+    async def serve(self, data: bytes, node: int | None) -> Sequence[Any]:
+        """Serve one request frame as ``node`` in a task of its own; the response's parts.
+
+        Cancelled, the caller returns at once: the task finishes the request
+        (a long-poll Fetch its wait) and its answer is dropped, as when a client
+        closes its socket."""
+        done = self._event()
+        outcome: list[Sequence[Any] | BaseException] = []
+        self._tasks.start_soon(self._serve, data, node, done, outcome)
+        await done.wait()
+        result = outcome[0]
+        if isinstance(result, self._cancelled):  # the cluster closed under the request
+            raise anyio.BrokenResourceError(f"{self._url} is closed")
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _serve(
+        self,
+        data: bytes,
+        node: int | None,
+        done: anyio.Event,
+        outcome: list[Sequence[Any] | BaseException],
+    ) -> None:
+        if node is not None:
+            serving_node.set(node)  # in this task's own context
+        try:
+            parts = await process_frame(self._broker, memoryview(data), self._url, offload=False)
+            outcome.append(parts)
+        except self._cancelled as exc:
+            outcome.append(exc)
+            raise
+        except Exception as exc:  # the caller's (a connection to close, a broker bug)
+            outcome.append(exc)
+        finally:
+            done.set()
 
 
 class InProcessStream(anyio.abc.ByteStream):
@@ -284,26 +435,34 @@ def get_cluster(
 
 
 def create_cluster(
-    url: str, config: BrokerConfig, clock: WallClockMs, *, nodes: int = 1
+    url: str, config: BrokerConfig, clock: WallClockMs, *, nodes: int = 1, in_loop: bool = False
 ) -> InProcessCluster:
     """A new in-process cluster ``url``; an error if one of that name is open.
 
     With ``nodes`` > 1 (``memory://`` only) the broker core stands for nodes 1..N,
-    advertised as ``memory-NAME`` with the node id as port."""
+    advertised as ``memory-NAME`` with the node id as port. With ``in_loop``
+    (``memory://`` only) it has no thread: it serves once entered on an event
+    loop (:meth:`InProcessCluster.enter_loop`)."""
     with _clusters_lock:
         if url in _clusters:
             raise ValueError(f"{url} exists already")
         _refused.discard(url)
-        cluster = _clusters[url] = _create(url, config, clock, nodes)
+        cluster = _clusters[url] = _create(url, config, clock, nodes, in_loop=in_loop)
         return cluster
 
 
-def _create(url: str, config: BrokerConfig, clock: WallClockMs, nodes: int = 1) -> InProcessCluster:
+def _create(
+    url: str, config: BrokerConfig, clock: WallClockMs, nodes: int = 1, *, in_loop: bool = False
+) -> InProcessCluster:
     if url.startswith(MEMORY_SCHEME):
         name = url[len(MEMORY_SCHEME) :]
         config.advertised_host, config.advertised_port = f"memory-{name}", 0
         config.data_dir = None
-        return InProcessCluster(url, lambda: Broker(config, clock=clock), None, nodes)
+        return InProcessCluster(
+            url, lambda: Broker(config, clock=clock), None, nodes, in_loop=in_loop
+        )
+    if in_loop:
+        raise ValueError(f"{url!r}: serving on the caller's event loop is for memory:// only")
     if nodes != 1:
         raise ValueError(f"{url!r}: several nodes are simulated over memory:// only")
     path = url[len(FILE_SCHEME) :]

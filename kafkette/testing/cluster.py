@@ -31,6 +31,7 @@ from typing import Any, Literal
 import anyio
 
 from kafkette.client.inprocess import MEMORY_SCHEME, close_cluster, create_cluster
+from kafkette.clocks import LoopWallClock
 from kafkette.consumer.assignors.protocol import decode_assignment
 from kafkette.consumer.fetch_buffer import CompletedFetch
 from kafkette.consumer.record import ConsumerRecord
@@ -67,6 +68,15 @@ class MemoryCluster:
     Use it as a context manager (``with`` or ``async with``) or call
     :meth:`close`: that stops the cluster's thread, and clients connecting to
     it afterwards get :class:`~kafkette.errors.KafkaConnectionError`.
+
+    With ``in_loop=True`` the cluster has no thread: entered with ``async
+    with``, it runs as tasks of that event loop, and only that loop's clients
+    (async clients) may connect. Its clock then defaults to the loop's clock
+    (as wall time, a :class:`~kafkette.clocks.LoopWallClock`), so broker timers
+    (session, rebalance and transaction timeouts, long-poll fetches, delay
+    faults) move with the loop's time: under trio's
+    ``MockClock(autojump_threshold=0)`` clients and broker alike run in virtual
+    time. Its inspection methods are called from the loop's thread.
     """
 
     def __init__(
@@ -75,6 +85,7 @@ class MemoryCluster:
         *,
         brokers: int = 1,
         clock: Callable[[], float] | None = None,
+        in_loop: bool = False,
         **broker_config: Any,
     ) -> None:
         if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
@@ -82,13 +93,15 @@ class MemoryCluster:
         self.name = name if name is not None else f"cluster-{uuid.uuid4().hex[:12]}"
         self.bootstrap_servers = MEMORY_SCHEME + self.name
         """``memory://NAME``, for any kafkette client's ``bootstrap_servers``."""
-        self.clock: Callable[[], float] = (
-            clock if clock is not None else ManualClock(int(time.time() * 1000))
-        )
+        if clock is None:
+            clock = LoopWallClock() if in_loop else ManualClock(int(time.time() * 1000))
+        self.clock: Callable[[], float] = clock
         """The broker's clock (milliseconds since the epoch)."""
         properties = {key.replace("_", "."): str(value) for key, value in broker_config.items()}
         config = BrokerConfig.from_properties(properties) if properties else BrokerConfig()
-        self._cluster = create_cluster(self.bootstrap_servers, config, self.clock, nodes=brokers)
+        self._cluster = create_cluster(
+            self.bootstrap_servers, config, self.clock, nodes=brokers, in_loop=in_loop
+        )
         self._broker = self._cluster.broker
         self.closed = False
 
@@ -106,6 +119,8 @@ class MemoryCluster:
             close_cluster(self.bootstrap_servers, refuse_new=True)
 
     def __enter__(self) -> MemoryCluster:
+        if self._cluster.in_loop:
+            raise TypeError("a MemoryCluster made with in_loop=True is entered with async with")
         return self
 
     def __exit__(
@@ -114,12 +129,19 @@ class MemoryCluster:
         self.close()
 
     async def __aenter__(self) -> MemoryCluster:
+        if self._cluster.in_loop:
+            if isinstance(self.clock, LoopWallClock):
+                self.clock.start()
+            await self._cluster.enter_loop()
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        try:
+            await self._cluster.exit_loop()
+        finally:
+            self.close()
 
     def __repr__(self) -> str:
         return f"MemoryCluster({self.bootstrap_servers!r}{', closed' if self.closed else ''})"
@@ -135,28 +157,50 @@ class MemoryCluster:
         have answered: what follows in the test sees their effects.
         """
         clock = self.clock
+        if isinstance(clock, LoopWallClock):
+            raise TypeError(
+                "advance() needs a ManualClock as the cluster's clock; this one follows its "
+                "event loop's clock: sleep in the loop (trio.testing.MockClock makes it instant)"
+            )
         if not isinstance(clock, ManualClock):
             raise TypeError(f"advance() needs a ManualClock as the cluster's clock, not {clock!r}")
         clock.advance(round(seconds * 1000))
-        self._cluster.call(self._fire_due_timers)
+        if self._cluster.in_loop:
+            # In the test's own loop: the answers the timers release go out at its next await.
+            self._cluster.run(self._fire_due_timers_now)
+        else:
+            self._cluster.call(self._fire_due_timers)
 
     async def _fire_due_timers(self) -> None:
+        for _ in range(MAX_TIMER_ROUNDS):
+            if not self._tick_due():
+                break
+            await anyio.wait_all_tasks_blocked()  # answers released by the ticks go out
+        self._after_timers()
+        await anyio.wait_all_tasks_blocked()
+
+    def _fire_due_timers_now(self) -> None:
+        for _ in range(MAX_TIMER_ROUNDS):
+            if not self._tick_due():
+                break
+        self._after_timers()
+
+    def _tick_due(self) -> bool:
+        """Tick the coordinators with a deadline due; whether any was."""
         broker = self._broker
         now = broker.now_ms()
-        for _ in range(MAX_TIMER_ROUNDS):
-            due = [
-                c
-                for c in (broker.groups, broker.transactions)
-                if (deadline := c.next_deadline_ms()) is not None and deadline <= now
-            ]
-            if not due:
-                break
-            for coordinator in due:
-                coordinator.tick(now)
-            await anyio.wait_all_tasks_blocked()  # answers released by the ticks go out
-        run_once(broker)
-        broker.data_changed.notify()  # long polls look at the clock again
-        await anyio.wait_all_tasks_blocked()
+        due = [
+            c
+            for c in (broker.groups, broker.transactions)
+            if (deadline := c.next_deadline_ms()) is not None and deadline <= now
+        ]
+        for coordinator in due:
+            coordinator.tick(now)
+        return bool(due)
+
+    def _after_timers(self) -> None:
+        run_once(self._broker)
+        self._broker.data_changed.notify()  # long polls look at the clock again
 
     # -- inspection ----------------------------------------------------------------------
 
@@ -172,9 +216,9 @@ class MemoryCluster:
         aborted transactions. Control records are left out."""
         if isolation not in ("read_uncommitted", "read_committed"):
             raise ValueError(f"isolation is read_uncommitted or read_committed, not {isolation!r}")
-        return self._cluster.call(self._records, topic, partition, isolation == "read_committed")
+        return self._cluster.run(self._records, topic, partition, isolation == "read_committed")
 
-    async def _records(
+    def _records(
         self, topic: str, partition: int | None, read_committed: bool
     ) -> list[ConsumerRecord]:
         found = self._broker.cluster.get_topic(topic)
@@ -206,26 +250,26 @@ class MemoryCluster:
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark (the offset after the last record consumers see)."""
-        return self._cluster.call(self._log_offset, topic, partition, "high_watermark")
+        return self._cluster.run(self._log_offset, topic, partition, "high_watermark")
 
     def last_stable_offset(self, topic: str, partition: int) -> int:
         """The partition's last stable offset (the first offset of an open transaction)."""
-        return self._cluster.call(self._log_offset, topic, partition, "last_stable_offset")
+        return self._cluster.run(self._log_offset, topic, partition, "last_stable_offset")
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         """The partition's first offset (after retention and DeleteRecords)."""
-        return self._cluster.call(self._log_offset, topic, partition, "log_start_offset")
+        return self._cluster.run(self._log_offset, topic, partition, "log_start_offset")
 
-    async def _log_offset(self, topic: str, partition: int, which: str) -> int:
+    def _log_offset(self, topic: str, partition: int, which: str) -> int:
         log = self._broker.cluster.get_partition(topic, partition).log
         value: int = getattr(log, which)
         return value
 
     def committed(self, group: str) -> dict[TopicPartition, int]:
         """The offsets ``group`` has committed, by partition (none: an empty dict)."""
-        return self._cluster.call(self._committed, group)
+        return self._cluster.run(self._committed, group)
 
-    async def _committed(self, group: str) -> dict[TopicPartition, int]:
+    def _committed(self, group: str) -> dict[TopicPartition, int]:
         offsets = self._broker.groups.fetch_offsets(group, None)
         return {
             TopicPartition(topic, partition): committed.offset
@@ -236,9 +280,9 @@ class MemoryCluster:
     def assignment(self, group: str) -> dict[str, set[TopicPartition]]:
         """The partitions each member of ``group`` was given (by member id), as the
         group's leader assigned them in its last completed rebalance (consumer groups)."""
-        return self._cluster.call(self._assignment, group)
+        return self._cluster.run(self._assignment, group)
 
-    async def _assignment(self, group: str) -> dict[str, set[TopicPartition]]:
+    def _assignment(self, group: str) -> dict[str, set[TopicPartition]]:
         summary = self._broker.groups.describe_group(group)
         if summary.protocol_type != "consumer":
             return {m.member_id: set() for m in summary.members}
@@ -249,9 +293,9 @@ class MemoryCluster:
     def transactions(self) -> dict[str, str]:
         """Each live transactional id and its state as Kafka names it (``Ongoing``,
         ``CompleteCommit`` ...)."""
-        return self._cluster.call(self._transactions)
+        return self._cluster.run(self._transactions)
 
-    async def _transactions(self) -> dict[str, str]:
+    def _transactions(self) -> dict[str, str]:
         _, found = self._broker.transactions.list_transactions()
         return {meta.transactional_id: meta.state.display_name for meta in found}
 
@@ -264,17 +308,17 @@ class MemoryCluster:
 
     def leader(self, topic: str, partition: int) -> int:
         """The node leading ``topic``/``partition`` now (-1: every node is stopped)."""
-        return self._cluster.call(self._leader, topic, partition)
+        return self._cluster.run(self._leader, topic, partition)
 
-    async def _leader(self, topic: str, partition: int) -> int:
+    def _leader(self, topic: str, partition: int) -> int:
         found = self._broker.cluster.get_partition(topic, partition)
         return self._broker.nodes.leader(found) if self._broker.nodes.multi else self.nodes[0]
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's leader epoch (each leader move bumps it)."""
-        return self._cluster.call(self._leader_epoch, topic, partition)
+        return self._cluster.run(self._leader_epoch, topic, partition)
 
-    async def _leader_epoch(self, topic: str, partition: int) -> int:
+    def _leader_epoch(self, topic: str, partition: int) -> int:
         return self._broker.cluster.get_partition(topic, partition).leader_epoch
 
     def move_leader(self, topic: str, partition: int, node: int) -> None:
@@ -282,9 +326,9 @@ class MemoryCluster:
         leader election would: its leader epoch is bumped (unless ``node`` leads it
         already) and requests for it to any other node get NOT_LEADER_OR_FOLLOWER."""
         self._need_nodes("move_leader")
-        self._cluster.call(self._move_leader, topic, partition, node)
+        self._cluster.run(self._move_leader, topic, partition, node)
 
-    async def _move_leader(self, topic: str, partition: int, node: int) -> None:
+    def _move_leader(self, topic: str, partition: int, node: int) -> None:
         found = self._broker.cluster.get_partition(topic, partition)
         if self._broker.nodes.move_leader(found, node):
             self._broker.data_changed.notify()  # long polls at the old leader answer now
@@ -295,10 +339,10 @@ class MemoryCluster:
         live nodes (leader epochs bumped). Stopping every node leaves the partitions
         without a leader until one starts."""
         self._need_nodes("stop_broker")
-        self._cluster.call(self._stop_broker, node)
+        self._cluster.run(self._stop_broker, node)
         self._cluster.drop_connections(node)
 
-    async def _stop_broker(self, node: int) -> None:
+    def _stop_broker(self, node: int) -> None:
         broker = self._broker
         broker.nodes.stop(node, list(broker.cluster.partitions()))
         broker.data_changed.notify()
@@ -308,17 +352,17 @@ class MemoryCluster:
         and keys left without a node (every node was stopped) take it. Leaders that
         moved away stay where they are (move them back with :meth:`move_leader`)."""
         self._need_nodes("start_broker")
-        self._cluster.call(self._start_broker, node)
+        self._cluster.run(self._start_broker, node)
 
-    async def _start_broker(self, node: int) -> None:
+    def _start_broker(self, node: int) -> None:
         broker = self._broker
         broker.nodes.start(node, list(broker.cluster.partitions()))
 
     def coordinator(self, key: str, key_type: Literal["group", "transaction"] = "group") -> int:
         """The node coordinating group (or transactional id) ``key``."""
-        return self._cluster.call(self._coordinator, key, key_type)
+        return self._cluster.run(self._coordinator, key, key_type)
 
-    async def _coordinator(self, key: str, key_type: str) -> int:
+    def _coordinator(self, key: str, key_type: str) -> int:
         nodes = self._broker.nodes
         return nodes.coordinator(_key_type(key_type), key) if nodes.multi else self.nodes[0]
 
@@ -333,9 +377,9 @@ class MemoryCluster:
         NOT_COORDINATOR, and FindCoordinator answers ``node``. The group's members,
         offsets and transactions stay as they are."""
         self._need_nodes("move_coordinator")
-        self._cluster.call(self._move_coordinator, group_or_txn_id, node, key_type)
+        self._cluster.run(self._move_coordinator, group_or_txn_id, node, key_type)
 
-    async def _move_coordinator(self, key: str, node: int, key_type: str) -> None:
+    def _move_coordinator(self, key: str, node: int, key_type: str) -> None:
         types = (GROUP, TRANSACTION) if key_type == "both" else (_key_type(key_type),)
         for kind in types:
             self._broker.nodes.move_coordinator(kind, key, node)

@@ -1,11 +1,12 @@
-"""The async clients' timers under trio's MockClock: virtual time, no real waiting.
+"""Clients and broker under trio's MockClock(autojump_threshold=0): virtual time, no waiting.
 
 A client keeps time on its event loop's clock (kafkette.clocks.loop_clock_ms),
-so trio's MockClock moves its linger, backoff and request timeouts as it moves
-its sleeps. The memory:// broker answers from its own thread, which trio cannot
-see: with ``autojump_threshold=0`` it would jump the clock while a request is in
-flight, so the tests that talk to a live cluster allow it a short real-time
-threshold (see docs/testing.md, "What holds where").
+and a ``MemoryCluster(in_loop=True)`` entered in the test runs its broker core
+as tasks of that loop, on that loop's clock: nothing waits outside trio, so
+trio jumps its clock only when clients and broker are all idle, to the
+earliest deadline of either. Each test asserts the virtual time at which
+something happens (to the millisecond: the broker keeps whole milliseconds)
+and the records, and takes well under a second of real time.
 """
 
 from __future__ import annotations
@@ -17,56 +18,188 @@ import pytest
 import trio
 import trio.testing
 
-from kafkette import AsyncConsumer, AsyncProducer, TopicPartition
+from kafkette import AsyncConsumer, AsyncProducer, NewTopic, TopicPartition
 from kafkette.admin import AsyncAdminClient
+from kafkette.client import backoff
+from kafkette.client.connection import BrokerConnection
+from kafkette.client.inprocess import get_cluster
 from kafkette.clocks import loop_clock_ms, monotonic_ms
-from kafkette.errors import KafkaTimeoutError
+from kafkette.consumer.assignors.base import Assignment, Subscription
+from kafkette.consumer.assignors.protocol import encode_assignment, encode_subscription
+from kafkette.errors import KafkaTimeoutError, MemberIdRequiredError, ProducerFencedError
+from kafkette.protocol.messages import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest
+from kafkette.protocol.messages.join_group_request import JoinGroupRequestProtocol
+from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from kafkette.testing import MemoryCluster
-from tests.testing.test_cluster import create
 
-LIVE_THRESHOLD_S = 0.25
-"""Real idle time before trio jumps the clock when a live cluster may be answering."""
-
-REAL_BUDGET_S = 3.0
+REAL_BUDGET_S = 1.0
 """Real seconds a test may take (its virtual time is 10 s or more)."""
 
+MS = 0.001
 
-def run_virtual(
-    main: Callable[[], Awaitable[float]], autojump_threshold: float
-) -> tuple[float, float]:
-    """Run ``main`` under trio with a MockClock; (virtual seconds it returned, real seconds)."""
+
+def run_virtual(main: Callable[[], Awaitable[float]]) -> tuple[float, float]:
+    """Run ``main`` under trio with MockClock(autojump_threshold=0); (what it returned,
+    real seconds)."""
     started = time.monotonic()
-    virtual = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=autojump_threshold))
+    virtual = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     return virtual, time.monotonic() - started
 
 
-def test_linger_runs_in_virtual_time() -> None:
-    """A record sent with linger.ms=60000 is delivered after 60 s of virtual time."""
-    with MemoryCluster() as cluster:
-        create(cluster, "t")
+async def create(cluster: MemoryCluster, topic: str, partitions: int = 1) -> None:
+    async with AsyncAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        await admin.create_topics([NewTopic(topic, partitions)])
 
-        async def main() -> float:
+
+def test_linger_runs_in_virtual_time() -> None:
+    """A record sent with linger.ms=60000 is delivered after exactly 60 s of virtual time."""
+
+    async def main() -> float:
+        async with MemoryCluster(in_loop=True) as cluster:
+            await create(cluster, "t")
             async with AsyncProducer(
                 bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000
             ) as producer:
                 started = trio.current_time()
                 future = await producer.send("t", b"v", key=b"k")
                 metadata = await future
-                assert (metadata.topic, metadata.partition, metadata.offset) == ("t", 0, 0)
-                return trio.current_time() - started
+                elapsed = trio.current_time() - started
+            assert (metadata.topic, metadata.partition, metadata.offset) == ("t", 0, 0)
+            assert [(r.key, r.value, r.offset) for r in cluster.records("t")] == [(b"k", b"v", 0)]
+            return elapsed
 
-        virtual, real = run_virtual(main, LIVE_THRESHOLD_S)
-        assert virtual == pytest.approx(60.0, abs=1e-6)
-        assert real < REAL_BUDGET_S
-        assert [(r.key, r.value) for r in cluster.records("t")] == [(b"k", b"v")]
+    virtual, real = run_virtual(main)
+    assert virtual == pytest.approx(60.0, abs=1e-6)
+    assert real < REAL_BUDGET_S
+
+
+async def join_and_go_silent(
+    connection: BrokerConnection, group: str, session_ms: int, rebalance_ms: int
+) -> str:
+    """A consumer-group member by hand (JoinGroup twice as KIP-394 asks, SyncGroup taking
+    both partitions of "t"), which then never heartbeats; its member id."""
+    subscription = encode_subscription(Subscription(topics=("t",)))
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequestProtocol(name="range", metadata=subscription)],
+    )
+    first = await connection.request(request)
+    assert isinstance(first, JoinGroupResponse)
+    assert first.error_code == MemberIdRequiredError.code
+    request.member_id = first.member_id
+    joined = await connection.request(request)
+    assert isinstance(joined, JoinGroupResponse) and joined.error_code == 0
+    both = (TopicPartition("t", 0), TopicPartition("t", 1))
+    await connection.request(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[
+                SyncGroupRequestAssignment(
+                    member_id=joined.member_id,
+                    assignment=encode_assignment(Assignment(partitions=both)),
+                )
+            ],
+        )
+    )
+    return joined.member_id
+
+
+def test_session_timeout_runs_in_virtual_time() -> None:
+    """A member that stops heartbeating is expired at exactly session.timeout.ms (10 s)
+    of virtual time after its last request (its rebalance timeout is 60 s), and a second
+    member, whose join waited for it, then gets both partitions and their records."""
+
+    async def main() -> float:
+        async with MemoryCluster(in_loop=True, group_initial_rebalance_delay_ms=0) as cluster:
+            await create(cluster, "t", 2)
+            async with AsyncProducer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                for partition in (0, 1):
+                    await (await producer.send("t", b"p%d" % partition, partition=partition))
+            stream = get_cluster(cluster.bootstrap_servers).open_stream()
+            connection = await BrokerConnection.over_stream(stream, address="silent")
+            async with connection:
+                silent = await join_and_go_silent(connection, "g", 10_000, 60_000)
+                last_request = trio.current_time()
+                both = {TopicPartition("t", 0), TopicPartition("t", 1)}
+                assert cluster.assignment("g") == {silent: both}
+                assigned_at: list[float] = []
+                async with AsyncConsumer(
+                    bootstrap_servers=cluster.bootstrap_servers,
+                    group_id="g",
+                    auto_offset_reset="earliest",
+                ) as survivor:
+                    survivor.subscribe(["t"])
+                    records: list[bytes] = []
+                    while len(records) < 2:
+                        polled = await survivor.poll(timeout_ms=1000)
+                        if polled and not assigned_at:
+                            assigned_at.append(trio.current_time())
+                        records += [r.value for batch in polled.values() for r in batch]
+                        if trio.current_time() - last_request < 10.0 - MS:
+                            assert silent in cluster.assignment("g")  # rebalancing, waiting
+                    assert sorted(records) == [b"p0", b"p1"]
+                    me = survivor.group_metadata().member_id
+                    assert cluster.assignment("g") == {me: both}
+            return assigned_at[0] - last_request
+
+    virtual, real = run_virtual(main)
+    # The survivor's JoinGroup waits for the silent member; the coordinator expires it
+    # at 10 s, answers the join, and the survivor syncs and fetches at that instant.
+    assert virtual == pytest.approx(10.0, abs=MS)
+    assert real < REAL_BUDGET_S
+
+
+def test_transaction_timeout_runs_in_virtual_time() -> None:
+    """A transaction left open is aborted by the coordinator at exactly
+    transaction.timeout.ms (5 s) of virtual time; its record is never read committed,
+    and the producer that left it is fenced."""
+
+    async def main() -> float:
+        async with MemoryCluster(in_loop=True) as cluster:
+            await create(cluster, "t")
+            async with AsyncProducer(
+                bootstrap_servers=cluster.bootstrap_servers,
+                transactional_id="slow",
+                transaction_timeout_ms=5_000,
+                linger_ms=0,
+            ) as producer:
+                await producer.init_transactions()
+                producer.begin_transaction()
+                await (await producer.send("t", b"late"))
+                started = trio.current_time()  # AddPartitionsToTxn and Produce: one instant
+                await trio.sleep(5.0 - MS)
+                assert cluster.transactions() == {"slow": "Ongoing"}
+                assert cluster.last_stable_offset("t", 0) == 0
+                await trio.sleep(2 * MS)
+                assert cluster.transactions() == {"slow": "CompleteAbort"}
+                aborted_by = trio.current_time() - started
+                with pytest.raises(ProducerFencedError):
+                    await producer.commit_transaction()
+            assert [r.value for r in cluster.records("t")] == [b"late"]
+            assert cluster.records("t", isolation="read_committed") == []
+            assert cluster.last_stable_offset("t", 0) == 2  # the record and the abort marker
+            return aborted_by
+
+    virtual, real = run_virtual(main)
+    assert virtual == pytest.approx(5.001, abs=1e-6)
+    assert real < REAL_BUDGET_S
 
 
 def test_request_timeout_runs_in_virtual_time() -> None:
-    """A Produce the broker holds for an hour fails at delivery.timeout.ms of virtual time."""
-    with MemoryCluster() as cluster:
-        create(cluster, "t")
+    """A Produce the broker holds for a minute (a delay fault) fails at exactly
+    delivery.timeout.ms (10 s) of virtual time; the broker still serves it at 60 s,
+    as a broker serves a request whose client gave up."""
 
-        async def main() -> float:
+    async def main() -> float:
+        async with MemoryCluster(in_loop=True) as cluster:
+            await create(cluster, "t")
             async with AsyncProducer(
                 bootstrap_servers=cluster.bootstrap_servers,
                 linger_ms=0,
@@ -74,21 +207,62 @@ def test_request_timeout_runs_in_virtual_time() -> None:
                 delivery_timeout_ms=10_000,
                 retries=0,
             ) as producer:
-                cluster.faults.delay("Produce", 3600, times=1)
+                cluster.faults.delay("Produce", 60, times=1)
                 started = trio.current_time()
                 future = await producer.send("t", b"v")
                 with pytest.raises(KafkaTimeoutError):
                     await future
-                return trio.current_time() - started
+                timed_out = trio.current_time() - started
+            assert cluster.records("t") == []
+            await trio.sleep(60 - timed_out - MS)
+            assert cluster.records("t") == []
+            await trio.sleep(2 * MS)
+            assert [(r.value, r.offset) for r in cluster.records("t")] == [(b"v", 0)]
+            return timed_out
 
-        virtual, real = run_virtual(main, LIVE_THRESHOLD_S)
-        assert virtual == pytest.approx(10.0, abs=1e-6)
-        assert real < REAL_BUDGET_S
+    virtual, real = run_virtual(main)
+    assert virtual == pytest.approx(10.0, abs=1e-6)
+    assert real < REAL_BUDGET_S
 
 
-def test_reconnect_backoff_runs_in_virtual_time() -> None:
-    """An admin client retrying a closed cluster (reconnect backoff) times out at exactly
-    timeout_ms of virtual time, with autojump_threshold=0 (no broker thread involved)."""
+def test_reconnect_backoff_runs_in_virtual_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every node stopped, an admin client retries its bootstrap connection every
+    reconnect.backoff.ms (10 s, jitter off): a node started at 25 s is reached by the
+    attempt at exactly 30 s of virtual time."""
+    monkeypatch.setattr(backoff, "JITTER", 0.0)
+
+    async def main() -> float:
+        async with MemoryCluster(brokers=2, in_loop=True) as cluster:
+            cluster.stop_broker(1)
+            cluster.stop_broker(2)
+
+            async def start_later() -> None:
+                await trio.sleep(25)
+                cluster.start_broker(2)
+
+            async with (
+                trio.open_nursery() as nursery,
+                AsyncAdminClient(
+                    bootstrap_servers=cluster.bootstrap_servers,
+                    reconnect_backoff_ms=10_000,
+                    reconnect_backoff_max_ms=10_000,
+                ) as admin,
+            ):
+                started = trio.current_time()
+                nursery.start_soon(start_later)
+                described = await admin.describe_cluster(timeout_ms=60_000)
+                reached = trio.current_time() - started
+            assert [node.id for node in described.nodes] == [2]
+            return reached
+
+    virtual, real = run_virtual(main)
+    assert virtual == pytest.approx(30.0, abs=1e-6)
+    assert real < REAL_BUDGET_S
+
+
+def test_reconnect_backoff_against_a_closed_cluster() -> None:
+    """An admin client retrying a closed cluster times out at exactly timeout_ms of
+    virtual time."""
     cluster = MemoryCluster()
     cluster.close()
 
@@ -103,18 +277,18 @@ def test_reconnect_backoff_runs_in_virtual_time() -> None:
                 await admin.describe_cluster(timeout_ms=60_000)
             return trio.current_time() - started
 
-    virtual, real = run_virtual(main, 0)
+    virtual, real = run_virtual(main)
     assert virtual == pytest.approx(60.0, abs=1e-6)
     assert real < REAL_BUDGET_S
 
 
 def test_max_poll_interval_runs_in_virtual_time() -> None:
     """A group member that stops polling keeps heartbeating, then leaves the group once
-    max.poll.interval.ms of virtual time has passed since its last poll."""
-    with MemoryCluster(group_initial_rebalance_delay_ms=0) as cluster:
-        create(cluster, "t")
+    max.poll.interval.ms (30 s) of virtual time has passed since its last poll."""
 
-        async def main() -> float:
+    async def main() -> float:
+        async with MemoryCluster(in_loop=True, group_initial_rebalance_delay_ms=0) as cluster:
+            await create(cluster, "t")
             async with AsyncConsumer(
                 bootstrap_servers=cluster.bootstrap_servers,
                 group_id="g",
@@ -125,19 +299,19 @@ def test_max_poll_interval_runs_in_virtual_time() -> None:
                 while not consumer.assignment():
                     await consumer.poll(timeout_ms=100)
                 [member] = cluster.assignment("g")
-                polled = trio.current_time()
                 await consumer.poll(timeout_ms=0)
-                await trio.sleep(29.9)
+                polled = trio.current_time()
+                await trio.sleep(30 - MS)
                 assert cluster.assignment("g") == {member: {TopicPartition("t", 0)}}
-                await trio.sleep(0.2)
-                assert cluster.assignment("g") == {}
+                while cluster.assignment("g"):
+                    await trio.sleep(MS / 10)
                 return trio.current_time() - polled
 
-        virtual, real = run_virtual(main, LIVE_THRESHOLD_S)
-        assert virtual == pytest.approx(30.1, abs=1e-6)
-        assert (
-            real < 3 * REAL_BUDGET_S
-        )  # a jump per timer (heartbeats, fetches) costs the threshold
+    virtual, real = run_virtual(main)
+    # The member leaves once more than 30 s have passed (the client's check is
+    # strict, then it waits a millisecond): between 30.000 and 30.002 s.
+    assert 30.0 < virtual <= 30.002
+    assert real < REAL_BUDGET_S
 
 
 def test_loop_clock_outside_a_loop_is_the_monotonic_clock() -> None:
@@ -154,6 +328,6 @@ def test_loop_clock_reads_trios_clock() -> None:
         await trio.sleep(12.5)
         return clock() - before
 
-    elapsed_ms, real = run_virtual(main, 0)
+    elapsed_ms, real = run_virtual(main)
     assert elapsed_ms == pytest.approx(12_500.0, abs=1e-6)
     assert real < REAL_BUDGET_S

@@ -17,7 +17,13 @@ import logging
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kafkette.errors import ApiError, InvalidRequestError
+from kafkette import acl
+from kafkette.errors import (
+    ApiError,
+    ClusterAuthorizationFailedError,
+    InvalidRequestError,
+    TopicAuthorizationFailedError,
+)
 from kafkette.protocol.messages import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -68,6 +74,22 @@ def _check_broker_name(broker: Broker, name: str) -> bool:
     return False
 
 
+def _check_access(
+    ctx: RequestContext, resource_type: int, name: str, operation: acl.AclOperation
+) -> None:
+    """Raise Kafka's error when the principal may not ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) the configs of the resource: a topic's are the topic's, a broker's
+    the cluster's."""
+    if resource_type == ResourceType.TOPIC:
+        if not ctx.allows(operation, acl.ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError()
+        return
+    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and not ctx.allows(
+        operation, acl.ResourceType.CLUSTER, acl.CLUSTER_NAME
+    ):
+        raise ClusterAuthorizationFailedError()
+
+
 def _unsupported_type(resource_type: int) -> InvalidRequestError:
     return InvalidRequestError(f"Unsupported resource type {resource_type}")
 
@@ -76,8 +98,12 @@ def _unsupported_type(resource_type: int) -> InvalidRequestError:
 
 
 def _describe(
-    broker: Broker, resource: DescribeConfigsResource, request: DescribeConfigsRequest, version: int
+    broker: Broker,
+    ctx: RequestContext,
+    resource: DescribeConfigsResource,
+    request: DescribeConfigsRequest,
 ) -> DescribeConfigsResult:
+    version = ctx.api_version
     result = DescribeConfigsResult(
         error_code=0,
         error_message=None,
@@ -87,6 +113,9 @@ def _describe(
     synonyms = request.include_synonyms and version >= 1
     documentation = request.include_documentation and version >= 3
     try:
+        _check_access(
+            ctx, resource.resource_type, resource.resource_name, acl.AclOperation.DESCRIBE_CONFIGS
+        )
         if resource.resource_type == ResourceType.TOPIC:
             validate_topic_name(resource.resource_name)
             topic = broker.cluster.get_topic(resource.resource_name)
@@ -120,14 +149,14 @@ async def handle_describe_configs(
     broker: Broker, ctx: RequestContext, request: DescribeConfigsRequest
 ) -> DescribeConfigsResponse:
     results: list[DescribeConfigsResult] = []
-    await run_in_steps(_describe_each(broker, request, ctx.api_version, results))
+    await run_in_steps(_describe_each(broker, ctx, request, results))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
 def _describe_each(
     broker: Broker,
+    ctx: RequestContext,
     request: DescribeConfigsRequest,
-    version: int,
     results: list[DescribeConfigsResult],
 ) -> Generator[None, None, None]:
     """Describe each resource, one per step; a resource named again reuses its entries,
@@ -139,7 +168,7 @@ def _describe_each(
         key = (resource.resource_type, resource.resource_name, wanted)
         done = seen.get(key)
         if done is None:
-            done = seen[key] = _describe(broker, resource, request, version)
+            done = seen[key] = _describe(broker, ctx, resource, request)
         results.append(done)  # the same answer object: encoding only reads it
         yield
 
@@ -231,6 +260,9 @@ async def handle_alter_configs(
             resource_name=resource.resource_name,
         )
         try:
+            _check_access(
+                ctx, resource.resource_type, resource.resource_name, acl.AclOperation.ALTER_CONFIGS
+            )
             if fault_hook.names_faults(resource.resource_type, resource.configs):
                 fault_hook.alter(
                     broker,
@@ -319,6 +351,9 @@ async def handle_incremental_alter_configs(
             resource_name=resource.resource_name,
         )
         try:
+            _check_access(
+                ctx, resource.resource_type, resource.resource_name, acl.AclOperation.ALTER_CONFIGS
+            )
             if fault_hook.names_faults(resource.resource_type, resource.configs):
                 fault_hook.alter(
                     broker,

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -41,11 +43,14 @@ async def handle_delete_records(
     node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.name)
+        allowed = ctx.allows(AclOperation.DELETE, ResourceType.TOPIC, wanted.name)
         results: list[DeleteRecordsPartitionResult] = []
         for asked in wanted.partitions:
             index = asked.partition_index
             error: ApiError
-            if topic is None or not 0 <= index < len(topic.partitions):
+            if not allowed:
+                error = TopicAuthorizationFailedError()
+            elif topic is None or not 0 <= index < len(topic.partitions):
                 error = UnknownTopicOrPartitionError()
             elif node is not None and not nodes.leads(node, topic.partitions[index]):
                 error = NotLeaderOrFollowerError()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, cast
 
 import anyio
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.backends import Log
 from kafkette.errors import (
     ApiError,
@@ -45,6 +46,7 @@ from kafkette.errors import (
     KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    TopicAuthorizationFailedError,
     UnknownLeaderEpochError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -85,7 +87,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchReques
     # consumers' fetches for ever.
     real_deadline = anyio.current_time() + max_wait / 1000.0
     while True:
-        response, size, failed = read_partitions(broker, ctx.api_version, request, ctx.node_id)
+        response, size, failed = read_partitions(broker, ctx, request)
         if max_wait == 0 or size >= request.min_bytes or failed or not request.topics:
             return response
         remaining_s = min(
@@ -97,14 +99,14 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, request: FetchReques
 
 
 def read_partitions(
-    broker: Broker, version: int, request: FetchRequest, node: int | None = None
+    broker: Broker, ctx: RequestContext, request: FetchRequest
 ) -> tuple[FetchResponse, int, bool]:
-    """One pass over the requested partitions as ``node`` (None: the node leading them
-    all): the response, its record bytes, any error."""
+    """One pass over the requested partitions as the node the request reached: the
+    response, its record bytes, any error."""
     cluster = broker.cluster
     nodes = broker.nodes
-    if not nodes.multi:
-        node = None
+    version = ctx.api_version
+    node = ctx.node_id if nodes.multi else None  # None: this node leads every partition
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
     read_committed = request.isolation_level == READ_COMMITTED
     budget = min(request.max_bytes, broker.config.fetch_max_bytes)
@@ -122,9 +124,17 @@ def read_partitions(
         else:
             topic = cluster.topics.get(wanted.topic)
             missing = UnknownTopicOrPartitionError()
+        # Kafka needs READ on each topic; by name before existence (no hint of what a
+        # principal may not see), by id once the id names a topic.
+        name = wanted.topic if not by_id else None if topic is None else topic.name
+        refused = name is not None and not ctx.allows(AclOperation.READ, ResourceType.TOPIC, name)
         partitions: list[PartitionData] = []
         for fetch in wanted.partitions:
             index = fetch.partition
+            if refused:
+                partitions.append(_error(index, TopicAuthorizationFailedError()))
+                failed = True
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 partitions.append(_error(index, missing if topic is None else UNKNOWN_PARTITION))
                 failed = True

@@ -18,10 +18,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -60,9 +62,13 @@ async def handle_list_offsets(
     node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.name)
+        allowed = ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted.name)
         results: list[ListOffsetsPartitionResponse] = []
         for asked in wanted.partitions:
             index = asked.partition_index
+            if not allowed:
+                results.append(_error(index, TopicAuthorizationFailedError()))
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 results.append(_error(index, UnknownTopicOrPartitionError()))
                 continue

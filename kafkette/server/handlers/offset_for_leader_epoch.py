@@ -15,10 +15,12 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
@@ -50,10 +52,13 @@ async def handle_offset_for_leader_epoch(
     node = ctx.node_id if nodes.multi else None
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.topic)
+        allowed = ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted.topic)
         results: list[EpochEndOffset] = []
         for asked in wanted.partitions:
             index = asked.partition
             try:
+                if not allowed:
+                    raise TopicAuthorizationFailedError()
                 if topic is None or not 0 <= index < len(topic.partitions):
                     raise UnknownTopicOrPartitionError()
                 partition = topic.partitions[index]

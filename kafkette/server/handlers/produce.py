@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.backends import Log
 from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.speedups import check_batch as _check_batch
@@ -46,6 +47,8 @@ from kafkette.errors import (
     MessageTooLargeError,
     NotLeaderOrFollowerError,
     RecordListTooLargeError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
@@ -108,7 +111,10 @@ async def handle_produce(
     nodes = broker.nodes
     node = ctx.node_id if nodes.multi else None  # None: this node leads every partition
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
+    txn_refused = ctx.authorizer is not None and not _transactional_write_allowed(ctx, request)
     for topic_data in request.topic_data:
+        # Authorization before existence, as Kafka: no hint of what a principal may not see.
+        allowed = ctx.allows(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
         topic = topics.get(topic_data.name)
         partitions: list[Partition] = [] if topic is None else topic.partitions
         # Only the coordinators write to internal topics (as Kafka, which lets its admin
@@ -119,6 +125,12 @@ async def handle_produce(
             index = data.index
             if not valid_acks:
                 results.append(_error(index, InvalidRequiredAcksError()))
+                continue
+            if txn_refused:
+                results.append(_error(index, TransactionalIdAuthorizationFailedError()))
+                continue
+            if not allowed:
+                results.append(_error(index, TopicAuthorizationFailedError()))
                 continue
             if topic is None or not 0 <= index < len(partitions):
                 results.append(_error(index, UnknownTopicOrPartitionError()))
@@ -155,6 +167,29 @@ async def handle_produce(
             NodeEndpoint(n, *nodes.addresses[n], None) for n in sorted(leaders)
         ]
     return response
+
+
+TRANSACTIONAL_ATTRIBUTE = 0x10
+ATTRIBUTES_AT = 21
+"""Where a v2 batch's int16 attributes sit (after offset, length, leader epoch,
+magic and CRC)."""
+
+
+def _transactional_write_allowed(ctx: RequestContext, request: ProduceRequest) -> bool:
+    """Kafka's check: a request holding transactional batches (the first batch of
+    each partition tells) needs WRITE on its transactional id."""
+    transactional = any(
+        len(data.records or b"") > ATTRIBUTES_AT + 1
+        and (data.records or b"")[ATTRIBUTES_AT + 1] & TRANSACTIONAL_ATTRIBUTE
+        for topic_data in request.topic_data
+        for data in topic_data.partition_data
+    )
+    if not transactional:
+        return True
+    txn_id = request.transactional_id
+    return txn_id is not None and ctx.allows(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
 
 
 def _not_leader(

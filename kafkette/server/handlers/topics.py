@@ -26,6 +26,7 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     InvalidPartitionsError,
@@ -33,6 +34,7 @@ from kafkette.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     PolicyViolationError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
 )
 from kafkette.protocol.messages import (
@@ -115,8 +117,9 @@ def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
 
 
 async def _create_one(
-    broker: Broker, topic: CreatableTopic, validate_only: bool, version: int
+    broker: Broker, ctx: RequestContext, topic: CreatableTopic, validate_only: bool
 ) -> CreatableTopicResult:
+    version = ctx.api_version
     name = topic.name
     cluster = broker.cluster
     if name in INTERNAL_TOPICS:
@@ -159,7 +162,11 @@ async def _create_one(
         error_code=0,
         error_message=None,
     )
-    if version >= 5:
+    if version >= 5 and not ctx.allows(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+        # As Kafka: created, but its configs are not the principal's to see.
+        result.topic_config_error_code = TopicAuthorizationFailedError.code
+        result.configs = None
+    elif version >= 5:
         result.num_partitions = partitions
         result.replication_factor = replication
         result.configs = [
@@ -192,7 +199,12 @@ async def handle_create_topics(
                         f"Create topics request contains multiple entries for the topic "
                         f"{topic.name}."
                     )
-                result = await _create_one(broker, topic, request.validate_only, ctx.api_version)
+                if not (
+                    ctx.allows(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    or ctx.allows(AclOperation.CREATE, ResourceType.TOPIC, topic.name)
+                ):
+                    raise TopicAuthorizationFailedError()
+                result = await _create_one(broker, ctx, topic, request.validate_only)
             except ApiError as exc:
                 result = CreatableTopicResult(
                     name=topic.name, error_code=exc.code, error_message=exc.detail
@@ -207,12 +219,16 @@ async def handle_create_topics(
 
 
 async def _delete_one(
-    broker: Broker, name: str | None, topic_id: uuid.UUID, version: int
+    broker: Broker, ctx: RequestContext, name: str | None, topic_id: uuid.UUID
 ) -> DeletableTopicResult:
+    version = ctx.api_version
     cluster = broker.cluster
     try:
         if name is not None and topic_id != ZERO_UUID:
             raise InvalidRequestError("Topic name and topic id cannot both be set.")
+        # As Kafka: DESCRIBE before existence (by name), then DELETE.
+        if name is not None and not ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError()
         topic: Topic
         if name is None:
             if topic_id == ZERO_UUID:
@@ -220,6 +236,10 @@ async def _delete_one(
             topic = cluster.get_topic_by_id(topic_id)
         else:
             topic = cluster.get_topic(name)
+        if not ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name) or not ctx.allows(
+            AclOperation.DELETE, ResourceType.TOPIC, topic.name
+        ):
+            raise TopicAuthorizationFailedError()
         if not broker.config.delete_topic_enable:
             if version < 3:
                 raise InvalidRequestError("Topic deletion is disabled.")
@@ -266,7 +286,7 @@ async def handle_delete_topics(
                     )
                 )
                 continue
-            results.append(await _delete_one(broker, name, topic_id, version))
+            results.append(await _delete_one(broker, ctx, name, topic_id))
     if version < 6:
         for result in results:
             result.topic_id = ZERO_UUID
@@ -340,6 +360,8 @@ async def handle_create_partitions(
                     raise too_large
                 if counts[topic.name] > 1:
                     raise InvalidRequestError("Duplicate topic in request.")
+                if not ctx.allows(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                    raise TopicAuthorizationFailedError()
                 result = await _add_partitions(broker, topic, request.validate_only)
             except ApiError as exc:
                 result = CreatePartitionsTopicResult(topic.name, exc.code, exc.detail)

@@ -68,6 +68,11 @@ Opening a log:
   :meth:`Log.iter_batch_infos` can always rebuild it.
 - Every re-read segment is then fsynced and the recovery point moved to the
   log end.
+
+``DiskStorage(root, read_only=True)`` opens every log as a
+:class:`~kafkette.backends.disk.read_only.ReadOnlyDiskLog`: the same steps, in
+memory only (nothing under the directory is created, written, truncated,
+renamed or deleted), and every write refused.
 """
 
 from kafkette.backends.config import LogConfig

@@ -15,7 +15,9 @@ file as they are made; files are big-endian:
   transaction whose abort marker is in the segment.
 
 All three are disposable: :meth:`load` reports a file that fails its sanity
-checks and the segment rebuilds it from the log.
+checks and the segment rebuilds it from the log. An index of a log opened
+read-only (``read_only=True``) never touches its file: entries made or rebuilt
+are kept in memory only.
 """
 
 from __future__ import annotations
@@ -51,13 +53,16 @@ def _strictly_increasing(values: array[int]) -> bool:
 class _IndexFile:
     """An append-only file of fixed-size entries."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self._fd = -1
         self._dirty = False
         self._pending: list[bytes] = []
 
     def _writer(self) -> int:
+        if self.read_only:
+            raise PermissionError(f"{self.path} is opened read-only")
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
             os.lseek(self._fd, 0, os.SEEK_END)
@@ -65,7 +70,7 @@ class _IndexFile:
 
     def create(self) -> None:
         """Create the file (empty) if it does not exist."""
-        if self._fd < 0:
+        if self._fd < 0 and not self.read_only:
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
 
     def write(self, data: bytes) -> None:
@@ -80,8 +85,11 @@ class _IndexFile:
         self._pending.clear()
 
     def write_pending(self) -> None:
-        """Write the queued entries."""
+        """Write the queued entries (read-only: forget them, the memory has them)."""
         if not self._pending:
+            return
+        if self.read_only:
+            self._pending.clear()
             return
         data = b"".join(self._pending)
         self._pending.clear()
@@ -93,6 +101,8 @@ class _IndexFile:
 
     def replace(self, data: bytes) -> None:
         self._pending.clear()
+        if self.read_only:
+            return
         fd = self._writer()
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
@@ -121,12 +131,16 @@ class _IndexFile:
             os.close(fd)
 
     def delete(self) -> None:
+        if self.read_only:
+            raise PermissionError(f"{self.path} is opened read-only")
         self._discard_pending()
         self._close_fd()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
     def rename(self, path: str) -> None:
+        if self.read_only:
+            raise PermissionError(f"{self.path} is opened read-only")
         self.close()
         if os.path.exists(self.path):
             os.replace(self.path, path)
@@ -136,8 +150,8 @@ class _IndexFile:
 class OffsetIndex(_IndexFile):
     """Relative offset -> file position, sparse."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
+        super().__init__(path, read_only=read_only)
         self.offsets: array[int] = array("i")
         self.positions: array[int] = array("i")
         self._queued = 0
@@ -216,8 +230,8 @@ class OffsetIndex(_IndexFile):
 class TimeIndex(_IndexFile):
     """Largest timestamp so far -> relative offset of the batch reaching it."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
+        super().__init__(path, read_only=read_only)
         self.timestamps: array[int] = array("q")
         self.offsets: array[int] = array("i")
 
@@ -275,8 +289,8 @@ class TimeIndex(_IndexFile):
 class TxnIndex(_IndexFile):
     """Aborted transactions whose markers are in the segment."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
+        super().__init__(path, read_only=read_only)
         self.aborted: list[AbortedTxn] = []
 
     def load(self) -> bool:

@@ -40,6 +40,10 @@ LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 class DiskLog(SegmentedLog):
     """A partition log stored in ``directory`` (conventionally ``<topic>-<partition>``)."""
 
+    read_only = False
+    """Whether opening leaves every file as it is (see
+    :class:`~kafkette.backends.disk.read_only.ReadOnlyDiskLog`)."""
+
     def __init__(
         self,
         directory: str,
@@ -69,7 +73,8 @@ class DiskLog(SegmentedLog):
         """Segments whose indexes were rebuilt when this log was opened."""
         self._directory_dirty = True
         try:
-            os.makedirs(directory, exist_ok=True)
+            if not self.read_only:
+                os.makedirs(directory, exist_ok=True)
             self._open()
         except OSError as exc:
             raise KafkaStorageError(f"cannot open log in {directory}: {exc}") from exc
@@ -87,12 +92,24 @@ class DiskLog(SegmentedLog):
             max_index_bytes=self._config.segment_index_bytes,
             suffix=suffix,
             write_buffer=self._write_buffer if not suffix else 0,
+            read_only=self.read_only,
         )
 
     def _open(self) -> None:
-        self._complete_swaps()
-        names = os.listdir(self.directory)
-        bases = sorted(int(n[: -len(LOG_SUFFIX)]) for n in names if _is_segment_log(n))
+        swapped: set[int] = set()
+        if not self.read_only:
+            self._complete_swaps()
+            names = os.listdir(self.directory)
+        else:
+            # A compaction swap a crash interrupted is finished in memory: the
+            # ``.swap`` files are the segment (_complete_swaps would rename them).
+            names = _listdir_if_any(self.directory)
+            swapped = {
+                int(n[: -len(LOG_SUFFIX + SWAP_SUFFIX)])
+                for n in names
+                if n.endswith(SWAP_SUFFIX) and _is_segment_log(n[: -len(SWAP_SUFFIX)])
+            }
+        bases = sorted({int(n[: -len(LOG_SUFFIX)]) for n in names if _is_segment_log(n)} | swapped)
         clean = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
         rows = read_checkpoint(self._path(RECOVERY_POINT_FILE))
         recovery_point = rows[0][0] if rows and rows[0] else 0
@@ -100,7 +117,11 @@ class DiskLog(SegmentedLog):
         log_start = rows[0][0] if rows and rows[0] else None
         if not bases:
             bases = [log_start or 0]
-        segments = self._load_segments([self._segment(b) for b in bases], clean, recovery_point)
+        segments = self._load_segments(
+            [self._segment(b, SWAP_SUFFIX if b in swapped else "") for b in bases],
+            clean,
+            recovery_point,
+        )
         self._segments = list(segments)
         self._bases = [s.base_offset for s in segments]
         self._next_offset = self._active.next_offset
@@ -117,6 +138,8 @@ class DiskLog(SegmentedLog):
                 segment.txn_index.reset([])
             self._rebuild_producer_state(from_scratch=True)
         self.recovery_point = min(recovery_point, self._next_offset)
+        if self.read_only:
+            return  # what recovery found stays in memory; the files stay as they are
         if clean:
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
         else:
@@ -149,7 +172,8 @@ class DiskLog(SegmentedLog):
                 for later in segments[i + 1 :]:
                     self.recovered_bytes_truncated += later.size
                     later.close()
-                    later.delete()
+                    if not self.read_only:
+                        later.delete()
                 segment.rebuild_indexes(sealed=False)
                 return segments[: i + 1]
         return segments
@@ -206,7 +230,7 @@ class DiskLog(SegmentedLog):
     def _snapshot_offsets(self) -> list[int]:
         return sorted(
             int(n[: -len(SNAPSHOT_SUFFIX)])
-            for n in os.listdir(self.directory)
+            for n in _listdir_if_any(self.directory)
             if n.endswith(SNAPSHOT_SUFFIX) and n[: -len(SNAPSHOT_SUFFIX)].isdigit()
         )
 
@@ -224,7 +248,8 @@ class DiskLog(SegmentedLog):
                 with open(self._snapshot_path(offset), "rb") as f:
                     return offset, ProducerStateTable.from_bytes(f.read())
             except (OSError, SnapshotError):
-                os.unlink(self._snapshot_path(offset))
+                if not self.read_only:
+                    os.unlink(self._snapshot_path(offset))
         return None
 
     def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
@@ -317,6 +342,14 @@ class DiskLog(SegmentedLog):
 def _unlink(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def _listdir_if_any(directory: str) -> list[str]:
+    """The names in ``directory``; none when it does not exist."""
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
 
 
 def _is_segment_log(name: str) -> bool:

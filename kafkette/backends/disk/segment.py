@@ -1,4 +1,8 @@
-"""A segment on disk: ``<base>.log`` plus its offset, time and transaction indexes."""
+"""A segment on disk: ``<base>.log`` plus its offset, time and transaction indexes.
+
+A segment opened ``read_only`` has its ``.log`` open for reading only and never
+writes an index file: recovery's truncation and index rebuilds happen in memory.
+"""
 
 from __future__ import annotations
 
@@ -86,6 +90,7 @@ class FileSegment(Segment):
         "is_full",
         "log_path",
         "next_offset",
+        "read_only",
         "sealed",
         "size",
         "time_index",
@@ -102,15 +107,17 @@ class FileSegment(Segment):
         max_index_bytes: int,
         suffix: str = "",
         write_buffer: int = 0,
+        read_only: bool = False,
     ) -> None:
         self.directory = directory
+        self.read_only = read_only
         self.base_offset = base_offset
         self.next_offset = base_offset
         stem = os.path.join(directory, segment_stem(base_offset))
         self.log_path = stem + LOG_SUFFIX + suffix
-        self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix)
-        self.txn_index = TxnIndex(stem + TXN_INDEX_SUFFIX + suffix)
+        self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, read_only=read_only)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, read_only=read_only)
+        self.txn_index = TxnIndex(stem + TXN_INDEX_SUFFIX + suffix, read_only=read_only)
         self.aborted = self.txn_index.aborted
         self._max_index_entries = max(max_index_bytes // 12, 1)
         self._tracker = IndexTracker(index_interval)
@@ -122,7 +129,14 @@ class FileSegment(Segment):
         """Whether the segment has stopped being the active one."""
         """False when the ``.txnindex`` file was unreadable: the log rebuilds it."""
         try:
-            self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            if not read_only:
+                self.file = FileRef(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+            elif os.path.exists(self.log_path):
+                self.file = FileRef(self.log_path)
+            else:
+                # A log with no segment file (a crash before its first one was made):
+                # an empty segment that exists nowhere, since nothing may be created.
+                self.file = FileRef(os.devnull)
             self._fd = self.file.fileno()
             """The file's descriptor for appends (-1 once closed: a write then fails)."""
             self.size = os.fstat(self._fd).st_size
@@ -522,7 +536,8 @@ class FileSegment(Segment):
         truncated = self.size - position
         self._dirty = True
         if truncated:
-            os.ftruncate(self.file.fileno(), position)
+            if not self.read_only:  # read-only: the bytes after ``position`` are ignored
+                os.ftruncate(self.file.fileno(), position)
             self.size = self._written = position
         if sealed and tracker.max_timestamp > (times[-1][0] if times else -1):
             times.append(
@@ -537,6 +552,8 @@ class FileSegment(Segment):
         return truncated
 
     def flush(self) -> None:
+        if self.read_only:
+            return
         self._drain()
         if self._dirty:
             os.fsync(self.file.fileno())
@@ -557,12 +574,14 @@ class FileSegment(Segment):
     def delete(self) -> None:
         self._buffered = 0
         for index in (self.index, self.time_index, self.txn_index):
-            index.delete()
+            index.delete()  # raises when read-only, before the log file goes
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
 
     def rename(self, suffix: str) -> None:
         """Move the segment's files to ``<stem><kind><suffix>``."""
+        if self.read_only:
+            raise PermissionError(f"{self.log_path} is opened read-only")
         self._drain()
         stem = os.path.join(self.directory, segment_stem(self.base_offset))
         new_log = stem + LOG_SUFFIX + suffix

@@ -1,4 +1,9 @@
-"""DiskStorage: one directory per partition under a root directory."""
+"""DiskStorage: one directory per partition under a root directory.
+
+``DiskStorage(root, read_only=True)`` opens every log as a
+:class:`~kafkette.backends.disk.read_only.ReadOnlyDiskLog` and creates nothing:
+a missing root has no partitions.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ import shutil
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.log import DiskLog
+from kafkette.backends.disk.read_only import ReadOnlyDiskLog
 from kafkette.backends.log import Log, Storage
 from kafkette.clocks import LogClockMs, wall_ms_int
+from kafkette.errors import PolicyViolationError
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -34,14 +41,18 @@ class DiskStorage(Storage):
         clock: LogClockMs = wall_ms_int,
         default_config: LogConfig | None = None,
         write_buffer_bytes: int = 0,
+        read_only: bool = False,
     ) -> None:
-        """Logs under ``root``; ``write_buffer_bytes`` is passed to every :class:`DiskLog`."""
+        """Logs under ``root``; ``write_buffer_bytes`` is passed to every :class:`DiskLog`;
+        ``read_only`` opens them without writing (see the module)."""
         self.root = root
+        self.read_only = read_only
         self._write_buffer = write_buffer_bytes
         self._clock = clock
         self._default = default_config or LogConfig()
         self._logs: dict[tuple[str, int], DiskLog] = {}
-        os.makedirs(root, exist_ok=True)
+        if not read_only:
+            os.makedirs(root, exist_ok=True)
 
     def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         key = (topic, partition)
@@ -50,7 +61,7 @@ class DiskStorage(Storage):
             if config is not None:
                 log.update_config(config)
             return log
-        log = DiskLog(
+        log = (ReadOnlyDiskLog if self.read_only else DiskLog)(
             os.path.join(self.root, partition_dir_name(topic, partition)),
             topic,
             partition,
@@ -63,6 +74,8 @@ class DiskStorage(Storage):
 
     def list_partitions(self) -> list[tuple[str, int]]:
         found = []
+        if self.read_only and not os.path.isdir(self.root):
+            return []
         for name in os.listdir(self.root):
             parsed = parse_partition_dir(name)
             if parsed is not None and os.path.isdir(os.path.join(self.root, name)):
@@ -70,6 +83,10 @@ class DiskStorage(Storage):
         return sorted(found)
 
     def delete_log(self, topic: str, partition: int) -> None:
+        if self.read_only:
+            raise PolicyViolationError(
+                f"cannot delete {topic}-{partition}: {self.root} is opened read-only"
+            )
         log = self._logs.pop((topic, partition), None)
         if log is not None:
             log.abandon()

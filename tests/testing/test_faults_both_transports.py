@@ -23,6 +23,7 @@ from kafkette.errors import (
 from kafkette.protocol.messages import MetadataRequest
 from kafkette.server.faults import Fault, FaultTable
 from kafkette.testing import MemoryCluster, RemoteFaults
+from kafkette.testing.pytest_plugin import ExternalKafka, ServeProcess
 from tests.brokers import BrokerProcess
 
 PRODUCE, FETCH, FIND_COORDINATOR = 0, 1, 10
@@ -234,3 +235,34 @@ def test_the_hook_is_refused_on_a_broker_that_did_not_opt_in(
     # nothing was armed: a producer without retries is served at once
     with Producer(bootstrap_servers=servers, retries=0, enable_idempotence=False) as producer:
         assert producer.send(topic, b"v", partition=0).result(20).offset == 0
+
+
+def test_the_kafka_broker_fixture_arms_faults_on_its_broker(kafka_broker: ServeProcess) -> None:
+    """The plugin's session broker runs with --enable-fault-injection: ``.faults`` arms
+    there (and the test clears what it armed: the broker is shared)."""
+    servers = kafka_broker.bootstrap_servers
+    topic = _topic(servers)
+    kafka_broker.faults.fail("Produce", NotEnoughReplicasError)
+    try:
+        assert kafka_broker.faults.armed() == [
+            Fault("fail", PRODUCE, 1, NotEnoughReplicasError.code)
+        ]
+        with Producer(bootstrap_servers=servers, retries=0, enable_idempotence=False) as producer:
+            with pytest.raises(NotEnoughReplicasError):
+                producer.send(topic, b"refused", partition=0).result(20)
+            assert producer.send(topic, b"stored", partition=0).result(20).offset == 0
+    finally:
+        kafka_broker.faults.clear()
+
+
+def test_kafka_bootstrap_at_a_kafkette_serve_has_faults_too(serve_broker: BrokerProcess) -> None:
+    """What ``kafka_broker`` is under ``--kafka-bootstrap``: its ``.faults`` reach the
+    servers given, when they are a kafkette serve --enable-fault-injection."""
+    external = ExternalKafka(serve_broker.bootstrap)
+    try:
+        external.faults.throttle(40)
+        assert anyio.run(_metadata_throttle, serve_broker.bootstrap) == 40
+        external.faults.clear()
+        assert anyio.run(_metadata_throttle, serve_broker.bootstrap) == 0
+    finally:
+        external._close_faults()

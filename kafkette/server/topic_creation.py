@@ -9,18 +9,13 @@ no log behind.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from kafkette.server.cluster import Partition, Topic, TopicPlan
+from kafkette.server.cluster import Cluster, Partition, Topic, TopicPlan
 from kafkette.server.steps import run_in_steps
 
-if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
 
-
-async def open_topic(broker: Broker, plan: TopicPlan) -> Topic:
-    """Create the planned topic; the caller holds :attr:`Broker.topic_changes`."""
-    cluster = broker.cluster
+async def open_topic(cluster: Cluster, plan: TopicPlan) -> Topic:
+    """Create the planned topic in ``cluster``; the caller holds
+    :attr:`Broker.topic_changes <kafkette.server.broker.Broker.topic_changes>`."""
     cluster.creating.add(plan.name)
     try:
         opened: list[Partition] = []

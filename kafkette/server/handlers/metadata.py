@@ -215,7 +215,7 @@ async def _auto_create(
             topic = cluster.topics.get(name)
             if topic is None:
                 try:
-                    topic = await open_topic(broker, cluster.plan_topic(name, partitions))
+                    topic = await open_topic(cluster, cluster.plan_topic(name, partitions))
                 except ApiError as exc:
                     answers[name] = _error_topic(name, exc)
                     continue

@@ -154,7 +154,7 @@ async def _create_one(
     plan = cluster.plan_topic(name, partitions, configs, replication_factor=replication)
     created: Topic | None = None
     if not validate_only:
-        created = await open_topic(broker, plan)
+        created = await open_topic(cluster, plan)
         logger.info("created topic %s with %d partition(s)", name, partitions)
     result = CreatableTopicResult(
         name=name,

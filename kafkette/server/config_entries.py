@@ -30,31 +30,37 @@ from kafkette.server.configs_catalog import (
 )
 
 if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
+    from kafkette.server.cluster import Cluster
 
 _KAFKA_DEFAULTS: dict[str, str] = {
     name: d.default for name, d in BROKER_CONFIGS.items() if d.default is not None
 }
 
 
-def _levels(broker: Broker, *, per_broker: bool = True) -> list[tuple[Mapping[str, str], int]]:
-    cluster = broker.cluster
+def _levels(
+    cluster: Cluster, static_configs: Mapping[str, str], *, per_broker: bool = True
+) -> list[tuple[Mapping[str, str], int]]:
     levels: list[tuple[Mapping[str, str], int]] = []
     if per_broker:
         levels.append((cluster.dynamic_broker_configs, ConfigSource.DYNAMIC_BROKER_CONFIG))
     levels.append((cluster.dynamic_default_configs, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-    levels.append((broker.config.overrides, ConfigSource.STATIC_BROKER_CONFIG))
+    levels.append((static_configs, ConfigSource.STATIC_BROKER_CONFIG))
     levels.append((_KAFKA_DEFAULTS, ConfigSource.DEFAULT_CONFIG))
     return levels
 
 
 def _synonyms(
-    broker: Broker, primary: str, family: Iterable[str], *, per_broker: bool = True
+    cluster: Cluster,
+    static_configs: Mapping[str, str],
+    primary: str,
+    family: Iterable[str],
+    *,
+    per_broker: bool = True,
 ) -> list[DescribeConfigsSynonym]:
     names = list(family)
     found = [
         DescribeConfigsSynonym(name=name, value=values[name], source=int(source))
-        for values, source in _levels(broker, per_broker=per_broker)
+        for values, source in _levels(cluster, static_configs, per_broker=per_broker)
         for name in names
         if name in values
     ]
@@ -98,7 +104,8 @@ def _entry(
 
 
 def describe_topic_configs(
-    broker: Broker,
+    cluster: Cluster,
+    static_configs: Mapping[str, str],
     overrides: Mapping[str, str],
     *,
     keys: Iterable[str] | None = None,
@@ -106,18 +113,24 @@ def describe_topic_configs(
     include_documentation: bool = False,
     legacy: bool = False,
 ) -> list[DescribeConfigsResourceResult]:
-    """Every configuration of a topic with these (valid) overrides, or those in ``keys``.
+    """Every configuration of a topic with these (valid) overrides, or those in ``keys``,
+    in ``cluster`` (its dynamic broker configs and topic defaults) under a broker whose
+    properties given explicitly are ``static_configs``.
 
     ``legacy`` (DescribeConfigs v0) fills ``is_default``.
     """
     wanted = set(keys) if keys else None
-    effective = validate_topic_configs(overrides, base=broker.cluster.defaults)[0].to_kafka()
+    effective = validate_topic_configs(overrides, base=cluster.defaults)[0].to_kafka()
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
         if wanted is not None and name not in wanted:
             continue
         primary = definition.synonyms[0].name if definition.synonyms else None
-        synonyms = _synonyms(broker, primary, _family(primary)) if primary is not None else []
+        synonyms = (
+            _synonyms(cluster, static_configs, primary, _family(primary))
+            if primary is not None
+            else []
+        )
         if name in overrides:
             value = overrides[name]
             synonyms.insert(
@@ -129,7 +142,7 @@ def describe_topic_configs(
         elif name in effective:
             value = effective[name]
         else:
-            value = _inert_default(broker, name)
+            value = _inert_default(cluster, static_configs, name)
         entries.append(
             _entry(
                 name,
@@ -146,9 +159,9 @@ def describe_topic_configs(
     return entries
 
 
-def _inert_default(broker: Broker, name: str) -> str:
+def _inert_default(cluster: Cluster, static_configs: Mapping[str, str], name: str) -> str:
     definition = TOPIC_CONFIGS[name]
-    for values, _ in _levels(broker)[:-1]:
+    for values, _ in _levels(cluster, static_configs)[:-1]:
         for synonym in definition.synonyms:
             if synonym.name in values:
                 return values[synonym.name]
@@ -156,7 +169,8 @@ def _inert_default(broker: Broker, name: str) -> str:
 
 
 def describe_broker_configs(
-    broker: Broker,
+    cluster: Cluster,
+    static_configs: Mapping[str, str],
     *,
     default_resource: bool = False,
     keys: Iterable[str] | None = None,
@@ -164,19 +178,23 @@ def describe_broker_configs(
     include_documentation: bool = False,
     legacy: bool = False,
 ) -> list[DescribeConfigsResourceResult]:
-    """This broker's configuration, or (``default_resource``) the cluster-wide dynamic one.
+    """This broker's configuration, or (``default_resource``) the cluster-wide dynamic one:
+    the dynamic configs of ``cluster`` over the properties given explicitly
+    (``static_configs``) over Kafka's defaults.
 
     ``legacy`` (DescribeConfigs v0) fills ``is_default``, which later versions replace
     with the source.
     """
     wanted = set(keys) if keys else None
-    names = sorted(broker.cluster.dynamic_default_configs) if default_resource else BROKER_CONFIGS
+    names = sorted(cluster.dynamic_default_configs) if default_resource else BROKER_CONFIGS
     entries = []
     for name in names:
         if wanted is not None and name not in wanted:
             continue
         definition = BROKER_CONFIGS[name]
-        synonyms = _synonyms(broker, name, _family(name), per_broker=not default_resource)
+        synonyms = _synonyms(
+            cluster, static_configs, name, _family(name), per_broker=not default_resource
+        )
         value = synonyms[0].value if synonyms and synonyms[0].name == name else None
         entries.append(
             _entry(

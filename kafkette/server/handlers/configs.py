@@ -120,7 +120,8 @@ def _describe(
             validate_topic_name(resource.resource_name)
             topic = broker.cluster.get_topic(resource.resource_name)
             result.configs = describe_topic_configs(
-                broker,
+                broker.cluster,
+                broker.config.overrides,
                 topic.configs,
                 keys=resource.configuration_keys,
                 include_synonyms=synonyms,
@@ -129,7 +130,8 @@ def _describe(
             )
         elif resource.resource_type == ResourceType.BROKER:
             result.configs = describe_broker_configs(
-                broker,
+                broker.cluster,
+                broker.config.overrides,
                 default_resource=_check_broker_name(broker, resource.resource_name),
                 keys=resource.configuration_keys,
                 include_synonyms=synonyms,

@@ -177,7 +177,7 @@ async def _create_one(
                 config_source=entry.config_source,
                 is_sensitive=entry.is_sensitive,
             )
-            for entry in describe_topic_configs(broker, plan.configs)
+            for entry in describe_topic_configs(cluster, broker.config.overrides, plan.configs)
         ]
     return result
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.protocol.messages.request_header import RequestHeader
 from kafkette.protocol.schema import Request, Response
 
 if TYPE_CHECKING:
-    from kafkette.acl import AclOperation, ResourceType
     from kafkette.server.acl.authorizer import AclAuthorizer
     from kafkette.server.broker import Broker
 
@@ -66,6 +66,20 @@ class RequestContext:
         if self.authorizer is None:
             return True
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, supported: int) -> int:
+        """The bit field (bit N: operation N) of the ``supported`` operations the
+        principal may perform on the resource (all of them without an authorizer)."""
+        if self.authorizer is None:
+            return supported
+        allowed = 0
+        for operation in AclOperation:
+            bit = 1 << operation
+            if supported & bit and self.authorizer.authorize(
+                self.principal, self.host, operation, resource_type, name
+            ):
+                allowed |= bit
+        return allowed
 
     @property
     def api_version(self) -> int:

@@ -12,7 +12,8 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from kafkette.errors import UnsupportedEndpointTypeError
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kafkette.errors import ClusterAuthorizationFailedError, UnsupportedEndpointTypeError
 from kafkette.protocol.messages import (
     DescribeClusterRequest,
     DescribeClusterResponse,
@@ -61,10 +62,18 @@ async def handle_describe_cluster(
         cluster_id=broker.cluster_id,
         controller_id=controller,
         brokers=[DescribeClusterBroker(n, host, port, None) for n, host, port in listed],
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
-        ),
+        cluster_authorized_operations=_cluster_operations(ctx, request),
     )
+
+
+def _cluster_operations(ctx: RequestContext, request: DescribeClusterRequest) -> int:
+    """As Kafka: the operations the principal may perform on the cluster when asked,
+    none without DESCRIBE on it."""
+    if not request.include_cluster_authorized_operations:
+        return NOT_REQUESTED
+    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 def log_dir(broker: Broker) -> str:
@@ -78,6 +87,10 @@ def log_dir(broker: Broker) -> str:
 async def handle_describe_log_dirs(
     broker: Broker, ctx: RequestContext, request: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
+    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return DescribeLogDirsResponse(
+            throttle_time_ms=0, error_code=ClusterAuthorizationFailedError.code, results=[]
+        )
     cluster = broker.cluster
     wanted: dict[str, set[int] | None]
     if request.topics is None:

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkette.errors import InvalidProducerEpochError, ProducerFencedError
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kafkette.errors import (
+    ClusterAuthorizationFailedError,
+    InvalidProducerEpochError,
+    ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
+)
 from kafkette.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kafkette.server.dispatch import RequestContext, handler
 
@@ -29,6 +35,10 @@ async def handle_init_producer_id(
     broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     if request.transactional_id is not None:
+        if not ctx.allows(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return _refused(TransactionalIdAuthorizationFailedError.code)
         result = broker.transactions.init_producer_id(
             request.transactional_id,
             request.transaction_timeout_ms,
@@ -41,6 +51,24 @@ async def handle_init_producer_id(
         return InitProducerIdResponse(
             error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch
         )
+    if not _may_write_idempotently(ctx):
+        return _refused(ClusterAuthorizationFailedError.code)
     return InitProducerIdResponse(
         error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0
     )
+
+
+def _may_write_idempotently(ctx: RequestContext) -> bool:
+    """Kafka's rule for an idempotent producer: IDEMPOTENT_WRITE on the cluster, or
+    WRITE on some topic."""
+    if ctx.authorizer is None:
+        return True
+    if ctx.allows(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return True
+    return ctx.authorizer.authorize_any(
+        ctx.principal, ctx.host, AclOperation.WRITE, ResourceType.TOPIC
+    )
+
+
+def _refused(error: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
+    ClusterAuthorizationFailedError,
     InvalidReplicaAssignmentError,
     NoReassignmentInProgressError,
     UnknownTopicOrPartitionError,
@@ -42,6 +44,22 @@ if TYPE_CHECKING:
 async def handle_alter_partition_reassignments(
     broker: Broker, ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
+    if not ctx.allows(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        refused = ClusterAuthorizationFailedError()
+        return AlterPartitionReassignmentsResponse(
+            error_code=refused.code,
+            error_message=refused.description,
+            responses=[
+                ReassignableTopicResponse(
+                    t.name,
+                    [
+                        ReassignablePartitionResponse(p.partition_index, refused.code, None)
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ],
+        )
     moved = False
     topics: list[ReassignableTopicResponse] = []
     for wanted in request.topics:
@@ -93,4 +111,9 @@ def _reassign(broker: Broker, topic: str, index: int, replicas: list[int] | None
 async def handle_list_partition_reassignments(
     broker: Broker, ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
+    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        refused = ClusterAuthorizationFailedError()
+        return ListPartitionReassignmentsResponse(
+            error_code=refused.code, error_message=refused.description, topics=[]
+        )
     return ListPartitionReassignmentsResponse(error_message=None, topics=[])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kafkette.errors import ClusterAuthorizationFailedError
 from kafkette.protocol.messages import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -29,6 +31,11 @@ if TYPE_CHECKING:
 async def handle_describe_user_scram_credentials(
     broker: Broker, ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        refused = ClusterAuthorizationFailedError()
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=refused.code, error_message=refused.description
+        )
     names = None if request.users is None else [user.name for user in request.users]
     results = users_of(broker).describe(names)
     return DescribeUserScramCredentialsResponse(
@@ -54,6 +61,18 @@ async def handle_describe_user_scram_credentials(
 async def handle_alter_user_scram_credentials(
     broker: Broker, ctx: RequestContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not ctx.allows(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        refused = ClusterAuthorizationFailedError()
+        users = dict.fromkeys(
+            [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        )
+        return AlterUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            results=[
+                AlterUserScramCredentialsResult(user, refused.code, refused.description)
+                for user in users
+            ],
+        )
     results = users_of(broker).alter(
         [Deletion(d.name, d.mechanism) for d in request.deletions],
         [

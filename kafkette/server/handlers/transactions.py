@@ -19,14 +19,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkette.acl import AclOperation, ResourceType
 from kafkette.errors import (
     NO_ERROR,
     ApiError,
+    GroupAuthorizationFailedError,
     InvalidProducerEpochError,
     InvalidRequestError,
     OffsetMetadataTooLargeError,
     OperationNotAttemptedError,
     ProducerFencedError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     TransactionalIdNotFoundError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -68,6 +72,13 @@ if TYPE_CHECKING:
 FIRST_PRODUCER_FENCED_VERSION = 2
 """AddPartitionsToTxn, AddOffsetsToTxn and EndTxn know PRODUCER_FENCED from v2."""
 
+READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
+TOPIC, GROUP, TRANSACTIONAL_ID = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.TRANSACTIONAL_ID,
+)
+
 
 def fenced_for(version: int, error: int, first_version: int) -> int:
     """PRODUCER_FENCED as a client of ``version`` understands it."""
@@ -89,14 +100,21 @@ async def handle_add_partitions_to_txn(
     broker: Broker, ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    missing = {key for key in wanted if not partition_exists(broker, *key)}
+    txn_id = request.v3_and_below_transactional_id
+    # As Kafka: WRITE on the transactional id, then on each topic (before existence).
+    refused = {key for key in wanted if not ctx.allows(WRITE, TOPIC, key[0])}
+    missing = {key for key in wanted if key not in refused and not partition_exists(broker, *key)}
     errors: dict[PartitionKey, int]
-    if not request.v3_and_below_transactional_id:
+    if not txn_id:
         errors = dict.fromkeys(wanted, InvalidRequestError.code)
-    elif missing:
+    elif not ctx.allows(WRITE, TRANSACTIONAL_ID, txn_id):
+        errors = dict.fromkeys(wanted, TransactionalIdAuthorizationFailedError.code)
+    elif refused or missing:
         # As Kafka: nothing is added when one partition is unknown.
         errors = {
-            key: UnknownTopicOrPartitionError.code
+            key: TopicAuthorizationFailedError.code
+            if key in refused
+            else UnknownTopicOrPartitionError.code
             if key in missing
             else OperationNotAttemptedError.code
             for key in wanted
@@ -126,6 +144,10 @@ async def handle_add_offsets_to_txn(
 ) -> AddOffsetsToTxnResponse:
     if not request.transactional_id:
         return AddOffsetsToTxnResponse(error_code=InvalidRequestError.code)
+    if not ctx.allows(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=TransactionalIdAuthorizationFailedError.code)
+    if not ctx.allows(READ, GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=GroupAuthorizationFailedError.code)
     error = broker.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
     )
@@ -140,6 +162,8 @@ async def handle_end_txn(
 ) -> EndTxnResponse:
     if not request.transactional_id:
         return EndTxnResponse(error_code=InvalidRequestError.code)
+    if not ctx.allows(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return EndTxnResponse(error_code=TransactionalIdAuthorizationFailedError.code)
     error = broker.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
@@ -169,9 +193,14 @@ async def handle_txn_offset_commit(
         for topic in request.topics
         for p in topic.partitions
     ]
-    error = broker.transactions.check_offset_commit(
-        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
-    )
+    if not ctx.allows(WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        error = TransactionalIdAuthorizationFailedError.code
+    elif not ctx.allows(READ, GROUP, request.group_id):
+        error = GroupAuthorizationFailedError.code
+    else:
+        error = broker.transactions.check_offset_commit(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        )
     if error == NO_ERROR:
         error = broker.groups.validate_transactional_commit(
             request.group_id, request.generation_id, request.member_id, request.group_instance_id
@@ -182,6 +211,8 @@ async def handle_txn_offset_commit(
     for key, offset in requested:
         if error != NO_ERROR:
             errors[key] = error
+        elif not ctx.allows(READ, TOPIC, key[0]):
+            errors[key] = TopicAuthorizationFailedError.code
         elif not partition_exists(broker, *key):
             errors[key] = UnknownTopicOrPartitionError.code
         elif len(offset.metadata.encode()) > max_metadata:
@@ -235,6 +266,7 @@ async def handle_list_transactions(
         transaction_states=[
             lt.TransactionState(m.transactional_id, m.producer_id, m.state.display_name)
             for m in found
+            if ctx.allows(DESCRIBE, TRANSACTIONAL_ID, m.transactional_id)
         ],
     )
 
@@ -245,6 +277,17 @@ async def handle_describe_transactions(
 ) -> DescribeTransactionsResponse:
     states: list[dt.TransactionState] = []
     for transactional_id in request.transactional_ids:
+        if not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+            states.append(
+                dt.TransactionState(
+                    error_code=TransactionalIdAuthorizationFailedError.code,
+                    transactional_id=transactional_id,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    transaction_start_time_ms=-1,
+                )
+            )
+            continue
         meta = broker.transactions.describe(transactional_id)
         if meta is None:
             states.append(
@@ -259,7 +302,8 @@ async def handle_describe_transactions(
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(meta.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+            if ctx.allows(DESCRIBE, TOPIC, topic):  # as Kafka: topics it may not see are left out
+                by_topic.setdefault(topic, []).append(partition)
         states.append(
             dt.TransactionState(
                 transactional_id=transactional_id,
@@ -281,8 +325,14 @@ async def handle_describe_producers(
     topics: list[dp.TopicResponse] = []
     for wanted in request.topics:
         known = broker.cluster.topics.get(wanted.name)
+        allowed = ctx.allows(READ, TOPIC, wanted.name)
         results: list[dp.PartitionResponse] = []
         for index in wanted.partition_indexes:
+            if not allowed:
+                results.append(
+                    dp.PartitionResponse(index, TopicAuthorizationFailedError.code, None)
+                )
+                continue
             if known is None or not 0 <= index < len(known.partitions):
                 error = UnknownTopicOrPartitionError()
                 results.append(

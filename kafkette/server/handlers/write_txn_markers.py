@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
+    ClusterAuthorizationFailedError,
     InvalidProducerEpochError,
     NotLeaderOrFollowerError,
     TransactionCoordinatorFencedError,
@@ -58,12 +60,18 @@ def _write(
     topics: list[WritableTxnMarkerTopicResult] = []
     nodes = broker.nodes
     node = ctx.node_id if nodes.multi else None
+    # As Kafka: ALTER or CLUSTER_ACTION on the cluster (brokers and admin tools write markers).
+    allowed = ctx.allows(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME) or ctx.allows(
+        AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+    )
     for wanted in marker.topics:
         topic = broker.cluster.topics.get(wanted.name)
         results: list[WritableTxnMarkerPartitionResult] = []
         for index in wanted.partition_indexes:
             error: ApiError | None
-            if topic is None or not 0 <= index < len(topic.partitions):
+            if not allowed:
+                error = ClusterAuthorizationFailedError()
+            elif topic is None or not 0 <= index < len(topic.partitions):
                 error = UnknownTopicOrPartitionError()
             elif node is not None and not nodes.leads(node, topic.partitions[index]):
                 error = NotLeaderOrFollowerError()

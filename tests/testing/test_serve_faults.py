@@ -235,3 +235,26 @@ def test_a_kafka_admin_client_nobody_here_wrote_arms_a_fault() -> None:
             with pytest.raises(NotEnoughReplicasError):
                 producer.send("t", b"refused", partition=0).result(20)
             assert producer.send("t", b"stored", partition=0).result(20).offset == 0
+
+
+def test_kafka_python_arms_a_fault_with_alter_configs() -> None:
+    """kafka-python's alter_configs (IncrementalAlterConfigs against this broker) arms
+    one too; it checks names against the broker's dynamic configs unless told not to."""
+    from kafka.admin import ConfigResource as KafkaPythonResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    with BrokerProcess(args=("--enable-fault-injection",)) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            resource = KafkaPythonResource(
+                ConfigResourceType.BROKER,
+                "1",
+                configs={"kafkette.fault.drop_response": "Produce:2"},
+            )
+            assert admin.alter_configs([resource], raise_on_unknown=False) == {
+                "broker": {"1": "OK"}
+            }
+        finally:
+            admin.close()
+        with RemoteFaults(broker.bootstrap) as faults:
+            assert faults.armed() == [Fault("drop", PRODUCE, 2)]

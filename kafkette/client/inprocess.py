@@ -219,8 +219,11 @@ class InProcessCluster:
                 return func(*args)
 
             return self._loop.call(call)
-        if self._home is not None:
-            self._home.refuse_other_threads()
+        if self._home is not None and not self._home.in_its_thread():
+            raise RuntimeError(
+                f"{self.url} is served on the event loop that entered it "
+                "(MemoryCluster(in_loop=True)): call it from that loop's thread"
+            )
         return func(*args)
 
     def open_stream(self, node: int | None = None) -> InProcessStream:
@@ -303,9 +306,13 @@ class LoopHome:
         self.cancel()
         await self._tasks.__aexit__(None, None, None)
 
+    def in_its_thread(self) -> bool:
+        """Whether the caller runs in the thread of the loop serving the broker."""
+        return threading.get_ident() == self._thread
+
     def refuse_other_threads(self) -> None:
         """:class:`~kafkette.errors.KafkaConnectionError` unless called in the loop's thread."""
-        if threading.get_ident() != self._thread:
+        if not self.in_its_thread():
             raise KafkaConnectionError(
                 f"{self._url} is served on the event loop that entered it "
                 "(MemoryCluster(in_loop=True)): connect from that loop; sync clients "

@@ -75,7 +75,7 @@ from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
-from kafkette.server.sasl.users import CredentialsFileError, attach_users
+from kafkette.server.sasl.users import CredentialsFileError
 from kafkette.server.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.tls import TlsSettings, server_context
 
@@ -175,7 +175,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for tests only: let clients arm and clear faults while the broker runs, with "
         "IncrementalAlterConfigs or AlterConfigs on the broker resource naming "
         "kafkette.fault.fail, .drop_response, .delay, .disconnect, .throttle or .clear "
-        "(kafkette.testing.RemoteFaults, kafka-configs.sh); with SASL users only the "
+        "(kafkette.testing.RemoteFaults or any Kafka admin client); with SASL users only the "
         "super.users property's principals may. Off by default: a fault is a denial of "
         "service by design",
     )
@@ -459,7 +459,7 @@ async def run(
         raise
     try:
         if sasl is not None:  # users added over the protocol authenticate on the listeners
-            attach_users(broker, sasl.store)
+            broker.use_credentials(sasl.store)
         for spec in faults:  # armed and logged before the listening line
             spec.arm(broker.faults)
             logger.warning("kafkette serve: fault armed: %s", spec)

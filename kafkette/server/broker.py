@@ -31,6 +31,8 @@ from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
+from kafkette.server.sasl.credentials import CredentialStore
+from kafkette.server.sasl.users import ScramUsers
 from kafkette.server.txn.coordinator import TransactionCoordinator
 from kafkette.server.txn.log_store import TxnLogStore, transaction_state_topic
 from kafkette.server.txn.markers import MarkerWriter
@@ -80,6 +82,7 @@ class Broker:
         """Faults a test armed on this broker, consulted per request (none by default)."""
         self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None
+        self._scram_users: ScramUsers | None = None
         self.offsets_topic = offsets_topic(
             self.cluster,
             partitions=self.config.offsets_topic_num_partitions,
@@ -148,6 +151,21 @@ class Broker:
             highest = max(max(ids, default=-1), self.transactions.highest_producer_id())
             self._producer_ids = ProducerIdManager(self.config.data_dir, at_least=highest + 1)
         return self._producer_ids
+
+    @property
+    def scram_users(self) -> ScramUsers:
+        """The SCRAM users DescribeUserScramCredentials and AlterUserScramCredentials
+        manage: a credential store of their own (made on first use) unless
+        :meth:`use_credentials` gave the SASL listeners' one."""
+        if self._scram_users is None:
+            self._scram_users = ScramUsers(CredentialStore(), self.config.data_dir)
+        return self._scram_users
+
+    def use_credentials(self, store: CredentialStore) -> None:
+        """Manage ``store`` (the users the SASL listeners authenticate), loading into it
+        the SCRAM credentials the data directory keeps
+        (:class:`~kafkette.server.sasl.users.CredentialsFileError` if they cannot be read)."""
+        self._scram_users = ScramUsers(store, self.config.data_dir)
 
     def appended(self, log: Log) -> None:
         """After an append to ``log``: advance its high watermark to the log end (this

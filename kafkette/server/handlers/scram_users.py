@@ -21,7 +21,7 @@ from kafkette.protocol.messages.describe_user_scram_credentials_response import 
     DescribeUserScramCredentialsResult,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.sasl.users import Deletion, Upsertion, users_of
+from kafkette.server.sasl.users import Deletion, Upsertion
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -37,7 +37,7 @@ async def handle_describe_user_scram_credentials(
             throttle_time_ms=0, error_code=refused.code, error_message=refused.description
         )
     names = None if request.users is None else [user.name for user in request.users]
-    results = users_of(broker).describe(names)
+    results = broker.scram_users.describe(names)
     return DescribeUserScramCredentialsResponse(
         throttle_time_ms=0,
         error_code=0,
@@ -73,7 +73,7 @@ async def handle_alter_user_scram_credentials(
                 for user in users
             ],
         )
-    results = users_of(broker).alter(
+    results = broker.scram_users.alter(
         [Deletion(d.name, d.mechanism) for d in request.deletions],
         [
             Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)

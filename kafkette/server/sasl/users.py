@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import json
 import os
-import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -42,9 +41,6 @@ from kafkette.server.sasl.credentials import (
     CredentialStore,
     ScramCredential,
 )
-
-if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
 
 MAX_ITERATIONS = 16384
 """Kafka's largest SCRAM iteration count."""
@@ -262,21 +258,3 @@ class ScramUsers:
                 )
         except (KeyError, TypeError, ValueError) as exc:
             raise CredentialsFileError(f"bad SCRAM credentials file {path}: {exc!r}") from None
-
-
-_USERS: weakref.WeakKeyDictionary[Broker, ScramUsers] = weakref.WeakKeyDictionary()
-
-
-def attach_users(broker: Broker, store: CredentialStore) -> ScramUsers:
-    """Manage ``store`` (the SASL listeners' users) for ``broker``, loading what its data
-    directory keeps into it."""
-    users = _USERS[broker] = ScramUsers(store, broker.config.data_dir)
-    return users
-
-
-def users_of(broker: Broker) -> ScramUsers:
-    """The broker's SCRAM users (a store of its own unless :func:`attach_users` gave one)."""
-    users = _USERS.get(broker)
-    if users is None:
-        users = attach_users(broker, CredentialStore())
-    return users

@@ -14,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
     NotCoordinatorError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
@@ -86,6 +90,13 @@ GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 NO_RETENTION = -1
 DEFAULT_TIMESTAMP = -1
 
+READ, DESCRIBE = AclOperation.READ, AclOperation.DESCRIBE
+TOPIC, GROUP, TRANSACTIONAL_ID = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.TRANSACTIONAL_ID,
+)
+
 
 def client_host(ctx: RequestContext) -> str:
     """The client's address as Kafka reports it (Java's InetAddress: ``/127.0.0.1``)."""
@@ -115,27 +126,48 @@ async def handle_find_coordinator(
     node, host, port = (broker.node_id, host, port) if valid else (-1, "", -1)
     message = None if valid else f"unknown coordinator key type {request.key_type}"
     if ctx.api_version < 4:
+        refusal = _coordinator_refusal(ctx, request.key_type, request.key) if valid else None
+        if refusal is not None:
+            return FindCoordinatorResponse(
+                error_code=refusal, error_message="NONE", node_id=-1, host="", port=-1
+            )
         if valid and broker.nodes.multi:
             error, node, host, port = _coordinator_node(broker, request.key_type, request.key)
         # Kafka sets the message of NONE ("NONE") here, and none per key from v4.
         return FindCoordinatorResponse(
             error_code=error, error_message=message or "NONE", node_id=node, host=host, port=port
         )
-    if valid and broker.nodes.multi:
-        return FindCoordinatorResponse(
-            coordinators=[
+    coordinators: list[Coordinator] = []
+    for key in request.coordinator_keys:
+        refusal = _coordinator_refusal(ctx, request.key_type, key) if valid else None
+        if refusal is not None:
+            coordinators.append(_coordinator(key, refusal, -1, "", -1))
+        elif valid and broker.nodes.multi:
+            coordinators.append(
                 _coordinator(key, *_coordinator_node(broker, request.key_type, key))
-                for key in request.coordinator_keys
-            ]
-        )
-    return FindCoordinatorResponse(
-        coordinators=[
-            Coordinator(
-                key=key, node_id=node, host=host, port=port, error_code=error, error_message=message
             )
-            for key in request.coordinator_keys
-        ]
-    )
+        else:
+            coordinators.append(
+                Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=message,
+                )
+            )
+    return FindCoordinatorResponse(coordinators=coordinators)
+
+
+def _coordinator_refusal(ctx: RequestContext, key_type: int, key: str) -> int | None:
+    """As Kafka: finding a coordinator needs DESCRIBE on the group or transactional id."""
+    if key_type == GROUP_KEY:
+        if not ctx.allows(DESCRIBE, GROUP, key):
+            return GroupAuthorizationFailedError.code
+    elif not ctx.allows(DESCRIBE, TRANSACTIONAL_ID, key):
+        return TransactionalIdAuthorizationFailedError.code
+    return None
 
 
 def _coordinator_node(broker: Broker, key_type: int, key: str) -> tuple[int, int, str, int]:
@@ -162,6 +194,12 @@ async def handle_join_group(
 ) -> JoinGroupResponse:
     consumer_groups.attach(broker)
     version = ctx.api_version
+    if not ctx.allows(READ, GROUP, request.group_id):
+        return JoinGroupResponse(
+            error_code=GroupAuthorizationFailedError.code,
+            protocol_name="" if version < 7 else None,
+            member_id=request.member_id,
+        )
     params = JoinParams(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -199,6 +237,8 @@ async def handle_sync_group(
     broker: Broker, ctx: RequestContext, request: SyncGroupRequest
 ) -> SyncGroupResponse:
     consumer_groups.attach(broker)
+    if not ctx.allows(READ, GROUP, request.group_id):
+        return SyncGroupResponse(error_code=GroupAuthorizationFailedError.code)
     result = await broker.groups.sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -221,6 +261,8 @@ async def handle_heartbeat(
     broker: Broker, ctx: RequestContext, request: HeartbeatRequest
 ) -> HeartbeatResponse:
     consumer_groups.attach(broker)
+    if not ctx.allows(READ, GROUP, request.group_id):
+        return HeartbeatResponse(error_code=GroupAuthorizationFailedError.code)
     error = broker.groups.heartbeat(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id
     )
@@ -232,6 +274,8 @@ async def handle_leave_group(
     broker: Broker, ctx: RequestContext, request: LeaveGroupRequest
 ) -> LeaveGroupResponse:
     consumer_groups.attach(broker)
+    if not ctx.allows(READ, GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=GroupAuthorizationFailedError.code)
     if ctx.api_version < 3:
         leaving: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
@@ -263,9 +307,17 @@ async def handle_offset_commit(
     expire = None if retention == NO_RETENTION else now + retention
     errors: dict[PartitionKey, int] = {}
     offsets: dict[PartitionKey, CommittedOffset] = {}
+    group_allowed = ctx.allows(READ, GROUP, request.group_id)
     for topic in request.topics:
+        topic_allowed = ctx.allows(READ, TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
+            if not group_allowed:
+                errors[key] = GroupAuthorizationFailedError.code
+                continue
+            if not topic_allowed:
+                errors[key] = TopicAuthorizationFailedError.code
+                continue
             if not partition_exists(broker, topic.name, p.partition_index):
                 errors[key] = UnknownTopicOrPartitionError.code
                 continue
@@ -280,7 +332,9 @@ async def handle_offset_commit(
     consumer_error = consumer_groups.offset_commit_error(
         broker, request.group_id, request.member_id, request.generation_id_or_member_epoch, version
     )
-    if consumer_error:
+    if not group_allowed:
+        pass  # every partition already says so
+    elif consumer_error:
         errors = {
             (t.name, p.partition_index): consumer_error
             for t in request.topics
@@ -320,6 +374,7 @@ Fetched = list[tuple[str, list[tuple[int, CommittedOffset | None, int]]]]
 
 def _fetched(
     broker: Broker,
+    ctx: RequestContext,
     group_id: str,
     topics: Iterable[tuple[str, list[int]]] | None,
     require_stable: bool,
@@ -332,6 +387,13 @@ def _fetched(
     keys = list(found) if topics is None else [(t, p) for t, parts in topics for p in parts]
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, int]]] = {}
     for topic, partition in keys:
+        # As Kafka: a topic the principal may not DESCRIBE is refused when named, left
+        # out when the request asks for every topic.
+        if not ctx.allows(DESCRIBE, TOPIC, topic):
+            if topics is not None:
+                entries = by_topic.setdefault(topic, [])
+                entries.append((partition, None, TopicAuthorizationFailedError.code))
+            continue
         entries = by_topic.setdefault(topic, [])
         if require_stable and broker.transactions.has_pending_offsets(group_id, (topic, partition)):
             entries.append((partition, None, UnstableOffsetCommitError.code))
@@ -351,6 +413,8 @@ async def handle_offset_fetch(
             if request.topics is None
             else [(t.name, list(t.partition_indexes)) for t in request.topics]
         )
+        if not ctx.allows(DESCRIBE, GROUP, request.group_id):
+            return OffsetFetchResponse(error_code=GroupAuthorizationFailedError.code)
         return OffsetFetchResponse(
             topics=[
                 OffsetFetchResponseTopic(
@@ -366,7 +430,7 @@ async def handle_offset_fetch(
                         for p, o, error in parts
                     ],
                 )
-                for topic, parts in _fetched(broker, request.group_id, topics, stable)
+                for topic, parts in _fetched(broker, ctx, request.group_id, topics, stable)
             ]
         )
     groups = []
@@ -376,8 +440,12 @@ async def handle_offset_fetch(
             if group.topics is None
             else [(t.name, list(t.partition_indexes)) for t in group.topics]
         )
-        error = consumer_groups.offset_fetch_error(
-            broker, group.group_id, group.member_id, group.member_epoch
+        error = (
+            consumer_groups.offset_fetch_error(
+                broker, group.group_id, group.member_id, group.member_epoch
+            )
+            if ctx.allows(DESCRIBE, GROUP, group.group_id)
+            else GroupAuthorizationFailedError.code
         )
         if error:
             groups.append(OffsetFetchResponseGroup(group_id=group.group_id, error_code=error))
@@ -399,7 +467,7 @@ async def handle_offset_fetch(
                             for p, o, error in parts
                         ],
                     )
-                    for topic, parts in _fetched(broker, group.group_id, wanted, stable)
+                    for topic, parts in _fetched(broker, ctx, group.group_id, wanted, stable)
                 ],
             )
         )
@@ -410,12 +478,17 @@ async def handle_offset_fetch(
 async def handle_offset_delete(
     broker: Broker, ctx: RequestContext, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
+    if not ctx.allows(AclOperation.DELETE, GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=GroupAuthorizationFailedError.code)
     errors: dict[PartitionKey, int] = {}
     known: list[PartitionKey] = []
     for topic in request.topics:
+        topic_allowed = ctx.allows(READ, TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if partition_exists(broker, topic.name, p.partition_index):
+            if not topic_allowed:
+                errors[key] = TopicAuthorizationFailedError.code
+            elif partition_exists(broker, topic.name, p.partition_index):
                 known.append(key)
             else:
                 errors[key] = UnknownTopicOrPartitionError.code
@@ -454,6 +527,9 @@ async def handle_list_groups(
         request.states_filter,
         request.types_filter,
     )
+    if not ctx.allows(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # As Kafka: without DESCRIBE on the cluster, only the groups one may describe.
+        overviews = [g for g in overviews if ctx.allows(DESCRIBE, GROUP, g.group_id)]
     node = ctx.node_id
     if broker.nodes.multi and node is not None:  # each node lists the groups it coordinates
         overviews = [g for g in overviews if broker.nodes.coordinates(node, GROUP_KEY, g.group_id)]
@@ -475,9 +551,18 @@ async def handle_describe_groups(
     broker: Broker, ctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     version = ctx.api_version
-    operations = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
     described = []
     for group_id in request.groups:
+        if not ctx.allows(DESCRIBE, GROUP, group_id):
+            described.append(
+                DescribedGroup(error_code=GroupAuthorizationFailedError.code, group_id=group_id)
+            )
+            continue
+        operations = (
+            ctx.authorized_operations(GROUP, group_id, GROUP_OPERATIONS)
+            if request.include_authorized_operations
+            else NOT_REQUESTED
+        )
         if not broker.nodes.coordinates(ctx.node_id, GROUP_KEY, group_id):
             described.append(DescribedGroup(error_code=NotCoordinatorError.code, group_id=group_id))
             continue
@@ -514,8 +599,18 @@ async def handle_describe_groups(
 async def handle_delete_groups(
     broker: Broker, ctx: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    here = [g for g in request.groups_names if broker.nodes.coordinates(ctx.node_id, GROUP_KEY, g)]
+    refused = {
+        g: GroupAuthorizationFailedError.code
+        for g in request.groups_names
+        if not ctx.allows(AclOperation.DELETE, GROUP, g)
+    }
+    here = [
+        g
+        for g in request.groups_names
+        if g not in refused and broker.nodes.coordinates(ctx.node_id, GROUP_KEY, g)
+    ]
     errors = consumer_groups.delete_groups(broker, here)
+    errors.update(refused)
     errors.update(broker.groups.delete_groups(g for g in here if g not in errors))
     for group_id in request.groups_names:
         errors.setdefault(group_id, NotCoordinatorError.code)

@@ -4,7 +4,11 @@ The one place where the client package meets the broker core. A cluster
 named in ``bootstrap_servers`` is a :class:`~kafkette.server.Broker` living
 in this process: ``memory://NAME`` over the memory backend, shared by every
 client of that name; ``file:///path`` over the disk backend, with the data
-directory locked against other processes.
+directory locked against other processes. ``file:///path?mode=ro`` opens the
+directory read-only (what the ``kafkette`` command does with ``-b file://``):
+nothing there is written, requests that would write are refused
+(:mod:`kafkette.server.read_only`), and any number of read-only openings
+share the directory while no broker holds it.
 
 The broker core runs in one event loop of its own (a daemon thread), so
 clients in any loop or thread (an async client in a test's event loop, a
@@ -472,17 +476,26 @@ def _create(
         raise ValueError(f"{url!r}: serving on the caller's event loop is for memory:// only")
     if nodes != 1:
         raise ValueError(f"{url!r}: several nodes are simulated over memory:// only")
-    path = url[len(FILE_SCHEME) :]
-    if not path.startswith("/"):
-        raise ValueError(f"{url!r}: a file:// cluster needs an absolute path (file:///path)")
-    lock = DataDirLock(path, f"kafkette in-process broker {url}")
+    path, read_only = _data_dir(url)
+    lock = DataDirLock(path, f"kafkette in-process broker {url}", shared=read_only)
     config.advertised_host, config.advertised_port = "file", 0
     config.data_dir = path
+    config.read_only = read_only
     try:
         return InProcessCluster(url, lambda: Broker(config, clock=clock), lock)
     except BaseException:
         lock.release()
         raise
+
+
+def _data_dir(url: str) -> tuple[str, bool]:
+    """The directory of ``file:///path[?mode=ro|rw]`` and whether it is opened read-only."""
+    path, _, query = url[len(FILE_SCHEME) :].partition("?")
+    if not path.startswith("/"):
+        raise ValueError(f"{url!r}: a file:// cluster needs an absolute path (file:///path)")
+    if query not in ("", "mode=ro", "mode=rw"):
+        raise ValueError(f"{url!r}: the only option of file:// is ?mode=ro or ?mode=rw")
+    return path, query == "mode=ro"
 
 
 def close_cluster(url: str, *, refuse_new: bool = False) -> None:

@@ -66,12 +66,15 @@ class Broker:
                     self.config.data_dir + "/logs",
                     clock=lambda: int(self.clock()),
                     default_config=self.config.log,
+                    read_only=self.config.read_only,
                 )
             else:
                 storage = MemoryStorage(
                     clock=lambda: int(self.clock()), default_config=self.config.log
                 )
-        self.cluster = Cluster(storage, self.config.log, self.config.data_dir)
+        self.cluster = Cluster(
+            storage, self.config.log, self.config.data_dir, read_only=self.config.read_only
+        )
         self.data_changed = _Notifier()
         """Woken on every append, for long-polling fetches."""
         self.closed = False
@@ -131,7 +134,7 @@ class Broker:
             id_expiration_ms=self.config.transactional_id_expiration_ms,
         )
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
-        self.transactions.load()
+        self.transactions.load(finish_prepared=not self.config.read_only)
 
     @property
     def topic_changes(self) -> anyio.Lock:

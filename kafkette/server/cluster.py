@@ -8,7 +8,8 @@ the broker has a data directory, in ``<data_dir>/kafkette-topics.json``
 (set with AlterConfigs on the broker resource: for this node, or the
 cluster-wide default) are kept in ``<data_dir>/kafkette-broker-configs.json``;
 they override the static topic defaults of every topic without its own
-override.
+override. A cluster made ``read_only`` reads those files and writes none (a
+directory without a cluster id gets one in memory).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kafkette.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -113,8 +115,16 @@ class Cluster:
     served, and :meth:`create_topic` / :meth:`add_partitions` do it at once.
     """
 
-    def __init__(self, storage: Storage, defaults: LogConfig, data_dir: str | None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        defaults: LogConfig,
+        data_dir: str | None,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.storage = storage
+        self.read_only = read_only
         self.static_defaults = defaults
         """Topic defaults from the static broker configuration."""
         self.defaults = defaults
@@ -140,7 +150,8 @@ class Cluster:
     def _load_cluster_id(self) -> str:
         if self.data_dir is None:
             return new_cluster_id()
-        os.makedirs(self.data_dir, exist_ok=True)
+        if not self.read_only:
+            os.makedirs(self.data_dir, exist_ok=True)
         path = os.path.join(self.data_dir, META_FILE)
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
@@ -149,7 +160,8 @@ class Cluster:
                     if key == "cluster.id" and value:
                         return value
         cluster_id = new_cluster_id()
-        self._write_atomically(path, f"version=1\ncluster.id={cluster_id}\n")
+        if not self.read_only:
+            self._write_atomically(path, f"version=1\ncluster.id={cluster_id}\n")
         return cluster_id
 
     # ---- topics
@@ -472,8 +484,9 @@ class Cluster:
             os.path.join(self.data_dir, TOPICS_FILE), json.dumps(saved, indent=1, sort_keys=True)
         )
 
-    @staticmethod
-    def _write_atomically(path: str, text: str) -> None:
+    def _write_atomically(self, path: str, text: str) -> None:
+        if self.read_only:
+            raise PolicyViolationError(f"cannot write {path}: the cluster is opened read-only")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)

@@ -116,6 +116,8 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     data_dir: str | None = None
+    read_only: bool = False
+    """Serve ``data_dir`` without writing to it (:mod:`kafkette.server.read_only`)."""
     cluster_id: str | None = None
     num_partitions: int = 1
     default_replication_factor: int = 1

@@ -44,6 +44,7 @@ from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.nodes import serving_node
 from kafkette.server.principal import connection_principal
+from kafkette.server.read_only import refusal
 from kafkette.server.routing import misrouted
 from kafkette.server.sasl import ServerAuthenticator
 from kafkette.server.steps import STEP_BUDGET_S
@@ -106,6 +107,8 @@ async def process_frame(
     # A coordinator request at a node that does not coordinate its key (several nodes).
     answer = misrouted(broker.nodes, ctx.node_id, request, version) if broker.nodes.multi else None
     response: Response | None
+    if broker.config.read_only:  # a data directory opened read-only: writes are refused
+        answer = answer or refusal(request, broker.config.data_dir)
     if answer is not None:
         response = answer
     elif broker.faults.active:  # a test armed faults on this broker (kafkette.testing)

@@ -58,8 +58,11 @@ def run_once(
 
 
 async def maintenance_loop(broker: Broker) -> None:
-    """Run :func:`run_once` on Kafka's schedule until cancelled."""
+    """Run :func:`run_once` on Kafka's schedule until cancelled (never, for a broker
+    serving its data directory read-only: a round may delete, compact and flush)."""
     config = broker.config
+    if config.read_only:
+        return
     period_ms = max(min(config.log_cleaner_backoff_ms, config.log_retention_check_interval_ms), 1)
     last_retention = broker.now_ms()
     while True:

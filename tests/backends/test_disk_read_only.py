@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -19,23 +18,10 @@ from kafkette.backends.disk.read_only import ReadOnlyDiskLog
 from kafkette.backends.log import Log
 from kafkette.errors import PolicyViolationError
 from tests.backends.helpers import FakeClock, control_batch, make_batch, read_all, simple_batch
+from tests.dir_state import tree_state
 
 CONFIG = LogConfig(index_interval_bytes=64, segment_bytes=1024)
 LOG = "00000000000000000000.log"
-
-
-def tree_state(root: str) -> list[tuple[str, int, int, str]]:
-    """(path, size, mtime in ns, sha256) of every file and directory under ``root``."""
-    state = []
-    for directory, names, files in os.walk(root):
-        for name in sorted(names) + sorted(files):
-            path = os.path.join(directory, name)
-            info = os.lstat(path)
-            digest = ""
-            if os.path.isfile(path):
-                digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            state.append((os.path.relpath(path, root), info.st_size, info.st_mtime_ns, digest))
-    return sorted(state)
 
 
 def observe(log: Log) -> dict[str, Any]:

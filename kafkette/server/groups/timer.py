@@ -32,7 +32,12 @@ class Timed(Protocol):
 
 async def group_timer_loop(broker: Broker) -> None:
     """Call the ``tick`` of ``broker.groups``, ``broker.consumer_groups`` and
-    ``broker.transactions`` whenever a deadline of theirs is due, until cancelled."""
+    ``broker.transactions`` whenever a deadline of theirs is due, until cancelled.
+
+    A broker serving its data directory read-only has no timers: what they do
+    (expiring members, offsets and transactions) writes to the logs."""
+    if broker.config.read_only:
+        return
     coordinators: tuple[tuple[str, Timed], ...] = (
         ("group", broker.groups),
         ("consumer group", broker.consumer_groups),

@@ -125,8 +125,10 @@ async def handle_metadata(
         every = list(cluster.topics.values())
         await run_in_steps(_each(topics, every, lambda t: describe_topic(broker, t, include_ops)))
     else:
-        auto_create = broker.config.auto_create_topics_enable and (
-            version < 4 or request.allow_auto_topic_creation
+        auto_create = (
+            broker.config.auto_create_topics_enable
+            and not broker.config.read_only
+            and (version < 4 or request.allow_auto_topic_creation)
         )
         wanted = request.topics or []
         found: list[MetadataResponseTopic | None] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkette.errors import GroupIdNotFoundError, NotCoordinatorError
+from kafkette.acl import AclOperation, ResourceType
+from kafkette.errors import GroupAuthorizationFailedError, GroupIdNotFoundError, NotCoordinatorError
 from kafkette.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -23,11 +24,14 @@ if TYPE_CHECKING:
 async def handle_consumer_group_describe(
     broker: Broker, ctx: RequestContext, request: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
-    operations = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
     if broker.consumer_topics.refresh():
         broker.consumer_groups.topics_changed()
     described = []
     for group_id in request.group_ids:
+        if not ctx.allows(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            refused = GroupAuthorizationFailedError()
+            described.append(DescribedGroup(group_id=group_id, error_code=refused.code))
+            continue
         if not broker.nodes.coordinates(ctx.node_id, GROUP_KEY, group_id):
             described.append(DescribedGroup(group_id=group_id, error_code=NotCoordinatorError.code))
             continue
@@ -38,6 +42,11 @@ async def handle_consumer_group_describe(
                 DescribedGroup(group_id=group_id, error_code=error.code, error_message=error.detail)
             )
             continue
-        group.authorized_operations = operations
+        if request.include_authorized_operations:
+            group.authorized_operations = ctx.authorized_operations(
+                ResourceType.GROUP, group_id, GROUP_OPERATIONS
+            )
+        else:
+            group.authorized_operations = NOT_REQUESTED
         described.append(group)
     return ConsumerGroupDescribeResponse(groups=described)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkette.errors import ApiError
+from kafkette.acl import AclOperation, ResourceType
+from kafkette.errors import ApiError, GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafkette.protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -31,6 +32,18 @@ async def handle_consumer_group_heartbeat(
 ) -> ConsumerGroupHeartbeatResponse:
     coordinator = broker.consumer_groups
     try:
+        # As Kafka: READ on the group, DESCRIBE on every topic it subscribes to by name.
+        if not ctx.allows(AclOperation.READ, ResourceType.GROUP, request.group_id):
+            raise GroupAuthorizationFailedError()
+        refused = sorted(
+            name
+            for name in request.subscribed_topic_names or ()
+            if not ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        )
+        if refused:
+            raise TopicAuthorizationFailedError(
+                f"The group is not authorized to describe topics {', '.join(refused)}."
+            )
         if broker.consumer_topics.refresh():
             coordinator.topics_changed()
         consumer_groups.attach(broker).before_consumer_heartbeat(

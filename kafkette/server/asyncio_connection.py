@@ -48,6 +48,7 @@ from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frame_queue import FrameQueue
 from kafkette.server.frames import process_frame, serve_sasl_frame
+from kafkette.server.principal import connection_principal
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 from kafkette.server.tls import ANONYMOUS, certificate_principal
 
@@ -484,6 +485,7 @@ async def serve_asyncio_connection(
     if tls is not None and tls.verify_mode != ssl.CERT_NONE:
         principal = certificate_principal(transport.get_extra_info("peercert"))
         if principal != ANONYMOUS:
+            connection_principal.set(principal)  # this connection's task only
             logger.info("TLS client %s is %s", peer, principal)
     await serve_protocol(broker, conn, peer, sasl)
 

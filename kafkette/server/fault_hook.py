@@ -46,11 +46,14 @@ answered INVALID_CONFIG saying so, exactly as an unknown config would be,
 and nothing is armed. Off by default because a fault is a denial of service
 by design (``fail:Produce:...:always``, an hour's ``delay`` on Fetch): a
 broker serving real clients must not hand that to whoever can send an admin
-request. When the broker authenticates clients (SASL), only the principals of
-Kafka's ``super.users`` property may use it (others get
-CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a principal not allowed to
-alter a broker's configs); a connection that did not authenticate is
-``User:ANONYMOUS`` and refused.
+request. With Kafka's ``super.users`` property (which ``kafkette serve``
+requires when it has SASL users), only those principals may use it: the
+connection's SASL user or TLS client certificate
+(:mod:`kafkette.server.principal`). Others get CLUSTER_AUTHORIZATION_FAILED,
+as Kafka answers a principal not allowed to alter a broker's configs, and a
+connection that did not authenticate is ``User:ANONYMOUS`` and refused. With
+an ACL authorizer, the request also needs ALTER_CONFIGS on the cluster, as
+any broker config change does (checked first, by the configs handler).
 """
 
 from __future__ import annotations

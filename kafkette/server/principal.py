@@ -1,8 +1,11 @@
 """The authenticated principal of the connection a request arrived on.
 
-Set by the frame layer (:func:`kafkette.server.frames.authenticate_frame`) in
-the connection's own context once SASL authentication completes, so every
-later request of that connection, and only of that one, reads it. None: the
+Set in the connection's own context (each connection is a task of its own),
+so every later request of that connection, and only of that one, reads it:
+by the TLS connection (:mod:`kafkette.server.asyncio_connection`) from the
+client's certificate, then by the frame layer
+(:func:`kafkette.server.frames.authenticate_frame`) once SASL authentication
+completes (on SASL_SSL the SASL principal wins, as in Kafka). None: the
 connection did not authenticate (Kafka's ``User:ANONYMOUS``).
 """
 

@@ -32,10 +32,10 @@ broker's fault table at start, as ``MemoryCluster.faults`` does in process:
 ``API:ERROR[:TIMES]``), ``drop_response:API[:TIMES]``,
 ``delay:API:SECONDS[:TIMES]``, ``disconnect[:API[:TIMES]]``, ``throttle:MS``.
 ``--enable-fault-injection`` also lets clients arm and clear faults while it
-runs, through Kafka's config APIs (:mod:`kafkette.server.fault_hook`); when
-clients authenticate (SASL), only the principals of the ``super.users``
-property may, and one must be named. Without that flag nothing arms a fault
-over the network.
+runs, through Kafka's config APIs (:mod:`kafkette.server.fault_hook`): with
+the ``super.users`` property, only those principals (SASL users, TLS client
+certificates) may, and with SASL users it must be given. Without that flag
+nothing arms a fault over the network.
 
 For tests of clients following leader moves, ``--nodes N`` makes the one
 broker core stand for nodes 1..N (:class:`~kafkette.server.nodes.NodeTable`),
@@ -66,6 +66,7 @@ import attrs
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, BrokerConfig
+from kafkette.server.configs_catalog import BROKER_CONFIGS
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
 from kafkette.server.groups.timer import group_timer_loop
@@ -175,9 +176,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for tests only: let clients arm and clear faults while the broker runs, with "
         "IncrementalAlterConfigs or AlterConfigs on the broker resource naming "
         "kafkette.fault.fail, .drop_response, .delay, .disconnect, .throttle or .clear "
-        "(kafkette.testing.RemoteFaults or any Kafka admin client); with SASL users only the "
-        "super.users property's principals may. Off by default: a fault is a denial of "
-        "service by design",
+        "(kafkette.testing.RemoteFaults or any Kafka admin client); with the super.users "
+        "property only its principals may (SASL users need it). Off by default: a fault is "
+        "a denial of service by design",
     )
     sasl = parser.add_argument_group(
         "SASL",
@@ -209,16 +210,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 SUPER_USERS = "super.users"
-SECURITY_PROPERTIES = (
-    LISTENER_PROPERTIES
-    | TLS_PROPERTIES
-    | {
-        "sasl.server.max.receive.size",
-        SUPER_USERS,
-    }
-)
-"""Properties read by the listeners and the fault hook, not the broker core (nor
-described by DescribeConfigs: ``ssl.key.password`` is among them)."""
+SECURITY_PROPERTIES = LISTENER_PROPERTIES | TLS_PROPERTIES | {"sasl.server.max.receive.size"}
+"""Properties read by the listeners, not the broker core (nor described by DescribeConfigs:
+``ssl.key.password`` is among them)."""
+if SUPER_USERS not in BROKER_CONFIGS:  # read here for the fault hook until the core knows it
+    SECURITY_PROPERTIES |= {SUPER_USERS}
 
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288
 
@@ -355,8 +351,9 @@ def build_remote_control(
     args: argparse.Namespace, sasl: SaslSettings | None
 ) -> RemoteControl | None:
     """Who may arm faults over the network: nobody without ``--enable-fault-injection``;
-    with SASL users, the ``super.users`` principals (``User:NAME;User:OTHER``, Kafka's
-    form), which must then name one (raises :class:`ConfigError`)."""
+    else the ``super.users`` principals when given (``User:NAME;User:OTHER``, Kafka's
+    form: SASL users, or TLS client certificates' ``User:CN=...``), which SASL users
+    make mandatory; else every client (raises :class:`ConfigError`)."""
     raw = _all_properties(args).get(SUPER_USERS, "")
     users = frozenset(u.strip() for u in raw.split(";") if u.strip())
     for user in users:
@@ -364,15 +361,15 @@ def build_remote_control(
             raise ConfigError(SUPER_USERS, f"expected User:NAME;User:OTHER, got {user!r}")
     if not args.enable_fault_injection:
         return None
-    if sasl is None:
-        return RemoteControl()
-    if not users:
+    if users:
+        return RemoteControl(users)
+    if sasl is not None:
         raise ConfigError(
             "--enable-fault-injection",
             "with SASL users, name the principals that may arm faults in the super.users "
             "property (--set super.users=User:admin)",
         )
-    return RemoteControl(users)
+    return RemoteControl()
 
 
 def _sasl_user(text: str, where: str) -> tuple[str, str]:

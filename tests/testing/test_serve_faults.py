@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from kafkette.errors import ClusterAuthorizationFailedError, NotEnoughReplicasEr
 from kafkette.server.faults import FailSpec, Fault, FaultTable, parse_fail_spec
 from kafkette.testing import RemoteFaults
 from tests.brokers import BrokerProcess
+from tests.security.servers import ListenerBroker, Pki
 
 PRODUCE, FIND_COORDINATOR = 0, 10
 FAULT = ("--fault", "Produce:NOT_ENOUGH_REPLICAS:3")
@@ -258,3 +260,53 @@ def test_kafka_python_arms_a_fault_with_alter_configs() -> None:
             admin.close()
         with RemoteFaults(broker.bootstrap) as faults:
             assert faults.armed() == [Fault("drop", PRODUCE, 2)]
+
+
+def test_super_users_without_sasl_refuse_unauthenticated_clients() -> None:
+    args = ("--enable-fault-injection", "--set", "super.users=User:admin")
+    with BrokerProcess(args=args) as broker, RemoteFaults(broker.bootstrap) as faults:
+        with pytest.raises(ClusterAuthorizationFailedError) as refused:
+            faults.throttle(10)
+        assert refused.value.detail == (
+            "User:ANONYMOUS may not arm faults: only the broker's super.users may"
+        )
+        assert faults.armed() == []  # describing what is armed needs no super user
+
+
+def test_a_tls_client_certificate_in_super_users_arms_faults(tmp_path: Path) -> None:
+    """The principal of a TLS client certificate counts as Kafka's does
+    (``User:CN=...``): the admin's certificate arms, another's is refused."""
+    pki = Pki(tmp_path)
+    admin_cert, admin_key = pki.client("admin")
+    other_cert, other_key = pki.client("alice")
+    admin_dn = "User:CN=admin,OU=clients,O=kafkette tests"
+    server = ListenerBroker(
+        "--listener",
+        "SSL://127.0.0.1:0",
+        *pki.server_properties("required"),
+        "--enable-fault-injection",
+        "--set",
+        f"super.users={admin_dn}",
+    ).start()
+    try:
+
+        def tls(cert: str, key: str) -> dict[str, str]:
+            return {
+                "security_protocol": "SSL",
+                "ssl_cafile": pki.ca_file,
+                "ssl_certfile": cert,
+                "ssl_keyfile": key,
+            }
+
+        with RemoteFaults(server.bootstrap("SSL"), **tls(other_cert, other_key)) as alice:
+            with pytest.raises(ClusterAuthorizationFailedError) as refused:
+                alice.drop_response("Produce")
+            assert refused.value.detail == (
+                "User:CN=alice,OU=clients,O=kafkette tests may not arm faults: "
+                "only the broker's super.users may"
+            )
+        with RemoteFaults(server.bootstrap("SSL"), **tls(admin_cert, admin_key)) as admin:
+            admin.drop_response("Produce")
+            assert admin.armed() == [Fault("drop", PRODUCE, 1)]
+    finally:
+        server.close()

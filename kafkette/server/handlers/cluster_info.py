@@ -27,7 +27,7 @@ from kafkette.protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED, listed_brokers
+from kafkette.server.handlers.metadata import cluster_operations, listed_brokers
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -62,18 +62,10 @@ async def handle_describe_cluster(
         cluster_id=broker.cluster_id,
         controller_id=controller,
         brokers=[DescribeClusterBroker(n, host, port, None) for n, host, port in listed],
-        cluster_authorized_operations=_cluster_operations(ctx, request),
+        cluster_authorized_operations=cluster_operations(
+            ctx, request.include_cluster_authorized_operations
+        ),
     )
-
-
-def _cluster_operations(ctx: RequestContext, request: DescribeClusterRequest) -> int:
-    """As Kafka: the operations the principal may perform on the cluster when asked,
-    none without DESCRIBE on it."""
-    if not request.include_cluster_authorized_operations:
-        return NOT_REQUESTED
-    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return 0
-    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
 
 
 def log_dir(broker: Broker) -> str:

@@ -13,10 +13,12 @@ import uuid
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     InvalidTopicError,
     LeaderNotAvailableError,
+    TopicAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -43,15 +45,34 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 # ACL operations (AclOperation codes) that apply to topics and to the cluster,
-# as bit positions: every one is allowed on this broker, which has no ACLs. The
-# cluster's are Kafka's seven: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (WRITE is not one of them).
+# as bit positions: all of them are allowed without an authorizer, and the ACLs
+# say which with one. The cluster's are Kafka's seven: CREATE, ALTER, DESCRIBE,
+# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE (WRITE is not
+# one of them).
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 NOT_REQUESTED = -(2**31)
+DESCRIBE, TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
 
 
-def describe_topic(broker: Broker, topic: Topic, include_operations: bool) -> MetadataResponseTopic:
+def cluster_operations(ctx: RequestContext, requested: bool) -> int:
+    """As Kafka: the operations the principal may perform on the cluster when asked,
+    none without DESCRIBE on it."""
+    if not requested:
+        return NOT_REQUESTED
+    if not ctx.allows(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+
+
+def topic_operations(ctx: RequestContext, requested: bool, name: str) -> int:
+    """The operations the principal may perform on topic ``name``, when asked."""
+    if not requested:
+        return NOT_REQUESTED
+    return ctx.authorized_operations(ResourceType.TOPIC, name, TOPIC_OPERATIONS)
+
+
+def describe_topic(broker: Broker, topic: Topic, operations: int) -> MetadataResponseTopic:
     nodes = broker.nodes
     if nodes.multi:
         partitions = [_described_partition(nodes, p) for p in topic.partitions]
@@ -75,7 +96,7 @@ def describe_topic(broker: Broker, topic: Topic, include_operations: bool) -> Me
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_operations else NOT_REQUESTED,
+        topic_authorized_operations=operations,
     )
 
 
@@ -121,9 +142,14 @@ async def handle_metadata(
     cluster = broker.cluster
     all_topics = request.topics is None or (version == 0 and not request.topics)
     topics: list[MetadataResponseTopic] = []
+
+    def ops(name: str) -> int:
+        return topic_operations(ctx, include_ops, name)
+
     if all_topics:
-        every = list(cluster.topics.values())
-        await run_in_steps(_each(topics, every, lambda t: describe_topic(broker, t, include_ops)))
+        # As Kafka: the topics the principal may not describe are left out.
+        every = [t for t in cluster.topics.values() if ctx.allows(DESCRIBE, TOPIC, t.name)]
+        await run_in_steps(_each(topics, every, lambda t: describe_topic(broker, t, ops(t.name))))
     else:
         auto_create = (
             broker.config.auto_create_topics_enable
@@ -136,11 +162,11 @@ async def handle_metadata(
             _each(
                 found,
                 wanted,
-                lambda w: _lookup(broker, w.name, w.topic_id, auto_create, include_ops),
+                lambda w: _lookup(broker, ctx, w.name, w.topic_id, auto_create, ops),
             )
         )
         missing = [w.name for w, t in zip(wanted, found, strict=True) if t is None]
-        created = await _auto_create(broker, missing, include_ops) if missing else {}
+        created = await _auto_create(broker, missing, ops) if missing else {}
         topics = [
             t if t is not None else created[w.name] for w, t in zip(wanted, found, strict=True)
         ]
@@ -151,8 +177,8 @@ async def handle_metadata(
         cluster_id=broker.cluster_id,
         controller_id=controller,
         topics=topics,
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+        cluster_authorized_operations=cluster_operations(
+            ctx, request.include_cluster_authorized_operations
         ),
     )
 
@@ -168,7 +194,12 @@ def _each(
 
 
 def _lookup(
-    broker: Broker, name: str | None, topic_id: uuid.UUID, auto_create: bool, include_ops: bool
+    broker: Broker,
+    ctx: RequestContext,
+    name: str | None,
+    topic_id: uuid.UUID,
+    auto_create: bool,
+    ops: Callable[[str], int],
 ) -> MetadataResponseTopic | None:
     """The answer for one wanted topic; None for one to auto-create."""
     cluster = broker.cluster
@@ -176,10 +207,15 @@ def _lookup(
         topic = cluster.topics_by_id.get(topic_id)
         if topic is None:
             return _error_topic(None, UnknownTopicIdError(), topic_id)
-        return describe_topic(broker, topic, include_ops)
+        if not ctx.allows(DESCRIBE, TOPIC, topic.name):
+            return _error_topic(None, TopicAuthorizationFailedError(), topic_id)
+        return describe_topic(broker, topic, ops(topic.name))
+    # As Kafka: authorization before existence, so no hint of what one may not see.
+    if not ctx.allows(DESCRIBE, TOPIC, name):
+        return _error_topic(name, TopicAuthorizationFailedError())
     topic = cluster.topics.get(name)
     if topic is not None:
-        return describe_topic(broker, topic, include_ops)
+        return describe_topic(broker, topic, ops(name))
     try:
         validate_topic_name(name)
     except InvalidTopicError as exc:
@@ -188,11 +224,16 @@ def _lookup(
         return _error_topic(name, LeaderNotAvailableError())
     if not auto_create or name in INTERNAL_TOPICS:
         return _error_topic(name, UnknownTopicOrPartitionError())
+    if not (
+        ctx.allows(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or ctx.allows(AclOperation.CREATE, TOPIC, name)
+    ):
+        return _error_topic(name, TopicAuthorizationFailedError())
     return None
 
 
 async def _auto_create(
-    broker: Broker, names: list[str | None], include_ops: bool
+    broker: Broker, names: list[str | None], ops: Callable[[str], int]
 ) -> dict[str | None, MetadataResponseTopic]:
     """Create the missing topics a Metadata request names, with the default partition count.
 
@@ -222,5 +263,5 @@ async def _auto_create(
                     answers[name] = _error_topic(name, exc)
                     continue
                 logger.info("auto-created topic %s with %d partitions", name, partitions)
-            answers[name] = describe_topic(broker, topic, include_ops)
+            answers[name] = describe_topic(broker, topic, ops(name))
     return answers

@@ -9,21 +9,26 @@ broker errors ...), run twice on the same run:
   (made and closed inside the timed test, as the ``kafka_cluster`` fixture
   does); the session timeout moves the cluster's clock, faults are armed on
   the cluster;
-- ``kafkette serve``: one ``kafkette serve --memory`` child process for the
-  whole suite (started before the clock, its start printed apart), fresh
-  topic and group names per test; the session timeout waits in real time;
-  the fault tests run without the fault (``kafkette serve`` has no way to arm
-  one from outside yet).
+- ``kafkette serve``: one ``kafkette serve --memory --enable-fault-injection``
+  child process for the whole suite (started before the clock, its start
+  printed apart), fresh topic and group names per test; the session timeout
+  waits in real time; faults are armed over TCP (``RemoteFaults``, one admin
+  client for the session).
 
 Client timers are real time on both (the two-member test shortens
 ``heartbeat.interval.ms`` to 100 ms, as a tester would: with the default 3 s
 the first member learns of the rebalance 3 s later on any broker).
 
+Then the same fifteen tests with the async clients under trio
+(bench/fake_async.py): on ``memory://`` a ``MemoryCluster(in_loop=True)`` per
+test under ``MockClock(autojump_threshold=0)`` (every wait is virtual), on
+``kafkette serve`` trio's real clock.
+
 Printed: each test's seconds on both, both totals, their ratio (target: the
-memory:// suite at least 3x faster), the cost of a fresh empty cluster, and
-the CPU per Produce request (acks=1, one 100 B record, the sync and async
-producers): on memory:// this process's CPU; over TCP this process's plus
-the broker process's (target: memory:// at most 2x TCP).
+memory:// suite at least 3x faster), for each suite; the cost of a fresh
+empty cluster, and the CPU per Produce request (acks=1, one 100 B record,
+the sync and async producers): on memory:// this process's CPU; over TCP
+this process's plus the broker process's (target: memory:// at most 2x TCP).
 
     .venv/bin/python bench/fake.py [--repeat 3] [--requests 2000]
 """
@@ -44,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fake_async import in_loop_cluster, run_async_suite, shared_broker
 from kafkette import (
     AdminClient,
     AsyncProducer,
@@ -56,10 +62,12 @@ from kafkette import (
 from kafkette.errors import (
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
+    KafkaError,
     NotEnoughReplicasError,
     ProducerFencedError,
 )
-from kafkette.testing import MemoryCluster
+from kafkette.server.faults import FaultTable
+from kafkette.testing import MemoryCluster, RemoteFaults
 from tests.brokers import BrokerProcess
 
 SESSION_TIMEOUT_MS = 1000
@@ -71,9 +79,15 @@ WAIT_S = 20.0
 class Env:
     """What a test gets: servers, topics, and the fake's clock and faults where there are."""
 
-    def __init__(self, servers: str, cluster: MemoryCluster | None) -> None:
+    def __init__(
+        self,
+        servers: str,
+        cluster: MemoryCluster | None,
+        faults: FaultTable | RemoteFaults | None = None,
+    ) -> None:
         self.servers = servers
         self.cluster = cluster
+        self.faults = faults
         self.prefix = uuid.uuid4().hex[:8]
 
     def name(self, what: str) -> str:
@@ -99,9 +113,9 @@ class Env:
         else:
             time.sleep(seconds)
 
-    def fail(self, api: str, error: type[Exception], times: int) -> None:
-        if self.cluster is not None:
-            self.cluster.faults.fail(api, error, times=times)
+    def fail(self, api: str, error: type[KafkaError], times: int) -> None:
+        assert self.faults is not None
+        self.faults.fail(api, error, times=times)
 
 
 def read(consumer: Consumer, count: int) -> list[Any]:
@@ -369,9 +383,9 @@ SUITE: list[Callable[[Env], None]] = [
 
 @contextmanager
 def fresh_cluster() -> Iterator[Env]:
-    settings = {key.replace(".", "_"): value for key, value in BROKER_SETTINGS.items()}
+    settings: dict[str, Any] = {k.replace(".", "_"): v for k, v in BROKER_SETTINGS.items()}
     with MemoryCluster(**settings) as cluster:
-        yield Env(cluster.bootstrap_servers, cluster)
+        yield Env(cluster.bootstrap_servers, cluster, cluster.faults)
 
 
 def run_suite(make_env: Callable[[], Any]) -> dict[str, float]:
@@ -384,9 +398,12 @@ def run_suite(make_env: Callable[[], Any]) -> dict[str, float]:
     return seconds
 
 
-@contextmanager
-def shared(servers: str) -> Iterator[Env]:
-    yield Env(servers, None)
+def shared(servers: str, faults: RemoteFaults) -> Callable[[], Any]:
+    @contextmanager
+    def make() -> Iterator[Env]:
+        yield Env(servers, None, faults)
+
+    return make
 
 
 def fresh_cluster_cost(rounds: int = 20) -> float:
@@ -448,6 +465,32 @@ def produce_cpu(broker: BrokerProcess, requests: int) -> dict[str, tuple[float, 
     return out
 
 
+def best_of(
+    rounds: int, suites: list[tuple[str, Callable[[], dict[str, float]]]], label: str
+) -> dict[str, dict[str, float]]:
+    """Each suite run ``rounds`` times in turn; the best round (lowest total) of each."""
+    best: dict[str, dict[str, float]] = {}
+    for round_ in range(rounds):
+        for name, run in suites:
+            seconds = run()
+            total = sum(seconds.values())
+            print(f"round {round_ + 1} {label:5} {name:15} {total:6.2f} s", file=sys.stderr)
+            if name not in best or total < sum(best[name].values()):
+                best[name] = seconds
+    return best
+
+
+def print_totals(title: str, best: dict[str, dict[str, float]]) -> None:
+    memory, serve = best["memory://"], best["kafkette serve"]
+    print(f"\n{title}")
+    print(f"{'test':48} {'memory://':>10} {'serve':>10}")
+    for name in memory:
+        print(f"{name:48} {memory[name]:10.3f} {serve[name]:10.3f}")
+    total_memory, total_serve = sum(memory.values()), sum(serve.values())
+    print(f"{'total':48} {total_memory:10.3f} {total_serve:10.3f}")
+    print(f"memory:// is {total_serve / total_memory:.2f}x faster (target >= 3x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="suite rounds; the best is kept")
@@ -456,31 +499,44 @@ def main() -> None:
     logging.getLogger("kafkette").setLevel(logging.CRITICAL)  # the fenced producer's error
     set_args = [a for key, value in BROKER_SETTINGS.items() for a in ("--set", f"{key}={value}")]
     started = time.perf_counter()
-    with BrokerProcess(args=tuple(set_args)) as broker:
+    with BrokerProcess(args=(*set_args, "--enable-fault-injection")) as broker:
         serve_start = time.perf_counter() - started
-        best: dict[str, dict[str, float]] = {}
-        for round_ in range(args.repeat):
-            for name, make_env in (
-                ("memory://", fresh_cluster),
-                ("kafkette serve", lambda: shared(broker.bootstrap)),
-            ):
-                seconds = run_suite(make_env)
-                total = sum(seconds.values())
-                print(f"round {round_ + 1} {name:15} {total:6.2f} s", file=sys.stderr)
-                if name not in best or sum(seconds.values()) < sum(best[name].values()):
-                    best[name] = seconds
+        with RemoteFaults(broker.bootstrap) as faults:
+            sync = best_of(
+                args.repeat,
+                [
+                    ("memory://", lambda: run_suite(fresh_cluster)),
+                    ("kafkette serve", lambda: run_suite(shared(broker.bootstrap, faults))),
+                ],
+                "sync",
+            )
+            on_trio = best_of(
+                args.repeat,
+                [
+                    (
+                        "memory://",
+                        lambda: run_async_suite(in_loop_cluster(BROKER_SETTINGS), mock_clock=True),
+                    ),
+                    (
+                        "kafkette serve",
+                        lambda: run_async_suite(
+                            shared_broker(broker.bootstrap, faults), mock_clock=False
+                        ),
+                    ),
+                ],
+                "trio",
+            )
         cluster_cost = fresh_cluster_cost()
         cpu = produce_cpu(broker, args.requests)
-    memory, serve = best["memory://"], best["kafkette serve"]
-    print(f"\n{len(SUITE)} tests, sync clients, best of {args.repeat} rounds (seconds)")
-    print(f"{'test':48} {'memory://':>10} {'serve':>10}")
-    for name in memory:
-        print(f"{name:48} {memory[name]:10.3f} {serve[name]:10.3f}")
-    total_memory, total_serve = sum(memory.values()), sum(serve.values())
-    print(f"{'total':48} {total_memory:10.3f} {total_serve:10.3f}")
-    print(f"memory:// is {total_serve / total_memory:.2f}x faster (target >= 3x)")
+    print_totals(f"{len(SUITE)} tests, sync clients, best of {args.repeat} rounds (seconds)", sync)
+    print_totals(
+        f"the same {len(SUITE)} tests, async clients under trio, best of {args.repeat} rounds "
+        "(seconds; memory:// = MemoryCluster(in_loop=True) under MockClock(autojump_threshold=0), "
+        "serve = trio's real clock)",
+        on_trio,
+    )
     print(
-        f"a fresh MemoryCluster (made and closed, in each memory:// test): "
+        f"\na fresh MemoryCluster (made and closed, in each memory:// test): "
         f"{cluster_cost * 1000:.1f} ms; kafkette serve's start (once, not in its total): "
         f"{serve_start:.2f} s"
     )

@@ -7,15 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkette import AdminClient
 from kafkette.admin import AlterConfigOp, AlterOp, ConfigResource, ResourceType
 from kafkette.errors import (
+    ERRORS,
     InvalidConfigError,
     InvalidRequestError,
     KafkaError,
     NotEnoughReplicasError,
 )
+from kafkette.protocol.messages import API_NAMES
 from kafkette.server.fault_hook import ARMED
 from kafkette.server.faults import (
     Fault,
@@ -260,3 +264,64 @@ def test_remote_faults_checks_arguments_before_sending() -> None:
     with pytest.raises(ValueError, match="a throttle time is not negative"):
         faults.throttle(-1)
     faults.close()
+
+
+_TIMES = st.one_of(st.none(), st.integers(1, 10**6))
+_FAILABLE_WITH_TOPIC = [PRODUCE, FETCH, 2, 8]  # Produce, Fetch, ListOffsets, OffsetCommit
+_ERRORS = st.sampled_from(sorted(code for code in ERRORS if code > 0))
+_TOPICS = st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True)
+_SPECS = st.one_of(
+    st.builds(
+        FaultSpec,
+        kind=st.just("fail"),
+        api_key=st.sampled_from(_FAILABLE_WITH_TOPIC),
+        error_code=_ERRORS,
+        times=_TIMES,
+        topic=st.one_of(st.none(), _TOPICS),
+    ),
+    st.builds(
+        FaultSpec,
+        kind=st.just("fail"),
+        api_key=st.sampled_from(_FAILABLE_WITH_TOPIC),
+        error_code=_ERRORS,
+        times=_TIMES,
+        topic=_TOPICS,
+        partition=st.integers(0, 2**31 - 1),
+    ),
+    st.builds(
+        FaultSpec,
+        kind=st.just("drop_response"),
+        api_key=st.sampled_from(sorted(API_NAMES)),
+        times=_TIMES,
+    ),
+    st.builds(
+        FaultSpec,
+        kind=st.just("delay"),
+        api_key=st.sampled_from(sorted(API_NAMES)),
+        times=_TIMES,
+        seconds=st.floats(0, 3600, allow_nan=False),
+    ),
+    st.builds(
+        FaultSpec,
+        kind=st.just("disconnect"),
+        api_key=st.one_of(st.none(), st.sampled_from(sorted(API_NAMES))),
+        times=_TIMES,
+    ),
+    st.builds(FaultSpec, kind=st.just("throttle"), ms=st.integers(0, 2**31 - 1)),
+)
+
+
+@given(_SPECS)
+def test_every_spec_survives_its_text_and_arms_the_same_fault(spec: FaultSpec) -> None:
+    """What ``--fault`` and the hook read back is what was written, and a fault read
+    out of a table (``armed()`` over the wire) arms the same fault again."""
+    assert parse_fault_spec(str(spec)) == spec
+    table = FaultTable()
+    spec.arm(table)
+    if spec.kind == "throttle":
+        assert table.armed() == []
+        assert table.throttle_ms == spec.ms
+    else:
+        [armed] = table.armed()
+        assert armed == spec.fault()
+        assert FaultSpec.of(armed) == spec

@@ -62,9 +62,7 @@ from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.data_dir_lock import DataDirLock
 from kafkette.server.frames import process_frame
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import CloseConnection
-from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes, serving_node
 
 T = TypeVar("T")
@@ -106,8 +104,7 @@ class InProcessCluster:
         """Requests handed to the broker's loop and not answered yet."""
         if self._loop is not None:
             self._broker_loop = self._loop.call(_running_loop)
-            self._loop.call_soon(maintenance_loop, self.broker)
-            self._loop.call_soon(group_timer_loop, self.broker)
+            self._loop.call_soon(self.broker.run_background)
 
     @property
     def in_loop(self) -> bool:
@@ -297,8 +294,7 @@ class LoopHome:
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         home = cls(broker, url, tasks)
-        tasks.start_soon(maintenance_loop, broker)
-        tasks.start_soon(group_timer_loop, broker)
+        tasks.start_soon(broker.run_background)
         return home
 
     def cancel(self) -> None:

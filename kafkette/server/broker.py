@@ -29,6 +29,8 @@ from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, Consum
 from kafkette.server.groups.consumer_topics import ClusterTopicImage
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
+from kafkette.server.groups.timer import group_timer_loop
+from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.sasl.credentials import CredentialStore
@@ -44,9 +46,9 @@ class Broker:
     """One Kafka broker: this node leads every partition and coordinates every group
     (unless :attr:`nodes` makes it stand for several nodes).
 
-    Its group and transaction timers run in
-    :func:`~kafkette.server.groups.timer.group_timer_loop`, which whoever runs the
-    broker starts next to the maintenance loop.
+    It builds its components and hands each the few things it uses. Its timers
+    (the maintenance loop, the group and transaction coordinators' deadlines) run
+    in :meth:`run_background`, which whoever runs the broker starts.
     """
 
     def __init__(
@@ -169,6 +171,14 @@ class Broker:
         the SCRAM credentials the data directory keeps
         (:class:`~kafkette.server.sasl.users.CredentialsFileError` if they cannot be read)."""
         self._scram_users = ScramUsers(store, self.config.data_dir)
+
+    async def run_background(self) -> None:
+        """Run the broker's timers until cancelled: retention, compaction and flushes
+        (:func:`~kafkette.server.maintenance.maintenance_loop`) and the coordinators'
+        deadlines (:func:`~kafkette.server.groups.timer.group_timer_loop`)."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(maintenance_loop, self.cluster, self.config, self.now_ms)
+            tasks.start_soon(group_timer_loop, self)
 
     def appended(self, log: Log) -> None:
         """After an append to ``log``: advance its high watermark to the log end (this

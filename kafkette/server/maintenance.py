@@ -14,11 +14,13 @@ in-process clusters. A log that fails is logged and skipped; the others go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 import attrs
 
-from kafkette.server.broker import Broker
+from kafkette.server.cluster import Cluster
+from kafkette.server.config import BrokerConfig
 
 logger = logging.getLogger("kafkette.server.maintenance")
 
@@ -33,11 +35,11 @@ class MaintenanceStats:
 
 
 def run_once(
-    broker: Broker, *, retention: bool = True, compaction: bool = True
+    cluster: Cluster, *, retention: bool = True, compaction: bool = True
 ) -> MaintenanceStats:
-    """One round over every partition log."""
+    """One round over every partition log of ``cluster``."""
     stats = MaintenanceStats()
-    for partition in list(broker.cluster.partitions()):
+    for partition in list(cluster.partitions()):
         log = partition.log
         try:
             log.tick()
@@ -57,18 +59,19 @@ def run_once(
     return stats
 
 
-async def maintenance_loop(broker: Broker) -> None:
+async def maintenance_loop(
+    cluster: Cluster, config: BrokerConfig, clock: Callable[[], int]
+) -> None:
     """Run :func:`run_once` on Kafka's schedule until cancelled (never, for a broker
     serving its data directory read-only: a round may delete, compact and flush)."""
-    config = broker.config
     if config.read_only:
         return
     period_ms = max(min(config.log_cleaner_backoff_ms, config.log_retention_check_interval_ms), 1)
-    last_retention = broker.now_ms()
+    last_retention = clock()
     while True:
         await anyio.sleep(period_ms / 1000)
-        now = broker.now_ms()
+        now = clock()
         retention = now - last_retention >= config.log_retention_check_interval_ms
         if retention:
             last_retention = now
-        run_once(broker, retention=retention)
+        run_once(cluster, retention=retention)

@@ -69,11 +69,9 @@ from kafkette.server.config import DEFAULT_PORT, BrokerConfig
 from kafkette.server.configs_catalog import BROKER_CONFIGS
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
 from kafkette.server.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
 from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from_properties
-from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
 from kafkette.server.sasl.users import CredentialsFileError
@@ -503,8 +501,7 @@ async def run(
                     extra.listener.port,
                 )
                 others.append((extra.listener, bound))
-            tg.start_soon(maintenance_loop, broker)
-            tg.start_soon(group_timer_loop, broker)
+            tg.start_soon(broker.run_background)
             if config.port == 0:
                 config.port = port
             where = f"in {config.data_dir}" if config.data_dir else "in memory"

@@ -199,7 +199,7 @@ class MemoryCluster:
         return bool(due)
 
     def _after_timers(self) -> None:
-        run_once(self._broker)
+        run_once(self._broker.cluster)
         self._broker.data_changed.notify()  # long polls look at the clock again
 
     # -- inspection ----------------------------------------------------------------------

@@ -27,9 +27,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import ApiVersionsRequest
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.listener import serve_tcp
-from kafkette.server.maintenance import maintenance_loop
 from tests.server.fuzz_frames import TOPIC
 
 HEALTH_TIMEOUT_S = 3.0
@@ -58,8 +56,7 @@ class _Collector(logging.Handler):
 async def _serve(broker: Broker, *, task_status: anyio.abc.TaskStatus[int]) -> None:
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_tcp, broker, "127.0.0.1", 0)
-        tg.start_soon(maintenance_loop, broker)
-        tg.start_soon(group_timer_loop, broker)
+        tg.start_soon(broker.run_background)
         task_status.started(port)
 
 

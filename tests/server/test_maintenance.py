@@ -60,9 +60,9 @@ async def test_retention_by_time_deletes_old_segments() -> None:
     for i in range(5):
         await _produce(broker, "t", [(None, b"x" * 600)], ts=int(clock.now) + i)
     assert await _earliest(broker, "t") == 0
-    assert run_once(broker).segments_deleted == 0  # nothing is old yet
+    assert run_once(broker.cluster).segments_deleted == 0  # nothing is old yet
     clock.now += 60_000
-    stats = run_once(broker)
+    stats = run_once(broker.cluster)
     assert stats.segments_deleted == 4  # every segment but the active one
     assert stats.failures == 0
     assert await _earliest(broker, "t") == 4
@@ -83,7 +83,7 @@ async def test_compaction_keeps_the_last_value_per_key() -> None:
             broker, "c", [(b"k%d" % (i % 2), b"v%d" % i + b"." * 500)], ts=int(clock.now)
         )
     clock.now += 1000
-    assert run_once(broker).logs_compacted == 1
+    assert run_once(broker.cluster).logs_compacted == 1
     log = broker.cluster.get_partition("c", 0).log
     data = log.read(0, 1 << 20).to_bytes()
     survivors = []
@@ -108,7 +108,7 @@ async def test_loop_runs_on_schedule_and_stops_when_cancelled() -> None:
         await _produce(broker, "t", [(None, b"y" * 700)], ts=0)
     with anyio.move_on_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(maintenance_loop, broker)
+            tg.start_soon(maintenance_loop, broker.cluster, broker.config, broker.now_ms)
             while await _earliest(broker, "t") == 0:
                 await anyio.sleep(0.01)
             tg.cancel_scope.cancel()

@@ -10,14 +10,15 @@ client setting), 130 after Ctrl-C and 141 when stdout is closed early
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Callable
 
 from kafkette.cli import cluster, consume, groups, offsets, perf, produce, topics, txns, users
-from kafkette.cli.common import Subcommands, UsageError, settings_from
-from kafkette.errors import ConfigError, KafkaError
+from kafkette.cli.common import Subcommands, UsageError, is_read_only_file_url, settings_from
+from kafkette.errors import AuthorizationError, ConfigError, KafkaError
 
 EXIT_KAFKA_ERROR = 1
 EXIT_USAGE = 2
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run a client subcommand; every way it can end becomes an exit status."""
     name = " ".join(["kafkette", args.command, *([args.action] if "action" in args else [])])
+    _route_logs(debug=getattr(args, "debug", False))
     try:
         args.client_settings = settings_from(args)
         return int(args.run(args))
@@ -69,7 +71,16 @@ def run(args: argparse.Namespace) -> int:
         _report(args, f"{name}: error: {exc}")
         return EXIT_USAGE
     except KafkaError as exc:
-        _report(args, f"{name}: {error_line(exc)}")
+        line = error_line(exc)
+        servers = getattr(args, "client_settings", {}).get("bootstrap.servers", "")
+        if (
+            isinstance(exc, AuthorizationError)
+            and is_read_only_file_url(servers)
+            and "read-only" not in line
+        ):
+            # The read-only broker's refusal; not every answer carries its message.
+            line += f" ({servers.removesuffix('?mode=ro')} is opened read-only)"
+        _report(args, f"{name}: {line}")
         return EXIT_KAFKA_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -85,6 +96,16 @@ def error_line(error: KafkaError) -> str:
     """The error's text, starting with its Kafka name (``TIMEOUT: ...``)."""
     line = " ".join(str(error).split()) or error.description
     return line if line.startswith(error.name) else f"{error.name}: {line}"
+
+
+def _route_logs(*, debug: bool) -> None:
+    """The clients' log lines (a producer's fatal error, say) reach stderr only with
+    ``--debug``: otherwise Python's last-resort handler would print their warnings
+    beside the command's one-line error."""
+    if debug:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    else:
+        logging.getLogger("kafkette").addHandler(logging.NullHandler())
 
 
 def _report(args: argparse.Namespace, line: str) -> None:

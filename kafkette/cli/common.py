@@ -6,6 +6,11 @@ Client settings come, later ones winning, from ``-F FILE`` (a properties file),
 are ``$KAFKETTE_BOOTSTRAP_SERVERS``, else ``localhost:9092``. A setting is
 passed to each client that knows it (``group.id`` to the consumer only); one
 that no client knows is a usage error naming it.
+
+A ``file:///path/to/data-dir`` bootstrap (a stopped ``kafkette serve --data-dir``
+directory, served in this process) is always opened read-only
+(``file:///path?mode=ro``, see :mod:`kafkette.client.inprocess`): reading
+commands work, the broker refuses writes with Kafka's authorization errors.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from kafkette.errors import ConfigError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_ENV = "KAFKETTE_BOOTSTRAP_SERVERS"
+FILE_SCHEME = "file://"
+READ_ONLY = "?mode=ro"
 
 CLIENT_CONFIGS: dict[str, type[ClientConfig]] = {
     "producer": ProducerConfig,
@@ -109,6 +116,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, str]:
         settings["bootstrap.servers"] = args.bootstrap_server
     elif "bootstrap.servers" not in settings:
         settings["bootstrap.servers"] = os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+    settings["bootstrap.servers"] = read_only_file_url(settings["bootstrap.servers"])
     for name in settings:
         if not any(_knows(config, name) for config in CLIENT_CONFIGS.values()):
             known = sorted({n for c in CLIENT_CONFIGS.values() for n in c.kafka_names()})
@@ -116,6 +124,21 @@ def settings_from(args: argparse.Namespace) -> dict[str, str]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(name, f"unknown client setting{hint}")
     return settings
+
+
+def read_only_file_url(servers: str) -> str:
+    """``servers``, with a ``file://`` directory opened read-only (``?mode=ro``)."""
+    url = servers.strip()
+    if not url.startswith(FILE_SCHEME):
+        return servers
+    path, _, query = url.partition("?")
+    if query not in ("", READ_ONLY[1:]):
+        raise UsageError(f"-b {url}: the kafkette command opens file:// directories read-only")
+    return path + READ_ONLY
+
+
+def is_read_only_file_url(servers: str) -> bool:
+    return servers.startswith(FILE_SCHEME) and servers.endswith(READ_ONLY)
 
 
 def _knows(config: type[ClientConfig], name: str) -> bool:

@@ -21,6 +21,7 @@ from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
 from kafkette.clocks import WallClockMs, wall_ms
 from kafkette.errors import KafkaError
 from kafkette.protocol.schema import Request, Response
+from kafkette.server.acl.store import open_authorizer
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
 from kafkette.server.dispatch import HANDLERS, RequestContext
@@ -81,6 +82,14 @@ class Broker:
         """Woken on every append, for long-polling fetches."""
         self.closed = False
         self.faults = FaultTable(self._topic_name)
+        self.authorizer = open_authorizer(
+            self.config.authorizer_class_name,
+            self.config.super_users,
+            self.config.allow_everyone_if_no_acl_found,
+            self.config.data_dir,
+        )
+        """The ACLs and their decisions (``authorizer.class.name``); None: every request
+        is allowed."""
         self.nodes: NodeTable = single_node(self.config.node_id, self.config.advertised)
         """The nodes this core stands for (one, unless a test cluster or ``kafkette serve
         --nodes`` made several): partition leaders and coordinators per node."""

@@ -64,6 +64,27 @@ def _sasl_mechanisms(value: str) -> tuple[str, ...]:
     return names
 
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
+"""Kafka's authorizers (KRaft's and ZooKeeper's), both served by the same ACL rules."""
+
+
+def _authorizer_class(value: str) -> str:
+    name = value.strip()
+    if name and name not in AUTHORIZER_CLASSES:
+        raise ValueError(f"unknown authorizer {name!r} (empty, or {STANDARD_AUTHORIZER})")
+    return name
+
+
+def _super_users(value: str) -> tuple[str, ...]:
+    users = tuple(u.strip() for u in value.split(";") if u.strip())
+    for user in users:
+        kind, colon, name = user.partition(":")
+        if not colon or not kind or not name:
+            raise ValueError(f"expected TYPE:NAME;TYPE:NAME, got {user!r}")
+    return users
+
+
 def _consumer_assignors(value: str) -> tuple[str, ...]:
     # Checked here so that a bad name is refused with the other settings.
     from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig
@@ -94,6 +115,9 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "offset.metadata.max.bytes": _int(0),
     "transaction.state.log.num.partitions": _int(1),
     "transaction.state.log.segment.bytes": _int(1),
+    "authorizer.class.name": _authorizer_class,
+    "super.users": _super_users,
+    "allow.everyone.if.no.acl.found": _bool,
     "sasl.enabled.mechanisms": _sasl_mechanisms,
     "transaction.max.timeout.ms": _int(1),
     "transactional.id.expiration.ms": _int(1),
@@ -139,6 +163,12 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
+    authorizer_class_name: str = ""
+    """Empty: every request is allowed; Kafka's StandardAuthorizer: ACLs decide
+    (:mod:`kafkette.server.acl`)."""
+    super_users: tuple[str, ...] = ()
+    """``super.users``: principals the authorizer allows everything."""
+    allow_everyone_if_no_acl_found: bool = False
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
     """Offered when the listener has SASL users (``kafkette serve --sasl-user``)."""
     transaction_max_timeout_ms: int = 900_000

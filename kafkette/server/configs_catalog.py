@@ -596,6 +596,26 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "segment.bytes of __transaction_state.",
             ),
             _broker(
+                "authorizer.class.name",
+                ConfigType.STRING,
+                "",
+                "The authorizer: empty (every request allowed) or Kafka's "
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs; kafkette "
+                "serve --authorizer).",
+            ),
+            _broker(
+                "super.users",
+                ConfigType.LIST,
+                "",
+                "Principals the authorizer allows everything, User:NAME;User:OTHER.",
+            ),
+            _broker(
+                "allow.everyone.if.no.acl.found",
+                ConfigType.BOOLEAN,
+                "false",
+                "Whether the authorizer allows a resource that has no ACL at all.",
+            ),
+            _broker(
                 "sasl.enabled.mechanisms",
                 ConfigType.LIST,
                 "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",

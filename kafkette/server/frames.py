@@ -39,7 +39,7 @@ from kafkette.protocol.headers import (
 from kafkette.protocol.primitives import INT16, INT32
 from kafkette.protocol.schema import Response
 from kafkette.server.broker import Broker
-from kafkette.server.dispatch import HANDLERS, CloseConnection, RequestContext
+from kafkette.server.dispatch import ANONYMOUS, HANDLERS, CloseConnection, RequestContext
 from kafkette.server.faults import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.nodes import serving_node
@@ -103,7 +103,13 @@ async def process_frame(
         )
     # Broker.handle, inlined: the entry is already looked up.
     started = time.perf_counter()
-    ctx = RequestContext(header, peer, node_id=serving_node.get())
+    ctx = RequestContext(
+        header,
+        peer,
+        node_id=serving_node.get(),
+        principal=connection_principal.get() or ANONYMOUS,
+        authorizer=broker.authorizer,
+    )
     # A coordinator request at a node that does not coordinate its key (several nodes).
     answer = misrouted(broker.nodes, ctx.node_id, request, version) if broker.nodes.multi else None
     response: Response | None

@@ -65,7 +65,7 @@ import attrs
 
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
-from kafkette.server.config import DEFAULT_PORT, BrokerConfig
+from kafkette.server.config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
 from kafkette.server.configs_catalog import BROKER_CONFIGS
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
@@ -155,6 +155,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a broker property (repeatable), e.g. --set num.partitions=3",
     )
     parser.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="decide every request by ACLs (Kafka's StandardAuthorizer; same as --set "
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer); "
+        "name admins with --set super.users=User:admin",
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -226,6 +233,8 @@ def _all_properties(args: argparse.Namespace) -> dict[str, str]:
         if not sep:
             raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}")
         properties[key.strip()] = value.strip()
+    if args.authorizer:
+        properties["authorizer.class.name"] = STANDARD_AUTHORIZER
     return properties
 
 
@@ -354,9 +363,9 @@ def build_remote_control(
     make mandatory; else every client (raises :class:`ConfigError`)."""
     raw = _all_properties(args).get(SUPER_USERS, "")
     users = frozenset(u.strip() for u in raw.split(";") if u.strip())
-    for user in users:
-        if not user.startswith("User:") or user == "User:":
-            raise ConfigError(SUPER_USERS, f"expected User:NAME;User:OTHER, got {user!r}")
+    for user in users:  # checked here unless the broker core checks it (build_config)
+        if SUPER_USERS in SECURITY_PROPERTIES and user.partition(":")[2] == "":
+            raise ConfigError(SUPER_USERS, f"expected TYPE:NAME;TYPE:NAME, got {user!r}")
     if not args.enable_fault_injection:
         return None
     if users:

@@ -20,6 +20,7 @@ from kafkette.acl import (
     ResourceType,
     new_binding_error,
 )
+from kafkette.server.acl.authorizer import AclAuthorizer
 
 ACLS_FILE = "kafkette-acls.json"
 
@@ -82,3 +83,21 @@ def save_bindings(data_dir: str | os.PathLike[str], bindings: list[AclBinding]) 
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
+
+
+def open_authorizer(
+    class_name: str,
+    super_users: tuple[str, ...],
+    allow_everyone_if_no_acl_found: bool,
+    data_dir: str | None,
+) -> AclAuthorizer | None:
+    """The broker's authorizer with the bindings its data directory keeps; None when
+    ``authorizer.class.name`` is empty (every request allowed)."""
+    if not class_name:
+        return None
+    authorizer = AclAuthorizer(
+        super_users, allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
+    )
+    if data_dir is not None:
+        authorizer.create(load_bindings(data_dir))
+    return authorizer

@@ -200,5 +200,5 @@ async def handle_delete_acls(
 
 def _persist(broker: Broker, ctx: RequestContext) -> None:
     assert ctx.authorizer is not None
-    if broker.config.data_dir is not None:
+    if broker.config.data_dir is not None and not broker.config.read_only:
         save_bindings(broker.config.data_dir, ctx.authorizer.bindings)

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from kafkette.errors import GroupIdNotFoundError, RebalanceInProgressError, UnknownMemberIdError
-from kafkette.server.groups.consumer_protocol import embedded, partitions
+from kafkette.server.groups.consumer_protocol import embedded
 from kafkette.server.groups.consumer_protocol.classic_members import ClassicMembers
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, PartitionOwnedTwiceError
@@ -290,7 +290,11 @@ def to_consumer_group(classic: Group, topics: Mapping[str, TopicInfo]) -> Consum
 def to_classic_group(group: ConsumerGroup, topics: Mapping[str, TopicInfo], now_ms: int) -> Group:
     """A classic group from a consumer group whose members all use the classic protocol
     (Kafka's ClassicGroup.fromConsumerGroup): Stable at the group epoch, protocol type
-    ``consumer``, the first member the leader, each member's assignment its target."""
+    ``consumer``, the first member the leader. Each member's assignment is what it may
+    still hold (assigned and pending revocation), where Kafka puts its target: no member
+    is sent it (a rebalance follows at once), but an upgrade before that rebalance ends
+    reads it back as what the member holds, and a target not yet reached would let a
+    partition the member still consumes go to another member."""
     classic = Group(group.group_id, ClassicGroupState.STABLE, now_ms)
     classic.generation_id = group.group_epoch
     for m in group.members.values():
@@ -310,7 +314,7 @@ def to_classic_group(group: ConsumerGroup, topics: Mapping[str, TopicInfo], now_
     classic.protocol_name = classic.select_protocol()
     classic.subscribed_topics = classic.compute_subscribed_topics()
     for member in classic.members.values():
-        target = group.target.get(member.member_id, partitions.EMPTY)
+        held = group.members[member.member_id].owned()
         version = embedded.version_of(member.metadata(classic.protocol_name))
-        member.assignment = embedded.encode_assignment(target, topics, version)
+        member.assignment = embedded.encode_assignment(held, topics, version)
     return classic

@@ -37,7 +37,9 @@ the broker core (all its nodes with ``--nodes``), never the process. The
 values are commands, not configs: they are not stored, not listed among the
 broker's configs and do not replace its dynamic configs (AlterConfigs naming
 only ``kafkette.fault.*`` names leaves the others as they are); a resource
-cannot mix them with real configs.
+cannot mix them with real configs. These requests are never faulted
+themselves (:func:`~kafkette.server.faults.controls_faults`): ``clear()`` gets
+through whatever is armed.
 
 Access: the hook is off unless the broker was started with
 ``kafkette serve --enable-fault-injection`` (:attr:`FaultTable.remote
@@ -67,13 +69,19 @@ from kafkette.errors import (
     InvalidRequestError,
 )
 from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResourceResult
-from kafkette.server.faults import FaultSpec, FaultTable, parse_fault_spec
+from kafkette.server.faults import (
+    CONFIG_PREFIX,
+    KINDS,
+    FaultSpec,
+    FaultTable,
+    parse_fault_spec,
+)
 from kafkette.server.principal import connection_principal
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
 
-PREFIX = "kafkette.fault."
+PREFIX = CONFIG_PREFIX
 """Every name of the hook starts with this."""
 CLEAR = PREFIX + "clear"
 ARMED = PREFIX + "armed"
@@ -156,7 +164,7 @@ def _spec(name: str, value: str) -> FaultSpec | None:
     if name == CLEAR:
         return None
     kind = name.removeprefix(PREFIX)
-    if kind not in ("fail", "drop_response", "delay", "disconnect", "throttle"):
+    if kind not in KINDS:
         raise InvalidConfigError(f"{name} is not a fault (kafkette.fault.fail, ...)")
     try:
         return parse_fault_spec(f"{kind}:{value}" if value else kind)

@@ -18,6 +18,9 @@ Faults, checked in this order for each request:
 - ``drop_response``: the request is served, then its connection is closed
   instead of answering, as when the answer is lost and the client times out;
 - ``throttle``: every answer that has ``throttle_time_ms`` carries that value.
+
+Requests of the runtime hook that arm or clear faults (:func:`controls_faults`)
+are never faulted, so a test can always clear what it armed.
 """
 
 from __future__ import annotations
@@ -632,6 +635,24 @@ def set_throttle(response: Response, ms: int) -> None:
         response.throttle_time_ms = ms
 
 
+CONFIG_PREFIX = "kafkette.fault."
+"""The config names of the runtime hook (:mod:`kafkette.server.fault_hook`)."""
+ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, BROKER_RESOURCE = 33, 44, 4
+
+
+def controls_faults(request: Request) -> bool:
+    """Whether ``request`` arms or clears faults through the runtime hook: such requests
+    are never faulted themselves, so that ``clear()`` gets through whatever is armed
+    (a ``fail`` of every IncrementalAlterConfigs, a ``disconnect`` of every request)."""
+    if request.API_KEY not in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+        return False
+    return any(
+        resource.resource_type == BROKER_RESOURCE
+        and any(c.name.startswith(CONFIG_PREFIX) for c in resource.configs)
+        for resource in cast(Any, request).resources
+    )
+
+
 async def serve_with_faults(
     table: FaultTable, request: Request, serve: Callable[[], Awaitable[Response | None]]
 ) -> Response | None:
@@ -639,7 +660,7 @@ async def serve_with_faults(
 
     Raises :class:`FaultDisconnect` where the connection must close instead of answering.
     """
-    plan = table.plan(request.API_KEY, request)
+    plan = NO_FAULT if controls_faults(request) else table.plan(request.API_KEY, request)
     if plan.disconnect:
         raise FaultDisconnect(f"fault injected: {type(request).NAME} not served, connection closed")
     if plan.delay_s:
@@ -666,6 +687,7 @@ __all__ = [
     "FaultTable",
     "RemoteControl",
     "api_key",
+    "controls_faults",
     "error_code",
     "error_response",
     "parse_fail_spec",

@@ -266,3 +266,18 @@ def test_kafka_bootstrap_at_a_kafkette_serve_has_faults_too(serve_broker: Broker
         assert anyio.run(_metadata_throttle, serve_broker.bootstrap) == 0
     finally:
         external._close_faults()
+
+
+def test_clear_gets_through_whatever_is_armed(target: Target) -> None:
+    """The hook's own requests are never faulted: a test that closes every connection
+    and holds every config change can still clear, and the broker serves again."""
+    topic = _topic(target.servers)
+    target.faults.delay("IncrementalAlterConfigs", 60.0)
+    target.faults.drop_response("IncrementalAlterConfigs", times=None)
+    target.faults.disconnect(times=None)
+    started = time.monotonic()
+    target.faults.clear()
+    assert time.monotonic() - started < 5.0
+    assert target.faults.armed() == []
+    with Producer(bootstrap_servers=target.servers) as producer:
+        assert producer.send(topic, b"v", partition=0).result(20).offset == 0

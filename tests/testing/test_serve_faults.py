@@ -182,7 +182,7 @@ def test_with_sasl_only_super_users_arm_faults() -> None:
         ),
         (
             ("--set", "super.users=admin"),
-            "setting 'super.users': expected User:NAME;User:OTHER, got 'admin'",
+            "setting 'super.users': expected TYPE:NAME;TYPE:NAME, got 'admin'",
         ),
     ],
 )

@@ -8,8 +8,10 @@ faults on ``memory://`` and over TCP alike. The broker must have been started
 with ``kafkette serve --enable-fault-injection``; any other broker refuses
 with :class:`~kafkette.errors.InvalidConfigError` and arms nothing.
 
-The hook's own requests are requests like any other: a ``disconnect()`` with
-no API, or a ``delay`` on DescribeConfigs, applies to them too.
+The requests that arm and clear faults are never faulted themselves, so
+:meth:`RemoteFaults.clear` gets through whatever is armed; :meth:`RemoteFaults.armed`
+is an ordinary DescribeConfigs (a ``disconnect()`` with no API meets it, and the
+admin client retries).
 """
 
 from __future__ import annotations

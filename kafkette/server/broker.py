@@ -116,6 +116,7 @@ class Broker:
                 heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
                 max_size=self.config.group_consumer_max_size,
                 assignors=self.config.group_consumer_assignors,
+                migration_policy=self.config.group_consumer_migration_policy,
             ),
             self.consumer_topics,
             clock=self.now_ms,

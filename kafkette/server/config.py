@@ -95,6 +95,16 @@ def _consumer_assignors(value: str) -> tuple[str, ...]:
         raise ValueError(exc.reason) from None
 
 
+def _consumer_migration_policy(value: str) -> str:
+    from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig
+
+    try:
+        properties = {"group.consumer.migration.policy": value}
+        return ConsumerGroupConfig.from_properties(properties).migration_policy
+    except ConfigError as exc:
+        raise ValueError(exc.reason) from None
+
+
 _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "node.id": _int(0),
     "num.partitions": _int(1),
@@ -109,6 +119,7 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.consumer.heartbeat.interval.ms": _int(1),
     "group.consumer.max.size": _int(1),
     "group.consumer.assignors": _consumer_assignors,
+    "group.consumer.migration.policy": _consumer_migration_policy,
     "offsets.retention.minutes": _int(1),
     "offsets.topic.num.partitions": _int(1),
     "offsets.topic.segment.bytes": _int(1),
@@ -154,6 +165,7 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
+    group_consumer_migration_policy: str = "bidirectional"
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     """``group.consumer.*``: the consumer group protocol (KIP-848), read by
     :class:`~kafkette.server.groups.consumer_protocol.ConsumerGroupConfig`."""

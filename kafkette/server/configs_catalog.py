@@ -558,6 +558,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "The server assignors of consumer-type groups; the first is the default.",
             ),
             _broker(
+                "group.consumer.migration.policy",
+                ConfigType.STRING,
+                "bidirectional",
+                "Online migration between classic and consumer groups: bidirectional, "
+                "upgrade, downgrade or disabled.",
+            ),
+            _broker(
                 "offsets.retention.minutes",
                 ConfigType.INT,
                 "10080",

@@ -30,7 +30,7 @@ from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, Consum
 from kafkette.server.groups.consumer_topics import ClusterTopicImage
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
-from kafkette.server.groups.timer import group_timer_loop
+from kafkette.server.groups.timer import Timed, group_timer_loop
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
@@ -185,10 +185,24 @@ class Broker:
     async def run_background(self) -> None:
         """Run the broker's timers until cancelled: retention, compaction and flushes
         (:func:`~kafkette.server.maintenance.maintenance_loop`) and the coordinators'
-        deadlines (:func:`~kafkette.server.groups.timer.group_timer_loop`)."""
+        deadlines (:meth:`run_timers`)."""
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(maintenance_loop, self.cluster, self.config, self.now_ms)
-            tasks.start_soon(group_timer_loop, self)
+            tasks.start_soon(self.run_timers)
+
+    async def run_timers(self) -> None:
+        """Run the deadlines of the classic group, consumer group and transaction
+        coordinators as they come due, until cancelled; at once for a broker serving
+        its data directory read-only: what they do (expiring members, offsets and
+        transactions) writes to the logs."""
+        if self.config.read_only:
+            return
+        coordinators: tuple[tuple[str, Timed], ...] = (
+            ("group", self.groups),
+            ("consumer group", self.consumer_groups),
+            ("transaction", self.transactions),
+        )
+        await group_timer_loop(coordinators, self.now_ms)
 
     def appended(self, log: Log) -> None:
         """After an append to ``log``: advance its high watermark to the log end (this

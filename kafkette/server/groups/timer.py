@@ -10,12 +10,10 @@ seen promptly.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import anyio
-
-if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
 
 logger = logging.getLogger("kafkette.server.groups")
 
@@ -30,21 +28,13 @@ class Timed(Protocol):
     def tick(self, now_ms: int | None = None) -> None: ...
 
 
-async def group_timer_loop(broker: Broker) -> None:
-    """Call the ``tick`` of ``broker.groups``, ``broker.consumer_groups`` and
-    ``broker.transactions`` whenever a deadline of theirs is due, until cancelled.
-
-    A broker serving its data directory read-only has no timers: what they do
-    (expiring members, offsets and transactions) writes to the logs."""
-    if broker.config.read_only:
-        return
-    coordinators: tuple[tuple[str, Timed], ...] = (
-        ("group", broker.groups),
-        ("consumer group", broker.consumer_groups),
-        ("transaction", broker.transactions),
-    )
+async def group_timer_loop(
+    coordinators: Sequence[tuple[str, Timed]], clock: Callable[[], int]
+) -> None:
+    """Call the ``tick`` of each (name, coordinator) whenever a deadline of its is due
+    by ``clock`` (ms), until cancelled; the name is for the log line of a failed tick."""
     while True:
-        now = broker.now_ms()
+        now = clock()
         deadlines = [(name, c, c.next_deadline_ms()) for name, c in coordinators]
         due = [(name, c) for name, c, d in deadlines if d is not None and d <= now]
         failed = False

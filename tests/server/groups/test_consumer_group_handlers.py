@@ -32,7 +32,6 @@ from kafkette.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.routing import misrouted
 from tests.server.dataplane import FakeClock, call, make_broker
 
@@ -293,7 +292,7 @@ async def test_session_expiry_through_the_timer_loop() -> None:
     broker, clock, _ = broker_with_topic()
     await call(broker, heartbeat("m1"), HB_VERSION)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(group_timer_loop, broker)
+        tg.start_soon(broker.run_timers)
         clock.advance(45_001)
         with anyio.fail_after(5):
             while broker.consumer_groups.groups["g"].members:

@@ -45,7 +45,6 @@ from kafkette.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestTopic,
 )
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.testing import ManualClock
 from tests.server.dataplane import NOW, FakeClock, call, make_broker
 from tests.server.groups.harness import subscription
@@ -421,12 +420,13 @@ async def test_list_groups_filters() -> None:
 
 
 async def test_timer_loop_expires_sessions_on_an_injected_clock() -> None:
-    """group_timer_loop notices a ManualClock moved past a session timeout."""
+    """The timer loop (Broker.run_timers) notices a ManualClock moved past a session
+    timeout."""
     clock = ManualClock()
     broker = Broker(BrokerConfig(group_min_session_timeout_ms=100), clock=clock)
     member = (await call(broker, join_request(session_timeout_ms=500), 3)).member_id
     async with anyio.create_task_group() as tg:
-        tg.start_soon(group_timer_loop, broker)
+        tg.start_soon(broker.run_timers)
         clock.advance(499)
         await anyio.sleep(0.15)  # the loop's longest sleep: it has looked at least once
         assert broker.groups.engine.groups["g"].has(member)

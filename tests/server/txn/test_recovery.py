@@ -8,7 +8,6 @@ import anyio
 import pytest
 
 from kafkette.protocol.messages import TransactionLogValue
-from kafkette.server.groups.timer import group_timer_loop
 from kafkette.server.txn.log_store import (
     TRANSACTION_STATE_TOPIC,
     decode_key,
@@ -225,7 +224,7 @@ async def test_the_broker_aborts_a_transaction_past_its_timeout() -> None:
 
 
 async def test_the_timer_loop_aborts_on_an_injected_clock() -> None:
-    """group_timer_loop also runs the transaction coordinator's deadlines."""
+    """The timer loop (Broker.run_timers) also runs the transaction coordinator's deadlines."""
     clock = FakeClock()
     broker = make_broker(clock)
     broker.cluster.create_topic("t", 1)
@@ -233,7 +232,7 @@ async def test_the_timer_loop_aborts_on_an_injected_clock() -> None:
     pid, epoch = response.producer_id, response.producer_epoch
     await add_partitions(broker, "tx", pid, epoch, {"t": [0]})
     async with anyio.create_task_group() as tg:
-        tg.start_soon(group_timer_loop, broker)
+        tg.start_soon(broker.run_timers)
         clock.advance(2_000)
         with anyio.fail_after(5):
             while (

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from kafkette.errors import (
+    ApiError,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     IllegalGenerationError,
@@ -23,6 +24,7 @@ from kafkette.errors import (
 )
 from kafkette.server.config import BrokerConfig
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
+from kafkette.server.groups.consumer_protocol.offsets import validate_offset_commit
 from kafkette.server.groups.engine import GroupEngine, JoinParams
 from kafkette.server.groups.group import ClassicGroupState, Group, JoinResult, SyncResult
 from kafkette.server.groups.migration import GroupMigration
@@ -194,7 +196,18 @@ class GroupCoordinator:
     ) -> int:
         """TxnOffsetCommit's checks of the sender (Kafka's ``doTxnCommitOffsets``): an error
         code. Unlike OffsetCommit, an empty member id and generation -1 always pass, and a
-        rebalance in progress does not stop the commit."""
+        rebalance in progress does not stop the commit. A consumer group (KIP-848) checks
+        the member and its epoch (its classic members' generation) as Kafka's
+        ConsumerGroup.validateOffsetCommit does for a transactional commit."""
+        consumer = self.migration.consumer.groups.get(group_id) if self.migration else None
+        if consumer is not None:
+            try:
+                validate_offset_commit(
+                    consumer, member_id, generation_id, api_version=0, transactional=True
+                )
+            except ApiError as error:
+                return error.code
+            return 0
         group = self.engine.groups.get(group_id)
         if group is None:
             if member_id:

@@ -172,3 +172,19 @@ async def test_classic_join_of_another_protocol_type_to_a_consumer_group() -> No
     refused = await call(broker, join(protocol_type="connect"), JOIN_VERSION)
     assert (refused.error_code, refused.member_id) == (INCONSISTENT_GROUP_PROTOCOL, "")
     assert list(broker.consumer_groups.groups["g"].members) == [newcomer]
+
+
+async def test_transactional_commit_checks_of_a_consumer_group() -> None:
+    """TxnOffsetCommit's member checks for a consumer group: its members and their epochs
+    (a classic member's generation), as Kafka's validateOffsetCommit for a transactional
+    commit: STALE_MEMBER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID."""
+    broker = broker_with_topic()
+    classic_id, _ = await classic_member(broker)
+    newcomer = str(uuid.uuid4())
+    assert (await call(broker, consumer_join(newcomer), 1)).member_epoch == 2
+    check = broker.groups.validate_transactional_commit
+    assert check("g", 2, newcomer, None) == 0
+    assert check("g", 1, newcomer, None) == 113  # STALE_MEMBER_EPOCH
+    assert check("g", 1, classic_id, None) == 0  # the classic member is still at 1
+    assert check("g", 2, classic_id, None) == 22  # ILLEGAL_GENERATION
+    assert check("g", -1, "", None) == 25  # UNKNOWN_MEMBER_ID while it has members

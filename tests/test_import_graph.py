@@ -5,7 +5,9 @@ that runs, whether at module level or inside a function (a function-level
 import that "breaks" a cycle still ties the two modules together). Imports
 under ``if TYPE_CHECKING:`` are left out: they never run, and annotating a
 handler with the :class:`~kafkette.server.broker.Broker` it is given is not a
-dependency on the broker's module.
+dependency on the broker's module. They count in one check: only the edge
+(handlers, the transport) is given the whole Broker, even as a type; the
+broker's components are given the few things they use (docs/design.md).
 
 ``from package import name`` is an edge to ``package.name`` when that is a
 module, else to ``package``; a relative import is resolved against the
@@ -64,13 +66,14 @@ def _imported(name: str, path: Path, node: ast.AST, modules: Mapping[str, Path])
                 yield target
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports when its code runs."""
+def import_graph(package: Path, *, type_checking: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports when its code runs (and, with
+    ``type_checking``, those it imports for annotations only)."""
     modules = module_names(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        hidden = _type_checking_nodes(tree)
+        hidden = set() if type_checking else _type_checking_nodes(tree)
         for node in ast.walk(tree):
             if id(node) not in hidden:
                 graph[name].update(_imported(name, path, node, modules))
@@ -137,6 +140,36 @@ def test_the_package_has_no_import_cycle() -> None:
     assert found == [], "\n".join(" -> ".join(_path_within(c, graph)) for c in found)
 
 
+BROKER_MODULE = "kafkette.server.broker"
+GIVEN_THE_BROKER = {
+    "kafkette.server",  # the package exports it
+    "kafkette.server.dispatch",  # a handler's signature
+    "kafkette.server.frames",
+    "kafkette.server.listener",
+    "kafkette.server.asyncio_connection",
+    "kafkette.server.socket_connection",
+    "kafkette.server.serve",
+    "kafkette.client.inprocess",
+    "kafkette.server.fault_hook",  # the fault-injection configs of DescribeConfigs/AlterConfigs
+}
+"""Besides the handlers (``kafkette.server.handlers.*``) and kafkette.testing: the
+modules that hold or are handed the whole Broker."""
+
+
+def test_only_the_edge_imports_the_broker() -> None:
+    """A server component is given what it uses, not the Broker (not even as a type):
+    only the handlers, the transport and the test harness import its module."""
+    graph = import_graph(PACKAGE, type_checking=True)
+    importers = {name for name, targets in graph.items() if BROKER_MODULE in targets}
+    others = {
+        name
+        for name in importers - GIVEN_THE_BROKER
+        if not name.startswith(("kafkette.server.handlers", "kafkette.testing"))
+    }
+    assert others == set()
+    assert "kafkette.server.handlers.produce" in importers  # the walk saw annotations
+
+
 def _package(tmp_path: Path, files: Mapping[str, str]) -> Path:
     root = tmp_path / "pkg"
     for name, text in files.items():
@@ -191,3 +224,4 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
     assert graph["pkg.a"] == {"pkg.b"}
     assert graph["pkg.b"] == set()
     assert cycles(graph) == []
+    assert import_graph(root, type_checking=True)["pkg.b"] == {"pkg.a"}

@@ -3,9 +3,10 @@
 Served by ``server/handlers/consumer_group_heartbeat.py`` and
 ``consumer_group_describe.py`` (the broker's ``consumer_groups``); OffsetCommit,
 OffsetFetch, ListGroups, DescribeGroups and DeleteGroups consult it through
-``consumer_group_hooks.py``. Not yet served: the records Kafka keeps for these groups in
-``__consumer_offsets`` (the groups live in memory; their committed offsets are stored
-like any group's), and migration between classic and consumer groups.
+``consumer_group_hooks.py``; classic members inside these groups and the migration
+between classic and consumer groups go through ``server/groups/migration.py``. Not yet
+served: the records Kafka keeps for these groups in ``__consumer_offsets`` (the groups
+live in memory; their committed offsets are stored like any group's).
 
 - ``coordinator``: :class:`ConsumerGroupCoordinator`, ConsumerGroupHeartbeat over every
   group, and the session and revocation timers (``next_deadline_ms`` / ``tick``);
@@ -19,6 +20,9 @@ like any group's), and migration between classic and consumer groups.
 - ``partitions``: partition sets keyed by topic id;
 - ``describe``: the ConsumerGroupDescribe read-out; ``offsets``: OffsetCommit and
   OffsetFetch checked against member epochs; ``wire``: to and from the generated messages;
+- ``classic_members``: JoinGroup, SyncGroup, Heartbeat and LeaveGroup of members using
+  the classic protocol inside a consumer group; ``embedded``: the consumer protocol bytes
+  those carry;
 - ``config``: the ``group.consumer.*`` settings.
 """
 

@@ -119,10 +119,20 @@ class ClassicMembers:
         )
         owned = embedded.by_topic_id(subscription.owned, self.coordinator.topics())
         reconciled = self.coordinator.update_member(group, updated, replaced, bump, owned, now_ms)
+        assert reconciled.classic is not None
+        if replaced is not None and self.coordinator.downgrade_after_replacement(
+            group, replaced, now_ms
+        ):
+            # Now a classic group, rebalancing: the member's SyncGroup finds out.
+            return JoinResult(
+                member_id=reconciled.member_id,
+                generation_id=reconciled.member_epoch,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocol_name=reconciled.classic.protocol_name,
+            )
         group.join_deadlines.pop(reconciled.member_id, None)
         group.session_deadlines[reconciled.member_id] = now_ms + params.session_timeout_ms
         group.sync_deadlines[reconciled.member_id] = now_ms + max(params.rebalance_timeout_ms, 0)
-        assert reconciled.classic is not None
         logger.info(
             "group %s: classic member %s joined at epoch %d",
             group.group_id,

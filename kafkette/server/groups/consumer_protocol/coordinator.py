@@ -345,6 +345,32 @@ class ConsumerGroupCoordinator:
             group.group_epoch,
         )
 
+    def downgrade_after_replacement(
+        self, group: ConsumerGroup, replaced: Member, now_ms: int
+    ) -> bool:
+        """After a static member using the consumer protocol was replaced by a classic one:
+        hand the group to :attr:`downgrade` when every member now uses the classic protocol
+        and the policy allows (Kafka's validateOnlineDowngradeWithReplacedMemberId);
+        whether it did."""
+        if (
+            self.downgrade is None
+            or replaced.uses_classic_protocol
+            or not group.members
+            or not all(m.uses_classic_protocol for m in group.members.values())
+            or not self.config.downgrade_enabled
+            or len(group.members) > self.config.classic_max_size
+        ):
+            return False
+        del self.groups[group.group_id]
+        logger.info(
+            "group %s: static member %s replaced by a classic member; the group becomes a "
+            "classic group",
+            group.group_id,
+            replaced.member_id,
+        )
+        self.downgrade(group, now_ms)
+        return True
+
     def _may_downgrade(self, group: ConsumerGroup, leaving: Member) -> bool:
         """Kafka's validateOnlineDowngradeWithFencedMember."""
         others = [m for m in group.members.values() if m.member_id != leaving.member_id]

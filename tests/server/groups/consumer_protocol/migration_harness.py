@@ -128,6 +128,8 @@ class ClassicClient:
     member_id: str = ""
     generation: int = -1
     owned: tuple[TopicPartition, ...] = ()
+    instance: str | None = None
+    """``group.instance.id``: a static member."""
     cooperative: bool = False
     """Report owned partitions in the subscription on a rejoin (else revoke them first)."""
     last_join: JoinResult | None = None
@@ -155,6 +157,7 @@ class ClassicClient:
             JoinParams(
                 group_id=self.group_id,
                 member_id=self.member_id,
+                group_instance_id=self.instance,
                 client_id="classic",
                 client_host="/10.0.0.1",
                 session_timeout_ms=SESSION,
@@ -185,7 +188,7 @@ class ClassicClient:
             group_id=self.group_id,
             generation_id=self.generation,
             member_id=self.member_id,
-            group_instance_id=None,
+            group_instance_id=self.instance,
             protocol_type="consumer",
             protocol_name=self.protocols[0],
             assignments=assignments or {},
@@ -199,7 +202,7 @@ class ClassicClient:
             group_id=self.group_id,
             generation_id=self.generation,
             member_id=self.member_id,
-            group_instance_id=None,
+            group_instance_id=self.instance,
         )
 
     def leave(self) -> list[int]:

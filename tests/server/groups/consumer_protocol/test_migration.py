@@ -321,3 +321,24 @@ def test_offset_commits_of_classic_members() -> None:
         offsets.validate_offset_commit(group, c1.member_id, c1.generation + 1, api_version=8)
     with pytest.raises(StaleMemberEpochError):
         offsets.validate_offset_commit(group, "n1", 99, api_version=9)
+
+
+def test_static_consumer_member_replaced_by_a_classic_one_downgrades() -> None:
+    """The last consumer-protocol member is static and a classic member with its instance
+    id takes its place: the group becomes classic at once (Kafka's downgrade on a replaced
+    member), and the two classic members form a generation that splits the partitions."""
+    mixed = Mixed()
+    (k1,) = classic_group(mixed, 1)
+    static = Client(mixed, "s1", instance_id="i1")  # type: ignore[arg-type]
+    static.join()
+    assert set(mixed.consumer.groups["g"].members) == {k1.member_id, "s1"}
+    k2 = ClassicClient(mixed, instance="i1")
+    (joined,) = k2.join()
+    assert joined.error_code == 0
+    assert "g" not in mixed.consumer.groups
+    classic = mixed.engine.groups["g"]
+    assert set(classic.members) == {k1.member_id, k2.member_id}
+    assert classic.static_members == {"i1": k2.member_id}
+    classic_round(mixed, [k1, k2])
+    assert sorted([*k1.holds()["a"], *k2.holds()["a"]]) == [0, 1, 2, 3]
+    assert k1.holds() and k2.holds()

@@ -1,4 +1,5 @@
-"""CreateAcls (30), DescribeAcls (29) and DeleteAcls (31), versions 1-3 (Kafka 4's):
+"""CreateAcls (30), DescribeAcls (29) and DeleteAcls (31), every version Kafka defines
+(0-3; version 0 has no pattern type: LITERAL):
 the broker's ACL bindings (:mod:`kafkette.server.acl`).
 
 Without an authorizer (``kafkette serve`` without ``--authorizer``) each is
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
     from kafkette.server.broker import Broker
 
 NO_AUTHORIZER = "No Authorizer is configured."
-MIN_VERSION = 1
-"""Kafka 4 serves versions 1-3 (KIP-896 removed version 0)."""
 
 
 def _cluster_refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int, str] | None:
@@ -63,7 +62,7 @@ def _cluster_refusal(ctx: RequestContext, operation: AclOperation) -> tuple[int,
     return None
 
 
-@handler(CreateAclsRequest, min_version=MIN_VERSION)
+@handler(CreateAclsRequest)
 async def handle_create_acls(
     broker: Broker, ctx: RequestContext, request: CreateAclsRequest
 ) -> CreateAclsResponse:
@@ -99,7 +98,7 @@ async def handle_create_acls(
     return CreateAclsResponse(results=results)
 
 
-@handler(DescribeAclsRequest, min_version=MIN_VERSION)
+@handler(DescribeAclsRequest)
 async def handle_describe_acls(
     broker: Broker, ctx: RequestContext, request: DescribeAclsRequest
 ) -> DescribeAclsResponse:
@@ -142,7 +141,7 @@ async def handle_describe_acls(
     )
 
 
-@handler(DeleteAclsRequest, min_version=MIN_VERSION)
+@handler(DeleteAclsRequest)
 async def handle_delete_acls(
     broker: Broker, ctx: RequestContext, request: DeleteAclsRequest
 ) -> DeleteAclsResponse:

@@ -91,7 +91,7 @@ def everything(**kwargs: Any) -> dict[str, Any]:
     return fields
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_without_an_authorizer_every_acl_api_says_security_disabled(version: int) -> None:
     broker = Broker(BrokerConfig())
     create = await call(
@@ -100,14 +100,23 @@ async def test_without_an_authorizer_every_acl_api_says_security_disabled(versio
     assert [(r.error_code, r.error_message) for r in create.results] == [
         (SECURITY_DISABLED, "No Authorizer is configured.")
     ]
-    describe = await call(broker, DescribeAclsRequest(**everything()), version, authorizer=None)
+    describe = await call(
+        broker,
+        DescribeAclsRequest(**everything(pattern_type_filter=LITERAL if version == 0 else ANY)),
+        version,
+        authorizer=None,
+    )
     assert (describe.error_code, describe.error_message) == (
         SECURITY_DISABLED,
         "No Authorizer is configured.",
     )
     delete = await call(
         broker,
-        DeleteAclsRequest(filters=[DeleteAclsFilter(**everything())]),
+        DeleteAclsRequest(
+            filters=[
+                DeleteAclsFilter(**everything(pattern_type_filter=LITERAL if version == 0 else ANY))
+            ]
+        ),
         version,
         authorizer=None,
     )
@@ -284,3 +293,28 @@ async def test_acl_apis_need_alter_or_describe_on_the_cluster() -> None:
     )
     assert (nobody.error_code, nobody.resources) == (CLUSTER_AUTHORIZATION_FAILED, [])
     assert len(authorizer.bindings) == 1
+
+
+async def test_version_0_has_literal_patterns_only() -> None:
+    broker = Broker(BrokerConfig())
+    authorizer = AclAuthorizer(["User:admin"])
+    create = await call(
+        broker, CreateAclsRequest(creations=[creation("orders")]), 0, authorizer=authorizer
+    )
+    assert [r.error_code for r in create.results] == [0]
+    assert [b.pattern_type for b in authorizer.bindings] == [PatternType.LITERAL]
+    describe = await call(
+        broker,
+        DescribeAclsRequest(
+            **everything(
+                resource_type_filter=TOPIC,
+                resource_name_filter="orders",
+                pattern_type_filter=LITERAL,
+            )
+        ),
+        0,
+        authorizer=authorizer,
+    )
+    assert [(r.resource_name, r.pattern_type, len(r.acls)) for r in describe.resources] == [
+        ("orders", LITERAL, 1)
+    ]

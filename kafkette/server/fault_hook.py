@@ -60,8 +60,8 @@ any broker config change does (checked first, by the configs handler).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol
 
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
@@ -77,9 +77,6 @@ from kafkette.server.faults import (
     parse_fault_spec,
 )
 from kafkette.server.principal import connection_principal
-
-if TYPE_CHECKING:
-    from kafkette.server.broker import Broker
 
 PREFIX = CONFIG_PREFIX
 """Every name of the hook starts with this."""
@@ -113,19 +110,21 @@ def names_faults(resource_type: int, entries: Iterable[AlterEntry]) -> bool:
 
 
 def alter(
-    broker: Broker,
+    table: FaultTable,
+    node_ids: Collection[int],
     resource_name: str,
     entries: Sequence[AlterEntry],
     operations: Sequence[int],
     validate_only: bool,
 ) -> None:
-    """Arm (or with ``validate_only`` check) the faults one resource names, all or none.
+    """Arm on ``table`` (or with ``validate_only`` check) the faults one resource names,
+    all or none.
 
-    ``operations`` are the entries' IncrementalAlterConfigs operations (SET for
-    AlterConfigs). Raises the :class:`~kafkette.errors.ApiError` to answer the
-    resource with.
+    ``node_ids`` are the nodes the broker core stands for (a resource names one,
+    or none: the empty name). ``operations`` are the entries'
+    IncrementalAlterConfigs operations (SET for AlterConfigs). Raises the
+    :class:`~kafkette.errors.ApiError` to answer the resource with.
     """
-    table = broker.faults
     first = entries[0].name
     if table.remote is None:
         raise InvalidConfigError(f"{first}: {OFF_MESSAGE}")
@@ -134,7 +133,7 @@ def alter(
         raise ClusterAuthorizationFailedError(
             f"{who} may not arm faults: only the broker's super.users may"
         )
-    _check_resource(broker, resource_name)
+    _check_resource(node_ids, resource_name)
     specs: list[FaultSpec | None] = []  # None: clear
     seen: set[str] = set()
     for entry, operation in zip(entries, operations, strict=True):
@@ -172,12 +171,12 @@ def _spec(name: str, value: str) -> FaultSpec | None:
         raise InvalidConfigError(f"{name}={value}: {exc}") from None
 
 
-def _check_resource(broker: Broker, name: str) -> None:
+def _check_resource(node_ids: Collection[int], name: str) -> None:
     if name == "":
         return
-    if not name.isdigit() or int(name) not in broker.nodes.ids:
+    if not name.isdigit() or int(name) not in node_ids:
         raise InvalidRequestError(
-            f"Unexpected broker id, expected one of {sorted(broker.nodes.ids)} "
+            f"Unexpected broker id, expected one of {sorted(node_ids)} "
             f"or empty string, but received {name}"
         )
 
@@ -191,16 +190,16 @@ def armed_text(table: FaultTable) -> str:
 
 
 def describe_entry(
-    broker: Broker, keys: Sequence[str] | None
+    table: FaultTable, keys: Sequence[str] | None
 ) -> list[DescribeConfigsResourceResult]:
-    """The :data:`ARMED` entry for DescribeConfigs of the broker, when the hook is on
-    and ``keys`` (None: all) asks for it; else nothing."""
-    if broker.faults.remote is None or (keys is not None and ARMED not in keys):
+    """The :data:`ARMED` entry for DescribeConfigs of the broker whose faults ``table``
+    holds, when the hook is on and ``keys`` (None: all) asks for it; else nothing."""
+    if table.remote is None or (keys is not None and ARMED not in keys):
         return []
     return [
         DescribeConfigsResourceResult(
             name=ARMED,
-            value=armed_text(broker.faults),
+            value=armed_text(table),
             read_only=True,
             is_default=False,
             config_source=DYNAMIC_BROKER_CONFIG,

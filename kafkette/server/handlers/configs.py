@@ -138,7 +138,7 @@ def _describe(
                 include_documentation=documentation,
                 legacy=version == 0,
             )
-            result.configs += fault_hook.describe_entry(broker, resource.configuration_keys)
+            result.configs += fault_hook.describe_entry(broker.faults, resource.configuration_keys)
         else:
             raise _unsupported_type(resource.resource_type)
     except ApiError as exc:
@@ -267,7 +267,8 @@ async def handle_alter_configs(
             )
             if fault_hook.names_faults(resource.resource_type, resource.configs):
                 fault_hook.alter(
-                    broker,
+                    broker.faults,
+                    broker.nodes.ids,
                     resource.resource_name,
                     resource.configs,
                     [SET] * len(resource.configs),
@@ -358,7 +359,8 @@ async def handle_incremental_alter_configs(
             )
             if fault_hook.names_faults(resource.resource_type, resource.configs):
                 fault_hook.alter(
-                    broker,
+                    broker.faults,
+                    broker.nodes.ids,
                     resource.resource_name,
                     resource.configs,
                     [op.config_operation for op in resource.configs],

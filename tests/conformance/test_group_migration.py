@@ -1,7 +1,7 @@
 """Online migration of a consumer group against ``kafkette serve`` (KIP-848,
 ``group.consumer.migration.policy=bidirectional``, Kafka 4's default).
 
-A classic group of two kafkette consumers (range) consumes keyed records while they are
+A classic group of two kafkette consumers (range, or cooperative-sticky) consumes keyed records while they are
 produced; midway a ``group.protocol=consumer`` member joins (ours, or librdkafka's): the
 broker converts the group into a consumer group whose two classic members stay, and
 hands partitions to the new member once a classic member gave them up on its rejoin.
@@ -77,9 +77,15 @@ def committed_and_ends(bootstrap: str, group: str, topic: str) -> tuple[list[int
     return committed, ends
 
 
-@pytest.mark.parametrize("newcomer", ["kafkette", "confluent"])
-def test_classic_group_joined_by_a_consumer_member(server: BrokerProcess, newcomer: str) -> None:
-    """Two classic kafkette members split six partitions 3/3; a consumer-protocol member
+@pytest.mark.parametrize(
+    ("assignor", "newcomer"),
+    [("range", "kafkette"), ("range", "confluent"), ("cooperative-sticky", "kafkette")],
+)
+def test_classic_group_joined_by_a_consumer_member(
+    server: BrokerProcess, assignor: str, newcomer: str
+) -> None:
+    """Two classic kafkette members (range: eager; cooperative-sticky: they report what they
+    own when they rejoin) split six partitions 3/3; a consumer-protocol member
     (ours, or librdkafka's) joins while 20,000 keyed records are produced; the group is
     upgraded and the three split the partitions; once all are processed the newcomer
     leaves, the group is downgraded and the two split the partitions again while 10,000
@@ -88,7 +94,7 @@ def test_classic_group_joined_by_a_consumer_member(server: BrokerProcess, newcom
     topic, group = "migrate", "migrate-group"
     Producer({"bootstrap.servers": server.bootstrap}).list_topics(topic)  # auto-create
     members = [
-        MemberProcess("kafkette", server.bootstrap, group, topic, assignor="range")
+        MemberProcess("kafkette", server.bootstrap, group, topic, assignor=assignor)
         for _ in range(2)
     ]
 

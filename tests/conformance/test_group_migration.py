@@ -1,13 +1,13 @@
 """Online migration of a consumer group against ``kafkette serve`` (KIP-848,
 ``group.consumer.migration.policy=bidirectional``, Kafka 4's default).
 
-A classic group of two kafkette consumers (range, or cooperative-sticky) consumes keyed records while they are
-produced; midway a ``group.protocol=consumer`` member joins (ours, or librdkafka's): the
-broker converts the group into a consumer group whose two classic members stay, and
-hands partitions to the new member once a classic member gave them up on its rejoin.
-Then the new member leaves: the group becomes classic again and the two take every
-partition back while more records are produced. Every record is processed once, and the
-committed offsets reach each partition's end.
+A classic group of two kafkette consumers (range, or cooperative-sticky) consumes keyed
+records while they are produced; midway a ``group.protocol=consumer`` member joins
+(ours, or librdkafka's): the broker converts the group into a consumer group whose two
+classic members stay, and hands partitions to the new member once a classic member gave
+them up on its rejoin. Then the new member leaves: the group becomes classic again and
+the two take every partition back while more records are produced. Every record is
+processed once, and the committed offsets reach each partition's end.
 Members run in child processes (:mod:`tests.group_member`), committing synchronously
 after processing each poll.
 """

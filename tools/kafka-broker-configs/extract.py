@@ -405,12 +405,19 @@ OVERRIDES: dict[str, object] = {
     "CompressionType.LZ4.defaultLevel()": 9,  # Lz4Compression: DEFAULT_LEVEL = 9
     "CompressionType.ZSTD.defaultLevel()": 3,  # ZstdCompression: DEFAULT_LEVEL = 3
     # SocketServerConfigs: every SecurityProtocol mapped to itself, as Kafka's docs print it
-    'Arrays.stream(SecurityProtocol.values()) .collect(Collectors.toMap(ListenerName::forSecurityProtocol, sp -> sp)) .entrySet() .stream() .map(entry -> entry.getKey().value() + ":" + entry.getValue().name()) .collect(Collectors.joining(","))': "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    (
+        "Arrays.stream(SecurityProtocol.values())"
+        " .collect(Collectors.toMap(ListenerName::forSecurityProtocol, sp -> sp))"
+        " .entrySet() .stream()"
+        ' .map(entry -> entry.getKey().value() + ":" + entry.getValue().name())'
+        ' .collect(Collectors.joining(","))'
+    ): "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
     # MetadataVersion.LATEST_PRODUCTION = IBP_4_0_IV0, whose version() is "4.0-IV0"
     "MetadataVersion.latestProduction().version()": "4.0-IV0",
     "Sensor.RecordingLevel.INFO.toString()": "INFO",
-    "SslClientAuth.NONE.toString()": "none",  # SslClientAuth's toString is its lower-case name  # RecordingLevel.INFO's name
-    # JVM defaults (KeyManagerFactory/TrustManagerFactory.getDefaultAlgorithm()), as Kafka's docs print them
+    # SslClientAuth.toString() is its lower-case name
+    "SslClientAuth.NONE.toString()": "none",
+    # JVM defaults (Key/TrustManagerFactory.getDefaultAlgorithm()), as Kafka's docs print them
     "KeyManagerFactory.getDefaultAlgorithm()": "SunX509",
     "TrustManagerFactory.getDefaultAlgorithm()": "PKIX",
 }
@@ -639,7 +646,7 @@ LISTENER_MECHANISM = (
 
 
 def _dynamic_sets(source: Source, text: str) -> tuple[set[str], set[str], set[str]]:
-    """DynamicThreadPool, DynamicListenerConfig and DynamicRemoteLogConfig's ReconfigurableConfigs."""
+    """ReconfigurableConfigs of DynamicThreadPool, DynamicListenerConfig, DynamicRemoteLogConfig."""
     found = []
     for owner in (
         "object DynamicThreadPool",

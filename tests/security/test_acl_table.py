@@ -43,6 +43,7 @@ from kafkette.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
@@ -57,8 +58,10 @@ from kafkette.protocol.messages import (
     InitProducerIdRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
+    ListGroupsRequest,
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
+    ListTransactionsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -98,7 +101,7 @@ from kafkette.protocol.messages import write_txn_markers_request as wtm
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.config import STANDARD_AUTHORIZER
-from kafkette.server.dispatch import RequestContext
+from kafkette.server.dispatch import ANONYMOUS, CloseConnection, RequestContext
 from tests.server.dataplane import FakeClock, batch
 
 pytestmark = pytest.mark.anyio
@@ -267,7 +270,7 @@ async def offsets_transaction(rig: Rig) -> None:
 # Requests.
 
 
-def produce(rig: Rig, topic: str = "t") -> ProduceRequest:
+def produce(topic: str = "t") -> ProduceRequest:
     return ProduceRequest(
         acks=-1,
         timeout_ms=30_000,
@@ -481,8 +484,8 @@ class Row:
 CLUSTER_ACL = (CLUSTER, CLUSTER_NAME)
 
 ROWS = [
-    Row("Produce", 11, produce, (TOPIC, "t", Op.WRITE), partition_code, 29, NONE),
-    Row("Produce", 3, produce, (TOPIC, "t", Op.WRITE), partition_code, 29, NONE),
+    Row("Produce", 11, lambda rig: produce(), (TOPIC, "t", Op.WRITE), partition_code, 29, NONE),
+    Row("Produce", 3, lambda rig: produce(), (TOPIC, "t", Op.WRITE), partition_code, 29, NONE),
     Row(
         "Produce",
         11,
@@ -1207,3 +1210,401 @@ async def test_allowed_with_the_acl(row: Row) -> None:
     response = await rig.call(row.request(rig), row.version)
     assert row.code(response) == row.allowed
     assert row.allowed != row.denied
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
+async def test_the_super_user_needs_no_acl(row: Row) -> None:
+    """``super.users`` may do everything: User:admin gets the allowed answer with no
+    ACL at all."""
+    rig = await make_rig()
+    if row.setup is not None:
+        await row.setup(rig)
+    assert rig.broker.authorizer is not None
+    assert rig.broker.authorizer.bindings == []
+    response = await rig.admin(row.request(rig), row.version)
+    assert row.code(response) == row.allowed
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
+async def test_an_unauthenticated_client_is_user_anonymous(row: Row) -> None:
+    """A connection that did not authenticate is User:ANONYMOUS: alice's ACL does not
+    cover it, one for User:* does."""
+    rig = await make_rig()
+    if row.setup is not None:
+        await row.setup(rig)
+    if row.prerequisites:
+        await rig.grant(row.prerequisites, principal=ANONYMOUS)
+    await rig.grant([row.needs])
+    response = await rig.call(row.request(rig), row.version, principal=None)
+    assert row.code(response) == row.denied
+    await rig.grant([row.needs], principal="User:*")
+    response = await rig.call(row.request(rig), row.version, principal=None)
+    assert row.code(response) == row.allowed
+
+
+async def create_topics(rig: Rig, *names: str) -> None:
+    created = await rig.admin(
+        CreateTopicsRequest(topics=[ct.CreatableTopic(name, 1, 1) for name in names]), 7
+    )
+    assert [(t.name, t.error_code) for t in created.topics] == [(name, NONE) for name in names]
+
+
+async def test_a_prefixed_acl_covers_the_names_it_starts() -> None:
+    """ALLOW WRITE on the prefix "t": alice produces to t and tx-topic, not to other."""
+    rig = await make_rig()
+    await create_topics(rig, "tx-topic", "other")
+    await rig.grant([(TOPIC, "t", Op.WRITE)], pattern=PatternType.PREFIXED)
+    codes = [partition_code(await rig.call(produce(name), 11)) for name in ("t", "tx-topic")]
+    assert codes == [NONE, NONE]
+    assert partition_code(await rig.call(produce("other"), 11)) == TOPIC_AUTHORIZATION_FAILED
+    assert end_offsets(rig, "t", "tx-topic", "other") == [1, 0, 1, 0]
+
+
+async def test_a_deny_overrides_an_allow() -> None:
+    """ALLOW ALL on every topic and DENY READ on t: fetching t is refused, producing to
+    it is not, and another topic is readable."""
+    rig = await make_rig()
+    await create_topics(rig, "u")
+    await rig.grant([(TOPIC, "*", Op.ALL)])
+    await rig.grant([(TOPIC, "t", Op.READ)], permission=AclPermissionType.DENY)
+    fetched = await rig.call(fetch(rig), 12)
+    assert [(p.partition_index, p.error_code) for p in fetched.responses[0].partitions] == [
+        (0, TOPIC_AUTHORIZATION_FAILED)
+    ]
+    assert partition_code(await rig.call(produce(), 11)) == NONE
+    other = await rig.call(
+        FetchRequest(
+            max_bytes=1 << 20,
+            topics=[
+                fr.FetchTopic(topic="u", partitions=[fr.FetchPartition(partition_max_bytes=1)])
+            ],
+        ),
+        12,
+    )
+    assert other.responses[0].partitions[0].error_code == NONE
+
+
+async def test_a_deny_for_everyone_overrides_alices_allow() -> None:
+    """DENY WRITE for User:* on the prefix "t" wins over alice's literal ALLOW WRITE."""
+    rig = await make_rig()
+    await rig.grant([(TOPIC, "t", Op.WRITE)])
+    await rig.grant(
+        [(TOPIC, "t", Op.WRITE)],
+        principal="User:*",
+        permission=AclPermissionType.DENY,
+        pattern=PatternType.PREFIXED,
+    )
+    assert partition_code(await rig.call(produce(), 11)) == TOPIC_AUTHORIZATION_FAILED
+
+
+def end_offsets(rig: Rig, *topics: str) -> list[int]:
+    """Every partition's log end offset, topic by topic."""
+    cluster = rig.broker.cluster
+    return [p.log.log_end_offset for name in topics for p in cluster.get_topic(name).partitions]
+
+
+@pytest.mark.parametrize("version", [1, 4, 12])
+async def test_metadata_for_all_topics_lists_exactly_what_alice_may_describe(
+    version: int,
+) -> None:
+    """Topics with DESCRIBE (given, or implied by WRITE, or by ALL on a prefix) are
+    listed; one with a DENY, t (no ACL) and the internal topics are not."""
+    rig = await make_rig()
+    await create_topics(rig, "a1", "a2", "b1", "b2")
+    await committed_offsets(rig)  # __consumer_offsets exists
+    await rig.grant([(TOPIC, "a", Op.ALL)], pattern=PatternType.PREFIXED)
+    await rig.grant([(TOPIC, "a2", Op.DESCRIBE)], permission=AclPermissionType.DENY)
+    await rig.grant([(TOPIC, "b1", Op.WRITE)])
+    await rig.grant([(TOPIC, "b2", Op.DESCRIBE)], principal="User:bob")
+    assert "__consumer_offsets" in rig.broker.cluster.topics
+    response = await rig.call(MetadataRequest(topics=None), version)
+    assert sorted((t.name, t.error_code, len(t.partitions)) for t in response.topics) == [
+        ("a1", NONE, 1),
+        ("b1", NONE, 1),
+    ]
+    everything = await rig.admin(MetadataRequest(topics=None), version)
+    assert sorted(t.name for t in everything.topics) == [
+        "__consumer_offsets",
+        "a1",
+        "a2",
+        "b1",
+        "b2",
+        "t",
+    ]
+
+
+async def test_metadata_v0_with_no_topics_is_all_topics_filtered_too() -> None:
+    rig = await make_rig()
+    await create_topics(rig, "b1")
+    await rig.grant([(TOPIC, "b1", Op.READ)])
+    response = await rig.call(MetadataRequest(topics=[]), 0)
+    assert [(t.name, t.error_code) for t in response.topics] == [("b1", NONE)]
+
+
+async def test_list_groups_lists_exactly_the_groups_alice_may_describe() -> None:
+    """Without DESCRIBE on the cluster only the groups alice may describe are listed;
+    with it, every group."""
+    rig = await make_rig()
+    for group in ("g1", "g2", "h1", "h2"):
+        response = await rig.admin(commit(group, "t"), 8)
+        assert response.topics[0].partitions[0].error_code == NONE
+    await rig.grant([(GROUP, "g1", Op.DESCRIBE)])
+    await rig.grant([(GROUP, "h", Op.READ)], pattern=PatternType.PREFIXED)
+    await rig.grant([(GROUP, "h2", Op.ALL)], permission=AclPermissionType.DENY)
+    listed = await rig.call(ListGroupsRequest(), 5)
+    assert (listed.error_code, sorted(g.group_id for g in listed.groups)) == (NONE, ["g1", "h1"])
+    await rig.grant([(*CLUSTER_ACL, Op.DESCRIBE)])
+    listed = await rig.call(ListGroupsRequest(), 5)
+    assert sorted(g.group_id for g in listed.groups) == ["g1", "g2", "h1", "h2"]
+
+
+async def test_list_transactions_lists_exactly_the_ids_alice_may_describe() -> None:
+    rig = await make_rig()
+    for transactional_id in ("tx", "ty", "tz"):
+        response = await rig.admin(
+            InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000),
+            4,
+        )
+        assert response.error_code == NONE
+    await rig.grant([(TXN_ID, "tx", Op.DESCRIBE), (TXN_ID, "tz", Op.WRITE)])
+    listed = await rig.call(ListTransactionsRequest(), 1)
+    assert sorted(s.transactional_id for s in listed.transaction_states) == ["tx", "tz"]
+
+
+async def test_without_write_not_a_single_record_is_appended() -> None:
+    """Alice may READ and DESCRIBE t but not WRITE: her produce to both partitions, with
+    acks=-1 and acks=0, idempotent and not, leaves both logs exactly as they were."""
+    rig = await make_rig()
+    assert partition_code(await rig.admin(produce(), 11)) == NONE
+    await rig.grant([(TOPIC, "t", Op.READ), (TOPIC, "t", Op.DESCRIBE)])
+    assert end_offsets(rig, "t") == [1, 0]
+    both = ProduceRequest(
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            pr.TopicProduceData(
+                "t", [pr.PartitionProduceData(i, batch([(b"k", b"v")])) for i in (0, 1)]
+            )
+        ],
+    )
+    response = await rig.call(both, 11)
+    assert [
+        (p.index, p.error_code, p.base_offset) for p in response.responses[0].partition_responses
+    ] == [(0, TOPIC_AUTHORIZATION_FAILED, -1), (1, TOPIC_AUTHORIZATION_FAILED, -1)]
+    idempotent = ProduceRequest(
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            pr.TopicProduceData(
+                "t",
+                [
+                    pr.PartitionProduceData(
+                        1, batch([(b"k", b"v")], producer_id=0, producer_epoch=0, base_sequence=0)
+                    )
+                ],
+            )
+        ],
+    )
+    assert partition_code(await rig.call(idempotent, 11)) == TOPIC_AUTHORIZATION_FAILED
+    unacknowledged = attrs.evolve(both, acks=0)
+    with pytest.raises(CloseConnection):  # Kafka's only way to tell an acks=0 producer
+        await rig.call(unacknowledged, 11)
+    assert end_offsets(rig, "t") == [1, 0]
+    fetched = await rig.admin(fetch(rig), 12)
+    assert fetched.responses[0].partitions[0].high_watermark == 1
+
+
+async def test_a_transactional_produce_without_write_on_the_id_appends_nothing() -> None:
+    """WRITE on t but not on the transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    and nothing appended."""
+    rig = await make_rig()
+    await transaction(rig)
+    await rig.grant([(TOPIC, "t", Op.WRITE)])
+    assert partition_code(await rig.call(transactional_produce(rig), 11)) == 53
+    assert end_offsets(rig, "t") == [0, 0]
+
+
+async def test_without_read_on_the_group_nothing_is_committed() -> None:
+    """Alice may READ t but not the group: her commit is refused and the admin reads
+    back only the offset committed before."""
+    rig = await make_rig()
+    await committed_offsets(rig)  # t-0 at 5
+    await rig.grant([(TOPIC, "t", Op.READ), (GROUP, "g", Op.DESCRIBE)])
+    request = OffsetCommitRequest(
+        group_id="g",
+        topics=[
+            oc.OffsetCommitRequestTopic(
+                "t",
+                [
+                    oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=9),
+                    oc.OffsetCommitRequestPartition(partition_index=1, committed_offset=9),
+                ],
+            )
+        ],
+    )
+    response = await rig.call(request, 8)
+    assert [(p.partition_index, p.error_code) for p in response.topics[0].partitions] == [
+        (0, GROUP_AUTHORIZATION_FAILED),
+        (1, GROUP_AUTHORIZATION_FAILED),
+    ]
+    fetched = await rig.admin(
+        OffsetFetchRequest(
+            groups=[
+                of.OffsetFetchRequestGroup(
+                    group_id="g", topics=[of.OffsetFetchRequestTopics("t", [0, 1])]
+                )
+            ]
+        ),
+        8,
+    )
+    assert [
+        (p.partition_index, p.committed_offset, p.error_code)
+        for p in fetched.groups[0].topics[0].partitions
+    ] == [(0, 5, NONE), (1, -1, NONE)]
+
+
+@pytest.mark.parametrize(
+    ("request_", "version", "read"),
+    [
+        pytest.param(lambda: produce("missing"), 11, partition_code, id="Produce"),
+        pytest.param(
+            lambda: MetadataRequest(
+                topics=[md.MetadataRequestTopic(name="missing")], allow_auto_topic_creation=False
+            ),
+            12,
+            field("topics", 0, "error_code"),
+            id="Metadata",
+        ),
+        pytest.param(
+            lambda: ListOffsetsRequest(
+                replica_id=-1, topics=[lo.ListOffsetsTopic("missing", [lo.ListOffsetsPartition(0)])]
+            ),
+            8,
+            topic_partition_code,
+            id="ListOffsets",
+        ),
+        pytest.param(
+            lambda: DeleteTopicsRequest(topics=[dt.DeleteTopicState(name="missing")]),
+            6,
+            field("responses", 0, "error_code"),
+            id="DeleteTopics",
+        ),
+    ],
+)
+async def test_authorization_comes_before_existence(
+    request_: Callable[[], Request], version: int, read: Callable[[Any], int]
+) -> None:
+    """As Kafka: a missing topic alice may not see is TOPIC_AUTHORIZATION_FAILED (no
+    hint that it does not exist); once she may, UNKNOWN_TOPIC_OR_PARTITION."""
+    rig = await make_rig()
+    assert read(await rig.call(request_(), version)) == TOPIC_AUTHORIZATION_FAILED
+    await rig.grant([(TOPIC, "missing", Op.ALL)])
+    assert read(await rig.call(request_(), version)) == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def bits(*operations: AclOperation) -> int:
+    return sum(1 << op for op in operations)
+
+
+CLUSTER_OPERATIONS = bits(
+    Op.CREATE,
+    Op.ALTER,
+    Op.DESCRIBE,
+    Op.CLUSTER_ACTION,
+    Op.DESCRIBE_CONFIGS,
+    Op.ALTER_CONFIGS,
+    Op.IDEMPOTENT_WRITE,
+)
+TOPIC_OPERATIONS = bits(
+    Op.READ,
+    Op.WRITE,
+    Op.CREATE,
+    Op.DELETE,
+    Op.ALTER,
+    Op.DESCRIBE,
+    Op.DESCRIBE_CONFIGS,
+    Op.ALTER_CONFIGS,
+)
+
+
+@pytest.mark.parametrize(
+    ("granted", "expected"),
+    [
+        ((), 0),
+        # Kafka answers 0 to a principal that may not DESCRIBE the cluster.
+        ((Op.IDEMPOTENT_WRITE, Op.CREATE), 0),
+        ((Op.DESCRIBE,), bits(Op.DESCRIBE)),
+        # ALTER implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+        (
+            (Op.ALTER, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE),
+            bits(Op.ALTER, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS, Op.IDEMPOTENT_WRITE),
+        ),
+        (
+            (Op.DESCRIBE, Op.CLUSTER_ACTION, Op.CREATE),
+            bits(Op.DESCRIBE, Op.CLUSTER_ACTION, Op.CREATE),
+        ),
+        ((Op.ALL,), CLUSTER_OPERATIONS),
+    ],
+)
+async def test_cluster_authorized_operations_are_the_granted_ones(
+    granted: tuple[AclOperation, ...], expected: int
+) -> None:
+    """DescribeCluster and Metadata (v8-10) report exactly the cluster operations the
+    ACLs grant alice (Kafka's seven at most: WRITE is not one)."""
+    rig = await make_rig()
+    if granted:
+        await rig.grant([(*CLUSTER_ACL, op) for op in granted])
+    described = await rig.call(
+        DescribeClusterRequest(include_cluster_authorized_operations=True), 1
+    )
+    assert (described.error_code, described.cluster_authorized_operations) == (NONE, expected)
+    for version in (8, 10):
+        metadata = await rig.call(
+            MetadataRequest(topics=[], include_cluster_authorized_operations=True), version
+        )
+        assert metadata.cluster_authorized_operations == expected
+
+
+async def test_the_super_users_cluster_operations_are_kafkas_seven() -> None:
+    rig = await make_rig()
+    request = DescribeClusterRequest(include_cluster_authorized_operations=True)
+    assert (await rig.admin(request, 0)).cluster_authorized_operations == CLUSTER_OPERATIONS
+    unasked = await rig.admin(DescribeClusterRequest(), 0)
+    assert unasked.cluster_authorized_operations == -(2**31)
+
+
+@pytest.mark.parametrize(
+    ("granted", "expected"),
+    [
+        ((Op.DESCRIBE,), bits(Op.DESCRIBE)),
+        (
+            (Op.READ, Op.ALTER_CONFIGS),
+            bits(Op.READ, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS),
+        ),
+        ((Op.WRITE, Op.DELETE, Op.CREATE), bits(Op.WRITE, Op.DELETE, Op.CREATE, Op.DESCRIBE)),
+        ((Op.ALL,), TOPIC_OPERATIONS),
+    ],
+)
+async def test_topic_authorized_operations_are_the_granted_ones(
+    granted: tuple[AclOperation, ...], expected: int
+) -> None:
+    """Metadata's topic_authorized_operations (v8+) are exactly what the ACLs grant,
+    named and in an all-topics answer; a DENY takes its operation out."""
+    rig = await make_rig()
+    await rig.grant([(TOPIC, "t", op) for op in granted])
+    for version in (8, 12):
+        for topics in ([md.MetadataRequestTopic(name="t")], None):
+            response = await rig.call(
+                MetadataRequest(topics=topics, include_topic_authorized_operations=True), version
+            )
+            assert [(t.name, t.topic_authorized_operations) for t in response.topics] == [
+                ("t", expected)
+            ]
+    await rig.grant([(TOPIC, "t", Op.DESCRIBE_CONFIGS)], permission=AclPermissionType.DENY)
+    response = await rig.call(
+        MetadataRequest(
+            topics=[md.MetadataRequestTopic(name="t")], include_topic_authorized_operations=True
+        ),
+        12,
+    )
+    assert response.topics[0].topic_authorized_operations == expected & ~bits(Op.DESCRIBE_CONFIGS)

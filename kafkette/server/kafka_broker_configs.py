@@ -98,7 +98,7 @@ ROWS: tuple[tuple[str, str, str | None, str, bool, str], ...] = (
     (
         "compression.type",
         "STRING",
-        "PRODUCER",
+        "producer",
         "cluster-wide",
         False,
         "Specify the final compression type for a given topic.",

@@ -367,7 +367,7 @@ class Evaluator:
         if accessor == "id":
             return int(re.sub(r"\(\w+\)\s*", "", args[0]))
         strings = [a for a in args if a.startswith('"')]
-        if accessor.startswith("toString") and strings:
+        if accessor in ("toString()", "name") and strings:  # a toString() or a name field
             return ast.literal_eval(strings[0])
         return constant
 

@@ -28,6 +28,7 @@ from kafkette.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     InvalidTopicError,
     PolicyViolationError,
     TopicAlreadyExistsError,
@@ -35,8 +36,8 @@ from kafkette.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafkette.server.configs_catalog import (
-    BROKER_CONFIGS,
     SYNONYM_OF,
+    check_dynamic_broker_configs,
     validate_topic_configs,
 )
 
@@ -356,8 +357,10 @@ class Cluster:
     ) -> None:
         """Replace this broker's and/or the cluster-wide dynamic configs, then apply them.
 
-        Only dynamically updatable properties are accepted; a value is checked
-        as the topic setting it is the default of. Raises InvalidConfigError.
+        Kafka's dynamic broker configs are accepted (per broker or cluster-wide as
+        Kafka allows, see :func:`check_dynamic_broker_configs`); a topic default's
+        value is checked as the topic setting it is the default of. Raises
+        InvalidConfigError (unknown name) or InvalidRequestError (as Kafka).
         """
         new_broker, new_default, defaults, logs = self.validate_dynamic_broker_configs(
             per_broker, default
@@ -370,21 +373,27 @@ class Cluster:
         self._save_broker_configs()
 
     def _dynamic_defaults(self, default: dict[str, str], per_broker: dict[str, str]) -> LogConfig:
+        """The topic defaults under these dynamic configs, after Kafka's checks of them.
+
+        Only the broker synonyms of topic configurations act on anything; the other
+        dynamic names are inert (checked by type and kept).
+        """
+        check_dynamic_broker_configs(default, per_broker=False)
+        check_dynamic_broker_configs(per_broker, per_broker=True)
         result = self.static_defaults
         for level in (default, per_broker):
             topic_values: dict[str, str] = {}
             for name, value in level.items():
-                definition = BROKER_CONFIGS.get(name)
-                if definition is None:
-                    raise InvalidConfigError(f"Unknown broker config name: {name}")
-                if not definition.dynamic:
-                    raise InvalidConfigError(f"Cannot update these configs dynamically: {name}")
-                topic_name, _ = SYNONYM_OF[name]
+                target = SYNONYM_OF.get(name)
+                if target is None:
+                    continue
+                topic_name, _ = target
                 try:
                     validate_topic_configs({topic_name: value})
                 except InvalidConfigError as exc:
-                    raise InvalidConfigError(
-                        f"Invalid value {value!r} for {name}: {exc.detail}"
+                    # Kafka answers a broker config's bad value with INVALID_REQUEST
+                    raise InvalidRequestError(
+                        f"Invalid value {value} for configuration {name}: {exc.detail}"
                     ) from None
                 topic_values[topic_name] = value
             result = validate_topic_configs(topic_values, base=result)[0]

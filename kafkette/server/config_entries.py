@@ -22,10 +22,11 @@ from kafkette.protocol.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 from kafkette.server.configs_catalog import (
-    BROKER_CONFIGS,
+    ALL_BROKER_CONFIGS,
     SYNONYM_OF,
     TOPIC_CONFIGS,
     ConfigSource,
+    broker_config,
     validate_topic_configs,
 )
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from kafkette.server.cluster import Cluster
 
 _KAFKA_DEFAULTS: dict[str, str] = {
-    name: d.default for name, d in BROKER_CONFIGS.items() if d.default is not None
+    name: d.default for name, d in ALL_BROKER_CONFIGS.items() if d.default is not None
 }
 
 
@@ -88,15 +89,20 @@ def _entry(
     include_synonyms: bool,
     include_documentation: bool,
     legacy: bool,
+    sensitive: bool = False,
 ) -> DescribeConfigsResourceResult:
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+    if sensitive:
+        value = None
+        for synonym in synonyms:
+            synonym.value = None
     return DescribeConfigsResourceResult(
         name=name,
         value=value,
         read_only=read_only,
         is_default=legacy and source == ConfigSource.DEFAULT_CONFIG,
         config_source=int(source),
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=synonyms if include_synonyms else [],
         config_type=config_type,
         documentation=doc if include_documentation else None,
@@ -186,12 +192,22 @@ def describe_broker_configs(
     with the source.
     """
     wanted = set(keys) if keys else None
-    names = sorted(cluster.dynamic_default_configs) if default_resource else BROKER_CONFIGS
+    if default_resource:
+        names = sorted(cluster.dynamic_default_configs)
+    else:
+        # every non-internal config, and the listener-prefixed ones set dynamically
+        names = sorted(
+            {n for n, d in ALL_BROKER_CONFIGS.items() if not d.internal}
+            | set(cluster.dynamic_broker_configs)
+            | set(cluster.dynamic_default_configs)
+        )
     entries = []
     for name in names:
         if wanted is not None and name not in wanted:
             continue
-        definition = BROKER_CONFIGS[name]
+        definition = broker_config(name)
+        if definition is None:  # a name this catalog no longer knows, kept from an older run
+            continue
         synonyms = _synonyms(
             cluster, static_configs, name, _family(name), per_broker=not default_resource
         )
@@ -207,6 +223,7 @@ def describe_broker_configs(
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
                 legacy=legacy,
+                sensitive=definition.sensitive,
             )
         )
     return entries

@@ -13,10 +13,16 @@ can only be ``false`` (this broker has no tiered storage, as Kafka with
 accepted.
 
 :data:`BROKER_CONFIGS` lists the broker properties this broker understands,
-with Kafka's defaults. The ones that are defaults of topic configurations
-(``log.retention.ms`` for ``retention.ms``...) can be changed at run time by
-AlterConfigs/IncrementalAlterConfigs on the broker resource, as in Kafka
-(dynamic broker configs); the others are read-only.
+with Kafka's defaults (``kafkette serve --set`` takes these).
+:data:`ALL_BROKER_CONFIGS` is every broker configuration of Kafka 4
+(:mod:`kafkette.server.kafka_broker_configs`, generated from Kafka's sources by
+``tools/kafka-broker-configs``) with ours in place of Kafka's where we
+implement one. Kafka's dynamic ones (``DynamicBrokerConfig``) may be changed
+by AlterConfigs/IncrementalAlterConfigs on the broker resource, per broker or
+cluster-wide as Kafka allows, and ``listener.name.<listener>.<config>`` too;
+those that are defaults of topic configurations (``log.retention.ms`` for
+``retention.ms``...) are applied to the topics at once, the others are
+*inert*: checked by type, stored, described, and not acted upon.
 
 Sources (``ConfigSource`` in the protocol): ``DYNAMIC_TOPIC_CONFIG`` (1) for a
 topic override, ``DYNAMIC_BROKER_CONFIG`` (2) set on this broker by id,
@@ -27,14 +33,16 @@ name), ``STATIC_BROKER_CONFIG`` (4) from ``server.properties``/``--set``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 
 import attrs
 
 from kafkette.backends import LogConfig
 from kafkette.backends.config import LONG_MAX
-from kafkette.errors import InvalidConfigError
+from kafkette.errors import InvalidConfigError, InvalidRequestError
+from kafkette.server import kafka_broker_configs
 
 
 class ConfigSource(IntEnum):
@@ -113,6 +121,17 @@ class BrokerConfigDef:
     doc: str
     dynamic: bool = False
     """Whether AlterConfigs may change it at run time."""
+    per_broker: bool = False
+    """Dynamic for one broker only (Kafka's PerBrokerConfigs), not at the cluster default."""
+    internal: bool = False
+    """Kafka's internal configs: never described, never dynamic."""
+    implemented: bool = True
+    """Whether this broker acts on it; the others are inert (stored and described only)."""
+
+    @property
+    def sensitive(self) -> bool:
+        """Passwords are described without their value."""
+        return self.type == ConfigType.PASSWORD
 
 
 # ---- validators of the inert topic configurations
@@ -693,7 +712,7 @@ SYNONYM_OF: dict[str, tuple[str, int]] = {
 
 def is_list(name: str) -> bool:
     """Whether a topic or broker configuration is list-typed (APPEND/SUBTRACT apply)."""
-    definition = TOPIC_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+    definition = TOPIC_CONFIGS.get(name) or broker_config(name)
     return definition is not None and definition.type == ConfigType.LIST
 
 
@@ -733,10 +752,10 @@ def validate_topic_configs(
     return log_config, normalised
 
 
-_INT_RANGES = {ConfigType.INT: 2**31, ConfigType.LONG: 2**63}
+_INT_RANGES = {ConfigType.SHORT: 2**15, ConfigType.INT: 2**31, ConfigType.LONG: 2**63}
 
 
-def _check_type(definition: TopicConfigDef, value: str) -> None:
+def _check_type(definition: TopicConfigDef | BrokerConfigDef, value: str) -> None:
     """Kafka's type check and message (ConfigDef.parseType) before the range checks."""
     text = value.strip()
     bound = _INT_RANGES.get(definition.type)
@@ -782,3 +801,142 @@ def topic_defaults_from(properties: Mapping[str, str]) -> dict[str, str]:
                 result[topic.name] = str(raw)
             break
     return result
+
+
+# ---- every Kafka 4 broker configuration, and dynamic updates
+
+_INERT_NOTE = " (kafkette: accepted, stored and described; not acted upon)"
+_STATIC_ONLY_NOTE = (
+    " (kafkette: acts on the static value; a dynamic one is stored and described only)"
+)
+
+
+def _kafka_def(row: tuple[str, str, str | None, str, bool, str]) -> BrokerConfigDef:
+    name, type_name, default, mode, internal, doc = row
+    dynamic = mode != "read-only"
+    return BrokerConfigDef(
+        name,
+        ConfigType[type_name],
+        default,
+        (doc or f"Kafka's {name}.") + (_INERT_NOTE if dynamic else ""),
+        dynamic=dynamic,
+        per_broker=mode == "per-broker",
+        internal=internal,
+        implemented=False,
+    )
+
+
+def _merge() -> dict[str, BrokerConfigDef]:
+    kafka = {row[0]: _kafka_def(row) for row in kafka_broker_configs.ROWS}
+    merged = dict(kafka)
+    for name, ours in BROKER_CONFIGS.items():
+        theirs = kafka.get(name)
+        if theirs is None:
+            merged[name] = ours
+            continue
+        applied = name in SYNONYM_OF
+        merged[name] = attrs.evolve(
+            ours,
+            dynamic=theirs.dynamic,
+            per_broker=theirs.per_broker,
+            doc=ours.doc + (_STATIC_ONLY_NOTE if theirs.dynamic and not applied else ""),
+            implemented=applied or not theirs.dynamic,
+        )
+    return dict(sorted(merged.items()))
+
+
+ALL_BROKER_CONFIGS: dict[str, BrokerConfigDef] = _merge()
+"""Every Kafka 4 broker configuration, ours where we implement it (sorted by name)."""
+
+CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset(
+    {"max.connections", "max.connection.creation.rate", "num.network.threads"}
+)
+"""Listener configs Kafka lets the cluster default set (ClusterLevelListenerConfigs)."""
+
+_LISTENER_CONFIG = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+
+
+def _listener_base(name: str) -> BrokerConfigDef | None:
+    """The configuration a ``listener.name.<listener>.<config>`` name sets for one listener."""
+    match = _LISTENER_CONFIG.fullmatch(name)
+    if match is None:
+        return None
+    rest = match.group(2)
+    base = ALL_BROKER_CONFIGS.get(rest)
+    if base is None:
+        # listener.name.<listener>.<mechanism>.sasl.jaas.config and its kind
+        for mechanism_config in kafka_broker_configs.LISTENER_MECHANISM_CONFIGS:
+            if rest.endswith("." + mechanism_config):
+                base = ALL_BROKER_CONFIGS[mechanism_config]
+                break
+    if base is None or base.internal:
+        return None
+    return base
+
+
+def broker_config(name: str) -> BrokerConfigDef | None:
+    """The definition of a broker configuration name, including listener-prefixed ones."""
+    definition = ALL_BROKER_CONFIGS.get(name)
+    if definition is not None:
+        return definition
+    base = _listener_base(name)
+    if base is None:
+        return None
+    return BrokerConfigDef(
+        name,
+        base.type,
+        None,
+        f"{base.name} for one listener: {base.doc}",
+        dynamic=True,
+        per_broker=base.name not in CLUSTER_LEVEL_LISTENER_CONFIGS,
+        implemented=False,
+    )
+
+
+def _scala_set(names: Iterable[str]) -> str:
+    """Scala's Set.toString, as in Kafka's messages (sorted here; Kafka's order is a hash's)."""
+    items = sorted(names)
+    return f"{'Set' if len(items) <= 4 else 'HashSet'}({', '.join(items)})"
+
+
+def check_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool) -> None:
+    """Kafka's checks of a broker resource's dynamic configs (DynamicBrokerConfig.validateConfigs).
+
+    ``per_broker``: set for this broker by id, else the cluster-wide default. An
+    unknown name is INVALID_CONFIG; the rest is INVALID_REQUEST, as Kafka wraps
+    these ConfigExceptions: a read-only name, an SSL keystore/truststore config
+    without a listener prefix, a value not of the config's type, a per-broker
+    config at the cluster default.
+    """
+    for name in sorted(configs):
+        if broker_config(name) is None:
+            raise InvalidConfigError(f"Unknown broker config name: {name}")
+    read_only = [n for n in configs if not _definition(n).dynamic]
+    if read_only:
+        raise InvalidRequestError(
+            f"Cannot update these configs dynamically: {_scala_set(read_only)}"
+        )
+    unprefixed = [n for n in configs if n in kafka_broker_configs.SSL_RECONFIGURABLE]
+    if unprefixed:
+        raise InvalidRequestError(
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: {_scala_set(unprefixed)}"
+        )
+    for name in sorted(configs):
+        try:
+            _check_type(_definition(name), configs[name])
+        except InvalidConfigError as exc:
+            raise InvalidRequestError(exc.detail) from None
+    if not per_broker:
+        only_per_broker = [n for n in configs if _definition(n).per_broker]
+        if only_per_broker:
+            raise InvalidRequestError(
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: {_scala_set(only_per_broker)}"
+            )
+
+
+def _definition(name: str) -> BrokerConfigDef:
+    definition = broker_config(name)
+    assert definition is not None, name
+    return definition

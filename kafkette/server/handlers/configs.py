@@ -41,7 +41,7 @@ from kafkette.server import fault_hook
 from kafkette.server.cluster import validate_topic_name
 from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
 from kafkette.server.configs_catalog import (
-    BROKER_CONFIGS,
+    ALL_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfigDef,
     ResourceType,
@@ -113,9 +113,15 @@ def _describe(
     synonyms = request.include_synonyms and version >= 1
     documentation = request.include_documentation and version >= 3
     try:
-        _check_access(
-            ctx, resource.resource_type, resource.resource_name, acl.AclOperation.DESCRIBE_CONFIGS
-        )
+        try:
+            _check_access(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                acl.AclOperation.DESCRIBE_CONFIGS,
+            )
+        except ApiError as refused:  # DescribeConfigs says the error's message, as Kafka
+            raise type(refused)(refused.description) from None
         if resource.resource_type == ResourceType.TOPIC:
             validate_topic_name(resource.resource_name)
             topic = broker.cluster.get_topic(resource.resource_name)
@@ -291,7 +297,9 @@ async def handle_alter_configs(
 def _default_list(resource_type: int, name: str) -> list[str]:
     """Kafka's default of a list-typed configuration, which APPEND starts from."""
     definition: TopicConfigDef | BrokerConfigDef | None = (
-        TOPIC_CONFIGS.get(name) if resource_type == ResourceType.TOPIC else BROKER_CONFIGS.get(name)
+        TOPIC_CONFIGS.get(name)
+        if resource_type == ResourceType.TOPIC
+        else ALL_BROKER_CONFIGS.get(name)
     )
     if definition is None or not definition.default:
         return []
@@ -302,7 +310,7 @@ def _alter_incremental(
     broker: Broker, resource: incremental_request.AlterConfigsResource, validate_only: bool
 ) -> None:
     current = _current(broker, resource.resource_type, resource.resource_name)
-    known = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else BROKER_CONFIGS
+    known = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else ALL_BROKER_CONFIGS
     seen: set[str] = set()
     for op in resource.configs:
         name, value = op.name, op.value

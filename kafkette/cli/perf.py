@@ -5,8 +5,12 @@ kafka-producer-perf-test and kafka-consumer-perf-test.
 capital letters, one value reused, as Kafka's tool), at most ``--throughput``
 records a second, and waits until every record is acknowledged. The latency of
 a record is the time from ``send`` to its acknowledgement; it is measured on
-one record in :data:`SAMPLE_EVERY` (and the last), so that measuring does not
-slow the producer. ``perf consume TOPIC`` reads every partition from its
+at most one record every :data:`SAMPLE_INTERVAL_S` (and the last), so that
+measuring does not slow the producer: a measured record costs a callback in
+the producer's I/O thread, and one in 16 cost 15-20% of the producer's CPU at
+1 KiB (``bench/perf_produce.py``). Without ``--throughput`` the records go out
+in runs of :data:`RUN` plain sends, as ``bench/clients.py``'s loop sends them;
+the clock is read between runs. ``perf consume TOPIC`` reads every partition from its
 earliest offset, up to ``--records`` records or else to the end offsets it had
 at the start; its latency is each sampled record's age when read (now minus its
 timestamp): the end-to-end latency while a producer writes at the same time.
@@ -47,9 +51,11 @@ from kafkette.producer.sync_producer import Producer
 from kafkette.structs import TopicPartition
 
 SAMPLE_EVERY = 16
-"""The latency of one record in this many is measured (a callback each costs time)."""
-CHECK_EVERY = 256
-"""Records between two looks at the clock for the live line, when not rate-limited."""
+"""The latency of one record read in this many is measured (perf consume)."""
+SAMPLE_INTERVAL_S = 0.002
+"""perf produce measures the latency of at most one record in this time (and the last)."""
+RUN = 16
+"""Records sent between two looks at the clock, when not rate-limited."""
 PERCENTILES = (50.0, 95.0, 99.0)
 SUMMARY_PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 POLL_TIMEOUT_S = 0.5
@@ -295,20 +301,32 @@ def send_records(
     clock = time.perf_counter
     size = len(value)
     start = clock()
-    last = records - 1
-    for i in range(records):
-        if i % SAMPLE_EVERY == 0 or i == last:
-            started = clock()
-            send(topic, value, partition=partition).add_done_callback(sampled(started))
-        else:
-            send(topic, value, partition=partition)
-        if rate:
+    next_sample = start
+    if rate:
+        for i in range(records):
+            now = clock()
+            future = send(topic, value, partition=partition)
+            if now >= next_sample or i == records - 1:
+                future.add_done_callback(sampled(now))
+                next_sample = now + SAMPLE_INTERVAL_S
             wait = start + (i + 1) / rate - clock()
             if wait > 0:
                 time.sleep(wait)
             window.maybe_report(i + 1, (i + 1) * size)
-        elif i % CHECK_EVERY == 0:
-            window.maybe_report(i + 1, (i + 1) * size)
+        return
+    sent = 0
+    while sent < records:
+        run = min(RUN, records - sent)
+        for _ in range(run - 1):
+            send(topic, value, partition=partition)
+        now = clock()
+        future = send(topic, value, partition=partition)
+        sent += run
+        if now >= next_sample or sent == records:
+            future.add_done_callback(sampled(now))
+            next_sample = now + SAMPLE_INTERVAL_S
+        if now - window.last >= window.interval:
+            window.maybe_report(sent, sent * size)
 
 
 # ---- consume

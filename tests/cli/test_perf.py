@@ -102,6 +102,28 @@ def test_perf(memory_broker: BrokerProcess) -> None:
     assert (final["records"], final["bytes"], final["offsets_read"]) == (6000, 510_000, 6000)
 
 
+def test_perf_produce_unlimited_agrees_with_the_end_offsets(memory_broker: BrokerProcess) -> None:
+    """Without --throughput (runs of plain sends, the latency of a few records measured):
+    the summary's records and bytes, its end offsets and the broker's all agree, for a
+    count that is not a whole number of runs."""
+    bootstrap = memory_broker.bootstrap
+    create_topic(bootstrap, "bulk", 3)
+    out = ok(
+        kafkette(
+            *("perf", "produce", "bulk", "--records", "20003", "--size", "1024"),
+            *("--acks", "1", "--json"),
+            bootstrap=bootstrap,
+        )
+    )
+    final = json.loads(out.splitlines()[-1])
+    assert final["type"] == "summary"
+    assert (final["records"], final["bytes"]) == (20003, 20003 * 1024)
+    assert (final["end_offsets_before"], final["end_offsets_after"]) == (0, 20003)
+    assert sum(end_offsets(bootstrap, "bulk", 3)) == 20003
+    for name in ("avg", "p50", "p95", "p99", "p99.9"):
+        assert 0 <= final[name] <= final["max"]
+
+
 def test_perf_on_a_terminal(memory_broker: BrokerProcess) -> None:
     """On a terminal the live line is redrawn in place; the summary replaces it."""
     bootstrap = memory_broker.bootstrap

@@ -608,6 +608,27 @@ ROWS = [
         29,
         NONE,
     ),
+    # Kafka's controller lets DELETE on the cluster delete any topic.
+    Row(
+        "DeleteTopics",
+        6,
+        lambda rig: DeleteTopicsRequest(topics=[dt.DeleteTopicState(name="t")], timeout_ms=30_000),
+        (*CLUSTER_ACL, Op.DELETE),
+        field("responses", 0, "error_code"),
+        29,
+        NONE,
+    ),
+    Row(
+        "DeleteTopics",
+        6,
+        lambda rig: DeleteTopicsRequest(
+            topics=[dt.DeleteTopicState(name=None, topic_id=rig.topic_id)], timeout_ms=30_000
+        ),
+        (TOPIC, "t", Op.DELETE),
+        field("responses", 0, "error_code"),
+        29,
+        NONE,
+    ),
     Row(
         "DeleteTopics",
         3,
@@ -1608,3 +1629,84 @@ async def test_topic_authorized_operations_are_the_granted_ones(
         12,
     )
     assert response.topics[0].topic_authorized_operations == expected & ~bits(Op.DESCRIBE_CONFIGS)
+
+
+async def test_refusals_carry_kafkas_messages_and_names() -> None:
+    """The texts Kafka puts beside the codes: FindCoordinator before v4 and
+    DescribeConfigs give the error's message, CreateTopics "Authorization failed.",
+    DeleteTopics "Topic authorization failed."; a topic deleted by id is named back
+    only to a principal that may describe it."""
+    rig = await make_rig()
+    for version in (1, 2, 3):
+        for key_type, key, message in (
+            (0, "g", "Group authorization failed."),
+            (1, "tx", "Transactional Id authorization failed."),
+        ):
+            found = await rig.call(FindCoordinatorRequest(key=key, key_type=key_type), version)
+            assert (
+                found.error_code,
+                found.error_message,
+                found.node_id,
+                found.host,
+                found.port,
+            ) == (
+                30 if key_type == 0 else 53,
+                message,
+                -1,
+                "",
+                -1,
+            )
+    described = await rig.call(
+        DescribeConfigsRequest(
+            resources=[
+                dc.DescribeConfigsResource(CONFIG_TOPIC, "t", None),
+                dc.DescribeConfigsResource(CONFIG_BROKER, "1", None),
+            ]
+        ),
+        4,
+    )
+    assert [
+        (r.resource_name, r.error_code, r.error_message, r.configs) for r in described.results
+    ] == [
+        ("t", 29, "Topic authorization failed.", []),
+        ("1", 31, "Cluster authorization failed.", []),
+    ]
+    created = await rig.call(CreateTopicsRequest(topics=[ct.CreatableTopic("new", 1, 1)]), 7)
+    assert [(t.name, t.error_code, t.error_message) for t in created.topics] == [
+        ("new", 29, "Authorization failed.")
+    ]
+    by_name = DeleteTopicsRequest(topics=[dt.DeleteTopicState(name="t")])
+    by_id = DeleteTopicsRequest(topics=[dt.DeleteTopicState(name=None, topic_id=rig.topic_id)])
+    deleted = await rig.call(by_name, 6)
+    assert [(t.name, t.topic_id, t.error_code, t.error_message) for t in deleted.responses] == [
+        ("t", uuid.UUID(int=0), 29, "Topic authorization failed.")
+    ]
+    deleted = await rig.call(by_id, 6)
+    assert [(t.name, t.topic_id, t.error_code) for t in deleted.responses] == [
+        (None, rig.topic_id, 29)
+    ]
+    await rig.grant([(TOPIC, "t", Op.DESCRIBE)])
+    deleted = await rig.call(by_id, 6)
+    assert [(t.name, t.topic_id, t.error_code, t.error_message) for t in deleted.responses] == [
+        ("t", rig.topic_id, 29, "Topic authorization failed.")
+    ]
+    assert "t" in rig.broker.cluster.topics
+
+
+async def test_a_topic_created_without_describe_configs_hides_its_configs() -> None:
+    """As Kafka: CREATE alone creates the topic, but CreateTopics v5+ answers
+    TOPIC_AUTHORIZATION_FAILED for its configs, which it leaves out."""
+    rig = await make_rig()
+    await rig.grant([(TOPIC, "new", Op.CREATE), (TOPIC, "seen", Op.CREATE)])
+    await rig.grant([(TOPIC, "seen", Op.DESCRIBE_CONFIGS)])
+    created = await rig.call(
+        CreateTopicsRequest(
+            topics=[ct.CreatableTopic("new", 2, 1), ct.CreatableTopic("seen", 1, 1)]
+        ),
+        7,
+    )
+    new, seen = created.topics
+    assert (new.error_code, new.topic_config_error_code, new.configs) == (0, 29, None)
+    assert (seen.error_code, seen.topic_config_error_code, seen.num_partitions) == (0, 0, 1)
+    assert seen.configs is not None and len(seen.configs) > 0
+    assert [len(rig.broker.cluster.get_topic(n).partitions) for n in ("new", "seen")] == [2, 1]

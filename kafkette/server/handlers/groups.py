@@ -24,6 +24,7 @@ from kafkette.errors import (
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
+    make_error,
 )
 from kafkette.protocol.messages import (
     DeleteGroupsRequest,
@@ -127,9 +128,13 @@ async def handle_find_coordinator(
     message = None if valid else f"unknown coordinator key type {request.key_type}"
     if ctx.api_version < 4:
         refusal = _coordinator_refusal(ctx, request.key_type, request.key) if valid else None
-        if refusal is not None:
+        if refusal is not None:  # with the error's message, as Kafka's error response
             return FindCoordinatorResponse(
-                error_code=refusal, error_message="NONE", node_id=-1, host="", port=-1
+                error_code=refusal,
+                error_message=make_error(refusal).description,
+                node_id=-1,
+                host="",
+                port=-1,
             )
         if valid and broker.nodes.multi:
             error, node, host, port = _coordinator_node(broker, request.key_type, request.key)

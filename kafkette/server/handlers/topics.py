@@ -203,7 +203,7 @@ async def handle_create_topics(
                     ctx.allows(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                     or ctx.allows(AclOperation.CREATE, ResourceType.TOPIC, topic.name)
                 ):
-                    raise TopicAuthorizationFailedError()
+                    raise TopicAuthorizationFailedError("Authorization failed.")  # Kafka's text
                 result = await _create_one(broker, ctx, topic, request.validate_only)
             except ApiError as exc:
                 result = CreatableTopicResult(
@@ -226,9 +226,11 @@ async def _delete_one(
     try:
         if name is not None and topic_id != ZERO_UUID:
             raise InvalidRequestError("Topic name and topic id cannot both be set.")
-        # As Kafka: DESCRIBE before existence (by name), then DELETE.
-        if name is not None and not ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
-            raise TopicAuthorizationFailedError()
+        # As Kafka's controller: DELETE on the cluster may delete every topic; else
+        # DESCRIBE before existence (by name), then DELETE.
+        everything = ctx.allows(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME)
+        if not everything and name is not None and not _may(ctx, AclOperation.DESCRIBE, name):
+            raise TopicAuthorizationFailedError(TopicAuthorizationFailedError.description)
         topic: Topic
         if name is None:
             if topic_id == ZERO_UUID:
@@ -236,10 +238,15 @@ async def _delete_one(
             topic = cluster.get_topic_by_id(topic_id)
         else:
             topic = cluster.get_topic(name)
-        if not ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name) or not ctx.allows(
-            AclOperation.DELETE, ResourceType.TOPIC, topic.name
-        ):
-            raise TopicAuthorizationFailedError()
+        if not everything and not _may(ctx, AclOperation.DELETE, topic.name):
+            # A topic named by id is named back only to a principal that may describe it.
+            shown = topic.name if _may(ctx, AclOperation.DESCRIBE, topic.name) else name
+            return DeletableTopicResult(
+                name=shown,
+                topic_id=topic_id,
+                error_code=TopicAuthorizationFailedError.code,
+                error_message=TopicAuthorizationFailedError.description,
+            )
         if not broker.config.delete_topic_enable:
             if version < 3:
                 raise InvalidRequestError("Topic deletion is disabled.")
@@ -259,6 +266,10 @@ async def _delete_one(
         return DeletableTopicResult(
             name=name, topic_id=topic_id, error_code=exc.code, error_message=exc.detail
         )
+
+
+def _may(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
+    return ctx.allows(operation, ResourceType.TOPIC, topic)
 
 
 @handler(DeleteTopicsRequest)

@@ -557,6 +557,27 @@ ROWS = [
         29,
         NONE,
     ),
+    # Auto-creation needs CREATE on the cluster or the topic, DESCRIBE first.
+    Row(
+        "Metadata",
+        12,
+        lambda rig: MetadataRequest(topics=[md.MetadataRequestTopic(name="auto")]),
+        (TOPIC, "auto", Op.CREATE),
+        field("topics", 0, "error_code"),
+        29,
+        NONE,
+        prerequisites=((TOPIC, "auto", Op.DESCRIBE),),
+    ),
+    Row(
+        "Metadata",
+        12,
+        lambda rig: MetadataRequest(topics=[md.MetadataRequestTopic(name="auto")]),
+        (*CLUSTER_ACL, Op.CREATE),
+        field("topics", 0, "error_code"),
+        29,
+        NONE,
+        prerequisites=((TOPIC, "auto", Op.DESCRIBE),),
+    ),
     Row(
         "OffsetForLeaderEpoch",
         4,
@@ -1110,6 +1131,26 @@ ROWS = [
             ]
         ),
         (*CLUSTER_ACL, Op.CLUSTER_ACTION),
+        field("markers", 0, "topics", 0, "partitions", 0, "error_code"),
+        31,
+        NONE,
+        setup=transaction,
+    ),
+    # Kafka lets ALTER on the cluster write markers too (admin tools do).
+    Row(
+        "WriteTxnMarkers",
+        1,
+        lambda rig: WriteTxnMarkersRequest(
+            markers=[
+                wtm.WritableTxnMarker(
+                    producer_id=rig.producer_id,
+                    producer_epoch=rig.producer_epoch,
+                    transaction_result=False,
+                    topics=[wtm.WritableTxnMarkerTopic("t", [0])],
+                )
+            ]
+        ),
+        (*CLUSTER_ACL, Op.ALTER),
         field("markers", 0, "topics", 0, "partitions", 0, "error_code"),
         31,
         NONE,
@@ -1710,3 +1751,78 @@ async def test_a_topic_created_without_describe_configs_hides_its_configs() -> N
     assert (seen.error_code, seen.topic_config_error_code, seen.num_partitions) == (0, 0, 1)
     assert seen.configs is not None and len(seen.configs) > 0
     assert [len(rig.broker.cluster.get_topic(n).partitions) for n in ("new", "seen")] == [2, 1]
+
+
+async def test_offset_fetch_of_all_topics_leaves_out_the_ones_alice_may_not_describe() -> None:
+    rig = await make_rig()
+    await create_topics(rig, "u", "v")
+    for topic in ("t", "u", "v"):
+        response = await rig.admin(commit("g", topic), 8)
+        assert response.topics[0].partitions[0].error_code == NONE
+    await rig.grant([(GROUP, "g", Op.DESCRIBE), (TOPIC, "u", Op.DESCRIBE), (TOPIC, "v", Op.READ)])
+    fetched = await rig.call(
+        OffsetFetchRequest(groups=[of.OffsetFetchRequestGroup(group_id="g", topics=None)]), 8
+    )
+    assert [
+        (t.name, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+        for t in fetched.groups[0].topics
+    ] == [("u", [(0, 5, NONE)]), ("v", [(0, 5, NONE)])]
+    old = await rig.call(OffsetFetchRequest(group_id="g", topics=None), 7)
+    assert sorted(t.name for t in old.topics) == ["u", "v"]
+
+
+async def test_describe_transactions_leaves_out_topics_alice_may_not_describe() -> None:
+    rig = await make_rig()
+    await create_topics(rig, "u")
+    await transaction(rig)  # t-0
+    added = await rig.admin(add_partitions(rig, "u"), 3)
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+    await rig.grant([(TXN_ID, "tx", Op.DESCRIBE), (TOPIC, "u", Op.DESCRIBE)])
+    described = await rig.call(DescribeTransactionsRequest(transactional_ids=["tx"]), 0)
+    state = described.transaction_states[0]
+    assert (state.error_code, state.transaction_state) == (NONE, "Ongoing")
+    assert [(t.topic, t.partitions) for t in state.topics] == [("u", [0])]
+    everything = await rig.admin(DescribeTransactionsRequest(transactional_ids=["tx"]), 0)
+    assert sorted((t.topic, t.partitions) for t in everything.transaction_states[0].topics) == [
+        ("t", [0]),
+        ("u", [0]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("granted", "expected"),
+    [
+        ((Op.DESCRIBE,), bits(Op.DESCRIBE)),
+        ((Op.READ,), bits(Op.READ, Op.DESCRIBE)),
+        ((Op.DELETE, Op.DESCRIBE), bits(Op.DELETE, Op.DESCRIBE)),
+    ],
+)
+async def test_group_authorized_operations_are_the_granted_ones(
+    granted: tuple[AclOperation, ...], expected: int
+) -> None:
+    """DescribeGroups and ConsumerGroupDescribe report the group operations the ACLs
+    grant alice (READ implies DESCRIBE)."""
+    rig = await make_rig()
+    await member(rig)
+    joined = await rig.admin(
+        ConsumerGroupHeartbeatRequest(
+            group_id="cg",
+            member_epoch=0,
+            rebalance_timeout_ms=10_000,
+            subscribed_topic_names=["t"],
+            topic_partitions=[],
+        ),
+        0,
+    )
+    assert joined.error_code == NONE
+    await rig.grant([(GROUP, group, op) for group in ("g", "cg") for op in granted])
+    classic = await rig.call(
+        DescribeGroupsRequest(groups=["g"], include_authorized_operations=True), 5
+    )
+    assert [(g.error_code, g.group_state, g.authorized_operations) for g in classic.groups] == [
+        (NONE, "Stable", expected)
+    ]
+    consumer = await rig.call(
+        ConsumerGroupDescribeRequest(group_ids=["cg"], include_authorized_operations=True), 0
+    )
+    assert [(g.error_code, g.authorized_operations) for g in consumer.groups] == [(NONE, expected)]

@@ -806,6 +806,7 @@ def topic_defaults_from(properties: Mapping[str, str]) -> dict[str, str]:
 # ---- every Kafka 4 broker configuration, and dynamic updates
 
 _INERT_NOTE = " (kafkette: accepted, stored and described; not acted upon)"
+_DESCRIBED_ONLY_NOTE = " (kafkette: Kafka's default, described only)"
 _STATIC_ONLY_NOTE = (
     " (kafkette: acts on the static value; a dynamic one is stored and described only)"
 )
@@ -818,7 +819,7 @@ def _kafka_def(row: tuple[str, str, str | None, str, bool, str]) -> BrokerConfig
         name,
         ConfigType[type_name],
         default,
-        (doc or f"Kafka's {name}.") + (_INERT_NOTE if dynamic else ""),
+        (doc or f"Kafka's {name}.") + (_INERT_NOTE if dynamic else _DESCRIBED_ONLY_NOTE),
         dynamic=dynamic,
         per_broker=mode == "per-broker",
         internal=internal,

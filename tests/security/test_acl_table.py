@@ -1826,3 +1826,35 @@ async def test_group_authorized_operations_are_the_granted_ones(
         ConsumerGroupDescribeRequest(group_ids=["cg"], include_authorized_operations=True), 0
     )
     assert [(g.error_code, g.authorized_operations) for g in consumer.groups] == [(NONE, expected)]
+
+
+async def test_no_one_adds_an_internal_topic_to_a_transaction() -> None:
+    """As Kafka (internal topics are left out of AddPartitionsToTxn's authorization): a
+    client's AddPartitionsToTxn naming __consumer_offsets gets TOPIC_AUTHORIZATION_FAILED,
+    even from the super user, and nothing is added (the other partition: not attempted)."""
+    rig = await make_rig()
+    await committed_offsets(rig)  # __consumer_offsets exists
+    await producer(rig)
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=rig.producer_id,
+        v3_and_below_producer_epoch=rig.producer_epoch,
+        v3_and_below_topics=[
+            apt.AddPartitionsToTxnTopic("__consumer_offsets", [0]),
+            apt.AddPartitionsToTxnTopic("t", [0]),
+        ],
+    )
+    response = await rig.admin(request, 3)
+    assert [
+        (t.name, p.partition_index, p.partition_error_code)
+        for t in response.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    ] == [("__consumer_offsets", 0, 29), ("t", 0, 55)]
+    described = await rig.admin(DescribeTransactionsRequest(transactional_ids=["tx"]), 0)
+    assert (
+        described.transaction_states[0].transaction_state,
+        described.transaction_states[0].topics,
+    ) == (
+        "Empty",
+        [],
+    )

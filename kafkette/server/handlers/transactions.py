@@ -62,6 +62,7 @@ from kafkette.protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
+from kafkette.server.cluster import INTERNAL_TOPICS
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.groups.log_store import LogGroupStore
 from kafkette.server.groups.store import CommittedOffset, PartitionKey
@@ -101,8 +102,11 @@ async def handle_add_partitions_to_txn(
 ) -> AddPartitionsToTxnResponse:
     wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     txn_id = request.v3_and_below_transactional_id
-    # As Kafka: WRITE on the transactional id, then on each topic (before existence).
-    refused = {key for key in wanted if not ctx.allows(WRITE, TOPIC, key[0])}
+    # As Kafka: WRITE on the transactional id, then on each topic (before existence);
+    # an internal topic is never a client's to add, whoever asks.
+    refused = {
+        key for key in wanted if key[0] in INTERNAL_TOPICS or not ctx.allows(WRITE, TOPIC, key[0])
+    }
     missing = {key for key in wanted if key not in refused and not partition_exists(broker, *key)}
     errors: dict[PartitionKey, int]
     if not txn_id:

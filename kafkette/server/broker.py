@@ -82,6 +82,7 @@ class Broker:
         """Woken on every append, for long-polling fetches."""
         self.closed = False
         self.faults = FaultTable(self._topic_name)
+        """Faults a test armed on this broker, consulted per request (none by default)."""
         self.authorizer = open_authorizer(
             self.config.authorizer_class_name,
             self.config.super_users,
@@ -93,7 +94,6 @@ class Broker:
         self.nodes: NodeTable = single_node(self.config.node_id, self.config.advertised)
         """The nodes this core stands for (one, unless a test cluster or ``kafkette serve
         --nodes`` made several): partition leaders and coordinators per node."""
-        """Faults a test armed on this broker, consulted per request (none by default)."""
         self._topic_changes: anyio.Lock | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._scram_users: ScramUsers | None = None
@@ -105,10 +105,10 @@ class Broker:
             appended=self.appended,
         )
         """``__consumer_offsets``, made on first use."""
-        store = LogGroupStore(self.offsets_topic)
-        self.groups = GroupCoordinator(self.config, store, self.clock)
+        group_log = LogGroupStore(self.offsets_topic)
+        self.groups = GroupCoordinator(self.config, group_log, self.clock)
         """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
-        self.groups.restore(store.load())
+        self.groups.restore(group_log.load())
         self.consumer_topics = ClusterTopicImage(self.cluster)
         self.consumer_groups = ConsumerGroupCoordinator(
             ConsumerGroupConfig(
@@ -133,13 +133,13 @@ class Broker:
             )
         )
         self.markers = MarkerWriter(
-            self.cluster, store, self.groups, clock=self.now_ms, appended=self.appended
+            self.cluster, group_log, self.groups, clock=self.now_ms, appended=self.appended
         )
         """Writes the markers that end transactions (the coordinator's and WriteTxnMarkers')."""
         self.transactions = TransactionCoordinator(
             txn_log,
             self.markers,
-            store,
+            group_log,
             clock=self.clock,
             allocate_producer_id=lambda: self.producer_ids.next_id(),
             max_timeout_ms=self.config.transaction_max_timeout_ms,

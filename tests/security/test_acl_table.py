@@ -590,6 +590,19 @@ ROWS = [
         29,
         NONE,
     ),
+    # KIP-320: consumers ask with DESCRIBE on the topic, brokers with CLUSTER_ACTION.
+    Row(
+        "OffsetForLeaderEpoch",
+        4,
+        lambda rig: OffsetForLeaderEpochRequest(
+            replica_id=-1,
+            topics=[ofle.OffsetForLeaderTopic("t", [ofle.OffsetForLeaderPartition(0)])],
+        ),
+        (*CLUSTER_ACL, Op.CLUSTER_ACTION),
+        topic_partition_code,
+        29,
+        NONE,
+    ),
     Row(
         "DeleteRecords",
         2,

@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kafkette.acl import AclOperation, ResourceType
+from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
     FencedLeaderEpochError,
@@ -50,9 +50,11 @@ async def handle_offset_for_leader_epoch(
     topics: list[OffsetForLeaderTopicResult] = []
     nodes = broker.nodes
     node = ctx.node_id if nodes.multi else None
+    # As Kafka (KIP-320): a broker asks with CLUSTER_ACTION, a consumer with DESCRIBE.
+    replica = ctx.allows(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     for wanted in request.topics:
         topic = broker.cluster.topics.get(wanted.topic)
-        allowed = ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted.topic)
+        allowed = replica or ctx.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted.topic)
         results: list[EpochEndOffset] = []
         for asked in wanted.partitions:
             index = asked.partition

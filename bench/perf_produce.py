@@ -58,7 +58,9 @@ def checked(output: str, records: int) -> float:
 
 def perf_child(bootstrap: str, topic: str, size: int, records: int) -> tuple[float, float]:
     command = [sys.executable, "-m", "kafkette", *perf_arguments(bootstrap, topic, size, records)]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if result.returncode:
+        raise RuntimeError(f"perf produce exited with {result.returncode}: {result.stderr}")
     return checked(result.stdout, records), float("nan")
 
 

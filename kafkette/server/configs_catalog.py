@@ -127,6 +127,9 @@ class BrokerConfigDef:
     """Kafka's internal configs: never described, never dynamic."""
     implemented: bool = True
     """Whether this broker acts on it; the others are inert (stored and described only)."""
+    check: tuple[str, ...] = ()
+    """Kafka's validator of a dynamic value: ('at_least', MIN), ('between', MIN, MAX),
+    ('one_of', *STRINGS), or () (see kafka_broker_configs)."""
 
     @property
     def sensitive(self) -> bool:
@@ -812,8 +815,10 @@ _STATIC_ONLY_NOTE = (
 )
 
 
-def _kafka_def(row: tuple[str, str, str | None, str, bool, str]) -> BrokerConfigDef:
-    name, type_name, default, mode, internal, doc = row
+def _kafka_def(
+    row: tuple[str, str, str | None, str, bool, str, tuple[str, ...]],
+) -> BrokerConfigDef:
+    name, type_name, default, mode, internal, doc, check = row
     dynamic = mode != "read-only"
     return BrokerConfigDef(
         name,
@@ -824,6 +829,7 @@ def _kafka_def(row: tuple[str, str, str | None, str, bool, str]) -> BrokerConfig
         per_broker=mode == "per-broker",
         internal=internal,
         implemented=False,
+        check=check,
     )
 
 
@@ -842,6 +848,8 @@ def _merge() -> dict[str, BrokerConfigDef]:
             per_broker=theirs.per_broker,
             doc=ours.doc + (_STATIC_ONLY_NOTE if theirs.dynamic and not applied else ""),
             implemented=applied or not theirs.dynamic,
+            # a topic default is checked as its topic config
+            check=() if applied else theirs.check,
         )
     return dict(sorted(merged.items()))
 
@@ -891,6 +899,7 @@ def broker_config(name: str) -> BrokerConfigDef | None:
         dynamic=True,
         per_broker=base.name not in CLUSTER_LEVEL_LISTENER_CONFIGS,
         implemented=False,
+        check=base.check,
     )
 
 
@@ -924,10 +933,16 @@ def check_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool
             f"listener prefix: {_scala_set(unprefixed)}"
         )
     for name in sorted(configs):
+        definition = _definition(name)
         try:
-            _check_type(_definition(name), configs[name])
+            _check_type(definition, configs[name])
         except InvalidConfigError as exc:
             raise InvalidRequestError(exc.detail) from None
+        problem = _out_of_range(definition, configs[name].strip())
+        if problem:
+            raise InvalidRequestError(
+                f"Invalid value {configs[name]} for configuration {name}: {problem}"
+            )
     if not per_broker:
         only_per_broker = [n for n in configs if _definition(n).per_broker]
         if only_per_broker:
@@ -935,6 +950,21 @@ def check_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {_scala_set(only_per_broker)}"
             )
+
+
+def _out_of_range(definition: BrokerConfigDef, value: str) -> str | None:
+    """Kafka's message when ``value`` (of the right type) fails the config's validator."""
+    kind, *args = definition.check or ("",)
+    if kind == "one_of":
+        return None if value in args else f"String must be one of: {', '.join(args)}"
+    if kind not in ("at_least", "between"):
+        return None
+    number = float(value) if definition.type == ConfigType.DOUBLE else int(value)
+    if number < float(args[0]):
+        return f"Value must be at least {args[0]}"
+    if kind == "between" and number > float(args[1]):
+        return f"Value must be no more than {args[1]}"
+    return None
 
 
 def _definition(name: str) -> BrokerConfigDef:

@@ -99,6 +99,8 @@ def test_the_table_is_kafkas() -> None:
         "per-broker",
     )
     assert "zookeeper.connect" not in KAFKA
+    assert KAFKA["num.io.threads"][6] == ("at_least", "1")
+    assert KAFKA["log.message.timestamp.type"][6] == ("one_of", "CreateTime", "LogAppendTime")
 
 
 async def test_describe_lists_every_kafka_config_with_its_default() -> None:
@@ -268,6 +270,27 @@ async def test_unknown_names_bad_values_and_per_broker_at_default() -> None:
                 INVALID_REQUEST,
                 "Cannot update these configs at default cluster level, broker id must be "
                 "specified: Set(sasl.kerberos.min.time.before.relogin)",
+            ),
+        ),
+    ]
+    cases += [
+        (
+            "",
+            "num.io.threads",
+            "0",
+            (
+                INVALID_REQUEST,
+                "Invalid value 0 for configuration num.io.threads: Value must be at least 1",
+            ),
+        ),
+        (
+            "1",
+            "listener.name.external.max.connections",
+            "-1",
+            (
+                INVALID_REQUEST,
+                "Invalid value -1 for configuration listener.name.external.max.connections: "
+                "Value must be at least 0",
             ),
         ),
     ]

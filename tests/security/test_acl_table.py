@@ -1803,12 +1803,19 @@ async def test_describe_transactions_leaves_out_topics_alice_may_not_describe() 
     ]
 
 
+GROUP_OPERATIONS = bits(Op.READ, Op.DELETE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+"""Kafka 4's group operations (AclEntry.supportedOperations(GROUP))."""
+
+
 @pytest.mark.parametrize(
     ("granted", "expected"),
     [
         ((Op.DESCRIBE,), bits(Op.DESCRIBE)),
         ((Op.READ,), bits(Op.READ, Op.DESCRIBE)),
         ((Op.DELETE, Op.DESCRIBE), bits(Op.DELETE, Op.DESCRIBE)),
+        # Kafka 4's group configs (KIP-848): ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+        ((Op.DESCRIBE, Op.ALTER_CONFIGS), bits(Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS)),
+        ((Op.ALL,), GROUP_OPERATIONS),
     ],
 )
 async def test_group_authorized_operations_are_the_granted_ones(

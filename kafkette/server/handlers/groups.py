@@ -86,8 +86,9 @@ if TYPE_CHECKING:
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
-"""READ, DELETE and DESCRIBE: the ACL operations on a group, all allowed here."""
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+"""The ACL operations on a group, as bits: Kafka 4's READ, DELETE, DESCRIBE,
+DESCRIBE_CONFIGS and ALTER_CONFIGS (the last two for KIP-848's group configs)."""
 NO_RETENTION = -1
 DEFAULT_TIMESTAMP = -1
 

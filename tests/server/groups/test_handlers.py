@@ -61,7 +61,7 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 UNSTABLE_OFFSET_COMMIT = 88
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def group_broker(**settings: Any) -> Broker:

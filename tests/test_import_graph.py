@@ -150,7 +150,6 @@ GIVEN_THE_BROKER = {
     "kafkette.server.socket_connection",
     "kafkette.server.serve",
     "kafkette.client.inprocess",
-    "kafkette.server.fault_hook",  # the fault-injection configs of DescribeConfigs/AlterConfigs
 }
 """Besides the handlers (``kafkette.server.handlers.*``) and kafkette.testing: the
 modules that hold or are handed the whole Broker."""

@@ -36,6 +36,11 @@ from kafkette.server.groups.consumer_protocol import embedded
 from kafkette.server.groups.consumer_protocol.classic_members import ClassicMembers
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, PartitionOwnedTwiceError
+from kafkette.server.groups.consumer_protocol.heartbeat import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    validate,
+)
 from kafkette.server.groups.consumer_protocol.member import (
     JOIN_EPOCH,
     ClassicMember,
@@ -70,22 +75,33 @@ class GroupMigration:
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------
 
-    def before_consumer_heartbeat(self, now_ms: int, group_id: str, member_epoch: int) -> None:
-        """Before a ConsumerGroupHeartbeat: upgrade the classic group of that id if it has
-        members and may be upgraded, or raise GROUP_ID_NOT_FOUND."""
+    def consumer_heartbeat(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
+        """Answer a ConsumerGroupHeartbeat, or raise Kafka's error for it. A classic group
+        of that id with members is upgraded first if it may be (else GROUP_ID_NOT_FOUND);
+        the upgrade takes effect only if the heartbeat then succeeds, as Kafka's records
+        are only written then."""
+        validate(request, self.consumer.config.assignors)
+        group_id = request.group_id
         self.consumer.run_timers(group_id, now_ms)
-        if group_id in self.consumer.groups:
-            return
-        classic = self.engine.groups.get(group_id)
-        if classic is None:
-            return
-        self.engine.tick_group(classic, now_ms)
-        if not classic.members:
-            classic.pending_members.clear()  # an Empty classic group is replaced
-            return
-        if member_epoch != JOIN_EPOCH or not self._may_upgrade(classic):
+        classic = None if group_id in self.consumer.groups else self.engine.groups.get(group_id)
+        if classic is not None:
+            self.engine.tick_group(classic, now_ms)
+        if classic is None or not classic.members:
+            if classic is not None:
+                classic.pending_members.clear()  # an Empty classic group is replaced
+            return self.consumer.heartbeat(now_ms, request)
+        if request.member_epoch != JOIN_EPOCH or not self._may_upgrade(classic):
             raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group")
-        self._upgrade(now_ms, classic)
+        converted = self._converted(now_ms, classic)
+        self.consumer.groups[group_id] = converted
+        try:
+            response = self.consumer.heartbeat(now_ms, request)
+        except Exception:
+            if self.consumer.groups.get(group_id) is converted:
+                del self.consumer.groups[group_id]
+            raise
+        self._upgraded(now_ms, classic, converted)
+        return response
 
     def _may_upgrade(self, classic: Group) -> bool:
         """Kafka's validateOnlineUpgrade."""
@@ -106,7 +122,7 @@ class GroupMigration:
             return False
         return len(classic.members) <= config.max_size
 
-    def _upgrade(self, now_ms: int, classic: Group) -> None:
+    def _converted(self, now_ms: int, classic: Group) -> ConsumerGroup:
         group_id = classic.group_id
         try:
             converted = to_consumer_group(classic, self.consumer.topics())
@@ -117,23 +133,28 @@ class GroupMigration:
                 "embedded consumer protocol is malformed."
             ) from None
         for member in classic.members.values():
+            converted.session_deadlines[member.member_id] = now_ms + member.session_timeout_ms
+        return converted
+
+    def _upgraded(self, now_ms: int, classic: Group, converted: ConsumerGroup) -> None:
+        """The upgrade took: answer what waited, keep only the offsets on the classic side."""
+        group_id = classic.group_id
+        for member in classic.members.values():
             invoke_join(
                 member,
                 JoinResult(error_code=RebalanceInProgressError.code, member_id=member.member_id),
             )
             invoke_sync(member, SyncResult(error_code=RebalanceInProgressError.code))
-            converted.session_deadlines[member.member_id] = now_ms + member.session_timeout_ms
         holder = Group(group_id, ClassicGroupState.EMPTY, now_ms)
         holder.offsets = classic.offsets
         self.engine.groups[group_id] = holder
         self.engine.store.write_group(group_id, None)
-        self.consumer.groups[group_id] = converted
         logger.info(
             "group %s: classic group at generation %d upgraded to a consumer group with %d "
             "member(s)",
             group_id,
             classic.generation_id,
-            len(converted.members),
+            len(classic.members),
         )
 
     def _downgrade(self, group: ConsumerGroup, now_ms: int) -> None:

@@ -46,12 +46,10 @@ async def handle_consumer_group_heartbeat(
             )
         if broker.consumer_topics.refresh():
             coordinator.topics_changed()
-        consumer_groups.attach(broker).before_consumer_heartbeat(
-            broker.now_ms(), request.group_id, request.member_epoch
-        )
         heartbeat = wire.heartbeat_request(
             request, ctx.api_version, ctx.client_id or "", client_host(ctx)
         )
-        return wire.heartbeat_response(coordinator.heartbeat(broker.now_ms(), heartbeat))
+        migration = consumer_groups.attach(broker)
+        return wire.heartbeat_response(migration.consumer_heartbeat(broker.now_ms(), heartbeat))
     except ApiError as error:
         return wire.heartbeat_error(error)

@@ -53,10 +53,7 @@ class _Front:
         self.mixed = mixed
 
     def heartbeat(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
-        self.mixed.migration.before_consumer_heartbeat(
-            now_ms, request.group_id, request.member_epoch
-        )
-        return self.mixed.consumer.heartbeat(now_ms, request)
+        return self.mixed.migration.consumer_heartbeat(now_ms, request)
 
 
 class Mixed:

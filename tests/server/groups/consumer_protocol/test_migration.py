@@ -10,7 +10,9 @@ import pytest
 
 from kafkette.errors import (
     GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
     IllegalGenerationError,
+    InvalidRequestError,
     StaleMemberEpochError,
 )
 from kafkette.server.groups.consumer_protocol import offsets
@@ -342,3 +344,23 @@ def test_static_consumer_member_replaced_by_a_classic_one_downgrades() -> None:
     classic_round(mixed, [k1, k2])
     assert sorted([*k1.holds()["a"], *k2.holds()["a"]]) == [0, 1, 2, 3]
     assert k1.holds() and k2.holds()
+
+
+def test_upgrade_undone_when_the_joining_heartbeat_fails() -> None:
+    """The upgrade takes effect only with the heartbeat that asked for it: a classic group
+    of two with group.consumer.max.size 2 converts, but the newcomer is refused
+    (GROUP_MAX_SIZE_REACHED), so the group stays classic, its waiting JoinGroup still
+    waiting; an invalid joining heartbeat converts nothing either."""
+    mixed = Mixed(max_size=2)
+    c1, c2 = classic_group(mixed)
+    waiting = c1.join()
+    with pytest.raises(GroupMaxSizeReachedError):
+        Client(mixed, "n1").join()  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError):
+        Client(mixed, "n2", rebalance_timeout_ms=-1).join()  # type: ignore[arg-type]
+    assert "g" not in mixed.consumer.groups
+    assert waiting == []
+    assert set(mixed.engine.groups["g"].members) == {c1.member_id, c2.member_id}
+    classic_round(mixed, [c1, c2])
+    assert c1.heartbeat() == c2.heartbeat() == 0
+    assert "g" in mixed.store.groups

@@ -24,6 +24,7 @@ from kafkette.protocol.schema import Request, Response
 from kafkette.server.acl.store import open_authorizer
 from kafkette.server.cluster import Cluster
 from kafkette.server.config import BrokerConfig
+from kafkette.server.connection_quotas import ConnectionQuotas, parse_overrides
 from kafkette.server.dispatch import HANDLERS, RequestContext
 from kafkette.server.faults import FaultTable
 from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, ConsumerGroupCoordinator
@@ -83,6 +84,8 @@ class Broker:
         self.closed = False
         self.faults = FaultTable(self._topic_name)
         """Faults a test armed on this broker, consulted per request (none by default)."""
+        self.connection_quotas = ConnectionQuotas(self._connection_limits)
+        """Open TCP connections per client address (``max.connections.per.ip``)."""
         self.authorizer = open_authorizer(
             self.config.authorizer_class_name,
             self.config.super_users,
@@ -209,6 +212,18 @@ class Broker:
         node is the only replica) and wake long-polling fetches."""
         log.update_high_watermark(log.log_end_offset)
         self.data_changed.notify()
+
+    def _connection_limits(self) -> tuple[int, dict[str, int]]:
+        """``max.connections.per.ip`` and its overrides: dynamic values over static."""
+        dynamic = {**self.cluster.dynamic_default_configs, **self.cluster.dynamic_broker_configs}
+        limit = dynamic.get("max.connections.per.ip")
+        overrides = dynamic.get(
+            "max.connections.per.ip.overrides", self.config.max_connections_per_ip_overrides
+        )
+        return (
+            self.config.max_connections_per_ip if limit is None else int(limit),
+            parse_overrides(overrides),
+        )
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         try:

@@ -40,6 +40,7 @@ from kafkette.server.configs_catalog import (
     check_dynamic_broker_configs,
     validate_topic_configs,
 )
+from kafkette.server.connection_quotas import parse_overrides
 
 TOPICS_FILE = "kafkette-topics.json"
 BROKER_CONFIGS_FILE = "kafkette-broker-configs.json"
@@ -380,6 +381,16 @@ class Cluster:
         """
         check_dynamic_broker_configs(default, per_broker=False)
         check_dynamic_broker_configs(per_broker, per_broker=True)
+        for level in (default, per_broker):
+            overrides = level.get("max.connections.per.ip.overrides")
+            if overrides is not None:
+                try:
+                    parse_overrides(overrides)
+                except ValueError as exc:
+                    raise InvalidRequestError(
+                        f"Invalid value {overrides} for configuration "
+                        f"max.connections.per.ip.overrides: {exc}"
+                    ) from None
         result = self.static_defaults
         for level in (default, per_broker):
             topic_values: dict[str, str] = {}

@@ -28,6 +28,7 @@ from kafkette.server.configs_catalog import (
     TOPIC_CONFIGS,
     validate_topic_configs,
 )
+from kafkette.server.connection_quotas import parse_overrides
 from kafkette.server.listeners import advertised_address
 from kafkette.server.sasl.credentials import MECHANISMS as SASL_MECHANISMS
 
@@ -67,6 +68,11 @@ def _sasl_mechanisms(value: str) -> tuple[str, ...]:
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, "kafka.security.authorizer.AclAuthorizer")
 """Kafka's authorizers (KRaft's and ZooKeeper's), both served by the same ACL rules."""
+
+
+def _connection_overrides(value: str) -> str:
+    parse_overrides(value)  # raises ValueError naming the bad entry
+    return value.strip()
 
 
 def _authorizer_class(value: str) -> str:
@@ -126,6 +132,8 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "offset.metadata.max.bytes": _int(0),
     "transaction.state.log.num.partitions": _int(1),
     "transaction.state.log.segment.bytes": _int(1),
+    "max.connections.per.ip": _int(0),
+    "max.connections.per.ip.overrides": _connection_overrides,
     "authorizer.class.name": _authorizer_class,
     "super.users": _super_users,
     "allow.everyone.if.no.acl.found": _bool,
@@ -175,6 +183,9 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
+    max_connections_per_ip: int = 2_147_483_647
+    max_connections_per_ip_overrides: str = ""
+    """``HOST_OR_IP:N,...`` (:mod:`kafkette.server.connection_quotas`)."""
     authorizer_class_name: str = ""
     """Empty: every request is allowed; Kafka's StandardAuthorizer: ACLs decide
     (:mod:`kafkette.server.acl`)."""

@@ -625,6 +625,20 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "segment.bytes of __transaction_state.",
             ),
             _broker(
+                "max.connections.per.ip",
+                ConfigType.INT,
+                "2147483647",
+                "The most connections one client address may hold, across listeners.",
+                dynamic=True,
+            ),
+            _broker(
+                "max.connections.per.ip.overrides",
+                ConfigType.STRING,
+                "",
+                "Per-address exceptions to max.connections.per.ip: HOST_OR_IP:N,...",
+                dynamic=True,
+            ),
+            _broker(
                 "authorizer.class.name",
                 ConfigType.STRING,
                 "",

@@ -49,6 +49,7 @@ import logging
 import os  # noqa: F401  (tests spy on os.sendfile through this module)
 import socket
 import ssl
+from collections.abc import Awaitable
 from typing import Literal
 
 import anyio
@@ -56,6 +57,7 @@ import anyio.abc
 
 from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
+from kafkette.server.connection_quotas import ConnectionQuotas
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frames import authenticate_frame, process_frame
 from kafkette.server.listeners import advertised_address
@@ -90,6 +92,14 @@ def _asyncio_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+async def _counted(serve: Awaitable[None], quotas: ConnectionQuotas, address: str) -> None:
+    """Serve one connection, counted against its address until it closes."""
+    try:
+        await serve
+    finally:
+        quotas.release(address)
 
 
 async def serve_tcp(
@@ -141,13 +151,24 @@ async def serve_tcp(
                     logger.warning("accept failed: %s", exc)
                     await anyio.sleep(0.1)
                     continue
+                peer = f"{address[0]}:{address[1]}"
+                quotas = broker.connection_quotas
+                if not quotas.acquire(address[0]):
+                    logger.info(
+                        "rejected connection from %s: the address already has the "
+                        "configured maximum of %d connections (max.connections.per.ip)",
+                        peer,
+                        quotas.limit(address[0]),
+                    )
+                    sock.close()
+                    continue
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                peer = f"{address[0]}:{address[1]}"
                 if use_protocol:
-                    tg.start_soon(serve_asyncio_connection, broker, sock, peer, sasl, tls)
+                    serve = serve_asyncio_connection(broker, sock, peer, sasl, tls)
                 else:
-                    tg.start_soon(serve_connection, broker, sock, peer, sasl)
+                    serve = serve_connection(broker, sock, peer, sasl)
+                tg.start_soon(_counted, serve, quotas, address[0])
     finally:
         anyio.notify_closing(listener)
         listener.close()

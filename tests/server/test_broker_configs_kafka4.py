@@ -62,6 +62,8 @@ def value_for(definition: BrokerConfigDef) -> str:
         return {"compression.type": "gzip", "log.cleanup.policy": "compact"}.get(
             definition.name, definition.default
         )
+    if definition.name == "max.connections.per.ip.overrides":  # parsed, as Kafka does
+        return "127.0.0.1:100"
     return _VALUES[definition.type]
 
 

@@ -17,8 +17,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import anyio
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkette.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
 from kafkette.protocol.headers import (
@@ -1901,3 +1904,112 @@ def test_every_api_the_broker_serves_is_checked_here() -> None:
     assert served - in_rows == set(NOT_IN_THE_TABLE)
     named = {name for name in NOT_IN_THE_TABLE.values() if name.startswith("test_")}
     assert named <= set(globals())
+
+
+# A model of Kafka's rules for alice on one topic, written apart from the authorizer, to
+# check what the handlers answer for random ACL sets.
+
+MODEL_TOPIC = "tx-topic"
+BINDINGS = st.builds(
+    lambda pattern, principal, host, operation, permission: (
+        *pattern,
+        principal,
+        host,
+        operation,
+        permission,
+    ),
+    st.sampled_from(
+        [
+            (PatternType.LITERAL, MODEL_TOPIC),
+            (PatternType.LITERAL, "*"),
+            (PatternType.LITERAL, "tx"),
+            (PatternType.PREFIXED, "t"),
+            (PatternType.PREFIXED, "tx-"),
+            (PatternType.PREFIXED, MODEL_TOPIC),
+            (PatternType.PREFIXED, "tx-topic-2"),
+            (PatternType.PREFIXED, "u"),
+        ]
+    ),
+    st.sampled_from([ALICE, "User:*", "User:bob"]),
+    st.sampled_from(["*", "10.1.2.3", "10.9.9.9"]),
+    st.sampled_from(
+        [Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.ALTER_CONFIGS]
+    ),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+)
+Binding = tuple[PatternType, str, str, str, AclOperation, AclPermissionType]
+IMPLYING = {
+    Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER},
+    Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS},
+}
+
+
+def model_allows(
+    bindings: Sequence[Binding], operation: AclOperation, topic: str = MODEL_TOPIC
+) -> bool:
+    """Kafka's decision for alice at 10.1.2.3 on ``topic``: a matching DENY wins, else
+    a matching ALLOW (which implies DESCRIBE / DESCRIBE_CONFIGS) allows."""
+    allowed = False
+    for pattern, name, principal, host, op, permission in bindings:
+        literal = pattern == PatternType.LITERAL
+        covers = name in (topic, "*") if literal else topic.startswith(name)
+        if not covers or principal not in (ALICE, "User:*") or host not in ("*", "10.1.2.3"):
+            continue
+        if permission == AclPermissionType.DENY:
+            if op in (Op.ALL, operation):
+                return False
+        elif op in (Op.ALL, operation) or op in IMPLYING.get(operation, ()):
+            allowed = True
+    return allowed
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(BINDINGS, max_size=6))
+def test_the_handlers_decide_as_kafkas_rules(bindings: list[Binding]) -> None:
+    """For random ACLs: Produce to the topic is 0 exactly when alice may WRITE it (and
+    the record is appended), Fetch when she may READ; Metadata lists exactly the topics
+    (it and t) she may DESCRIBE, each with exactly the operations she may perform."""
+
+    async def check() -> None:
+        rig = await make_rig()
+        await create_topics(rig, MODEL_TOPIC)
+        for pattern, name, principal, host, op, permission in bindings:
+            created = await rig.admin(
+                CreateAclsRequest(
+                    creations=[
+                        ca.AclCreation(TOPIC, name, pattern, principal, host, op, permission)
+                    ]
+                ),
+                3,
+            )
+            assert created.results[0].error_code == NONE
+        write, read = (model_allows(bindings, op) for op in (Op.WRITE, Op.READ))
+        produced = partition_code(await rig.call(produce(MODEL_TOPIC), 11))
+        assert produced == (NONE if write else TOPIC_AUTHORIZATION_FAILED)
+        assert end_offsets(rig, MODEL_TOPIC) == [1 if write else 0]
+        fetched = await rig.call(
+            FetchRequest(
+                max_bytes=1 << 20,
+                topics=[fr.FetchTopic(MODEL_TOPIC, partitions=[fr.FetchPartition(0)])],
+            ),
+            12,
+        )
+        assert fetched.responses[0].partitions[0].error_code == (
+            NONE if read else TOPIC_AUTHORIZATION_FAILED
+        )
+        listed = await rig.call(
+            MetadataRequest(topics=None, include_topic_authorized_operations=True), 12
+        )
+
+        def operations(topic: str) -> int:
+            granted = (op for op in Op if model_allows(bindings, op, topic))
+            return bits(*(op for op in granted if TOPIC_OPERATIONS >> op & 1))
+
+        expected = [
+            (topic, operations(topic))
+            for topic in ("t", MODEL_TOPIC)
+            if model_allows(bindings, Op.DESCRIBE, topic)
+        ]
+        assert sorted((t.name, t.topic_authorized_operations) for t in listed.topics) == expected
+
+    anyio.run(check)

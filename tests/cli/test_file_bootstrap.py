@@ -143,3 +143,41 @@ def test_a_stopped_brokers_directory_is_read_without_changing_a_byte(tmp_path: P
     finally:
         _make_read_only(data, False)
     assert tree_state(data) == before
+
+
+def test_a_killed_brokers_directory_is_recovered_in_memory_only(tmp_path: Path) -> None:
+    """After kill -9 (no clean-shutdown marker, an open transaction, unflushed indexes),
+    consume and offsets read what recovery finds, and nothing under the directory
+    changes; the broker started again afterwards recovers it as before."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data).start()
+    try:
+        with Producer(bootstrap_servers=broker.bootstrap, acks="all") as producer:
+            for i in range(5):
+                producer.send("crashed", f"v{i}".encode(), key=f"k{i}".encode()).result(30)
+        transactional = Producer(bootstrap_servers=broker.bootstrap, transactional_id="open")
+        transactional.init_transactions()
+        transactional.begin_transaction()
+        transactional.send("crashed", b"pending", key=b"p").result(30)
+        broker.kill()
+        transactional.close(timeout=0)
+    finally:
+        broker.close()
+    assert not (data / "logs" / "crashed-0" / "clean-shutdown").exists()  # recovery will run
+    before = tree_state(data)
+    url = f"file://{data}"
+    everything = "".join(f"{i} k{i}=v{i}\n" for i in range(5)) + "5 p=pending\n"
+    fmt = ("-f", "%o %k=%s\\n")
+    assert ok(kafkette("consume", "crashed", "-e", *fmt, bootstrap=url)) == everything
+    committed = ok(
+        kafkette("consume", "crashed", "-e", *fmt, "--isolation", "read_committed", bootstrap=url)
+    )
+    assert committed == "".join(f"{i} k{i}=v{i}\n" for i in range(5))  # stops at the open txn
+    assert ok(kafkette("offsets", "crashed", bootstrap=url)) == (
+        "TOPIC    PARTITION  EARLIEST  LATEST\ncrashed  0          0         6\n"
+    )
+    assert tree_state(data) == before
+    with BrokerProcess(data) as again:
+        assert ok(kafkette("consume", "crashed", "-e", *fmt, bootstrap=again.bootstrap)) == (
+            everything
+        )

@@ -5,10 +5,13 @@ requests in process, through the wire codec, as ``User:alice`` from 10.1.2.3.
 Each row names the ACL the request needs and the ACLs granted first (e.g.
 OffsetCommit's topic READ row grants group READ), reads the one error code
 that matters, and says which code Kafka's KafkaApis gives when the ACL is
-missing and which the request gets once it is there. The separate tests check
-prefixed and deny ACLs, the filtering of Metadata and ListGroups, the super
-user, ``User:ANONYMOUS``, that a refused Produce writes nothing, and the
-authorized-operation bit fields.
+missing and which the request gets once it is there; every row is also run as
+the super user (no ACL needed) and as ``User:ANONYMOUS`` (denied). The separate
+tests check prefixed and deny ACLs, the filtering of Metadata, ListGroups,
+ListTransactions, OffsetFetch and DescribeTransactions, that a refused Produce or
+commit writes nothing, authorization before existence, Kafka's refusal texts, the
+authorized-operation bit fields, and (hypothesis) the handlers against a model of
+Kafka's rules for random ACL sets.
 """
 
 from __future__ import annotations

@@ -98,6 +98,8 @@ class Fault:
     delay_s: float = 0.0
     topic: str | None = None
     partition: int | None = None
+    node: int | None = None
+    """Only requests reaching this node (disconnect); None: any node."""
 
 
 @attrs.frozen
@@ -177,9 +179,13 @@ class FaultTable:
             raise ValueError(f"a delay is not negative, got {seconds}")
         self._arm(Fault("delay", api_key(api), _times(times), delay_s=seconds))
 
-    def disconnect(self, api: str | int | None = None, times: int | None = 1) -> None:
-        """Close the connection of the next ``times`` requests (of ``api``, or any) unserved."""
-        self._arm(Fault("disconnect", None if api is None else api_key(api), _times(times)))
+    def disconnect(
+        self, api: str | int | None = None, times: int | None = 1, *, node: int | None = None
+    ) -> None:
+        """Close the connection of the next ``times`` requests (of ``api``, or any) unserved;
+        with ``node``, only requests reaching that node (a broker unreachable for a while)."""
+        key = None if api is None else api_key(api)
+        self._arm(Fault("disconnect", key, _times(times), node=node))
 
     def throttle(self, ms: int) -> None:
         """Put ``throttle_time_ms = ms`` in every answer that has it (0 stops)."""
@@ -216,13 +222,15 @@ class FaultTable:
 
     # -- consulting ------------------------------------------------------------------
 
-    def plan(self, api_key: int, request: Request) -> FaultPlan:
-        """What to do with this request; uses up one count of each fault it matches
-        (at most one fault of each kind applies)."""
+    def plan(self, api_key: int, request: Request, node: int | None = None) -> FaultPlan:
+        """What to do with this request (reaching ``node``); uses up one count of each
+        fault it matches (at most one fault of each kind applies)."""
         with self._lock:
             chosen: dict[str, Fault] = {}
             for fault in self._faults:
                 if fault.kind in chosen or fault.api_key not in (None, api_key):
+                    continue
+                if fault.node is not None and fault.node != node:
                     continue
                 if fault.topic is not None and not self._names(fault, api_key, request):
                     continue
@@ -303,6 +311,7 @@ class FaultSpec:
     ms: int = 0
     topic: str | None = None
     partition: int | None = None
+    node: int | None = None
 
     def arm(self, table: FaultTable) -> None:
         """Arm this fault on ``table`` (its method of the same name)."""
@@ -316,7 +325,7 @@ class FaultSpec:
             assert self.api_key is not None
             table.delay(self.api_key, self.seconds, self.times)
         elif self.kind == "disconnect":
-            table.disconnect(self.api_key, self.times)
+            table.disconnect(self.api_key, self.times, node=self.node)
         else:
             table.throttle(self.ms)
 
@@ -332,6 +341,7 @@ class FaultSpec:
             fault.delay_s,
             topic=fault.topic,
             partition=fault.partition,
+            node=fault.node,
         )
 
     def fault(self) -> Fault:
@@ -345,6 +355,7 @@ class FaultSpec:
             self.seconds,
             self.topic,
             self.partition,
+            self.node,
         )
 
     def __str__(self) -> str:
@@ -362,6 +373,8 @@ class FaultSpec:
             return ":".join(parts)
         if self.kind == "delay":
             return f"delay:{api}:{self.seconds!r}:{times}"
+        if self.kind == "disconnect" and self.node is not None:
+            return f"disconnect:{api}:{times}:{self.node}"
         return f"{self.kind}:{api}:{times}"
 
 
@@ -372,7 +385,8 @@ def parse_fault_spec(text: str) -> FaultSpec:
       :func:`parse_fail_spec` reads it;
     - ``drop_response:API[:TIMES]``;
     - ``delay:API:SECONDS[:TIMES]`` (TIMES defaults to always);
-    - ``disconnect[:API[:TIMES]]`` (API ``*`` or left out: any request);
+    - ``disconnect[:API[:TIMES[:NODE]]]`` (API ``*`` or left out: any request; NODE:
+      only requests reaching that node);
     - ``throttle:MS`` (0 stops).
 
     TIMES is a whole number, at least 1, or ``always`` (until cleared); it
@@ -428,11 +442,16 @@ def parse_fault_spec(text: str) -> FaultSpec:
             raise ValueError(f"SECONDS is between 0 and {MAX_DELAY_S:g}, got {args[1]!r}")
         times = _parse_times(args[2]) if len(args) > 2 else None
         return FaultSpec("delay", _parse_api(args[0]), times=times, seconds=seconds)
-    if len(args) > 2:
-        raise ValueError(f"expected disconnect[:API[:TIMES]], got {text!r}")
+    if len(args) > 3:
+        raise ValueError(f"expected disconnect[:API[:TIMES[:NODE]]], got {text!r}")
     which = None if not args or args[0] == ANY_API else _parse_api(args[0])
     times = _parse_times(args[1]) if len(args) > 1 else 1
-    return FaultSpec("disconnect", which, times=times)
+    node = None
+    if len(args) > 2:
+        if not args[2].isdigit():
+            raise ValueError(f"NODE is a node id, got {args[2]!r}")
+        node = int(args[2])
+    return FaultSpec("disconnect", which, times=times, node=node)
 
 
 MAX_THROTTLE_MS = 2**31 - 1
@@ -654,13 +673,17 @@ def controls_faults(request: Request) -> bool:
 
 
 async def serve_with_faults(
-    table: FaultTable, request: Request, serve: Callable[[], Awaitable[Response | None]]
+    table: FaultTable,
+    request: Request,
+    serve: Callable[[], Awaitable[Response | None]],
+    node: int | None = None,
 ) -> Response | None:
-    """Serve ``request`` with ``serve`` as the faults armed in ``table`` say.
+    """Serve ``request`` (reaching ``node``) with ``serve`` as the faults armed in
+    ``table`` say.
 
     Raises :class:`FaultDisconnect` where the connection must close instead of answering.
     """
-    plan = NO_FAULT if controls_faults(request) else table.plan(request.API_KEY, request)
+    plan = NO_FAULT if controls_faults(request) else table.plan(request.API_KEY, request, node)
     if plan.disconnect:
         raise FaultDisconnect(f"fault injected: {type(request).NAME} not served, connection closed")
     if plan.delay_s:

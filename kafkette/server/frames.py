@@ -120,7 +120,10 @@ async def process_frame(
     elif broker.faults.active:  # a test armed faults on this broker (kafkette.testing)
         try:
             response = await serve_with_faults(
-                broker.faults, request, lambda: entry.func(broker, ctx, request)
+                broker.faults,
+                request,
+                lambda: entry.func(broker, ctx, request),
+                broker.node_id if ctx.node_id is None else ctx.node_id,
             )
         except FaultDisconnect as exc:
             raise CloseConnection(str(exc)) from None

@@ -69,9 +69,13 @@ class RemoteFaults:
         """Hold requests of ``api`` ``seconds`` (real time) before serving them."""
         self._arm(FaultSpec("delay", api_key(api), times=times, seconds=float(seconds)))
 
-    def disconnect(self, api: str | int | None = None, times: int | None = 1) -> None:
-        """Close the connection of the next ``times`` requests (of ``api``, or any) unserved."""
-        self._arm(FaultSpec("disconnect", None if api is None else api_key(api), times=times))
+    def disconnect(
+        self, api: str | int | None = None, times: int | None = 1, *, node: int | None = None
+    ) -> None:
+        """Close the connection of the next ``times`` requests (of ``api``, or any) unserved;
+        with ``node``, only requests reaching that node (``kafkette serve --nodes``)."""
+        key = None if api is None else api_key(api)
+        self._arm(FaultSpec("disconnect", key, times=times, node=node))
 
     def throttle(self, ms: int) -> None:
         """Put ``throttle_time_ms = ms`` in every answer that has it (0 stops)."""

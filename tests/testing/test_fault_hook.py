@@ -19,7 +19,7 @@ from kafkette.errors import (
     KafkaError,
     NotEnoughReplicasError,
 )
-from kafkette.protocol.messages import API_NAMES
+from kafkette.protocol.messages import API_NAMES, ProduceRequest
 from kafkette.server.fault_hook import ARMED
 from kafkette.server.faults import (
     Fault,
@@ -91,7 +91,7 @@ def test_fault_texts_and_their_canonical_form(
         ("delay:Fetch:soon", "SECONDS is a number"),
         ("delay:Fetch:-1", "SECONDS is between 0 and 3600"),
         ("delay:Fetch:nan", "SECONDS is between 0 and 3600"),
-        ("disconnect:Produce:1:2", "expected disconnect"),
+        ("disconnect:Produce:1:2:3", "expected disconnect"),
         ("throttle:-5", "expected throttle:MS"),
         ("throttle:2147483648", "expected throttle:MS"),
         ("throttle::", "an empty field"),
@@ -325,3 +325,16 @@ def test_every_spec_survives_its_text_and_arms_the_same_fault(spec: FaultSpec) -
         [armed] = table.armed()
         assert armed == spec.fault()
         assert FaultSpec.of(armed) == spec
+
+
+def test_a_disconnect_may_name_a_node() -> None:
+    spec = parse_fault_spec("disconnect:Produce:always:2")
+    assert (spec.kind, spec.api_key, spec.times, spec.node) == ("disconnect", 0, None, 2)
+    assert str(spec) == "disconnect:Produce:always:2"
+    assert parse_fault_spec(str(spec)) == spec
+    table = FaultTable()
+    spec.arm(table)
+    assert table.plan(0, ProduceRequest(), node=1).disconnect is False
+    assert table.plan(0, ProduceRequest(), node=2).disconnect is True
+    with pytest.raises(ValueError, match="NODE is a node id"):
+        parse_fault_spec("disconnect:Produce:1:two")

@@ -599,3 +599,24 @@ def test_stopping_the_coordinator_node_under_a_live_group() -> None:
             [f"a{i}".encode() for i in range(6)] + [f"b{i}".encode() for i in range(6)]
         )
         assert cluster.committed("g") == {TopicPartition("t", p): 4 for p in range(3)}
+
+
+def test_disconnect_one_node_only() -> None:
+    """faults.disconnect(node=...) cuts only requests reaching that node: a Produce to a
+    partition led elsewhere leaves it armed; once the leader moves there, the first
+    Produce is cut and the idempotent producer's retry stores the record once."""
+    with MemoryCluster(brokers=2) as cluster:
+        create(cluster, "t", 1)
+        cluster.move_leader("t", 0, 1)
+        cluster.faults.disconnect("Produce", node=2)
+        with Producer(
+            bootstrap_servers=cluster.bootstrap_servers, enable_idempotence=True, linger_ms=0
+        ) as producer:
+            assert producer.send("t", b"at node 1").result(10).offset == 0
+            assert [(f.kind, f.node, f.remaining) for f in cluster.faults.armed()] == [
+                ("disconnect", 2, 1)
+            ]
+            cluster.move_leader("t", 0, 2)
+            assert producer.send("t", b"at node 2").result(10).offset == 1
+        assert cluster.faults.armed() == []
+        assert [r.value for r in cluster.records("t")] == [b"at node 1", b"at node 2"]

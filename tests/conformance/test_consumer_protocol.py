@@ -1,8 +1,9 @@
 """The consumer group protocol (KIP-848, ``group.protocol=consumer``) of librdkafka
 (confluent-kafka 2.16) and of our consumer against ``kafkette serve``.
 
-A group of three members consumes records while they are produced; midway
-a fourth member joins and one of the first three leaves (a clean close, epoch -1).
+A group of three members consumes 100,000 records while they are produced, and
+every few seconds (each fifth of the records) a member joins or one leaves (a
+clean close, epoch -1): join, leave, join, leave.
 Every record is processed once: none lost, none seen twice, each partition's offsets
 in order. Members run in child processes (:mod:`tests.group_member`).
 """
@@ -23,7 +24,7 @@ from tests.brokers import BrokerProcess, TansuProcess
 from tests.group_harness import MemberProcess, partitions_split, wait_until
 
 PARTITIONS = 6
-RECORDS = 20_000
+RECORDS = 100_000
 
 
 @pytest.fixture
@@ -72,11 +73,14 @@ def distinct(members: list[MemberProcess]) -> set[tuple[int, int]]:
     ],
     ids=["librdkafka", "kafkette", "mixed"],
 )
-def test_group_with_a_join_and_a_leave(server: BrokerProcess, clients: tuple[str, ...]) -> None:
-    """Three members split six partitions 2/2/2; a fourth joins and the first leaves while
-    20,000 records are produced; all 20,000 are processed exactly once, in offset order
-    per partition, and the remaining three members end up owning every partition. With
-    librdkafka members, with ours, and with both in one group."""
+def test_group_while_members_join_and_leave(
+    server: BrokerProcess, clients: tuple[str, ...]
+) -> None:
+    """Three members split six partitions 2/2/2; while 100,000 records are produced a
+    member joins, one leaves, another joins and another leaves, a few seconds apart,
+    without waiting for the group to settle in between; every record is processed
+    exactly once, in offset order per partition, and the three members left own every
+    partition. With librdkafka members, with ours, and with both in one group."""
     topic, group = "kip848", "kip848-group"
     Producer({"bootstrap.servers": server.bootstrap}).list_topics(topic)  # auto-create
 
@@ -87,14 +91,16 @@ def test_group_with_a_join_and_a_leave(server: BrokerProcess, clients: tuple[str
     try:
         wait_until(lambda: partitions_split(members, PARTITIONS), "3 members split 6", members)
         assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
-        producer = SlowProducer(server.bootstrap, topic, RECORDS)
+        producer = SlowProducer(server.bootstrap, topic, RECORDS, steps=50)
         producer.start()
-        wait_until(lambda: producer.sent >= RECORDS // 4, "a quarter produced")
-        members.append(member(clients[3]))
-        wait_until(lambda: partitions_split(members, PARTITIONS), "4 members split 6", members)
-        wait_until(lambda: producer.sent >= RECORDS // 2, "half produced")
-        members[0].stop()
-        staying = members[1:]
+        for fifth, change in enumerate(("join", "leave", "join", "leave"), start=1):
+            wait_until(lambda f=fifth: producer.sent >= RECORDS * f // 5, f"{fifth}/5 produced")
+            if change == "join":
+                members.append(member(clients[len(members) % len(clients)]))
+            else:
+                next(m for m in members if m.process.poll() is None).stop()
+        staying = [m for m in members if m.process.poll() is None]
+        assert len(staying) == 3
         wait_until(lambda: partitions_split(staying, PARTITIONS), "3 members split 6", staying)
         producer.join(60)
         assert producer.failed is None

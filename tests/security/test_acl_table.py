@@ -2016,3 +2016,16 @@ def test_the_handlers_decide_as_kafkas_rules(bindings: list[Binding]) -> None:
         assert sorted((t.name, t.topic_authorized_operations) for t in listed.topics) == expected
 
     anyio.run(check)
+
+
+async def test_transactional_records_need_a_transactional_id() -> None:
+    """As Kafka: a Produce holding transactional batches but no transactional id is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED whoever sends it (the super user here), and
+    nothing is appended."""
+    rig = await make_rig()
+    await transaction(rig)
+    request = attrs.evolve(transactional_produce(rig), transactional_id=None)
+    assert partition_code(await rig.admin(request, 11)) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert end_offsets(rig, "t") == [0, 0]
+    assert partition_code(await rig.admin(transactional_produce(rig), 11)) == NONE
+    assert end_offsets(rig, "t") == [1, 0]

@@ -44,10 +44,22 @@ if TYPE_CHECKING:
     from kafkette.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
     from kafkette.protocol.messages.broker_registration_request import BrokerRegistrationRequest
     from kafkette.protocol.messages.broker_registration_response import BrokerRegistrationResponse
+    from kafkette.protocol.messages.consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
+    from kafkette.protocol.messages.consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue
     from kafkette.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
     from kafkette.protocol.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
     from kafkette.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
     from kafkette.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+    from kafkette.protocol.messages.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+    from kafkette.protocol.messages.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+    from kafkette.protocol.messages.consumer_group_metadata_key import ConsumerGroupMetadataKey
+    from kafkette.protocol.messages.consumer_group_metadata_value import ConsumerGroupMetadataValue
+    from kafkette.protocol.messages.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+    from kafkette.protocol.messages.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+    from kafkette.protocol.messages.consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
+    from kafkette.protocol.messages.consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
+    from kafkette.protocol.messages.consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
+    from kafkette.protocol.messages.consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
     from kafkette.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     from kafkette.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
     from kafkette.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
@@ -238,10 +250,22 @@ _MODULES: dict[str, str] = {
     "BrokerHeartbeatResponse": "broker_heartbeat_response",
     "BrokerRegistrationRequest": "broker_registration_request",
     "BrokerRegistrationResponse": "broker_registration_response",
+    "ConsumerGroupCurrentMemberAssignmentKey": "consumer_group_current_member_assignment_key",
+    "ConsumerGroupCurrentMemberAssignmentValue": "consumer_group_current_member_assignment_value",
     "ConsumerGroupDescribeRequest": "consumer_group_describe_request",
     "ConsumerGroupDescribeResponse": "consumer_group_describe_response",
     "ConsumerGroupHeartbeatRequest": "consumer_group_heartbeat_request",
     "ConsumerGroupHeartbeatResponse": "consumer_group_heartbeat_response",
+    "ConsumerGroupMemberMetadataKey": "consumer_group_member_metadata_key",
+    "ConsumerGroupMemberMetadataValue": "consumer_group_member_metadata_value",
+    "ConsumerGroupMetadataKey": "consumer_group_metadata_key",
+    "ConsumerGroupMetadataValue": "consumer_group_metadata_value",
+    "ConsumerGroupPartitionMetadataKey": "consumer_group_partition_metadata_key",
+    "ConsumerGroupPartitionMetadataValue": "consumer_group_partition_metadata_value",
+    "ConsumerGroupTargetAssignmentMemberKey": "consumer_group_target_assignment_member_key",
+    "ConsumerGroupTargetAssignmentMemberValue": "consumer_group_target_assignment_member_value",
+    "ConsumerGroupTargetAssignmentMetadataKey": "consumer_group_target_assignment_metadata_key",
+    "ConsumerGroupTargetAssignmentMetadataValue": "consumer_group_target_assignment_metadata_value",
     "ConsumerProtocolAssignment": "consumer_protocol_assignment",
     "ConsumerProtocolSubscription": "consumer_protocol_subscription",
     "ControlledShutdownRequest": "controlled_shutdown_request",
@@ -722,10 +746,22 @@ __all__ = [
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
     "BrokerRegistrationResponse",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "ControlledShutdownRequest",

@@ -3,12 +3,13 @@
 Both send ``--records`` values of ``--size`` bytes (1 KiB) with ``acks=1`` and
 ``linger.ms=5`` to a one-partition topic of the same ``kafkette serve --memory``
 child process, and stop the clock when every record is acknowledged. They run
-alternately, ``--rounds`` times each, so that both see the same machine load:
-``bench/clients.py``'s ``kafkette_sync``, ``perf produce`` in this process
-(``kafkette.cli.main``) and ``perf produce`` as a child process, as a user runs
-it. Figures: wall-clock records/s (perf's as its ``--json`` summary reports
-them: interpreter start and connecting are outside its clock, as the bench's
-warm-up record is outside the bench's), and, for the two in this process,
+alternately, ``--rounds`` times each (the order rotating from round to round), so
+that all see the same machine load: ``bench/clients.py``'s ``kafkette_sync``
+and ``perf produce`` (``kafkette.cli.main``), each in this process and in a
+child process of its own (as a user runs perf). Figures: wall-clock records/s
+(perf's as its ``--json`` summary reports them: interpreter start and
+connecting are outside its clock, as the bench's warm-up record is outside the
+bench's), and, for the two in this process,
 records per CPU-second of the process (all its threads; for perf this includes
 its two end-offset look-ups), which the machine's load disturbs less. Each perf
 run's record count is checked against the topic's end offsets. Each topic is
@@ -77,6 +78,20 @@ def bench_here(bootstrap: str, topic: str, size: int, records: int) -> tuple[flo
     return records / wall, records / cpu
 
 
+def bench_child(bootstrap: str, topic: str, size: int, records: int) -> tuple[float, float]:
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+        "from bench.clients import kafkette_sync\n"
+        f"print(kafkette_sync({bootstrap!r}, {topic!r}, b'v' * {size}, {records})[0])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    if result.returncode:
+        raise RuntimeError(f"the bench's producer exited with {result.returncode}: {result.stderr}")
+    return records / float(result.stdout), float("nan")
+
+
 def end_offset(admin: AdminClient, topic: str) -> int:
     found = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.LATEST}).all()
     return found[TopicPartition(topic, 0)].offset
@@ -89,19 +104,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     runners = {
-        "bench/clients.py kafkette-sync": bench_here,
+        "bench/clients.py kafkette-sync (in process)": bench_here,
         "perf produce (in process)": perf_here,
+        "bench/clients.py kafkette-sync (child process)": bench_child,
         "perf produce (child process)": perf_child,
     }
     rates: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
     with BrokerProcess() as broker, AdminClient(bootstrap_servers=broker.bootstrap) as admin:
         for round_number in range(args.rounds):
             load_before = os.getloadavg()[0]
-            for number, (name, run) in enumerate(runners.items()):
+            order = list(runners.items())
+            order = order[round_number % len(order) :] + order[: round_number % len(order)]
+            for number, (name, run) in enumerate(order):
                 topic = f"perf-{round_number}-{number}"
                 admin.create_topics([NewTopic(topic, 1)]).all()
                 rates[name].append(run(broker.bootstrap, topic, args.size, args.records))
-                extra = 1 if run is bench_here else 0  # the bench's warm-up record
+                extra = 1 if run in (bench_here, bench_child) else 0  # the bench's warm-up
                 assert end_offset(admin, topic) == args.records + extra
                 admin.delete_topics([topic]).all()
             print(

@@ -345,14 +345,23 @@ class GroupMember(MemberBase):
         return False
 
     async def _assign(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
-        """The leader's part: metadata for every member's topics, then the assignor."""
+        """The leader's part: metadata for every member's topics, then the assignor.
+
+        As Java's leader, it assigns from the metadata it has when that knows every
+        topic (a later change of partition counts makes the group rejoin, see
+        :meth:`_check_metadata`), and asks the cluster only for topics it lacks: a
+        refresh would wait behind this consumer's long-poll fetch on the connection.
+        """
         membership = self.membership
         membership.chosen_assignor(response.protocol_name)  # before any I/O
         subscriptions = membership.member_subscriptions(response)
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
-        snapshot = await self.client.refresh_metadata(
-            topics, allow_auto_topic_creation=self.config.allow_auto_create_topics
-        )
+        self.client.metadata.wanted_topics.update(topics)  # the leader watches them all
+        snapshot = self.client.metadata.snapshot
+        if not all(snapshot.partition_count(t) for t in topics):
+            snapshot = await self.client.refresh_metadata(
+                topics, allow_auto_topic_creation=self.config.allow_auto_create_topics
+            )
         counts = {t: n for t in topics if (n := snapshot.partition_count(t))}
         self._group_topic_counts = counts
         return membership.leader_assignments(response.protocol_name, subscriptions, counts)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import socket
 import ssl
 import threading
@@ -88,9 +89,25 @@ _BUFFERS = (bytes, bytearray, memoryview)
 LARGE_PART = 64 * 1024
 """Queued parts from this size on are handed to the transport alone, not joined."""
 
+DIRECT_FROM = 64 * 1024
+"""An answer holding at least this many bytes of stored batch views (a memory log's
+records) is written on the socket by the connection itself, not by the transport."""
+
+SENDMSG_PARTS = 256
+"""Buffers handed to one ``sendmsg`` call at most (IOV_MAX is 1024 on Linux)."""
+
 
 class ConnectionClosed(Exception):
-    """The peer closed the connection or it broke."""
+    """The peer closed the connection or it broke (the argument, if any, says when,
+    for the log)."""
+
+
+_CUT = "went away in the middle of an answer"
+
+
+def _view_bytes(parts: Sequence[Any]) -> int:
+    """Bytes of the stored batch views (memory log slices) among an answer's parts."""
+    return sum(part.size for part in parts if not isinstance(part, _BUFFERS) and part.file is None)
 
 
 class ConnectionProtocol(asyncio.BufferedProtocol):
@@ -127,6 +144,12 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._out_size = 0
         self._flush_scheduled = False
         self._half_close = True
+        # Large answers of stored views are written on the socket itself (see
+        # _send_direct); that needs an event loop whose writers we can add.
+        self._writes_direct = sock is not None and isinstance(self.loop, asyncio.SelectorEventLoop)
+        self._writing_direct = False
+        self._writable: asyncio.Future[None] | None = None
+        self._write_fd: int | None = None
 
     # transport callbacks
 
@@ -178,6 +201,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         drain = self._drain
         if drain is not None and not drain.done():
             drain.set_result(None)
+        self._on_writable()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -307,6 +331,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
     def flush(self) -> None:
         """Hand the queued bytes to the transport (in one write)."""
         self._flush_scheduled = False
+        if self._writing_direct:  # they go after the answer being written on the socket
+            return
         out = self._out
         if not out:
             return
@@ -338,6 +364,9 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         """Send bytes parts and log slices, in order; file regions with ``loop.sendfile``."""
         if self.closed:
             raise ConnectionClosed
+        if self._writes_direct and _view_bytes(parts) >= DIRECT_FROM:
+            await self._send_direct(parts)
+            return
         pending: list[Any] = []
         for part in parts:
             if isinstance(part, _BUFFERS):
@@ -379,6 +408,107 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             raise ConnectionClosed from exc
         if sent != size:
             raise CloseConnection("a log segment is shorter than the region read from it")
+
+    async def _send_direct(self, parts: Sequence[Any]) -> None:
+        """Send an answer holding large stored views on the socket, without the transport.
+
+        Python 3.11's transport copies whatever the socket does not take at once
+        into a buffer of its own, so a 16 MiB answer of stored batches would be
+        copied; ``loop.sendfile`` avoids that for a file region by waiting until
+        the transport's buffer is empty and then writing on the socket itself, and
+        so does this for views (``sendmsg``: many views in one call, none joined).
+        """
+        buffers: list[Any] = []
+        for part in parts:
+            if isinstance(part, _BUFFERS):
+                buffers.append(part)
+            elif part.file is None:
+                buffers.extend(part.buffers)
+            else:
+                await self._write_direct(buffers)
+                buffers = []
+                await self._sendfile(part.file, part.position, part.size)
+        await self._write_direct(buffers)
+
+    async def _write_direct(self, buffers: list[Any]) -> None:
+        """Write the queued parts, then ``buffers``, on the socket, after everything
+        the transport holds; nothing else is written meanwhile (flush waits)."""
+        if self._out:
+            buffers = [*self._out, *buffers]
+            self._out = []
+            self._out_size = 0
+        buffers = [b for b in buffers if len(b)]
+        if not buffers:
+            return
+        self._writing_direct = True
+        try:
+            await self._transport_emptied()
+            await self._sendmsg_all(buffers)
+        finally:
+            self._writing_direct = False
+            write_fd = self._write_fd
+            if write_fd is not None:
+                self._write_fd = None
+                self.loop.remove_writer(write_fd)
+                os.close(write_fd)
+
+    async def _transport_emptied(self) -> None:
+        """Wait until the transport has sent everything handed to it."""
+        transport = self.transport
+        assert transport is not None
+        if transport.get_write_buffer_size() == 0:
+            return
+        low, high = transport.get_write_buffer_limits()
+        # With both marks at 0 the transport pauses us now and resumes us once empty.
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            await self._wait_drained()
+        finally:
+            transport.set_write_buffer_limits(high=high, low=low)
+
+    async def _sendmsg_all(self, buffers: list[Any]) -> None:
+        sock = self._sock
+        assert sock is not None
+        first, count = 0, len(buffers)
+        while first < count:
+            if self.closed:
+                raise ConnectionClosed(_CUT)
+            try:
+                sent = sock.sendmsg(buffers[first : first + SENDMSG_PARTS])
+            except (BlockingIOError, InterruptedError):
+                await self._wait_writable()
+                continue
+            except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
+                raise ConnectionClosed(_CUT) from exc
+            while sent:
+                size = len(buffers[first])
+                if sent >= size:
+                    sent -= size
+                    first += 1
+                else:
+                    buffers[first] = memoryview(buffers[first])[sent:]
+                    sent = 0
+
+    async def _wait_writable(self) -> None:
+        if self._write_fd is None:
+            sock = self._sock
+            assert sock is not None
+            # The transport owns the socket's descriptor (the loop refuses writers on
+            # it): a duplicate, for this answer only, is watched instead.
+            self._write_fd = os.dup(sock.fileno())
+            self.loop.add_writer(self._write_fd, self._on_writable)
+        waiter = self._writable = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._writable = None
+        if self.closed:
+            raise ConnectionClosed(_CUT)
+
+    def _on_writable(self) -> None:
+        waiter = self._writable
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _wait_drained(self) -> None:
         while self._writing_paused and not self.closed:
@@ -533,7 +663,9 @@ async def serve_protocol(
         elif conn.decoder.has_partial_frame:
             logger.info("client %s went away in the middle of a request", peer)
         aborted = False
-    except ConnectionClosed:
+    except ConnectionClosed as exc:
+        if exc.args:
+            logger.info("client %s %s", peer, exc.args[0])
         aborted = False
     except (CloseConnection, ProtocolError) as exc:
         logger.warning("closing connection from %s: %s", peer, exc)

@@ -111,7 +111,8 @@ class Broker:
         group_log = LogGroupStore(self.offsets_topic)
         self.groups = GroupCoordinator(self.config, group_log, self.clock)
         """Consumer groups and committed offsets, kept in ``__consumer_offsets``."""
-        self.groups.restore(group_log.load())
+        loaded = group_log.load()
+        self.groups.restore(loaded)
         self.consumer_topics = ClusterTopicImage(self.cluster)
         self.consumer_groups = ConsumerGroupCoordinator(
             ConsumerGroupConfig(
@@ -124,8 +125,11 @@ class Broker:
             self.consumer_topics,
             clock=self.now_ms,
         )
-        """Groups of the consumer protocol (KIP-848), held in memory only; their
-        committed offsets are kept by :attr:`groups`."""
+        """Groups of the consumer protocol (KIP-848), kept in ``__consumer_offsets`` as
+        Kafka's consumer group records; their committed offsets are kept by :attr:`groups`."""
+        if not self.config.read_only:
+            self.consumer_groups.record_sink = group_log.write_consumer_group
+        self.consumer_groups.restore(loaded.consumer_groups, self.now_ms())
         txn_log = TxnLogStore(
             transaction_state_topic(
                 self.cluster,

@@ -14,6 +14,8 @@ record                 key version  value version
 committed offset       1            3; 1 when the commit has an expiry
                                     (the only version holding one)
 group membership       2            3 (GroupMetadataValue)
+consumer group         3-8          0 (the six ConsumerGroup* records of
+(KIP-848)                           :mod:`...consumer_protocol.records`)
 =====================  ===========  ==========================================
 
 A removed offset or group is a tombstone (a null value). The topic is
@@ -23,9 +25,9 @@ as Kafka creates it; compaction keeps the last record of each key, which is
 all :meth:`LogGroupStore.load` needs.
 
 Loading reads every partition from its start: the latest value of a key
-wins and a tombstone removes it. Keys of other versions (the records of
-Kafka 4's consumer and share groups, versions 3 and up) are skipped with a
-log line, as are values this broker cannot decode. Transactional offset
+wins and a tombstone removes it. Keys of other versions (Kafka's share
+group records, versions 9 and up) are skipped with a log line, as are values
+this broker cannot decode. Transactional offset
 commits count once their transaction's COMMIT marker is read; aborted ones
 are dropped.
 """
@@ -63,6 +65,9 @@ from kafkette.protocol.records import (
     iter_batches,
     parse_control_record,
 )
+from kafkette.server.groups.consumer_protocol import records as consumer_records
+from kafkette.server.groups.consumer_protocol.records import Change
+from kafkette.server.groups.consumer_protocol.records import RecordKey as ConsumerGroupKey
 from kafkette.server.groups.store import (
     CommittedOffset,
     LoadedGroups,
@@ -106,7 +111,7 @@ class GroupKey:
     group_id: str
 
 
-RecordKey = OffsetKey | GroupKey
+RecordKey = OffsetKey | GroupKey | ConsumerGroupKey
 
 
 _Coordinator = GroupMetadataKey | GroupMetadataValue | OffsetCommitKey | OffsetCommitValue
@@ -189,8 +194,9 @@ def _split_version(data: bytes) -> tuple[int, int]:
 def decode_key(data: bytes) -> RecordKey:
     """The key of a ``__consumer_offsets`` record.
 
-    Raises :class:`UnknownRecordKey` for versions other than 0-1 (offsets)
-    and 2 (groups), and a :class:`ProtocolError` for malformed bytes.
+    Raises :class:`UnknownRecordKey` for versions other than 0-1 (offsets),
+    2 (groups) and 3-8 (consumer groups), and a :class:`ProtocolError` for
+    malformed bytes.
     """
     version, pos = _split_version(data)
     if version in (0, 1):
@@ -199,6 +205,8 @@ def decode_key(data: bytes) -> RecordKey:
     if version == GROUP_METADATA_KEY_VERSION:
         group_key, _ = decode_message(GroupMetadataKey, data, pos, version)
         return GroupKey(group_key.group)
+    if version in consumer_records.KEY_VERSIONS:
+        return consumer_records.decode_key(version, data, pos)
     raise UnknownRecordKey(version)
 
 
@@ -326,6 +334,22 @@ class LogGroupStore:
             [(encode_group_key(group_id), value)],
             UnknownServerError,
         )
+
+    def write_consumer_group(self, group_id: str, records: Iterable[Change]) -> None:
+        """Append a consumer group's changed records (None values: tombstones) as one batch.
+
+        A batch over the topic's ``max.message.bytes`` raises
+        :class:`~kafkette.errors.UnknownServerError`.
+        """
+        encoded = [
+            (
+                consumer_records.encode_key(key),
+                None if value is None else consumer_records.encode_value(value),
+            )
+            for key, value in records
+        ]
+        if encoded:
+            self._append(group_id, RecordBatchBuilder(), encoded, UnknownServerError)
 
     def write_offsets(
         self, group_id: str, offsets: Mapping[PartitionKey, CommittedOffset | None]
@@ -464,7 +488,7 @@ class _Loader:
                 except UnknownRecordKey as exc:
                     logger.info(
                         "%s-%d offset %d: skipped a record with key version %d "
-                        "(not a classic group or offset record)",
+                        "(not a group or offset record)",
                         log.topic,
                         log.partition,
                         record.offset,
@@ -514,9 +538,12 @@ class _Loader:
     def result(self) -> LoadedGroups:
         groups: dict[str, StoredGroup] = {}
         offsets: dict[str, dict[PartitionKey, CommittedOffset]] = {}
+        consumer: dict[ConsumerGroupKey, consumer_records.RecordValue] = {}
         for key, (offset, value) in self.values.items():
             try:
-                if isinstance(key, GroupKey):
+                if isinstance(key, ConsumerGroupKey):
+                    consumer[key] = consumer_records.decode_value(key, value)
+                elif isinstance(key, GroupKey):
                     groups[key.group_id] = decode_group_value(value)
                 else:
                     offsets.setdefault(key.group_id, {})[(key.topic, key.partition)] = (
@@ -530,7 +557,7 @@ class _Loader:
                     key,
                     exc,
                 )
-        return LoadedGroups(groups, offsets)
+        return LoadedGroups(groups, offsets, consumer)
 
 
 def _batches(log: Log, start: int | None = None) -> Iterator[RecordBatch]:

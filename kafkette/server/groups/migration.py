@@ -81,6 +81,10 @@ class GroupMigration:
         the upgrade takes effect only if the heartbeat then succeeds, as Kafka's records
         are only written then."""
         validate(request, self.consumer.config.assignors)
+        with self.consumer.persisting(request.group_id):
+            return self._consumer_heartbeat(now_ms, request)
+
+    def _consumer_heartbeat(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
         group_id = request.group_id
         self.consumer.run_timers(group_id, now_ms)
         classic = None if group_id in self.consumer.groups else self.engine.groups.get(group_id)
@@ -175,6 +179,10 @@ class GroupMigration:
     def join(self, now_ms: int, params: JoinParams, callback: JoinCallback) -> None:
         """JoinGroup: to the classic members of a consumer group with members, else to the
         classic engine (an Empty consumer group of that id is deleted first)."""
+        with self.consumer.persisting(params.group_id):
+            self._join(now_ms, params, callback)
+
+    def _join(self, now_ms: int, params: JoinParams, callback: JoinCallback) -> None:
         self.consumer.run_timers(params.group_id, now_ms)
         group = self.consumer.groups.get(params.group_id)
         if group is not None and group.members:
@@ -201,34 +209,36 @@ class GroupMigration:
         callback: SyncCallback,
     ) -> None:
         """SyncGroup, to whichever group holds the id."""
-        self.consumer.run_timers(group_id, now_ms)
-        group = self.consumer.groups.get(group_id)
-        if group is None:
-            self.engine.sync(
-                now_ms,
-                group_id=group_id,
-                generation_id=generation_id,
-                member_id=member_id,
-                group_instance_id=group_instance_id,
-                protocol_type=protocol_type,
-                protocol_name=protocol_name,
-                assignments=assignments,
-                callback=callback,
-            )
-        elif not group.members:
-            callback(SyncResult(error_code=UnknownMemberIdError.code))
-        else:
-            callback(
-                self.classic_members.sync(
-                    now_ms,
-                    group,
-                    generation_id=generation_id,
-                    member_id=member_id,
-                    group_instance_id=group_instance_id,
-                    protocol_type=protocol_type,
-                    protocol_name=protocol_name,
+        with self.consumer.persisting(group_id):
+            self.consumer.run_timers(group_id, now_ms)
+            group = self.consumer.groups.get(group_id)
+            if group is not None:
+                if not group.members:
+                    callback(SyncResult(error_code=UnknownMemberIdError.code))
+                    return
+                callback(
+                    self.classic_members.sync(
+                        now_ms,
+                        group,
+                        generation_id=generation_id,
+                        member_id=member_id,
+                        group_instance_id=group_instance_id,
+                        protocol_type=protocol_type,
+                        protocol_name=protocol_name,
+                    )
                 )
-            )
+                return
+        self.engine.sync(
+            now_ms,
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignments=assignments,
+            callback=callback,
+        )
 
     def heartbeat(
         self,
@@ -240,6 +250,24 @@ class GroupMigration:
         group_instance_id: str | None,
     ) -> int:
         """Heartbeat, to whichever group holds the id: an error code."""
+        with self.consumer.persisting(group_id):
+            return self._heartbeat(
+                now_ms,
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+            )
+
+    def _heartbeat(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> int:
         self.consumer.run_timers(group_id, now_ms)
         group = self.consumer.groups.get(group_id)
         if group is None:
@@ -262,11 +290,12 @@ class GroupMigration:
         self, now_ms: int, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> tuple[int, list[int]]:
         """LeaveGroup, to whichever group holds the id: (group error, error per member)."""
-        self.consumer.run_timers(group_id, now_ms)
-        group = self.consumer.groups.get(group_id)
-        if group is None:
-            return self.engine.leave(now_ms, group_id, members)
-        return 0, self.classic_members.leave(now_ms, group, members)
+        with self.consumer.persisting(group_id):
+            self.consumer.run_timers(group_id, now_ms)
+            group = self.consumer.groups.get(group_id)
+            if group is None:
+                return self.engine.leave(now_ms, group_id, members)
+            return 0, self.classic_members.leave(now_ms, group, members)
 
 
 # -- conversions ---------------------------------------------------------------------------

@@ -12,9 +12,12 @@ coordinator's unit tests.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
+
+if TYPE_CHECKING:
+    from kafkette.server.groups.consumer_protocol.records import RecordKey, RecordValue
 
 PartitionKey = tuple[str, int]
 """(topic, partition)."""
@@ -64,6 +67,9 @@ class LoadedGroups:
 
     groups: dict[str, StoredGroup]
     offsets: dict[str, dict[PartitionKey, CommittedOffset]]
+    consumer_groups: dict[RecordKey, RecordValue] = attrs.Factory(dict)
+    """The latest record of each consumer group (KIP-848) key, for
+    :meth:`~kafkette.server.groups.consumer_protocol.ConsumerGroupCoordinator.restore`."""
 
 
 class GroupStore(Protocol):

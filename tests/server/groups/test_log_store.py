@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkette.errors import InvalidCommitOffsetSizeError, UnknownServerError
-from kafkette.protocol.messages import MetadataRequest
+from kafkette.protocol.messages import ConsumerGroupMetadataValue, MetadataRequest
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.records import (
     ControlRecordType,
@@ -24,6 +24,7 @@ from kafkette.protocol.records import (
     iter_batches,
 )
 from kafkette.server import Broker, BrokerConfig
+from kafkette.server.groups.consumer_protocol.records import RecordKey as ConsumerGroupRecordKey
 from kafkette.server.groups.log_store import (
     OFFSETS_TOPIC,
     LogGroupStore,
@@ -368,9 +369,10 @@ def raw_batch(records: list[tuple[bytes | None, bytes | None]], **options: Any) 
     return builder.build()
 
 
-def test_kafka4_records_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    """Kafka 4's consumer group records (ConsumerGroupMetadataKey, key version 3) in the
-    topic are skipped with a log line; the classic records around them still load."""
+def test_kafka4_consumer_group_records_are_read(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka 4's consumer group records (ConsumerGroupMetadataKey, key version 3, as Kafka
+    encodes it) are read back; an undecodable consumer group key and a share group record
+    (key version 9) are skipped with a log line; the classic records around them load."""
     broker = make_broker(FakeClock(), offsets_topic_num_partitions=1)
     store = LogGroupStore(broker.offsets_topic)
     store.write_offsets("g", {("t", 0): offset(3)})
@@ -379,17 +381,23 @@ def test_kafka4_records_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     consumer_group_value = struct.pack(">hi", 0, 7) + b"\x00"  # v0: epoch 7, no tags
     append_raw(broker, "g", raw_batch([(consumer_group_key, consumer_group_value)]))
     append_raw(broker, "g", raw_batch([(struct.pack(">h", 8) + b"\x00\x01\x02", None)]))
+    share_group_key = struct.pack(">hh", 9, len(group_id)) + group_id
+    append_raw(broker, "g", raw_batch([(share_group_key, None)]))
     store.write_group("g", group(2, "a"))
     with caplog.at_level(logging.INFO, logger="kafkette.server.groups"):
         loaded = store.load()
-    assert loaded == LoadedGroups({"g": group(2, "a")}, {"g": {("t", 0): offset(3)}})
-    skipped = [r.getMessage() for r in caplog.records if "key version" in r.getMessage()]
-    assert skipped == [
-        f"{OFFSETS_TOPIC}-0 offset 1: skipped a record with key version 3 "
-        "(not a classic group or offset record)",
-        f"{OFFSETS_TOPIC}-0 offset 2: skipped a record with key version 8 "
-        "(not a classic group or offset record)",
-    ]
+    assert loaded == LoadedGroups(
+        {"g": group(2, "a")},
+        {"g": {("t", 0): offset(3)}},
+        {ConsumerGroupRecordKey(3, "g"): ConsumerGroupMetadataValue(epoch=7)},
+    )
+    skipped = [r.getMessage() for r in caplog.records if "key" in r.getMessage()]
+    assert len(skipped) == 2
+    assert skipped[0].startswith(f"{OFFSETS_TOPIC}-0 offset 2: undecodable key skipped: ")
+    assert skipped[1] == (
+        f"{OFFSETS_TOPIC}-0 offset 3: skipped a record with key version 9 "
+        "(not a group or offset record)"
+    )
 
 
 def test_undecodable_values_are_skipped(caplog: pytest.LogCaptureFixture) -> None:

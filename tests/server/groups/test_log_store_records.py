@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.protocol.errors import ProtocolError
+from kafkette.server.groups.consumer_protocol.records import RecordKey as ConsumerGroupRecordKey
+from kafkette.server.groups.consumer_protocol.records import encode_key
 from kafkette.server.groups.log_store import (
     GroupKey,
     OffsetKey,
@@ -241,9 +243,27 @@ def test_group_value_v4_flexible_reads() -> None:
     )
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 8, 16, -1])
+@pytest.mark.parametrize("version", [3, 4, 6])
+def test_consumer_group_keys(version: int) -> None:
+    """Kafka's consumer group keys of one group (ConsumerGroupMetadataKey 3,
+    ConsumerGroupPartitionMetadataKey 4, ConsumerGroupTargetAssignmentMetadataKey 6)."""
+    raw = struct.pack(">h", version) + s16("grp")
+    assert decode_key(raw) == ConsumerGroupRecordKey(version, "grp")
+    assert encode_key(ConsumerGroupRecordKey(version, "grp")) == raw
+
+
+@pytest.mark.parametrize("version", [5, 7, 8])
+def test_consumer_group_member_keys(version: int) -> None:
+    """Kafka's consumer group keys of one member (ConsumerGroupMemberMetadataKey 5,
+    ConsumerGroupTargetAssignmentMemberKey 7, ConsumerGroupCurrentMemberAssignmentKey 8)."""
+    raw = struct.pack(">h", version) + s16("grp") + s16("m-1")
+    assert decode_key(raw) == ConsumerGroupRecordKey(version, "grp", "m-1")
+    assert encode_key(ConsumerGroupRecordKey(version, "grp", "m-1")) == raw
+
+
+@pytest.mark.parametrize("version", [9, 10, 16, -1])
 def test_other_key_versions_are_unknown(version: int) -> None:
-    """Kafka 4's consumer/share group records (key versions 3+) are not ours to read."""
+    """Kafka 4's share group records (key versions 9+) are not ours to read."""
     with pytest.raises(UnknownRecordKey) as info:
         decode_key(struct.pack(">h", version) + s16("grp"))
     assert info.value.version == version

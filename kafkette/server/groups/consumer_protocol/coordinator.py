@@ -26,13 +26,19 @@ One heartbeat, as Kafka handles it:
 
 A member whose session expires, or that keeps partitions it must revoke past its
 rebalance timeout, is removed and the group epoch bumped, which frees its partitions.
+
+Persistence: after each request or timer that may change a group, :meth:`persist` hands
+the records that changed (Kafka's consumer group records, :mod:`.records`, tombstones for
+what went) to :attr:`~ConsumerGroupCoordinator.record_sink`, which the broker points at
+``__consumer_offsets``; :meth:`restore` rebuilds the groups from the records read back.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import attrs
 
@@ -65,6 +71,15 @@ from kafkette.server.groups.consumer_protocol.member import (
 )
 from kafkette.server.groups.consumer_protocol.partitions import Assignment
 from kafkette.server.groups.consumer_protocol.reconciliation import reconcile
+from kafkette.server.groups.consumer_protocol.records import (
+    Change,
+    RecordKey,
+    RecordSet,
+    RecordValue,
+    changes,
+    group_records,
+    rebuild,
+)
 from kafkette.server.groups.consumer_protocol.topics import TopicImage, resolve
 
 logger = logging.getLogger("kafkette.server.groups.consumer")
@@ -90,6 +105,50 @@ class ConsumerGroupCoordinator:
         self.downgrade: Callable[[ConsumerGroup, int], None] | None = None
         """Takes a group whose last consumer-protocol member left (already removed from
         :attr:`groups`) and makes it a classic group; set by the group migration."""
+        self.record_sink: Callable[[str, list[Change]], None] | None = None
+        """Takes a group id and the records to append for it (None values: tombstones), in
+        order; returns once they are durable. None: the groups live in memory only."""
+        self._written: dict[str, RecordSet] = {}
+        """The latest record of each key written, by group id."""
+        self._deferred = 0
+
+    # -- persistence -------------------------------------------------------------------
+
+    def persist(self, group_id: str) -> None:
+        """Write the records that changed for ``group_id`` since it was last written
+        (all tombstones if the group is gone) to :attr:`record_sink`. A sink that raises
+        leaves them to be written by the next call."""
+        if self.record_sink is None or self._deferred:
+            return
+        group = self.groups.get(group_id)
+        new = group_records(group) if group is not None else {}
+        diff = changes(self._written.get(group_id, {}), new)
+        if not diff:
+            return
+        self.record_sink(group_id, diff)
+        if new:
+            self._written[group_id] = new
+        else:
+            self._written.pop(group_id, None)
+
+    @contextmanager
+    def persisting(self, group_id: str) -> Iterator[None]:
+        """Hold back :meth:`persist` until the block ends, then persist ``group_id``: for a
+        caller making several changes to one group as one request (the group migration)."""
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+            self.persist(group_id)
+
+    def restore(self, records: Mapping[RecordKey, RecordValue], now_ms: int) -> None:
+        """Take over the groups the latest consumer group records describe (as a store
+        read them back on start); every member's session restarts at ``now_ms``."""
+        for group_id, group in rebuild(records, self.config, now_ms).items():
+            self.groups[group_id] = group
+        for key, value in records.items():
+            self._written.setdefault(key.group_id, {})[key] = value
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -98,6 +157,12 @@ class ConsumerGroupCoordinator:
         then unchanged). The group's timers due at ``now_ms`` run first, so that the answer
         does not depend on how promptly :meth:`tick` was called."""
         validate(request, self.config.assignors)
+        try:
+            return self._heartbeat(now_ms, request)
+        finally:
+            self.persist(request.group_id)
+
+    def _heartbeat(self, now_ms: int, request: HeartbeatRequest) -> HeartbeatResponse:
         existing = self.groups.get(request.group_id)
         if existing is not None:
             self._run_timers(existing, now_ms)
@@ -401,9 +466,10 @@ class ConsumerGroupCoordinator:
         """Re-read the topic image: a group whose subscribed topics appeared, vanished or
         changed their partition count gets a new group epoch (and a new target on the
         next heartbeat)."""
-        for group in self.groups.values():
+        for group in list(self.groups.values()):
             if group.members and self._refresh_metadata(group):
                 group.group_epoch += 1
+                self.persist(group.group_id)
 
     def _refresh_metadata(self, group: ConsumerGroup) -> bool:
         """Recompute the group's subscribed topics; whether they changed."""
@@ -463,12 +529,14 @@ class ConsumerGroupCoordinator:
             now_ms = self._clock()
         for group in list(self.groups.values()):
             self._run_timers(group, now_ms)
+            self.persist(group.group_id)
 
     def run_timers(self, group_id: str, now_ms: int) -> None:
         """Run the timers of one group that are due at ``now_ms``."""
         group = self.groups.get(group_id)
         if group is not None:
             self._run_timers(group, now_ms)
+            self.persist(group_id)
 
     def _run_timers(self, group: ConsumerGroup, now_ms: int) -> None:
         def live() -> bool:  # a removal may have turned the group into a classic one
@@ -520,6 +588,7 @@ class ConsumerGroupCoordinator:
         if group.members:
             raise NonEmptyGroupError(f"Group {group_id} has {len(group.members)} members.")
         del self.groups[group_id]
+        self.persist(group_id)
 
     def list_groups(self) -> list[tuple[str, str]]:
         """Every consumer-type group with its state, as ListGroups reports them."""

@@ -4,9 +4,9 @@ Served by ``server/handlers/consumer_group_heartbeat.py`` and
 ``consumer_group_describe.py`` (the broker's ``consumer_groups``); OffsetCommit,
 OffsetFetch, ListGroups, DescribeGroups and DeleteGroups consult it through
 ``consumer_group_hooks.py``; classic members inside these groups and the migration
-between classic and consumer groups go through ``server/groups/migration.py``. Not yet
-served: the records Kafka keeps for these groups in ``__consumer_offsets`` (the groups
-live in memory; their committed offsets are stored like any group's).
+between classic and consumer groups go through ``server/groups/migration.py``. The groups
+are kept in ``__consumer_offsets`` as Kafka's consumer group records (``records``), which
+the coordinator hands to its ``record_sink`` and rebuilds the groups from on start.
 
 - ``coordinator``: :class:`ConsumerGroupCoordinator`, ConsumerGroupHeartbeat over every
   group, and the session and revocation timers (``next_deadline_ms`` / ``tick``);
@@ -23,6 +23,7 @@ live in memory; their committed offsets are stored like any group's).
 - ``classic_members``: JoinGroup, SyncGroup, Heartbeat and LeaveGroup of members using
   the classic protocol inside a consumer group; ``embedded``: the consumer protocol bytes
   those carry;
+- ``records``: a group as Kafka's ConsumerGroup* records in ``__consumer_offsets``, and back;
 - ``config``: the ``group.consumer.*`` settings.
 """
 

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 import attrs
 
 from kafkette.errors import (
+    ApiError,
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupIdNotFoundError,
@@ -116,8 +117,9 @@ class ConsumerGroupCoordinator:
 
     def persist(self, group_id: str) -> None:
         """Write the records that changed for ``group_id`` since it was last written
-        (all tombstones if the group is gone) to :attr:`record_sink`. A sink that raises
-        leaves them to be written by the next call."""
+        (all tombstones if the group is gone) to :attr:`record_sink`. A write refused with
+        a Kafka error (a batch over ``max.message.bytes``, a log that cannot be written) is
+        logged and left to the next call: the group's requests go on being served."""
         if self.record_sink is None or self._deferred:
             return
         group = self.groups.get(group_id)
@@ -125,7 +127,17 @@ class ConsumerGroupCoordinator:
         diff = changes(self._written.get(group_id, {}), new)
         if not diff:
             return
-        self.record_sink(group_id, diff)
+        try:
+            self.record_sink(group_id, diff)
+        except ApiError as exc:
+            logger.error(
+                "group %s: %d record(s) not written to __consumer_offsets, retried with its "
+                "next change: %s",
+                group_id,
+                len(diff),
+                exc,
+            )
+            return
         if new:
             self._written[group_id] = new
         else:

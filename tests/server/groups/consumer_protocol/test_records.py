@@ -6,6 +6,7 @@ topic changes (classic and mixed groups too), also across restarts."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant, rule
 
-from kafkette.errors import FencedMemberEpochError, UnknownMemberIdError
+from kafkette.errors import FencedMemberEpochError, UnknownMemberIdError, UnknownServerError
 from kafkette.protocol.messages import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataValue,
@@ -492,3 +493,33 @@ def test_each_kind_has_its_value_type() -> None:
     group.target["m"] = {uuid.UUID(int=1): frozenset({0})}
     for key, value in records.group_records(group).items():
         assert type(records.decode_value(key, records.encode_value(value))) is type(value)
+
+
+def test_a_refused_write_is_logged_and_written_with_the_next_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sink refusing a batch (a Kafka error) does not fail the heartbeat; the records
+    are written with the group's next change, after which the log gives back the group."""
+    cluster = Cluster({"a": 2})
+    log = persisted(cluster)
+    refuse = [True]
+
+    def sink(group_id: str, changes: list[Change]) -> None:
+        if refuse[0]:
+            raise UnknownServerError("too large")
+        log(group_id, changes)
+
+    cluster.coordinator.record_sink = sink
+    m1 = Client(cluster, "m1")
+    with caplog.at_level(logging.ERROR, logger="kafkette.server.groups.consumer"):
+        assert m1.join().member_epoch == 1
+    assert log.batches == []
+    assert caplog.messages == [
+        "group g: 6 record(s) not written to __consumer_offsets, retried with its next "
+        "change: UNKNOWN_SERVER_ERROR (-1): The server experienced an unexpected error when "
+        "processing the request. (too large)"
+    ]
+    refuse[0] = False
+    Client(cluster, "m2").join()
+    rebuilt = records.rebuild(log.latest(), cluster.coordinator.config, 0)
+    assert snapshots(rebuilt) == snapshots(cluster.coordinator.groups)

@@ -17,7 +17,7 @@ import pytest
 
 from kafkette import AsyncConsumer, Consumer, TopicPartition
 from kafkette.client.inprocess import close_cluster, get_cluster
-from kafkette.errors import InvalidRecordError
+from kafkette.errors import TransactionalIdAuthorizationFailedError
 from kafkette.protocol.records import ControlRecordType, RecordBatchBuilder, build_control_batch
 from tests.consumer.helpers import apoll_n, poll_n
 from tests.consumer.targets import Target
@@ -58,7 +58,9 @@ def txn_target() -> Iterator[Target]:
     target = Target("memory", url)
     try:
         target.create_topic(TOPIC)
-        with pytest.raises(InvalidRecordError):
+        # A client's control batch is transactional: without a transactional id Kafka
+        # refuses it before looking further (a marker with one is INVALID_RECORD).
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
             target.produce_batch(TP, marker(9, ControlRecordType.COMMIT))
         log = get_cluster(url).broker.cluster.get_partition(TOPIC, 0).log
         for data in (

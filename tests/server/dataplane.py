@@ -80,9 +80,15 @@ def batch(
 
 
 def produce_request(
-    topic: str, partition: int, records: bytes | None, *, acks: int = -1
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    *,
+    acks: int = -1,
+    transactional_id: str | None = None,
 ) -> ProduceRequest:
     return ProduceRequest(
+        transactional_id=transactional_id,
         acks=acks,
         timeout_ms=30_000,
         topic_data=[TopicProduceData(topic, [PartitionProduceData(partition, records)])],
@@ -90,10 +96,17 @@ def produce_request(
 
 
 async def produce(
-    broker: Broker, topic: str, partition: int, records: bytes, *, version: int = 9
+    broker: Broker,
+    topic: str,
+    partition: int,
+    records: bytes,
+    *,
+    version: int = 9,
+    transactional_id: str | None = None,
 ) -> Any:
     """The partition's response to one Produce request."""
-    response = await call(broker, produce_request(topic, partition, records), version)
+    request = produce_request(topic, partition, records, transactional_id=transactional_id)
+    response = await call(broker, request, version)
     return response.responses[0].partition_responses[0]
 
 

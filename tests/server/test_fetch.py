@@ -233,7 +233,7 @@ async def test_read_committed_stops_at_the_last_stable_offset() -> None:
     txn = batch(
         [(b"k", b"in-txn")], producer_id=5, producer_epoch=0, base_sequence=0, transactional=True
     )
-    assert (await produce(broker, "t", 0, txn)).error_code == 0
+    assert (await produce(broker, "t", 0, txn, transactional_id="txn")).error_code == 0
     committed = await call(broker, fetch_request("t", {0: 0}, isolation_level=1), 12)
     part = committed.responses[0].partitions[0]
     assert (part.high_watermark, part.last_stable_offset, offsets(part)) == (2, 1, [0])

@@ -94,7 +94,7 @@ async def test_read_committed_latest_is_the_last_stable_offset() -> None:
     txn = batch(
         [(b"k", b"v")], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True
     )
-    assert (await produce(broker, "t", 0, txn)).error_code == 0
+    assert (await produce(broker, "t", 0, txn, transactional_id="txn")).error_code == 0
     assert await list_offset(broker, -1, isolation=1) == (0, -1, 6)
     assert await list_offset(broker, -1, isolation=0) == (0, -1, 7)
 

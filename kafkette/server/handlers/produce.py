@@ -111,7 +111,7 @@ async def handle_produce(
     nodes = broker.nodes
     node = ctx.node_id if nodes.multi else None  # None: this node leads every partition
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
-    txn_refused = ctx.authorizer is not None and not _transactional_write_allowed(ctx, request)
+    txn_refused = not _transactional_write_allowed(ctx, request)
     for topic_data in request.topic_data:
         # Authorization before existence, as Kafka: no hint of what a principal may not see.
         allowed = ctx.allows(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
@@ -177,7 +177,7 @@ magic and CRC)."""
 
 def _transactional_write_allowed(ctx: RequestContext, request: ProduceRequest) -> bool:
     """Kafka's check: a request holding transactional batches (the first batch of
-    each partition tells) needs WRITE on its transactional id."""
+    each partition tells) needs a transactional id, and WRITE on it."""
     transactional = any(
         len(data.records or b"") > ATTRIBUTES_AT + 1
         and (data.records or b"")[ATTRIBUTES_AT + 1] & TRANSACTIONAL_ATTRIBUTE

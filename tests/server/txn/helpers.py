@@ -148,7 +148,9 @@ async def send(
         base_sequence=seq,
         transactional=True,
     )
-    return await produce(broker, topic, partition, data)
+    # Kafka refuses transactional batches without a transactional id; which one is
+    # not checked against the producer id (no partition verification here).
+    return await produce(broker, topic, partition, data, transactional_id="txn-under-test")
 
 
 async def fetch_partition(

@@ -6,11 +6,19 @@ partition, ``acks=1``, no compression. For each broker, on the same run:
 - produce MB/s: from the first ``produce()`` until ``flush()`` returns (every
   record acknowledged);
 - consume MB/s: a fresh consumer assigned to offset 0 until it has every
-  record;
+  record. At librdkafka's defaults a consumer whose queue holds
+  ``queued.min.messages`` (100,000) records stops fetching for
+  ``fetch.queue.backoff.ms`` (1 s): a broker that answers faster than the
+  application takes records can then measure slower (150,000 records at
+  80-110 MB/s instead of 450-650); ``--fetch-queue-backoff-ms 10`` removes that;
 - raw fetch MB/s: the broker's fetch path alone: Fetch v4 requests written by
   hand on one socket, 16 MiB per fetch, from offset 0 until every record is
   back; the records are not parsed (only batch headers are read to find the
-  next offset), so the client costs little beside the broker.
+  next offset), so the client costs little beside the broker;
+- broker CPU ms per raw fetch pass: the broker process's user and system time
+  (``/proc``) over the three raw fetch passes, divided by three. A memory log's
+  stored bytes are copied into the socket, where sendfile hands a disk
+  segment's pages over, so it shows what the copy costs.
 
 Each broker is a child process on a free loopback port; runs alternate
 between brokers and the best of ``--repeat`` rounds is kept for each, so all
@@ -23,6 +31,7 @@ see the same machine load. Targets: kafkette produce >= 1.0x Tansu, consume
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import struct
@@ -165,27 +174,47 @@ def _receive(sock: socket.socket, buffer: bytearray, size: int) -> memoryview:
     return view
 
 
-def run_fetch(bootstrap: str, topic: str, records: int) -> tuple[float, float, float]:
+FETCH_PASSES = 3
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (all its threads); NaN
+    where ``/proc`` is not there."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_fetch(bootstrap: str, topic: str, records: int, pid: int) -> Timing:
     produce_s = produce(bootstrap, topic, records)
     consume_s = consume(bootstrap, topic, records)
-    fetch_s, received = min(raw_fetch(bootstrap, topic, records + 1) for _ in range(3))
-    return produce_s, consume_s, received / fetch_s / 1e6
+    cpu_before = cpu_seconds(pid)
+    passes = [raw_fetch(bootstrap, topic, records + 1) for _ in range(FETCH_PASSES)]
+    cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / FETCH_PASSES
+    fetch_s, received = min(passes)
+    return produce_s, consume_s, received / fetch_s / 1e6, cpu_ms
 
 
-Timing = tuple[float, float, float]
-"""produce seconds, consume seconds, raw fetch MB/s (best of 3 reads)"""
+Timing = tuple[float, float, float, float]
+"""produce seconds, consume seconds, raw fetch MB/s (best of 3 reads), broker CPU ms
+per raw fetch pass"""
 
 
 def run_kafkette(data_dir: str | None, topic: str, records: int) -> Timing:
     with BrokerProcess(data_dir) as broker:
-        return run_fetch(broker.bootstrap, topic, records)
+        assert broker.process is not None
+        return run_fetch(broker.bootstrap, topic, records, broker.process.pid)
 
 
 def run_tansu(topic: str, records: int) -> Timing:
     tansu = TansuProcess().start()
     try:
+        assert tansu.process is not None
         tansu.create_topic(topic, 1)
-        return run_fetch(tansu.bootstrap, topic, records)
+        return run_fetch(tansu.bootstrap, topic, records, tansu.process.pid)
     finally:
         tansu.stop()
 
@@ -200,8 +229,16 @@ def main() -> None:
         default=1_048_576,
         help="the consumer's max.partition.fetch.bytes (librdkafka's default: 1 MiB)",
     )
+    parser.add_argument(
+        "--fetch-queue-backoff-ms",
+        type=int,
+        default=None,
+        help="the consumer's fetch.queue.backoff.ms (librdkafka's default: 1000)",
+    )
     args = parser.parse_args()
     CONSUMER_SETTINGS["max.partition.fetch.bytes"] = args.partition_fetch_bytes
+    if args.fetch_queue_backoff_ms is not None:
+        CONSUMER_SETTINGS["fetch.queue.backoff.ms"] = args.fetch_queue_backoff_ms
     records: int = args.records
     megabytes = records * RECORD_SIZE / 1e6
     with tempfile.TemporaryDirectory(prefix="kafkette-bench-") as tmp:
@@ -215,35 +252,39 @@ def main() -> None:
         best: dict[str, Timing] = {}
         for round_ in range(args.repeat):
             for name, run in brokers.items():
-                produce_s, consume_s, fetch_mb_s = run(f"bench-{round_}")
-                old = best.get(name, (float("inf"), float("inf"), 0.0))
+                produce_s, consume_s, fetch_mb_s, cpu_ms = run(f"bench-{round_}")
+                old = best.get(name, (math.inf, math.inf, 0.0, math.inf))
                 best[name] = (
                     min(old[0], produce_s),
                     min(old[1], consume_s),
                     max(old[2], fetch_mb_s),
+                    min(old[3], cpu_ms),
                 )
                 print(
                     f"round {round_ + 1} {name:18} produce {megabytes / produce_s:7.1f} MB/s"
                     f"  consume {megabytes / consume_s:7.1f} MB/s"
-                    f"  raw fetch {fetch_mb_s:7.1f} MB/s",
+                    f"  raw fetch {fetch_mb_s:7.1f} MB/s, broker CPU {cpu_ms:5.1f} ms/pass",
                     file=sys.stderr,
                 )
-    tansu_produce, tansu_consume, tansu_fetch = best["tansu (memory)"]
+    tansu_produce, tansu_consume, tansu_fetch, _ = best["tansu (memory)"]
     print(
         f"\n{records} records of {RECORD_SIZE} B, one partition, acks=1, confluent-kafka "
-        f"(max.partition.fetch.bytes {args.partition_fetch_bytes}), best of {args.repeat}"
+        f"({', '.join(f'{k} {v}' for k, v in CONSUMER_SETTINGS.items())}), best of {args.repeat}"
     )
     print(
         f"{'broker':18} {'produce MB/s':>12} {'vs tansu':>9} {'consume MB/s':>13} {'vs tansu':>9}"
-        f" {'raw fetch MB/s':>14} {'vs tansu':>9}"
+        f" {'raw fetch MB/s':>14} {'vs tansu':>9} {'CPU ms/pass':>11}"
     )
-    for name, (produce_s, consume_s, fetch_mb_s) in best.items():
+    for name, (produce_s, consume_s, fetch_mb_s, cpu_ms) in best.items():
         print(
             f"{name:18} {megabytes / produce_s:12.1f} {tansu_produce / produce_s:8.2f}x"
             f" {megabytes / consume_s:13.1f} {tansu_consume / consume_s:8.2f}x"
-            f" {fetch_mb_s:14.1f} {fetch_mb_s / tansu_fetch:8.2f}x"
+            f" {fetch_mb_s:14.1f} {fetch_mb_s / tansu_fetch:8.2f}x {cpu_ms:11.1f}"
         )
-    print(f"(raw fetch: Fetch v{FETCH_VERSION} by hand, {FETCH_BYTES >> 20} MiB per fetch)")
+    print(
+        f"(raw fetch: Fetch v{FETCH_VERSION} by hand, {FETCH_BYTES >> 20} MiB per fetch;"
+        f" CPU: the broker's per raw fetch pass, least of {FETCH_PASSES}-pass averages)"
+    )
 
 
 if __name__ == "__main__":

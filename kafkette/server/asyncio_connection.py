@@ -20,7 +20,11 @@ the same time. (Holding the answers to the requests of one read for a single
 turns: kafkette's producer, 5 requests in flight, sent 1.6 to 2.2 times fewer
 records a second that way.) The task waits for the transport to drain above
 its high-water mark, and log segment regions go out with ``loop.sendfile``
-(``os.sendfile``) after the bytes queued before them.
+(``os.sendfile``) after the bytes queued before them. On plain TCP, an answer
+holding at least :data:`DIRECT_FROM` bytes of a memory log's stored batches
+goes out the same way, written by the connection on the socket once the
+transport has sent what it holds (``sendmsg`` over the stored views): Python
+3.11's transport would copy whatever the socket does not take at once.
 
 A client that sends faster than it is served cannot grow memory without
 bound: reading pauses while whole requests over :data:`READ_HIGH_WATER`
@@ -146,7 +150,11 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._half_close = True
         # Large answers of stored views are written on the socket itself (see
         # _send_direct); that needs an event loop whose writers we can add.
-        self._writes_direct = sock is not None and isinstance(self.loop, asyncio.SelectorEventLoop)
+        self._writes_direct = (
+            sock is not None
+            and isinstance(self.loop, asyncio.SelectorEventLoop)
+            and hasattr(sock, "sendmsg")
+        )
         self._writing_direct = False
         self._writable: asyncio.Future[None] | None = None
         self._write_fd: int | None = None
@@ -345,8 +353,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             self.transport.write(out[0])
             return
         # Small parts are joined into one write; large ones (stored batches of a memory
-        # log, as views) go to the transport as they are, which sends them without a
-        # copy when the socket takes them (the transport keeps only what it cannot send).
+        # log under TLS, as views) go to the transport as they are, which sends them
+        # without a copy when the socket takes them (it keeps only what it cannot send).
         small: list[Any] = []
         write = self.transport.write
         for part in out:

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import pytest
+import trustme
 
 from kafkette.backends.types import LogSlice
 from kafkette.protocol.headers import decode_response, encode_request
@@ -115,13 +117,16 @@ def read_frames_slowly(port: int, data: bytes, count: int) -> list[bytes]:
     return frames
 
 
-def serving(broker: Broker, client: Callable[[int], T]) -> T:
+def serving(broker: Broker, client: Callable[[int], T], tls: ssl.SSLContext | None = None) -> T:
     """Run ``client(port)`` in a thread against ``broker``'s asyncio listener."""
 
     async def main() -> T:
         async with anyio.create_task_group() as tg:
             port = await tg.start(
-                functools.partial(serve_tcp, connections="protocol"), broker, "127.0.0.1", 0
+                functools.partial(serve_tcp, connections="protocol", tls=tls),
+                broker,
+                "127.0.0.1",
+                0,
             )
             try:
                 with anyio.fail_after(30):
@@ -309,3 +314,43 @@ def test_views_go_out_after_the_bytes_the_transport_still_holds() -> None:
     received = asyncio.run(main())
     assert len(received) == len(expected)
     assert received == expected
+
+
+def test_under_tls_the_transport_writes_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The socket carries TLS records there: the same answers, none by sendmsg."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    handed: list[int] = []
+    real_sendmsg = socket.socket.sendmsg
+
+    def sendmsg(self: socket.socket, buffers: Any, *args: Any) -> int:
+        handed.append(1)
+        return real_sendmsg(self, buffers, *args)
+
+    def read_over_tls(port: int) -> list[bytes]:
+        frames: list[bytes] = []
+        buffer = bytearray()
+        with client_context.wrap_socket(slow_client(port), server_hostname="127.0.0.1") as sock:
+            sock.sendall(PIPELINED)
+            while len(frames) < 3:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    raise ConnectionError("the broker closed the connection")
+                buffer += chunk
+                while len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack_from(">i", buffer)[0]:
+                    size = struct.unpack_from(">i", buffer)[0]
+                    frames.append(bytes(buffer[4 : 4 + size]))
+                    del buffer[: 4 + size]
+        return frames
+
+    plain = serving(
+        broker_with_records(None), functools.partial(read_frames_slowly, data=PIPELINED, count=3)
+    )
+    monkeypatch.setattr(socket.socket, "sendmsg", sendmsg)
+    over_tls = serving(broker_with_records(None), read_over_tls, tls=server_context)
+    assert handed == []
+    assert over_tls == plain
+    assert [struct.unpack_from(">i", f)[0] for f in over_tls] == [1, 2, 3]

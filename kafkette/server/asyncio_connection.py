@@ -437,6 +437,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 buffers = []
                 await self._sendfile(part.file, part.position, part.size)
         await self._write_direct(buffers)
+        await self.drain()
 
     async def _write_direct(self, buffers: list[Any]) -> None:
         """Write the queued parts, then ``buffers``, on the socket, after everything
@@ -484,7 +485,12 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             try:
                 sent = sock.sendmsg(buffers[first : first + SENDMSG_PARTS])
             except (BlockingIOError, InterruptedError):
-                await self._wait_writable()
+                if not await self._wait_writable():
+                    # (the transport is empty and writes nothing else meanwhile: in order)
+                    assert self.transport is not None
+                    for buffer in buffers[first:]:
+                        self.transport.write(buffer)
+                    return
                 continue
             except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
                 raise ConnectionClosed(_CUT) from exc
@@ -497,13 +503,20 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                     buffers[first] = memoryview(buffers[first])[sent:]
                     sent = 0
 
-    async def _wait_writable(self) -> None:
+    async def _wait_writable(self) -> bool:
+        """Wait until the socket takes bytes again; False if it cannot be watched (no
+        descriptor left to duplicate): the transport then sends the rest."""
         if self._write_fd is None:
             sock = self._sock
             assert sock is not None
             # The transport owns the socket's descriptor (the loop refuses writers on
             # it): a duplicate, for this answer only, is watched instead.
-            self._write_fd = os.dup(sock.fileno())
+            try:
+                self._write_fd = os.dup(sock.fileno())
+            except OSError as exc:
+                self._writes_direct = False  # for the connection's life: one log line
+                logger.warning("answers of stored views go through the transport: %s", exc)
+                return False
             self.loop.add_writer(self._write_fd, self._on_writable)
         waiter = self._writable = self.loop.create_future()
         try:
@@ -512,6 +525,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             self._writable = None
         if self.closed:
             raise ConnectionClosed(_CUT)
+        return True
 
     def _on_writable(self) -> None:
         waiter = self._writable

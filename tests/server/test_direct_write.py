@@ -11,6 +11,7 @@ small reads, pauses) over real sockets.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import math
@@ -354,3 +355,30 @@ def test_under_tls_the_transport_writes_the_answer(monkeypatch: pytest.MonkeyPat
     assert handed == []
     assert over_tls == plain
     assert [struct.unpack_from(">i", f)[0] for f in over_tls] == [1, 2, 3]
+
+
+def test_without_a_descriptor_to_watch_the_transport_sends_the_rest(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """os.dup failing (no descriptor left) while the socket is full: the rest of the
+    answer goes through the transport, in order, with one warning; later large
+    answers on that connection go through the transport from the start."""
+    plain = serving(
+        broker_with_records(None), functools.partial(read_frames_slowly, data=PIPELINED, count=3)
+    )
+    tried: list[int] = []
+
+    def no_descriptor(fd: int) -> int:
+        tried.append(fd)
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "dup", no_descriptor)
+    caplog.set_level(logging.INFO, LOGGER)
+    twice = functools.partial(read_frames_slowly, data=PIPELINED + PIPELINED, count=6)
+    frames = serving(broker_with_records(None), twice)
+    assert len(tried) == 1
+    assert frames == plain + plain
+    (line,) = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert (
+        line == "answers of stored views go through the transport: [Errno 24] Too many open files"
+    )

@@ -141,6 +141,19 @@ def serving(broker: Broker, client: Callable[[int], T], tls: ssl.SSLContext | No
         broker.close()
 
 
+def small_send_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's sockets keep 64 KiB unsent at most, whatever the host's TCP
+    autotuning allows, so the 8 MB answer never fits at once."""
+    real = ConnectionProtocol.connection_made
+
+    def connection_made(self: ConnectionProtocol, transport: Any) -> None:
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        real(self, transport)
+
+    monkeypatch.setattr(ConnectionProtocol, "connection_made", connection_made)
+
+
 def count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
     calls: list[int] = []
     real = getattr(cls, name)
@@ -179,6 +192,7 @@ def test_a_large_memory_fetch_read_slowly_is_byte_identical_to_the_disk_one(
     the socket / sendfile) is the same bytes, and the pipelined answers around it
     come before and after it. The descriptor duplicated to wait for writability
     is closed after the answer."""
+    small_send_buffers(monkeypatch)
     waits = count_calls(monkeypatch, ConnectionProtocol, "_wait_writable")
     dups, closed = spy_on_descriptors(monkeypatch)
     read = functools.partial(read_frames_slowly, data=PIPELINED, count=3)
@@ -245,6 +259,7 @@ def test_a_client_gone_in_the_middle_of_an_answer_is_logged_once(
     else logged, any duplicate descriptor closed, and the listener serves the next
     client."""
     caplog.set_level(logging.DEBUG)
+    small_send_buffers(monkeypatch)
     dups, closed = spy_on_descriptors(monkeypatch)
 
     def client(port: int) -> int:
@@ -372,6 +387,7 @@ def test_without_a_descriptor_to_watch_the_transport_sends_the_rest(
         tried.append(fd)
         raise OSError(errno.EMFILE, "Too many open files")
 
+    small_send_buffers(monkeypatch)
     monkeypatch.setattr(os, "dup", no_descriptor)
     caplog.set_level(logging.INFO, LOGGER)
     twice = functools.partial(read_frames_slowly, data=PIPELINED + PIPELINED, count=6)

@@ -18,10 +18,10 @@ key    record                                  one per
 
 :func:`group_records` gives the latest record of every key for a group's state;
 :func:`changes` the records to append to go from one such set to the next (tombstones,
-``None``, for keys that went), in Kafka's order: a member's tombstones (current
-assignment, target, metadata), the group's (target metadata, partition metadata,
-metadata), then member metadata, partition metadata, group epoch, targets, assignment
-epoch and current assignments. Since the offsets topic is compacted, the latest record
+``None``, for keys that went), in Kafka's order: tombstones of current assignments,
+targets, the assignment epoch, member metadata, partition metadata and the group epoch,
+then member metadata, partition metadata, group epoch, targets, assignment epoch and
+current assignments. Since the offsets topic is compacted, the latest record
 per key is the state: :func:`rebuild` makes the groups back from it, as Kafka's
 GroupMetadataManager.replay does, and restarts their timers from the load time (as
 Kafka's onLoaded: a member that does not heartbeat within its session timeout after a
@@ -87,12 +87,13 @@ _STATES_BY_CODE = {code: state for state, code in MEMBER_STATE_CODES.items()}
 
 _VERSION = struct.Struct(">h")
 
-# Tombstones first (a member's, then the group's), then the new values in Kafka's order.
+# Tombstones first, then the new values, each in Kafka's order (GroupMetadataManager's
+# removeMember, ConsumerGroup.createGroupTombstoneRecords, the heartbeat's records).
 _TOMBSTONE_ORDER = (
     CURRENT_ASSIGNMENT,
     TARGET_MEMBER,
-    MEMBER_METADATA,
     TARGET_METADATA,
+    MEMBER_METADATA,
     PARTITION_METADATA,
     GROUP_METADATA,
 )
@@ -209,7 +210,7 @@ def changes(
     Kafka's order."""
     gone = sorted(
         (key for key in old if key not in new),
-        key=lambda k: (k.member_id is None, _TOMBSTONE_ORDER.index(k.kind), k),
+        key=lambda k: (_TOMBSTONE_ORDER.index(k.kind), k),
     )
     written = sorted(
         (key for key, value in new.items() if old.get(key) != value),

@@ -250,6 +250,29 @@ def test_session_expiry_and_group_deletion_write_tombstones() -> None:
     assert log.latest() == {}
 
 
+def test_group_tombstones_in_kafkas_order() -> None:
+    """A group going with two members (here: downgraded away, as a deleted group would):
+    current assignments, targets, the assignment epoch, member metadata, partition
+    metadata, group epoch, as ConsumerGroup.createGroupTombstoneRecords orders them."""
+    cluster = Cluster({"a": 2})
+    log = persisted(cluster)
+    Client(cluster, "m1").join()
+    Client(cluster, "m2").join()
+    del cluster.coordinator.groups["g"]
+    cluster.coordinator.persist("g")
+    assert log.last() == [
+        (RecordKey(CURRENT_ASSIGNMENT, "g", "m1"), None),
+        (RecordKey(CURRENT_ASSIGNMENT, "g", "m2"), None),
+        (RecordKey(TARGET_MEMBER, "g", "m1"), None),
+        (RecordKey(TARGET_MEMBER, "g", "m2"), None),
+        (RecordKey(TARGET_METADATA, "g"), None),
+        (RecordKey(MEMBER_METADATA, "g", "m1"), None),
+        (RecordKey(MEMBER_METADATA, "g", "m2"), None),
+        (RecordKey(PARTITION_METADATA, "g"), None),
+        (RecordKey(GROUP_METADATA, "g"), None),
+    ]
+
+
 def test_refused_heartbeat_writes_nothing() -> None:
     """A heartbeat refused (fenced epoch) leaves the log as it was."""
     cluster = Cluster({"a": 2})

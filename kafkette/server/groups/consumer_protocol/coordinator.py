@@ -74,11 +74,12 @@ from kafkette.server.groups.consumer_protocol.partitions import Assignment
 from kafkette.server.groups.consumer_protocol.reconciliation import reconcile
 from kafkette.server.groups.consumer_protocol.records import (
     Change,
+    RecordCache,
     RecordKey,
     RecordSet,
     RecordValue,
+    changed_records,
     changes,
-    group_records,
     rebuild,
 )
 from kafkette.server.groups.consumer_protocol.topics import TopicImage, resolve
@@ -111,6 +112,7 @@ class ConsumerGroupCoordinator:
         order; returns once they are durable. None: the groups live in memory only."""
         self._written: dict[str, RecordSet] = {}
         """The latest record of each key written, by group id."""
+        self._made = RecordCache()
         self._deferred = 0
 
     # -- persistence -------------------------------------------------------------------
@@ -123,13 +125,21 @@ class ConsumerGroupCoordinator:
         if self.record_sink is None or self._deferred:
             return
         group = self.groups.get(group_id)
-        new = group_records(group) if group is not None else {}
+        if group is None:
+            self._made.forget(group_id)
+            new: RecordSet = {}
+        else:
+            made = changed_records(group, self._made)
+            if made is None:
+                return
+            new = made
         diff = changes(self._written.get(group_id, {}), new)
         if not diff:
             return
         try:
             self.record_sink(group_id, diff)
         except ApiError as exc:
+            self._made.forget(group_id)  # so that the next call compares with what was written
             logger.error(
                 "group %s: %d record(s) not written to __consumer_offsets, retried with its "
                 "next change: %s",

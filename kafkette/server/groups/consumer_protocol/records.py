@@ -116,7 +116,7 @@ RecordValue = (
 )
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, cache_hash=True)
 class RecordKey:
     """The key of one consumer group record: its kind (the key version), the group and,
     for member records, the member."""
@@ -133,44 +133,136 @@ Change = tuple[RecordKey, RecordValue | None]
 # ---- state -> records
 
 
-def group_records(group: ConsumerGroup) -> RecordSet:
-    """The latest record of every key for ``group``'s state."""
+@attrs.define
+class _GroupCache:
+    members: dict[str, tuple[Member, RecordKey, RecordValue, RecordKey, RecordValue]] = (
+        attrs.Factory(dict)
+    )
+    targets: dict[str, tuple[Assignment, RecordKey, RecordValue]] = attrs.Factory(dict)
+    topics: tuple[Mapping[str, TopicInfo], RecordValue] | None = None
+    epochs: tuple[int, int] | None = None
+    """The group and assignment epochs last made."""
+
+
+class RecordCache:
+    """The records last made for each group's members, targets and topics, reused while
+    the object they came from is the same one (members are immutable and replaced on
+    every change; targets and topics are replaced, never changed in place), so that a
+    heartbeat that changes one member makes that member's records only."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, _GroupCache] = {}
+
+    def of(self, group_id: str) -> _GroupCache:
+        """The cache of one group."""
+        return self._groups.setdefault(group_id, _GroupCache())
+
+    def forget(self, group_id: str) -> None:
+        """Drop a group that is gone."""
+        self._groups.pop(group_id, None)
+
+
+def group_records(group: ConsumerGroup, cache: RecordCache | None = None) -> RecordSet:
+    """The latest record of every key for ``group``'s state (reusing ``cache``'s records
+    for what did not change)."""
+    return _made(group, cache)
+
+
+def changed_records(group: ConsumerGroup, cache: RecordCache) -> RecordSet | None:
+    """:func:`group_records`, or None when nothing changed since ``cache`` last made them."""
+    if _unchanged(group, cache.of(group.group_id)):
+        return None
+    return _made(group, cache)
+
+
+def _unchanged(group: ConsumerGroup, old: _GroupCache) -> bool:
+    if (
+        (group.group_epoch, group.assignment_epoch) != old.epochs
+        or old.topics is None
+        or old.topics[0] is not group.subscription_metadata
+        or len(group.members) != len(old.members)
+        or len(group.target) != len(old.targets)
+    ):
+        return False
+    members, targets = old.members, old.targets
+    for member_id, member in group.members.items():
+        made = members.get(member_id)
+        if made is None or made[0] is not member:
+            return False
+    for member_id, assignment in group.target.items():
+        done = targets.get(member_id)
+        if done is None or done[0] is not assignment:
+            return False
+    return True
+
+
+def _made(group: ConsumerGroup, cache: RecordCache | None) -> RecordSet:
     gid = group.group_id
+    old = cache.of(gid) if cache is not None else _GroupCache()
+    epochs = (group.group_epoch, group.assignment_epoch)
+    topics = old.topics
+    if topics is None or topics[0] is not group.subscription_metadata:
+        topics = (
+            group.subscription_metadata,
+            ConsumerGroupPartitionMetadataValue(
+                topics=[
+                    topics_msg.TopicMetadata(
+                        topic_id=info.topic_id, topic_name=name, num_partitions=info.partitions
+                    )
+                    for name, info in sorted(group.subscription_metadata.items())
+                ]
+            ),
+        )
     records: RecordSet = {
         RecordKey(GROUP_METADATA, gid): ConsumerGroupMetadataValue(epoch=group.group_epoch),
-        RecordKey(PARTITION_METADATA, gid): ConsumerGroupPartitionMetadataValue(
-            topics=[
-                topics_msg.TopicMetadata(
-                    topic_id=info.topic_id, topic_name=name, num_partitions=info.partitions
-                )
-                for name, info in sorted(group.subscription_metadata.items())
-            ]
-        ),
+        RecordKey(PARTITION_METADATA, gid): topics[1],
         RecordKey(TARGET_METADATA, gid): ConsumerGroupTargetAssignmentMetadataValue(
             assignment_epoch=group.assignment_epoch
         ),
     }
+    members: dict[str, tuple[Member, RecordKey, RecordValue, RecordKey, RecordValue]] = {}
     for member_id, member in group.members.items():
-        records[RecordKey(MEMBER_METADATA, gid, member_id)] = _member_metadata(member)
-        records[RecordKey(CURRENT_ASSIGNMENT, gid, member_id)] = (
-            ConsumerGroupCurrentMemberAssignmentValue(
-                member_epoch=member.member_epoch,
-                previous_member_epoch=member.previous_member_epoch,
-                state=MEMBER_STATE_CODES[member.state],
-                assigned_partitions=_current_partitions(member.assigned),
-                partitions_pending_revocation=_current_partitions(member.pending_revocation),
+        made = old.members.get(member_id)
+        if made is None or made[0] is not member:
+            made = (
+                member,
+                RecordKey(MEMBER_METADATA, gid, member_id),
+                _member_metadata(member),
+                RecordKey(CURRENT_ASSIGNMENT, gid, member_id),
+                _current_assignment(member),
             )
-        )
+        members[member_id] = made
+        records[made[1]] = made[2]
+        records[made[3]] = made[4]
+    targets: dict[str, tuple[Assignment, RecordKey, RecordValue]] = {}
     for member_id, assignment in group.target.items():
-        records[RecordKey(TARGET_MEMBER, gid, member_id)] = (
-            ConsumerGroupTargetAssignmentMemberValue(
-                topic_partitions=[
-                    target.TopicPartition(topic_id=t, partitions=sorted(ps))
-                    for t, ps in sorted(assignment.items())
-                ]
+        done = old.targets.get(member_id)
+        if done is None or done[0] is not assignment:
+            done = (
+                assignment,
+                RecordKey(TARGET_MEMBER, gid, member_id),
+                ConsumerGroupTargetAssignmentMemberValue(
+                    topic_partitions=[
+                        target.TopicPartition(topic_id=t, partitions=sorted(ps))
+                        for t, ps in sorted(assignment.items())
+                    ]
+                ),
             )
-        )
+        targets[member_id] = done
+        records[done[1]] = done[2]
+    if cache is not None:
+        old.members, old.targets, old.topics, old.epochs = members, targets, topics, epochs
     return records
+
+
+def _current_assignment(member: Member) -> ConsumerGroupCurrentMemberAssignmentValue:
+    return ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=member.member_epoch,
+        previous_member_epoch=member.previous_member_epoch,
+        state=MEMBER_STATE_CODES[member.state],
+        assigned_partitions=_current_partitions(member.assigned),
+        partitions_pending_revocation=_current_partitions(member.pending_revocation),
+    )
 
 
 def _member_metadata(member: Member) -> ConsumerGroupMemberMetadataValue:
@@ -213,10 +305,14 @@ def changes(
         key=lambda k: (_TOMBSTONE_ORDER.index(k.kind), k),
     )
     written = sorted(
-        (key for key, value in new.items() if old.get(key) != value),
+        (key for key, value in new.items() if not _same(old.get(key), value)),
         key=lambda k: (_VALUE_ORDER.index(k.kind), k),
     )
     return [(key, None) for key in gone] + [(key, new[key]) for key in written]
+
+
+def _same(old: RecordValue | None, new: RecordValue) -> bool:
+    return old is new or old == new
 
 
 # ---- bytes

@@ -188,6 +188,8 @@ class Generator:
 
     def default(self, raw: dict[str, Any], ftype: str, nullable: tuple[int, int]) -> Any:
         given = raw.get("default")
+        if "default" in raw and given is None:  # "default": null in the JSON
+            return None
         text = None if given is None else str(given)
         if ftype.startswith("[]") or ftype not in PRIMITIVES:
             if text == "null":

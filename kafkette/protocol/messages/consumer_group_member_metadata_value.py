@@ -62,7 +62,7 @@ class ConsumerGroupMemberMetadataValue(_s.Data):
     """The rebalance timeout (Versions 0+.)"""
     server_assignor: str | None = ''
     """The server assignor to use; or null if not used. (Versions 0+, nullable 0+.)"""
-    classic_member_metadata: ClassicMemberMetadata | None = attrs.Factory(ClassicMemberMetadata)
+    classic_member_metadata: ClassicMemberMetadata | None = None
     """The classic member metadata which includes the supported protocols of the consumer if
     it uses the classic protocol. The metadata is null if the consumer uses the consumer
     protocol. (Versions 0+, tag 0, nullable 0+.)
@@ -86,7 +86,7 @@ ConsumerGroupMemberMetadataValue.FIELDS = (
     _s.Field('subscribed_topic_regex', 'SubscribedTopicRegex', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=''),
     _s.Field('rebalance_timeout_ms', 'RebalanceTimeoutMs', 'int32', (0, _s.MAX_VERSION), default=-1),
     _s.Field('server_assignor', 'ServerAssignor', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=''),
-    _s.Field('classic_member_metadata', 'ClassicMemberMetadata', ClassicMemberMetadata, (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=_s.NEW_STRUCT, tag=0, tagged_versions=(0, _s.MAX_VERSION)),
+    _s.Field('classic_member_metadata', 'ClassicMemberMetadata', ClassicMemberMetadata, (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None, tag=0, tagged_versions=(0, _s.MAX_VERSION)),
 )
 
 __all__ = ['ClassicMemberMetadata', 'ClassicProtocol', 'ConsumerGroupMemberMetadataValue']

@@ -488,9 +488,6 @@ def _rebuild_group(
 
 def _member(member_id: str, value: ConsumerGroupMemberMetadataValue) -> Member:
     classic = value.classic_member_metadata
-    # The generated codec reads an absent tagged struct as an empty one; a classic member
-    # always names at least one protocol.
-    is_classic = classic is not None and bool(classic.supported_protocols)
     return Member(
         member_id=member_id,
         instance_id=value.instance_id,
@@ -505,7 +502,7 @@ def _member(member_id: str, value: ConsumerGroupMemberMetadataValue) -> Member:
             session_timeout_ms=classic.session_timeout_ms,
             protocols=tuple((p.name, p.metadata) for p in classic.supported_protocols),
         )
-        if is_classic and classic is not None
+        if classic is not None
         else None,
     )
 

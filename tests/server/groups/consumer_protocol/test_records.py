@@ -317,7 +317,7 @@ def test_current_assignment_value_bytes() -> None:
 def test_member_metadata_value_bytes() -> None:
     """ConsumerGroupMemberMetadataValue v0: nullable compact strings (0 = null), the
     subscribed names, the rebalance timeout; a consumer-protocol member's
-    ClassicMemberMetadata (tag 0) written as a null struct, which Kafka reads as null."""
+    ClassicMemberMetadata (tag 0, default null) left out, as Kafka leaves it."""
     value = ConsumerGroupMemberMetadataValue(
         instance_id="i",
         rack_id=None,
@@ -334,7 +334,7 @@ def test_member_metadata_value_bytes() -> None:
         + b"\x02i\x00\x02c\x03/h\x02\x02a\x00"
         + (300).to_bytes(4, "big")
         + b"\x06range"
-        + bytes.fromhex("01 00 01 ff")
+        + b"\x00"
     )
     assert records.encode_value(value) == expected
     assert records.decode_value(RecordKey(MEMBER_METADATA, "g", "m"), expected) == value

@@ -470,12 +470,9 @@ def _rebuild_group(
                 pending_revocation=_assignment(assignment.partitions_pending_revocation),
             )
         group.put(member)
-        session_ms = (
-            member.classic.session_timeout_ms
-            if member.classic is not None
-            else config.session_timeout_ms
-        )
-        group.session_deadlines[member_id] = now_ms + session_ms
+        # Kafka's onLoaded: group.consumer.session.timeout.ms for every member, also one
+        # using the classic protocol (its own session timeout applies from its next request).
+        group.session_deadlines[member_id] = now_ms + config.session_timeout_ms
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             group.revocation_deadlines[member_id] = (
                 member.member_epoch,

@@ -379,8 +379,9 @@ def test_rebuilt_group_equals_the_live_one_and_timers_restart() -> None:
 
 
 def test_classic_member_metadata_round_trips() -> None:
-    """A member using the classic protocol keeps its session timeout and protocols, and
-    its session restarts with that timeout."""
+    """A member using the classic protocol keeps its session timeout and protocols; on
+    load its session restarts with group.consumer.session.timeout.ms, as Kafka's
+    onLoaded schedules every member's."""
     group = ConsumerGroup("g")
     member = Member(
         member_id="c1",
@@ -397,7 +398,10 @@ def test_classic_member_metadata_round_trips() -> None:
     cluster = Cluster({"a": 1})
     rebuilt = records.rebuild(records.group_records(group), cluster.coordinator.config, 100)
     assert snapshot(rebuilt["g"]) == snapshot(group)
-    assert rebuilt["g"].session_deadlines == {"c1": 6_100}
+    assert rebuilt["g"].members["c1"].classic == ClassicMember(
+        session_timeout_ms=6_000, protocols=(("range", b"\x00\x01"),)
+    )
+    assert rebuilt["g"].session_deadlines == {"c1": 45_100}
 
 
 def test_a_restored_member_continues_and_a_silent_one_expires() -> None:

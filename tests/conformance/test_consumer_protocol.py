@@ -118,7 +118,12 @@ def test_group_while_members_join_and_leave(
             )
             values = [int(v) for p, o, v in sorted(processed, key=lambda r: r[1]) if p == partition]
             assert values == list(range(partition, RECORDS, PARTITIONS))
-        assert all(m.commit_failures == [] for m in members), [m.commit_failures for m in members]
+        # A commit sent just before a heartbeat bumps the member's epoch is refused with
+        # STALE_MEMBER_EPOCH, as Kafka refuses it and Java's commitSync reports it
+        # (CommitFailedException); the member still owns the partitions and its next
+        # commit covers them. No other commit failure is expected.
+        failures = [f for m in members for f in m.commit_failures]
+        assert all("STALE_MEMBER_EPOCH" in f for f in failures), failures
     finally:
         for m in members:
             m.close()

@@ -311,16 +311,16 @@ async def handle_offset_commit(
     now = broker.groups.now_ms()
     retention = request.retention_time_ms if 2 <= version <= 4 else NO_RETENTION
     expire = None if retention == NO_RETENTION else now + retention
+    if not ctx.allows(READ, GROUP, request.group_id):
+        refused = GroupAuthorizationFailedError.code
+        keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        return _offset_commit_response(request, dict.fromkeys(keys, refused))
     errors: dict[PartitionKey, int] = {}
     offsets: dict[PartitionKey, CommittedOffset] = {}
-    group_allowed = ctx.allows(READ, GROUP, request.group_id)
     for topic in request.topics:
         topic_allowed = ctx.allows(READ, TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if not group_allowed:
-                errors[key] = GroupAuthorizationFailedError.code
-                continue
             if not topic_allowed:
                 errors[key] = TopicAuthorizationFailedError.code
                 continue
@@ -338,9 +338,7 @@ async def handle_offset_commit(
     consumer_error = consumer_groups.offset_commit_error(
         broker, request.group_id, request.member_id, request.generation_id_or_member_epoch, version
     )
-    if not group_allowed:
-        pass  # every partition already says so
-    elif consumer_error:
+    if consumer_error:
         errors = {
             (t.name, p.partition_index): consumer_error
             for t in request.topics
@@ -358,6 +356,12 @@ async def handle_offset_commit(
                 offsets,
             )
         )
+    return _offset_commit_response(request, errors)
+
+
+def _offset_commit_response(
+    request: OffsetCommitRequest, errors: dict[PartitionKey, int]
+) -> OffsetCommitResponse:
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(

@@ -11,7 +11,7 @@ ClusterAuthorizationFailedError.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -88,15 +88,7 @@ class AclOperations(GroupOperations):
         """The bindings ``acl_filter`` selects (every binding for None)."""
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         f = acl_filter or AclBindingFilter()
-        request = DescribeAclsRequest(
-            resource_type_filter=f.resource_type,
-            resource_name_filter=f.resource_name,
-            pattern_type_filter=f.pattern_type,
-            principal_filter=f.principal,
-            host_filter=f.host,
-            operation=f.operation,
-            permission_type=f.permission,
-        )
+        request = DescribeAclsRequest(**_filter_fields(f))
         response = await self._send_acl_request(
             request, DescribeAclsResponse, "describe ACLs", timeout_ms
         )
@@ -127,20 +119,7 @@ class AclOperations(GroupOperations):
         or its error."""
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(dict.fromkeys(filters))
-        request = DeleteAclsRequest(
-            filters=[
-                DeleteAclsFilter(
-                    resource_type_filter=f.resource_type,
-                    resource_name_filter=f.resource_name,
-                    pattern_type_filter=f.pattern_type,
-                    principal_filter=f.principal,
-                    host_filter=f.host,
-                    operation=f.operation,
-                    permission_type=f.permission,
-                )
-                for f in wanted
-            ]
-        )
+        request = DeleteAclsRequest(filters=[DeleteAclsFilter(**_filter_fields(f)) for f in wanted])
         response = await self._send_acl_request(
             request, DeleteAclsResponse, "delete ACLs", timeout_ms
         )
@@ -178,3 +157,16 @@ class AclOperations(GroupOperations):
 
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
         return await self._until_done(attempt, what, deadline)
+
+
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as the fields DescribeAcls and a DeleteAcls filter both carry."""
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": f.resource_name,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation,
+        "permission_type": f.permission,
+    }

@@ -39,6 +39,7 @@ from kafkette.protocol.messages import (
     DescribeAclsResponse,
 )
 from kafkette.protocol.messages.create_acls_response import AclCreationResult
+from kafkette.protocol.messages.delete_acls_request import DeleteAclsFilter
 from kafkette.protocol.messages.delete_acls_response import (
     DeleteAclsFilterResult,
     DeleteAclsMatchingAcl,
@@ -107,15 +108,7 @@ async def handle_describe_acls(
         code, message = refusal
         return DescribeAclsResponse(error_code=code, error_message=message)
     assert ctx.authorizer is not None
-    acl_filter = AclBindingFilter.from_wire(
-        request.resource_type_filter,
-        request.resource_name_filter,
-        request.pattern_type_filter,
-        request.principal_filter,
-        request.host_filter,
-        request.operation,
-        request.permission_type,
-    )
+    acl_filter = _filter(request)
     error = acl_filter.error()
     if error is not None:
         return DescribeAclsResponse(error_code=InvalidRequestError.code, error_message=error)
@@ -152,18 +145,7 @@ async def handle_delete_acls(
             filter_results=[DeleteAclsFilterResult(code, message) for _ in request.filters]
         )
     assert ctx.authorizer is not None
-    filters = [
-        AclBindingFilter.from_wire(
-            f.resource_type_filter,
-            f.resource_name_filter,
-            f.pattern_type_filter,
-            f.principal_filter,
-            f.host_filter,
-            f.operation,
-            f.permission_type,
-        )
-        for f in request.filters
-    ]
+    filters = [_filter(f) for f in request.filters]
     errors = [f.error() for f in filters]
     removed = ctx.authorizer.delete(f for f, e in zip(filters, errors, strict=True) if e is None)
     if any(removed):
@@ -195,6 +177,19 @@ async def handle_delete_acls(
             )
         )
     return DeleteAclsResponse(filter_results=results)
+
+
+def _filter(wire: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
+    """The filter a DescribeAcls request or a DeleteAcls filter names (same fields)."""
+    return AclBindingFilter.from_wire(
+        wire.resource_type_filter,
+        wire.resource_name_filter,
+        wire.pattern_type_filter,
+        wire.principal_filter,
+        wire.host_filter,
+        wire.operation,
+        wire.permission_type,
+    )
 
 
 def _persist(broker: Broker, ctx: RequestContext) -> None:

@@ -2,16 +2,24 @@
 
 Each batch is copied once, as stored (base offset, length and leader epoch
 rewritten): into a ``bytes`` of its own, or, once a segment holds
-:data:`ARENA_FROM` bytes, into a pre-populated arena shared with the batches
-appended after it (see :meth:`MemorySegment._arena_copy`). Reads return
-read-only memoryviews of the stored batches (no copy). Segments, rolls,
-retention, DeleteRecords and compaction behave as on disk; nothing survives
-the process.
+:data:`ARENA_FROM` bytes, into an arena: an anonymous mapping the segment's
+next batches are copied into one after the other (see
+:meth:`MemorySegment._arena_copy`). Reads return read-only memoryviews of the
+stored batches (no copy). Segments, rolls, retention, DeleteRecords and
+compaction behave as on disk; nothing survives the process.
+
+Arena memory is never written again once a batch is in it, nor reused while
+any view of it lives: a read of arena batches says so
+(:attr:`~kafkette.backends.types.LogSlice.spliceable`), and the TCP server
+then hands their pages to the kernel by reference instead of copying them
+(:mod:`kafkette.server.zero_copy`), as sendfile does for a disk segment.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import mmap
 from collections.abc import Iterator, Sequence
 
@@ -27,19 +35,22 @@ from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 
 ARENA_FROM = 4 << 20
 """Bytes a segment holds before its batches are copied into arenas (small and quiet
-partitions keep exact-size allocations, and an arena's unused tail is at most a
-quarter of what the segment holds)."""
-ARENA_MIN = 1 << 20
-ARENA_MAX = 16 << 20
-"""Sizes of the arenas (an eighth of the segment's size, within these bounds)."""
-ARENA_BATCH_MAX = 256 << 10
-"""Larger batches get an allocation of their own."""
+partitions keep exact-size allocations)."""
+HUGE_PAGE = 2 << 20
+"""Arenas are reserved and populated in steps of this size: a transparent huge page
+on x86-64 and arm64, which the kernel hands to a socket as one piece."""
+ARENA_MIN = HUGE_PAGE
+ARENA_MAX = 64 << 20
+"""Address space reserved for one arena: an eighth of the segment's size, within these
+bounds (or a larger batch's size). Only what batches fill is populated, one huge page
+at a time, so an arena left behind wastes less than one."""
 
-_POPULATE: int | None = (
-    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
-    if hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_ANONYMOUS")
-    else None
-)
+_MADV_POPULATE_WRITE = 23
+"""Linux 5.14's ``madvise`` to allocate a range's pages now (Python 3.11's mmap module
+does not name it): one system call for 2 MiB costs a fraction of the page faults that
+copying into fresh memory takes, which dominate the cost of keeping a batch."""
+_ARENAS = hasattr(mmap, "MAP_ANONYMOUS") and hasattr(mmap.mmap, "madvise")
+_populate_works = True
 
 # Header fields by index in the tuple the append fast path passes.
 _LAST_OFFSET_DELTA = 6
@@ -68,23 +79,31 @@ class MemorySegment(Segment):
         # The largest max timestamp of the batches up to each one (non-decreasing):
         # where a search by timestamp starts.
         self._max_so_far: list[int] = []
+        # The batches from this index on are all in arenas.
+        self._arena_batches_from = 0
+        self._region: mmap.mmap | None = None
         self._arena: memoryview | None = None
         self._arena_pos = 0
+        self._arena_populated = 0
 
     def append_batch(
         self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
     ) -> None:
-        data: bytes | bytearray
-        if len(parts) == 1:
-            data = parts[0] if isinstance(parts[0], bytearray) else bytes(parts[0])
-        else:
-            data = b"".join(parts)
+        stored: memoryview | None = None
+        if self.size >= ARENA_FROM:
+            size = sum(len(part) for part in parts)
+            stored = self._arena_copy(parts, size)
+        if stored is None:
+            data: bytes | bytearray
+            if len(parts) == 1:
+                data = parts[0] if isinstance(parts[0], bytearray) else bytes(parts[0])
+            else:
+                data = b"".join(parts)
+            stored = self._keep_alone(memoryview(data))
         # ``header`` predates the log's rewrite of base offset and leader epoch: the
         # fields kept are read from the bytes kept.
-        stored = parse_header(data)
-        self._add(
-            memoryview(data), stored.base_offset, stored.last_offset_delta, stored.max_timestamp
-        )
+        kept = parse_header(stored)
+        self._add(stored, kept.base_offset, kept.last_offset_delta, kept.max_timestamp)
 
     append_fields = append_batch  # the header passed in is not used
 
@@ -92,56 +111,73 @@ class MemorySegment(Segment):
         self, data: BufferLike, header: tuple[int, ...], base_offset: int, leader_epoch: int
     ) -> None:
         size = len(data)
+        prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
+        rest = memoryview(data)[STORED_PREFIX_SIZE:]
         stored: memoryview | None = None
-        if self.size >= ARENA_FROM and size <= ARENA_BATCH_MAX:
-            stored = self._arena_copy(data, size, base_offset, leader_epoch)
+        if self.size >= ARENA_FROM:
+            stored = self._arena_copy((prefix, rest), size)
         if stored is None:
-            stored = memoryview(
-                b"".join(
-                    (
-                        STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch),
-                        memoryview(data)[STORED_PREFIX_SIZE:],
-                    )
-                )
-            )
+            stored = self._keep_alone(memoryview(b"".join((prefix, rest))))
         self._add(stored, base_offset, header[_LAST_OFFSET_DELTA], header[_MAX_TIMESTAMP])
 
-    def _arena_copy(
-        self, data: BufferLike, size: int, base_offset: int, leader_epoch: int
-    ) -> memoryview | None:
-        """The batch copied as stored into the segment's arena (None: no arena to be had).
+    def _keep_alone(self, stored: memoryview) -> memoryview:
+        """``stored`` kept in an allocation of its own (it ends the run of arena batches)."""
+        self._arena_batches_from = len(self._data) + 1
+        return stored
 
-        An arena is a region mapped with its pages already in place (``MAP_POPULATE``):
-        one system call for them all costs about half of what the page faults of
-        copying into fresh memory do, which dominate the cost of keeping a batch.
-        Regions once handed out are never written again (reads return views of them).
-        """
+    def _arena_copy(self, parts: Sequence[BufferLike], size: int) -> memoryview | None:
+        """The batch (``parts`` joined) copied into the segment's arena (None: no arena
+        to be had). Regions once handed out are never written again."""
         arena = self._arena
         pos = self._arena_pos
         if arena is None or pos + size > len(arena):
-            arena = self._new_arena()
+            arena = self._new_arena(size)
             if arena is None:
                 return None
             pos = 0
         end = pos + size
-        STORED_PREFIX.pack_into(arena, pos, base_offset, size - LOG_OVERHEAD, leader_epoch)
-        arena[pos + STORED_PREFIX_SIZE : end] = memoryview(data)[STORED_PREFIX_SIZE:]
+        if end > self._arena_populated:
+            self._populate(end)
+        at = pos
+        for part in parts:
+            arena[at : at + len(part)] = part
+            at += len(part)
         self._arena_pos = end
         return arena[pos:end].toreadonly()
 
-    def _new_arena(self) -> memoryview | None:
-        if _POPULATE is None:
+    def _new_arena(self, batch_size: int) -> memoryview | None:
+        if not _ARENAS:
             return None
-        # Growing with the segment (an eighth of it) bounds the tail left unused when
-        # it is sealed, and keeps the number of mappings of a large log small.
-        size = min(max(ARENA_MIN, self.size // 8 // ARENA_MIN * ARENA_MIN), ARENA_MAX)
+        # Growing with the segment (an eighth of it) keeps the number of mappings of
+        # a large log small without reserving much for a small one.
+        size = max(min(max(ARENA_MIN, self.size // 8), ARENA_MAX), batch_size)
+        size = -(-size // HUGE_PAGE) * HUGE_PAGE
         try:
-            region = mmap.mmap(-1, size, flags=_POPULATE)
+            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         except (OSError, ValueError):
             return None
+        # (not on Linux, or without transparent huge pages, 4 KiB pages serve too)
+        with contextlib.suppress(OSError, AttributeError):
+            region.madvise(mmap.MADV_HUGEPAGE)
+        self._region = region
         self._arena = memoryview(region)
-        self._arena_pos = 0
+        self._arena_pos = self._arena_populated = 0
         return self._arena
+
+    def _populate(self, end: int) -> None:
+        """Allocate the arena's pages up to ``end`` (rounded up to a huge page) now."""
+        global _populate_works
+        assert self._region is not None
+        start = self._arena_populated
+        stop = min(-(-end // HUGE_PAGE) * HUGE_PAGE, len(self._region))
+        self._arena_populated = stop
+        if not _populate_works:
+            return  # the copy's page faults allocate them
+        try:
+            self._region.madvise(_MADV_POPULATE_WRITE, start, stop - start)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # a kernel before 5.14
+                _populate_works = False
 
     def _add(self, data: memoryview, base_offset: int, last_delta: int, max_ts: int) -> None:
         if not self._data:
@@ -158,7 +194,7 @@ class MemorySegment(Segment):
 
     def read(self, offset: int, max_bytes: int, upper_bound: int) -> LogSlice | None:
         lasts = self._lasts
-        index = bisect.bisect_left(lasts, offset)
+        index = first = bisect.bisect_left(lasts, offset)
         count = len(lasts)
         if index == count:
             return None
@@ -172,7 +208,7 @@ class MemorySegment(Segment):
             views.append(view)
             total += len(view)
             index += 1
-        return LogSlice(total, tuple(views))
+        return LogSlice(total, tuple(views), spliceable=first >= self._arena_batches_from)
 
     def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         index = 0 if start_offset is None else bisect.bisect_left(self._lasts, start_offset)
@@ -191,6 +227,7 @@ class MemorySegment(Segment):
         index = bisect.bisect_left(self._lasts, offset)
         # (a running maximum: the entries of the batches kept stay right)
         del self._data[index:], self._lasts[index:], self._max_so_far[index:]
+        self._arena_batches_from = min(self._arena_batches_from, index)
         self._recompute()
         self.drop_aborted_from(offset)
 
@@ -212,7 +249,7 @@ class MemorySegment(Segment):
         self.aborted.append(txn)
 
     def seal(self) -> None:
-        self._arena = None  # its regions live on in the batches kept
+        self._arena = self._region = None  # its regions live on in the batches kept
 
 
 class MemoryLog(SegmentedLog):

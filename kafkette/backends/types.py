@@ -71,6 +71,10 @@ class LogSlice:
     buffers: tuple[memoryview, ...] = ()
     file: FileRef | None = None
     position: int = 0
+    spliceable: bool = False
+    """Whether every buffer is memory that is never written again nor reused while a
+    view of it lives (a memory log's arenas), so that the kernel may send its pages
+    by reference (:mod:`kafkette.server.zero_copy`)."""
 
     def __len__(self) -> int:
         return self.size

@@ -7,6 +7,7 @@ from __future__ import annotations
 import mmap
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,34 +92,67 @@ def _stored_batch(index: int, size: int) -> bytes:
 
 
 def test_batches_past_arena_from_are_kept_in_arenas_unchanged() -> None:
-    """Past ARENA_FROM bytes a segment copies batches into populated arenas; what is read
-    back is what an exact-size copy keeps, views handed out never change (not even after
-    a truncation and more appends), and a batch over ARENA_BATCH_MAX is kept on its own."""
-    log = MemoryLog("t", 0, LogConfig(), clock=FakeClock())
+    """Past ARENA_FROM bytes a segment copies batches into arenas; what is read back is
+    what an exact-size copy keeps, views handed out never change (not even after a
+    truncation and more appends), a batch larger than the arena's rest starts a new
+    arena (one larger than an arena's usual size too), and only reads of arena batches are
+    spliceable."""
+    log = MemoryLog("t", 0, LogConfig(max_message_bytes=8 << 20), clock=FakeClock())
     count = memory.ARENA_FROM // 16_000 + 30
     batches = [_stored_batch(i, 16_000) for i in range(count)]
-    batches.append(_stored_batch(count, memory.ARENA_BATCH_MAX + 1000))
+    batches.append(_stored_batch(count, memory.ARENA_MIN + 1000))
+    batches.append(_stored_batch(count + 1, 16_000))
     for data in batches:
         log.append(data, leader_epoch=3)
     expected = [_as_stored(data, offset, 3) for offset, data in enumerate(batches)]
-    views = list(log.read(0, 1 << 30).buffers)
+    whole = log.read(0, 1 << 30)
+    views = list(whole.buffers)
     assert [bytes(v) for v in views] == expected
     assert all(v.readonly for v in views)
-    owners = [type(v.obj) for v in views]
-    if memory._POPULATE is None:
-        assert set(owners) == {bytes}
-    else:
-        first_in_arena = owners.index(mmap.mmap)
-        assert 0 < first_in_arena <= memory.ARENA_FROM // 16_000 + 1
-        assert set(owners[first_in_arena:-1]) == {mmap.mmap}
-        assert owners[-1] is bytes  # over ARENA_BATCH_MAX
-    log.truncate_to(80)
-    for i in range(80, 85):
+    owners = [v.obj for v in views]
+    first_in_arena = [type(o) for o in owners].index(mmap.mmap)
+    assert first_in_arena == -(-memory.ARENA_FROM // len(expected[0]))
+    assert {type(o) for o in owners[first_in_arena:]} == {mmap.mmap}
+    assert len(owners[-2]) == 2 * memory.HUGE_PAGE  # its own, in huge pages
+    assert owners[-2] is not owners[-3] and owners[-1] is owners[-2]
+    assert not whole.spliceable
+    assert not log.read(first_in_arena - 1, 1 << 30).spliceable
+    assert log.read(first_in_arena, 1 << 30).spliceable
+    cut = count - 3
+    log.truncate_to(cut)
+    for i in range(cut, cut + 5):
         log.append(_stored_batch(i + 100, 16_000), leader_epoch=3)
     assert [bytes(v) for v in views] == expected
-    again = [bytes(v) for v in log.read(0, 1 << 30).buffers]
-    assert again[:80] == expected[:80]
-    assert again[80:] == [_as_stored(_stored_batch(i + 100, 16_000), i, 3) for i in range(80, 85)]
+    again = log.read(0, 1 << 30)
+    assert [bytes(v) for v in again.buffers[:cut]] == expected[:cut]
+    assert [bytes(v) for v in again.buffers[cut:]] == [
+        _as_stored(_stored_batch(i + 100, 16_000), i, 3) for i in range(cut, cut + 5)
+    ]
+    assert log.read(first_in_arena, 1 << 30).spliceable
+
+
+def test_a_read_after_a_batch_kept_alone_is_spliceable_only_past_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When no arena can be had (mapping refused), the batch is kept in a bytes of its
+    own and no read that includes it is spliceable; arena batches after it are."""
+    log = MemoryLog("t", 0, LogConfig(max_message_bytes=8 << 20), clock=FakeClock())
+    count = memory.ARENA_FROM // 16_000 + 2
+    for i in range(count):
+        log.append(_stored_batch(i, 16_000), leader_epoch=0)
+    first_in_arena = -(-memory.ARENA_FROM // len(_stored_batch(0, 16_000)))
+    refused = memory.MemorySegment._new_arena
+    monkeypatch.setattr(memory.MemorySegment, "_new_arena", lambda self, size: None)
+    log.append(_stored_batch(count, memory.ARENA_MIN), leader_epoch=0)  # needs a new arena
+    monkeypatch.setattr(memory.MemorySegment, "_new_arena", refused)
+    log.append(_stored_batch(count + 1, 16_000), leader_epoch=0)
+    views = log.read(0, 1 << 30).buffers
+    assert [type(v.obj) for v in views[first_in_arena:]] == [mmap.mmap] * (
+        count - first_in_arena
+    ) + [bytes, mmap.mmap]
+    assert log.read(first_in_arena, 1 << 30).spliceable is False
+    assert log.read(count, 1 << 30).spliceable is False
+    assert log.read(count + 1, 1 << 30).spliceable is True
 
 
 def _as_stored(data: bytes, offset: int, epoch: int) -> bytes:

@@ -33,5 +33,10 @@ setup(
             sources=["kafkette/producer/_accumulate.c"],
             optional=True,
         ),
+        Extension(
+            "kafkette.server._splice",
+            sources=["kafkette/server/_splice.c"],
+            optional=True,
+        ),
     ]
 )

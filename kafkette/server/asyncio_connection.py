@@ -23,8 +23,9 @@ its high-water mark, and log segment regions go out with ``loop.sendfile``
 (``os.sendfile``) after the bytes queued before them. On plain TCP, an answer
 holding at least :data:`DIRECT_FROM` bytes of a memory log's stored batches
 goes out the same way, written by the connection on the socket once the
-transport has sent what it holds (``sendmsg`` over the stored views): Python
-3.11's transport would copy whatever the socket does not take at once.
+transport has sent what it holds: Python 3.11's transport would copy whatever
+the socket does not take at once. Arena batches are spliced by reference to
+their pages (:mod:`~kafkette.server.zero_copy`), other views go with ``sendmsg``.
 
 A client that sends faster than it is served cannot grow memory without
 bound: reading pauses while whole requests over :data:`READ_HIGH_WATER`
@@ -49,6 +50,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkette.protocol.errors import ProtocolError
+from kafkette.server import zero_copy
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frame_queue import FrameQueue
@@ -107,6 +109,20 @@ class ConnectionClosed(Exception):
 
 
 _CUT = "went away in the middle of an answer"
+
+
+def _consume(buffers: list[Any], first: int, sent: int) -> int:
+    """The index of the first buffer not wholly sent once ``sent`` more bytes went out
+    from ``buffers[first]`` on (a buffer sent in part is replaced by its rest)."""
+    while sent:
+        size = len(buffers[first])
+        if sent >= size:
+            sent -= size
+            first += 1
+        else:
+            buffers[first] = memoryview(buffers[first])[sent:]
+            sent = 0
+    return first
 
 
 def _view_bytes(parts: Sequence[Any]) -> int:
@@ -424,35 +440,44 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         into a buffer of its own, so a 16 MiB answer of stored batches would be
         copied; ``loop.sendfile`` avoids that for a file region by waiting until
         the transport's buffer is empty and then writing on the socket itself, and
-        so does this for views (``sendmsg``: many views in one call, none joined).
+        so does this for views: spliced by reference to their pages when the slice
+        allows it (:mod:`~kafkette.server.zero_copy`), else with ``sendmsg`` (many
+        views in one call, none joined).
         """
         buffers: list[Any] = []
         for part in parts:
             if isinstance(part, _BUFFERS):
                 buffers.append(part)
-            elif part.file is None:
-                buffers.extend(part.buffers)
-            else:
+            elif part.file is not None:
                 await self._write_direct(buffers)
                 buffers = []
                 await self._sendfile(part.file, part.position, part.size)
+            elif part.spliceable and zero_copy.AVAILABLE:
+                await self._write_direct(buffers)
+                buffers = []
+                await self._write_direct(list(part.buffers), spliceable=True)
+            else:
+                buffers.extend(part.buffers)
         await self._write_direct(buffers)
         await self.drain()
 
-    async def _write_direct(self, buffers: list[Any]) -> None:
+    async def _write_direct(self, buffers: list[Any], *, spliceable: bool = False) -> None:
         """Write the queued parts, then ``buffers``, on the socket, after everything
         the transport holds; nothing else is written meanwhile (flush waits)."""
-        if self._out:
-            buffers = [*self._out, *buffers]
-            self._out = []
-            self._out_size = 0
+        queued, self._out, self._out_size = self._out, [], 0
         buffers = [b for b in buffers if len(b)]
-        if not buffers:
+        if not queued and not buffers:
             return
         self._writing_direct = True
         try:
             await self._transport_emptied()
-            await self._sendmsg_all(buffers)
+            if not spliceable:
+                await self._sendmsg_all([*queued, *buffers])
+                return
+            if queued:
+                await self._sendmsg_all(queued)
+                await self._transport_emptied()  # (it sends what sendmsg could not)
+            await self._splice_all(buffers)
         finally:
             self._writing_direct = False
             write_fd = self._write_fd
@@ -487,21 +512,49 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             except (BlockingIOError, InterruptedError):
                 if not await self._wait_writable():
                     # (the transport is empty and writes nothing else meanwhile: in order)
-                    assert self.transport is not None
-                    for buffer in buffers[first:]:
-                        self.transport.write(buffer)
+                    self._hand_to_transport(buffers[first:])
                     return
                 continue
             except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
                 raise ConnectionClosed(_CUT) from exc
-            while sent:
-                size = len(buffers[first])
-                if sent >= size:
-                    sent -= size
-                    first += 1
-                else:
-                    buffers[first] = memoryview(buffers[first])[sent:]
-                    sent = 0
+            first = _consume(buffers, first, sent)
+
+    async def _splice_all(self, buffers: list[Any]) -> None:
+        """Send ``buffers`` (a spliceable slice's views) by reference to their pages."""
+        pipe = zero_copy.take_pipe()
+        if pipe is None:
+            await self._sendmsg_all(buffers)
+            return
+        sock = self._sock
+        assert sock is not None
+        first, count = 0, len(buffers)
+        try:
+            while first < count or pipe.held:
+                if self.closed:
+                    raise ConnectionClosed(_CUT)
+                if not pipe.held:
+                    try:
+                        taken = pipe.fill(buffers[first:])
+                    except OSError:  # the kernel refused the pages: copy them instead
+                        await self._sendmsg_all(buffers[first:])
+                        return
+                    first = _consume(buffers, first, taken)
+                try:
+                    if not pipe.send_to(sock.fileno()):
+                        raise ConnectionClosed(_CUT)  # (a pipe holding bytes always gives some)
+                except (BlockingIOError, InterruptedError):
+                    if not await self._wait_writable():
+                        self._hand_to_transport([pipe.take_back(), *buffers[first:]])
+                        return
+                except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
+                    raise ConnectionClosed(_CUT) from exc
+        finally:
+            zero_copy.give_back(pipe)  # (closed if the answer was cut with pages in it)
+
+    def _hand_to_transport(self, buffers: Sequence[Any]) -> None:
+        assert self.transport is not None
+        for buffer in buffers:
+            self.transport.write(buffer)
 
     async def _wait_writable(self) -> bool:
         """Wait until the socket takes bytes again; False if it cannot be watched (no

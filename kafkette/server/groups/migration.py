@@ -72,6 +72,13 @@ class GroupMigration:
         self.consumer = consumer
         self.classic_members = ClassicMembers(consumer)
         consumer.downgrade = self._downgrade
+        engine.offsets.consumer_group_topics = self._subscribed_topics
+
+    def _subscribed_topics(self, group_id: str) -> frozenset[str]:
+        group = self.consumer.groups.get(group_id)
+        if group is None or not group.members:
+            return frozenset()
+        return frozenset(group.subscription_metadata)
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------
 

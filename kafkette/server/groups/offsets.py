@@ -9,13 +9,16 @@ persists to the :class:`~kafkette.server.groups.store.GroupStore`, and checks
 for expired offsets every ``offsets.retention.check.interval.ms`` (KIP-211:
 the offsets of an Empty group expire ``offsets.retention.minutes`` after it
 became Empty; a group without a protocol, whose members only commit, expires
-each offset that long after its commit).
+each offset that long after its commit). A group of the consumer protocol
+(KIP-848) keeps its offsets in an Empty classic holder: while it has members,
+the offsets of the topics they subscribe to never expire, and the others, as
+the holder's, that long after their commit, as Kafka's ConsumerGroup does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kafkette.errors import (
     NO_ERROR,
@@ -48,6 +51,10 @@ class GroupOffsets:
         self.groups = groups
         self.next_check_ms: int | None = None
         """When :meth:`expire_offsets` next runs (``None``: not scheduled yet)."""
+        self.consumer_group_topics: Callable[[str], frozenset[str]] = lambda group_id: frozenset()
+        """The topics the members of the consumer-protocol group ``group_id`` subscribe to
+        (none when there is no such group, or it has no members): set by the
+        :class:`~kafkette.server.groups.migration.GroupMigration` that owns both kinds."""
 
     @property
     def retention_ms(self) -> int:
@@ -207,7 +214,9 @@ class GroupOffsets:
             if group.protocol_type is not None and group.is_in(ClassicGroupState.EMPTY):
                 since_empty = group.state_timestamp_ms
             elif group.protocol_type is None:
-                pass  # offsets-only group: each offset counts from its commit
+                # offsets only (of a standalone consumer, or a consumer-protocol group's):
+                # each counts from its commit
+                subscribed = self.consumer_group_topics(group.group_id)
             elif group.subscribed_topics is not None and group.is_in(ClassicGroupState.STABLE):
                 subscribed = group.subscribed_topics
             else:

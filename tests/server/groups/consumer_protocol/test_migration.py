@@ -6,6 +6,7 @@ Empty groups replaced either way, and Kafka's errors where migration does not ap
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from kafkette.errors import (
@@ -17,6 +18,7 @@ from kafkette.errors import (
 )
 from kafkette.server.groups.consumer_protocol import offsets
 from kafkette.server.groups.group import ClassicGroupState
+from kafkette.server.groups.offsets import OFFSETS_RETENTION_CHECK_INTERVAL_MS
 from tests.server.groups.consumer_protocol.harness import Client
 from tests.server.groups.consumer_protocol.migration_harness import (
     MEMBER_ID_REQUIRED,
@@ -364,3 +366,23 @@ def test_upgrade_undone_when_the_joining_heartbeat_fails() -> None:
     classic_round(mixed, [c1, c2])
     assert c1.heartbeat() == c2.heartbeat() == 0
     assert "g" in mixed.store.groups
+
+
+def test_offsets_of_a_consumer_group_expire_as_kafka_s_consumer_group_s() -> None:
+    """While the consumer group has members, the offsets of the topics they subscribe to
+    never expire (however old their commit), the others expire offsets.retention.minutes
+    after their commit; once the group has no member left, every offset does."""
+    mixed = Mixed({"a": 2, "b": 2})
+    offsets = mixed.engine.offsets
+    offsets.config = attrs.evolve(offsets.config, offsets_retention_minutes=1)
+    member = Client(mixed, "n1")  # type: ignore[arg-type]
+    member.join()
+    assert mixed.commit("g", {("a", 0): 5, ("b", 0): 7}) == {("a", 0): 0, ("b", 0): 0}
+    for _ in range(OFFSETS_RETENTION_CHECK_INTERVAL_MS // 20_000 + 1):  # past the first check
+        mixed.advance(20_000)
+        member.heartbeat()
+    assert sorted(mixed.engine.groups["g"].offsets) == [("a", 0)]
+    member.leave()
+    mixed.advance(OFFSETS_RETENTION_CHECK_INTERVAL_MS)
+    assert "g" not in mixed.engine.groups
+    assert mixed.engine.fetch_offsets("g", [("a", 0)]) == {("a", 0): None}

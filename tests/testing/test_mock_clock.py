@@ -282,18 +282,27 @@ def test_reconnect_backoff_against_a_closed_cluster() -> None:
     assert real < REAL_BUDGET_S
 
 
-def test_max_poll_interval_runs_in_virtual_time() -> None:
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_max_poll_interval_runs_in_virtual_time(group_protocol: str) -> None:
     """A group member that stops polling keeps heartbeating, then leaves the group once
-    max.poll.interval.ms (30 s) of virtual time has passed since its last poll."""
+    max.poll.interval.ms (32.5 s, between two heartbeats) of virtual time has passed
+    since its last poll, under either group protocol."""
 
     async def main() -> float:
-        async with MemoryCluster(in_loop=True, group_initial_rebalance_delay_ms=0) as cluster:
+        # (heartbeats every 10 s: the client's setting, or the broker's for KIP-848)
+        heartbeat = {"classic": {"heartbeat_interval_ms": 10_000}, "consumer": {}}[group_protocol]
+        async with MemoryCluster(
+            in_loop=True,
+            group_initial_rebalance_delay_ms=0,
+            group_consumer_heartbeat_interval_ms=10_000,
+        ) as cluster:
             await create(cluster, "t")
             async with AsyncConsumer(
                 bootstrap_servers=cluster.bootstrap_servers,
                 group_id="g",
-                max_poll_interval_ms=30_000,
-                heartbeat_interval_ms=10_000,
+                group_protocol=group_protocol,
+                max_poll_interval_ms=32_500,
+                **heartbeat,
             ) as consumer:
                 consumer.subscribe(["t"])
                 while not consumer.assignment():
@@ -301,16 +310,16 @@ def test_max_poll_interval_runs_in_virtual_time() -> None:
                 [member] = cluster.assignment("g")
                 await consumer.poll(timeout_ms=0)
                 polled = trio.current_time()
-                await trio.sleep(30 - MS)
+                await trio.sleep(32.5 - MS)
                 assert cluster.assignment("g") == {member: {TopicPartition("t", 0)}}
                 while cluster.assignment("g"):
                     await trio.sleep(MS / 10)
                 return trio.current_time() - polled
 
     virtual, real = run_virtual(main)
-    # The member leaves once more than 30 s have passed (the client's check is
-    # strict, then it waits a millisecond): between 30.000 and 30.002 s.
-    assert 30.0 < virtual <= 30.002
+    # The member leaves once 32.5 s have passed, as Java's poll timer expires
+    # (now >= deadline), not at the next heartbeat nor a millisecond later.
+    assert virtual == pytest.approx(32.5, abs=MS / 10)
     assert real < REAL_BUDGET_S
 
 

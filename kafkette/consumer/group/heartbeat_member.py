@@ -160,7 +160,7 @@ class HeartbeatMember(MemberBase):
         membership = self.membership
         while True:
             now = self.client.clock()
-            if membership.in_group and now - self._polled_ms > self.config.max_poll_interval_ms:
+            if membership.in_group and now - self._polled_ms >= self.config.max_poll_interval_ms:
                 logger.warning(
                     "group %s: poll was not called within max.poll.interval.ms (%d ms); "
                     "leaving the group",
@@ -175,7 +175,8 @@ class HeartbeatMember(MemberBase):
                 if now >= due:
                     await self._heartbeat()
                     continue
-                wait_ms = due - now
+                # (awake when max.poll.interval.ms runs out, too)
+                wait_ms = min(due, self._polled_ms + self.config.max_poll_interval_ms) - now
             else:
                 wait_ms = 1_000.0
             with anyio.move_on_after(wait_ms / 1000):

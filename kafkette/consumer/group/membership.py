@@ -515,7 +515,7 @@ class Membership:
         due = timers.heartbeat_due_in(now_ms)
         if due <= 0:
             return HeartbeatPlan(HeartbeatAction.SEND)
-        return HeartbeatPlan(HeartbeatAction.WAIT, min(due, timers.poll_timeout_in(now_ms) + 1))
+        return HeartbeatPlan(HeartbeatAction.WAIT, min(due, timers.poll_timeout_in(now_ms)))
 
     def heartbeat_request(self, version: int, generation: int) -> HeartbeatRequest:
         return HeartbeatRequest(

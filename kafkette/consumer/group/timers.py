@@ -49,7 +49,7 @@ class MemberTimers:
         return max(self.last_heartbeat_ms + self.heartbeat_interval_ms - now_ms, 0.0)
 
     def session_expired(self, now_ms: float) -> bool:
-        return now_ms - self.last_heartbeat_ok_ms > self.session_timeout_ms
+        return now_ms - self.last_heartbeat_ok_ms >= self.session_timeout_ms
 
     # ---- poll interval
 
@@ -57,7 +57,7 @@ class MemberTimers:
         self.last_poll_ms = now_ms
 
     def poll_timeout_expired(self, now_ms: float) -> bool:
-        return now_ms - self.last_poll_ms > self.max_poll_interval_ms
+        return now_ms - self.last_poll_ms >= self.max_poll_interval_ms
 
     def poll_timeout_in(self, now_ms: float) -> float:
         return max(self.last_poll_ms + self.max_poll_interval_ms - now_ms, 0.0)

@@ -278,11 +278,21 @@ class MemoryCluster:
         }
 
     def assignment(self, group: str) -> dict[str, set[TopicPartition]]:
-        """The partitions each member of ``group`` was given (by member id), as the
-        group's leader assigned them in its last completed rebalance (consumer groups)."""
+        """The partitions each member of ``group`` was given (by member id): as the
+        group's leader assigned them in its last completed rebalance (classic consumer
+        groups), or as the coordinator last sent them to each member (groups of the
+        consumer protocol, KIP-848)."""
         return self._cluster.run(self._assignment, group)
 
     def _assignment(self, group: str) -> dict[str, set[TopicPartition]]:
+        if group in self._broker.consumer_groups.groups:
+            described = self._broker.consumer_groups.describe(group)
+            return {
+                m.member_id: {
+                    TopicPartition(t.topic_name, p) for t in m.assignment for p in t.partitions
+                }
+                for m in described.members
+            }
         summary = self._broker.groups.describe_group(group)
         if summary.protocol_type != "consumer":
             return {m.member_id: set() for m in summary.members}

@@ -104,7 +104,9 @@ def test_read_committed_records_and_transactions() -> None:
             cluster.records("t", isolation="committed")  # type: ignore[arg-type]
 
 
-def test_committed_and_assignment() -> None:
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_committed_and_assignment(group_protocol: str) -> None:
+    """Read from the core, for a classic group and one of the consumer protocol (KIP-848)."""
     with MemoryCluster() as cluster:
         create(cluster, "t", 2)
         with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
@@ -113,6 +115,7 @@ def test_committed_and_assignment() -> None:
         with Consumer(
             bootstrap_servers=cluster.bootstrap_servers,
             group_id="g",
+            group_protocol=group_protocol,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
         ) as consumer:

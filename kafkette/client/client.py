@@ -177,6 +177,7 @@ class KafkaClient:
                 address=self._in_process_url,
                 client_id=self.config.client_id,
                 request_timeout_s=timeout_ms / 1000,
+                clock=self.clock,
             )
         host, port = self._address(node_id)
         return await BrokerConnection.connect(
@@ -187,6 +188,7 @@ class KafkaClient:
             request_timeout_s=timeout_ms / 1000,
             ssl_context=self._ssl_context,
             sasl=self._sasl,
+            clock=self.clock,
         )
 
     async def send(

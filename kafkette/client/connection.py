@@ -27,6 +27,7 @@ from kafkette._version import __version__
 from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.schema import Request, Response
@@ -65,6 +66,7 @@ class BrokerConnection:
         request_timeout_s: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
+        clock: MonotonicClockMs = monotonic_ms,
     ) -> BrokerConnection:
         """Open a TCP (or TLS) connection, negotiate API versions, authenticate (SASL).
 
@@ -72,7 +74,7 @@ class BrokerConnection:
         (:class:`~kafkette.errors.SaslAuthenticationFailedError`...), not retriable.
         """
         address = f"{host}:{port}"
-        wire = ClientWire(client_id)
+        wire = ClientWire(client_id, clock=clock)
         try:
             with anyio.fail_after(connect_timeout_s):
                 pipe: FramePipe
@@ -125,9 +127,10 @@ class BrokerConnection:
         address: str,
         client_id: str | None = "kafkette",
         request_timeout_s: float = 30.0,
+        clock: MonotonicClockMs = monotonic_ms,
     ) -> BrokerConnection:
         """A connection over an already open byte stream (e.g. in-process), negotiated."""
-        wire = ClientWire(client_id)
+        wire = ClientWire(client_id, clock=clock)
         pipe = StreamPipe(stream, wire, address=address, request_timeout_s=request_timeout_s)
         connection = cls(pipe, wire, address=address)
         await connection._negotiate()
@@ -201,7 +204,11 @@ class BrokerConnection:
         Raises :class:`KafkaConnectionError` when the connection breaks and
         :class:`KafkaTimeoutError` after ``request.timeout.ms``; both close
         the connection, as a late response could no longer be matched safely.
+        While the broker throttles the connection (KIP-219), the request waits first.
         """
+        throttled_ms = self._wire.throttle_delay_ms()
+        if throttled_ms > 0:
+            await anyio.sleep(throttled_ms / 1000)
         failure = self._pipe.failure
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
@@ -209,6 +216,11 @@ class BrokerConnection:
             version = self.version_for(request)
         correlation_id, frame = self._wire.send(request, version, expect_response=expect_response)
         return await self._pipe.exchange(frame, correlation_id, expect_response)
+
+    def throttle_delay_ms(self) -> float:
+        """How long the broker still asks for no new request on this connection
+        (KIP-219; 0: none). :meth:`request` waits it out; callers of :meth:`submit` do."""
+        return self._wire.throttle_delay_ms()
 
     @property
     def can_submit(self) -> bool:

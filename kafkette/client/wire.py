@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import attrs
 
+from kafkette.client.throttle import client_throttle_ms
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.protocol.errors import DecodeError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.protocol.headers import decode_response, encode_request_frame, peek_correlation_id
@@ -34,12 +36,25 @@ class ClientWire:
     """Correlation ids and response parsing for one connection."""
 
     def __init__(
-        self, client_id: str | None, max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE
+        self,
+        client_id: str | None,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        *,
+        clock: MonotonicClockMs = monotonic_ms,
     ) -> None:
         self.client_id = client_id
         self._next_id = 0
         self._in_flight: dict[int, InFlight] = {}
         self._decoder = FrameDecoder(max_response_size)
+        self._clock = clock
+        self.throttled_until_ms = 0.0
+        """Until when the broker asked for no more requests on this connection (KIP-219:
+        a ``throttle_time_ms`` it answered with, counted from when the answer arrived)."""
+
+    def throttle_delay_ms(self) -> float:
+        """How long requests must still wait for the broker's throttle (0: none)."""
+        until = self.throttled_until_ms
+        return max(until - self._clock(), 0.0) if until else 0.0
 
     @property
     def in_flight(self) -> int:
@@ -88,5 +103,8 @@ class ClientWire:
                 if sent.api_key != API_VERSIONS_KEY or sent.api_version == 0:
                     raise
                 _, response = decode_response(frame, API_VERSIONS_KEY, 0)
+            throttle = client_throttle_ms(sent.api_key, sent.api_version, response)
+            if throttle:
+                self.throttled_until_ms = max(self.throttled_until_ms, self._clock() + throttle)
             results.append((correlation_id, response))
         return results

@@ -368,6 +368,10 @@ class Sender:
             self._maybe_refresh_metadata(tg, now, delays)
         max_in_flight = self.config.max_in_flight_requests_per_connection
         for node, tps in by_node.items():
+            throttled_ms = self._throttled_ms(node)
+            if throttled_ms > 0:  # the broker asked for nothing more until then (KIP-219)
+                delays.append(throttled_ms)
+                continue
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
             corked = self._cork(tg, node)
@@ -419,6 +423,10 @@ class Sender:
             return
         if self.clock() + timeout_ms < asleep_until:
             self.wakeup()
+
+    def _throttled_ms(self, node: int) -> float:
+        connection = self.client.open_connection(node)
+        return 0.0 if connection is None else connection.throttle_delay_ms()
 
     def _cork(self, tg: anyio.abc.TaskGroup, node: int) -> BrokerConnection | None:
         """The node's connection, corked, when requests to it are written at once

@@ -135,6 +135,9 @@ class FakeSubmitConnection:
     def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
         pass  # answered by tasks of the client's own
 
+    def throttle_delay_ms(self) -> float:
+        return 0.0  # (never throttled)
+
     def cork(self) -> None:
         assert self.client.corked is None
         self.client.corked = []
@@ -629,6 +632,9 @@ class HeldAnswers:
 
     def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
         pass  # the test releases the answers
+
+    def throttle_delay_ms(self) -> float:
+        return 0.0  # (never throttled)
 
     def cork(self) -> None:
         self.client.corked = []

@@ -11,6 +11,7 @@ and the records, and takes well under a second of real time.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 
@@ -27,7 +28,13 @@ from kafkette.clocks import loop_clock_ms, monotonic_ms
 from kafkette.consumer.assignors.base import Assignment, Subscription
 from kafkette.consumer.assignors.protocol import encode_assignment, encode_subscription
 from kafkette.errors import KafkaTimeoutError, MemberIdRequiredError, ProducerFencedError
-from kafkette.protocol.messages import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest
+from kafkette.protocol.messages import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    MetadataRequest,
+    MetadataResponse,
+    SyncGroupRequest,
+)
 from kafkette.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from kafkette.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from kafkette.testing import MemoryCluster
@@ -339,4 +346,62 @@ def test_loop_clock_reads_trios_clock() -> None:
 
     elapsed_ms, real = run_virtual(main)
     assert elapsed_ms == pytest.approx(12_500.0, abs=1e-6)
+    assert real < REAL_BUDGET_S
+
+
+def test_a_throttled_producer_holds_back_as_the_broker_asks() -> None:
+    """KIP-219: an answer carrying throttle_time_ms=500 comes at once, and the producer
+    sends that broker nothing more until 500 ms later (then the next record goes, the
+    throttle cleared); every record is written once, in order."""
+
+    async def main() -> tuple[float, float]:
+        async with MemoryCluster(in_loop=True) as cluster:
+            await create(cluster, "t")
+            async with AsyncProducer(
+                bootstrap_servers=cluster.bootstrap_servers, linger_ms=0
+            ) as producer:
+                await (await producer.send("t", b"a"))  # connected, metadata known
+                cluster.faults.throttle(500)
+                started = trio.current_time()
+                await (await producer.send("t", b"b"))
+                answered = trio.current_time() - started
+                cluster.faults.clear()
+                await (await producer.send("t", b"c"))
+                next_answered = trio.current_time() - started
+            assert [(r.value, r.offset) for r in cluster.records("t")] == [
+                (b"a", 0),
+                (b"b", 1),
+                (b"c", 2),
+            ]
+            return answered, next_answered
+
+    (answered, next_answered), real = run_virtual(main)
+    assert answered == pytest.approx(0.0, abs=MS)
+    assert next_answered == pytest.approx(0.5, abs=MS)
+    assert real < REAL_BUDGET_S
+
+
+def test_requests_on_a_throttled_connection_wait_for_the_throttle() -> None:
+    """Any request on a connection the broker throttled (Metadata v12 answered with
+    throttle_time_ms=300) is sent only once the 300 ms have passed."""
+
+    async def main() -> list[float]:
+        async with MemoryCluster(in_loop=True) as cluster:
+            connection = await BrokerConnection.over_stream(
+                get_cluster(cluster.bootstrap_servers).open_stream(1),
+                address=cluster.bootstrap_servers,
+                clock=loop_clock_ms(),
+            )
+            async with connection:
+                cluster.faults.throttle(300)
+                times = []
+                for _ in range(3):
+                    response = await connection.request(MetadataRequest(topics=[]), version=12)
+                    assert isinstance(response, MetadataResponse)
+                    assert response.throttle_time_ms == 300
+                    times.append(trio.current_time())
+                return times
+
+    times, real = run_virtual(main)
+    assert [round(b - a, 6) for a, b in itertools.pairwise(times)] == [0.3, 0.3]
     assert real < REAL_BUDGET_S

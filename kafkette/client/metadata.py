@@ -11,6 +11,7 @@ without sleeping.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 import attrs
 
@@ -129,6 +130,43 @@ class MetadataCache:
         if self._stale or self.updated_ms is None:
             return True
         return now_ms - self.updated_ms >= self.max_age_ms
+
+    def apply_leader_hints(
+        self, hints: Iterable[tuple[str, int, int, int]], endpoints: Iterable[BrokerInfo]
+    ) -> set[tuple[str, int]]:
+        """KIP-951: take the new leaders a broker named in a NOT_LEADER_OR_FOLLOWER (or
+        FENCED_LEADER_EPOCH) answer, without waiting for a metadata refresh.
+
+        ``hints`` are ``(topic, partition, leader id, leader epoch)``; ``endpoints``
+        the brokers the answer describes (the new leaders among them). A hint for a
+        partition not in the snapshot, naming a broker known from neither, or with
+        an epoch older than the known one is ignored. Returns the partitions whose
+        leader was taken.
+        """
+        snapshot = self.snapshot
+        brokers = dict(snapshot.brokers)
+        for endpoint in endpoints:
+            brokers[endpoint.node_id] = endpoint
+        topics = dict(snapshot.topics)
+        taken: set[tuple[str, int]] = set()
+        for topic, partition, leader, epoch in hints:
+            info = topics.get(topic)
+            if info is None or leader < 0 or leader not in brokers:
+                continue
+            if not 0 <= partition < len(info.partitions):
+                continue
+            old = info.partitions[partition]
+            if epoch < old.leader_epoch:
+                continue
+            partitions = list(info.partitions)
+            partitions[partition] = attrs.evolve(
+                old, leader=leader, leader_epoch=epoch, error_code=0
+            )
+            topics[topic] = attrs.evolve(info, partitions=tuple(partitions))
+            taken.add((topic, partition))
+        if taken:
+            self.snapshot = attrs.evolve(snapshot, brokers=brokers, topics=topics)
+        return taken
 
     def forget_topic(self, topic: str) -> None:
         if topic in self.snapshot.topics:

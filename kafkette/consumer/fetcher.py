@@ -23,6 +23,7 @@ import anyio
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
+from kafkette.client.metadata import BrokerInfo
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offset
 from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.metrics import MetricsRecorder
@@ -30,10 +31,12 @@ from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list
 from kafkette.consumer.subscription import EARLIEST, NO_RESET, PartitionState, SubscriptionState
 from kafkette.errors import (
     CorruptMessageError,
+    FencedLeaderEpochError,
     InvalidMetadataError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RetriableError,
     make_error,
@@ -74,6 +77,7 @@ class Fetcher:
         self._reset_failures = 0
         self._metadata_retry_at = 0.0
         self._metadata_failures = 0
+        self._refreshing = False
         self._wakeup = anyio.Event()
         self._closed = False
 
@@ -116,9 +120,13 @@ class Fetcher:
             else:
                 wait_ms = min(wait_ms, self._reset_retry_at - now)
         if self.subscriptions.assigned() and self.client.metadata.needs_update(now):
-            if now >= self._metadata_retry_at:
-                await self._refresh_metadata()
-                now = self.client.clock()
+            # In the background, as Java's client does: the partitions whose leader is
+            # known (or was named by a KIP-951 hint) are fetched meanwhile.
+            if self._refreshing:
+                pass  # its end wakes the next round
+            elif now >= self._metadata_retry_at:
+                self._refreshing = True
+                tg.start_soon(self._refresh_metadata)
             else:
                 wait_ms = min(wait_ms, self._metadata_retry_at - now)
         plan, leaderless = self._plan()
@@ -126,7 +134,8 @@ class Fetcher:
             # Some partition has no known leader (a topic not created yet, a moving
             # leader): ask again after a backoff; the others are fetched meanwhile.
             self.client.metadata.request_update()
-            wait_ms = min(wait_ms, self._metadata_retry_at - now)
+            if not self._refreshing:
+                wait_ms = min(wait_ms, self._metadata_retry_at - now)
         for node, partitions in plan.items():
             if node in self._busy_nodes:
                 continue
@@ -157,7 +166,17 @@ class Fetcher:
 
     async def _refresh_metadata(self) -> None:
         """Refresh the assigned topics' metadata; back off while it fails or leaves
-        partitions without a leader."""
+        partitions without a leader. Wakes the next round when done."""
+        try:
+            await self._refresh_metadata_now()
+        except Exception as exc:  # as an error of a round: for the application, then back off
+            self._report(exc, self.subscriptions.assigned())
+            self._metadata_retry_at = self.client.clock() + self.config.retry_backoff_max_ms
+        finally:
+            self._refreshing = False
+            self.wake()
+
+    async def _refresh_metadata_now(self) -> None:
         topics = self.subscriptions.topics()
         self.client.metadata.wanted_topics.update(topics)
         try:
@@ -357,6 +376,7 @@ class Fetcher:
         names = {topic_id: name for name, topic_id in topic_ids.items()}
         total = 0
         refresh = False
+        hints: list[tuple[str, int, int, int]] = []
         for topic in response.responses:
             if version >= FIRST_VERSION_WITH_TOPIC_IDS:
                 name: str | None = names.get(topic.topic_id)
@@ -413,6 +433,15 @@ class Fetcher:
                     )
                     continue
                 refresh |= self._partition_error(tp, state, fetch_offset, p.error_code)
+                leader = p.current_leader
+                if p.error_code in _LEADER_MOVED and leader.leader_id >= 0 <= leader.leader_epoch:
+                    hints.append((name, p.partition_index, leader.leader_id, leader.leader_epoch))
+        if hints:
+            # KIP-951: fetch from the new leaders at once (the refresh still follows)
+            self.client.metadata.apply_leader_hints(
+                hints,
+                (BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints),
+            )
         if refresh:
             self.client.metadata.request_update()
             self._node_backoff(node)
@@ -444,6 +473,10 @@ class Fetcher:
             return True
         self.buffer.add(CompletedFetch.failed(tp, state, error))
         return False
+
+
+_LEADER_MOVED = frozenset({NotLeaderOrFollowerError.code, FencedLeaderEpochError.code})
+"""Partition errors whose answer may name the new leader (KIP-951)."""
 
 
 def config_limit(config: ConsumerConfig) -> int:

@@ -73,7 +73,7 @@ from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.events import call_soon_factory, event_factory
-from kafkette.client.metadata import BrokerInfo, PartitionInfo
+from kafkette.client.metadata import BrokerInfo
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     KafkaConnectionError,
@@ -545,46 +545,15 @@ class Sender:
 
     def _apply_leader_hint(self, response: ProduceResponse) -> set[PartitionKey]:
         """KIP-951: take the new leaders a NOT_LEADER_OR_FOLLOWER answer names."""
-        cache = self.client.metadata
-        snapshot = cache.snapshot
-        brokers = dict(snapshot.brokers)
-        for endpoint in response.node_endpoints:
-            brokers[endpoint.node_id] = BrokerInfo(
-                endpoint.node_id, endpoint.host, endpoint.port, endpoint.rack
-            )
-        topics = dict(snapshot.topics)
-        changed: set[PartitionKey] = set()
-        for topic in response.responses:
-            info = topics.get(topic.name)
-            if info is None:
-                continue
-            partitions = list(info.partitions)
-            for p in topic.partition_responses:
-                hint = p.current_leader
-                if (
-                    p.error_code != NotLeaderOrFollowerError.code
-                    or hint.leader_id < 0
-                    or hint.leader_id not in brokers
-                    or not 0 <= p.index < len(partitions)
-                ):
-                    continue
-                old = partitions[p.index]
-                if hint.leader_epoch < old.leader_epoch:
-                    continue
-                partitions[p.index] = PartitionInfo(
-                    old.topic,
-                    old.partition,
-                    hint.leader_id,
-                    hint.leader_epoch,
-                    old.replicas,
-                    old.isr,
-                    0,
-                )
-                changed.add((topic.name, p.index))
-            topics[topic.name] = attrs.evolve(info, partitions=tuple(partitions))
-        if changed:
-            cache.snapshot = attrs.evolve(snapshot, brokers=brokers, topics=topics)
-        return changed
+        return self.client.metadata.apply_leader_hints(
+            (
+                (topic.name, p.index, p.current_leader.leader_id, p.current_leader.leader_epoch)
+                for topic in response.responses
+                for p in topic.partition_responses
+                if p.error_code == NotLeaderOrFollowerError.code
+            ),
+            (BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in response.node_endpoints),
+        )
 
     # ---- producer id
 

@@ -17,4 +17,7 @@ if [ ${#packages[@]} -gt 0 ]; then
     fi
 fi
 cd "$here"
-exec "$here/.venv/bin/python" -m pytest --durations=25 "$@"
+# Test files spread over the machine's cores (one file's tests stay on one worker,
+# with its session fixtures); "-n 0" runs everything in this process.
+exec "$here/.venv/bin/python" -m pytest -n auto --maxprocesses 4 --dist loadfile \
+    --durations=25 "$@"

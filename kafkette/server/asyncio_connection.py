@@ -46,7 +46,7 @@ import os
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkette.protocol.errors import ProtocolError
@@ -99,9 +99,6 @@ DIRECT_FROM = 64 * 1024
 """An answer holding at least this many bytes of stored batch views (a memory log's
 records) is written on the socket by the connection itself, not by the transport."""
 
-SENDMSG_PARTS = 256
-"""Buffers handed to one ``sendmsg`` call at most (IOV_MAX is 1024 on Linux)."""
-
 
 class ConnectionClosed(Exception):
     """The peer closed the connection or it broke (the argument, if any, says when,
@@ -109,20 +106,6 @@ class ConnectionClosed(Exception):
 
 
 _CUT = "went away in the middle of an answer"
-
-
-def _consume(buffers: list[Any], first: int, sent: int) -> int:
-    """The index of the first buffer not wholly sent once ``sent`` more bytes went out
-    from ``buffers[first]`` on (a buffer sent in part is replaced by its rest)."""
-    while sent:
-        size = len(buffers[first])
-        if sent >= size:
-            sent -= size
-            first += 1
-        else:
-            buffers[first] = memoryview(buffers[first])[sent:]
-            sent = 0
-    return first
 
 
 def _view_bytes(parts: Sequence[Any]) -> int:
@@ -501,55 +484,27 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             transport.set_write_buffer_limits(high=high, low=low)
 
     async def _sendmsg_all(self, buffers: list[Any]) -> None:
-        sock = self._sock
-        assert sock is not None
-        first, count = 0, len(buffers)
-        while first < count:
-            if self.closed:
-                raise ConnectionClosed(_CUT)
-            try:
-                sent = sock.sendmsg(buffers[first : first + SENDMSG_PARTS])
-            except (BlockingIOError, InterruptedError):
-                if not await self._wait_writable():
-                    # (the transport is empty and writes nothing else meanwhile: in order)
-                    self._hand_to_transport(buffers[first:])
-                    return
-                continue
-            except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
-                raise ConnectionClosed(_CUT) from exc
-            first = _consume(buffers, first, sent)
+        await self._send_views(zero_copy.sendmsg_all, buffers)
 
     async def _splice_all(self, buffers: list[Any]) -> None:
-        """Send ``buffers`` (a spliceable slice's views) by reference to their pages."""
-        pipe = zero_copy.take_pipe()
-        if pipe is None:
-            await self._sendmsg_all(buffers)
-            return
+        await self._send_views(zero_copy.splice_all, buffers)
+
+    async def _send_views(
+        self,
+        send: Callable[[socket.socket, list[Any], zero_copy.WaitWritable], Awaitable[list[Any]]],
+        buffers: list[Any],
+    ) -> None:
+        """Write ``buffers`` on the socket with ``send``; what it leaves (no descriptor to
+        watch) goes to the transport, which is empty and writes nothing else meanwhile."""
         sock = self._sock
         assert sock is not None
-        first, count = 0, len(buffers)
+        if self.closed:
+            raise ConnectionClosed(_CUT)
         try:
-            while first < count or pipe.held:
-                if self.closed:
-                    raise ConnectionClosed(_CUT)
-                if not pipe.held:
-                    try:
-                        taken = pipe.fill(buffers[first:])
-                    except OSError:  # the kernel refused the pages: copy them instead
-                        await self._sendmsg_all(buffers[first:])
-                        return
-                    first = _consume(buffers, first, taken)
-                try:
-                    if not pipe.send_to(sock.fileno()):
-                        raise ConnectionClosed(_CUT)  # (a pipe holding bytes always gives some)
-                except (BlockingIOError, InterruptedError):
-                    if not await self._wait_writable():
-                        self._hand_to_transport([pipe.take_back(), *buffers[first:]])
-                        return
-                except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
-                    raise ConnectionClosed(_CUT) from exc
-        finally:
-            zero_copy.give_back(pipe)  # (closed if the answer was cut with pages in it)
+            rest = await send(sock, buffers, self._wait_writable)
+        except OSError as exc:  # reset, broken pipe; EBADF once the transport closed it
+            raise ConnectionClosed(_CUT) from exc
+        self._hand_to_transport(rest)
 
     def _hand_to_transport(self, buffers: Sequence[Any]) -> None:
         assert self.transport is not None

@@ -21,6 +21,7 @@ import anyio
 
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
+from kafkette.server import zero_copy
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.frames import process_frame, serve_sasl_frame
@@ -87,7 +88,8 @@ class SocketIO:
             count -= sent
 
     async def send_parts(self, parts: Sequence[Any]) -> None:
-        """Send bytes parts (coalesced) and file regions (with ``os.sendfile``), in order."""
+        """Send bytes parts (coalesced), file regions (with ``os.sendfile``) and memory log
+        slices (their views), in order."""
         pending = bytearray()
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
@@ -100,9 +102,22 @@ class SocketIO:
             if file is not None:
                 await self.sendfile(file.fileno(), part.position, part.size)
             else:
-                await self.send(part.to_bytes())
+                await self.send_views(part.buffers, spliceable=part.spliceable)
         if pending:
             await self.send(pending)
+
+    async def send_views(self, views: Sequence[Any], *, spliceable: bool = False) -> None:
+        """Send a memory log slice's views, none joined: by reference to their pages
+        when ``spliceable`` (:mod:`~kafkette.server.zero_copy`), else with ``sendmsg``."""
+        send = zero_copy.splice_all if spliceable else zero_copy.sendmsg_all
+        try:
+            await send(self.sock, list(views), self._writable)
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
+
+    async def _writable(self) -> bool:
+        await anyio.wait_writable(self.sock)
+        return True
 
     def close(self) -> None:
         """Close the socket, waking whoever waits on it."""

@@ -1,4 +1,7 @@
-"""Sending a memory log's stored batches by reference to their pages: vmsplice, then splice.
+"""Sending a memory log's stored batches without copying them in Python.
+
+:func:`sendmsg_all` hands many stored views to one ``sendmsg`` (none joined);
+:func:`splice_all` sends them by reference to their pages: vmsplice, then splice.
 
 ``sendmsg`` copies every byte it sends into the socket's buffers first.
 ``vmsplice(2)`` (from the optional extension :mod:`kafkette.server._splice`)
@@ -23,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Sequence
+import socket
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kafkette.protocol.extensions import load_extension
@@ -34,7 +38,11 @@ default; the kernel's 64 KiB stay when it refuses)."""
 IDLE_PIPES = 4
 """Idle pipes kept at most."""
 MAX_BUFFERS = 256
-"""Buffers one ``vmsplice`` takes at most (the extension's limit)."""
+"""Buffers one ``vmsplice`` or ``sendmsg`` takes at most (the extension's limit; Linux's
+IOV_MAX is 1024)."""
+
+WaitWritable = Callable[[], Awaitable[bool]]
+"""Waits until the socket takes bytes again; False: stop, the caller sends the rest."""
 
 _extension = load_extension("kafkette.server._splice")
 _vmsplice: Any = getattr(_extension, "vmsplice", None)
@@ -107,3 +115,66 @@ def give_back(pipe: SplicePipe) -> None:
         pipe.close()
     else:
         _idle.append(pipe)
+
+
+def consume(buffers: list[Any], first: int, sent: int) -> int:
+    """The index of the first buffer not wholly sent once ``sent`` more bytes went out
+    from ``buffers[first]`` on (a buffer sent in part is replaced by its rest)."""
+    while sent:
+        size = len(buffers[first])
+        if sent >= size:
+            sent -= size
+            first += 1
+        else:
+            buffers[first] = memoryview(buffers[first])[sent:]
+            sent = 0
+    return first
+
+
+async def sendmsg_all(
+    sock: socket.socket, buffers: list[Any], wait_writable: WaitWritable
+) -> list[Any]:
+    """Send ``buffers`` on the non-blocking ``sock`` with ``sendmsg``, many at a time.
+
+    Returns what is left unsent when ``wait_writable`` says to stop (else ``[]``);
+    OSError from the socket (a reset, a broken pipe) goes to the caller.
+    """
+    first, count = 0, len(buffers)
+    while first < count:
+        try:
+            sent = sock.sendmsg(buffers[first : first + MAX_BUFFERS])
+        except (BlockingIOError, InterruptedError):
+            if not await wait_writable():
+                return buffers[first:]
+            continue
+        first = consume(buffers, first, sent)
+    return []
+
+
+async def splice_all(
+    sock: socket.socket, buffers: list[Any], wait_writable: WaitWritable
+) -> list[Any]:
+    """Send ``buffers`` (a spliceable slice's views) by reference to their pages, as
+    :func:`sendmsg_all` does by copy, which it falls back to without a pipe or when the
+    kernel refuses the pages. Left unsent on a stop, what a pipe held comes first."""
+    pipe = take_pipe()
+    if pipe is None:
+        return await sendmsg_all(sock, buffers, wait_writable)
+    first, count = 0, len(buffers)
+    try:
+        while first < count or pipe.held:
+            if not pipe.held:
+                try:
+                    taken = pipe.fill(buffers[first:])
+                except OSError:  # the kernel refused the pages: copy them instead
+                    return await sendmsg_all(sock, buffers[first:], wait_writable)
+                first = consume(buffers, first, taken)
+            try:
+                if not pipe.send_to(sock.fileno()):
+                    raise BrokenPipeError("a pipe holding pages gave none to the socket")
+            except (BlockingIOError, InterruptedError):
+                if not await wait_writable():
+                    return [pipe.take_back(), *buffers[first:]]
+        return []
+    finally:
+        give_back(pipe)  # (closed if the answer was cut with pages in it)

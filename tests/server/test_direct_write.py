@@ -38,7 +38,7 @@ from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.asyncio_connection import DIRECT_FROM, LARGE_PART, ConnectionProtocol
 from kafkette.server.frame_queue import FrameQueue
-from kafkette.server.listener import serve_tcp
+from kafkette.server.listener import ConnectionKind, serve_tcp
 
 LOGGER = "kafkette.server.listener"
 VALUES = [bytes([i]) * 200_000 for i in range(40)]
@@ -118,13 +118,21 @@ def read_frames_slowly(port: int, data: bytes, count: int) -> list[bytes]:
     return frames
 
 
-def serving(broker: Broker, client: Callable[[int], T], tls: ssl.SSLContext | None = None) -> T:
-    """Run ``client(port)`` in a thread against ``broker``'s asyncio listener."""
+def serving(
+    broker: Broker,
+    client: Callable[[int], T],
+    tls: ssl.SSLContext | None = None,
+    *,
+    connections: ConnectionKind = "protocol",
+    backend: str = "asyncio",
+) -> T:
+    """Run ``client(port)`` in a thread against ``broker``'s listener (by default the
+    asyncio protocol's connections; ``socket``: SocketIO's, on either backend)."""
 
     async def main() -> T:
         async with anyio.create_task_group() as tg:
             port = await tg.start(
-                functools.partial(serve_tcp, connections="protocol", tls=tls),
+                functools.partial(serve_tcp, connections=connections, tls=tls),
                 broker,
                 "127.0.0.1",
                 0,
@@ -136,7 +144,7 @@ def serving(broker: Broker, client: Callable[[int], T], tls: ssl.SSLContext | No
                 tg.cancel_scope.cancel()
 
     try:
-        return asyncio.run(main())
+        return anyio.run(main, backend=backend)
     finally:
         broker.close()
 

@@ -1,9 +1,9 @@
 """Arena batches of a memory log go to the socket by reference to their pages.
 
-A read of batches kept in a memory log's arenas is ``spliceable``: the asyncio
-connection hands their pages to a pipe (vmsplice, from the extension
-kafkette.server._splice) and splices them to the socket, where other views
-are copied by ``sendmsg``. These tests read such answers slowly over real
+A read of batches kept in a memory log's arenas is ``spliceable``: both kinds of
+server connection (the asyncio protocol's, and SocketIO's under trio) hand their
+pages to a pipe (vmsplice, from the extension kafkette.server._splice) and splice
+them to the socket, where other views are copied by ``sendmsg``, never joined. These tests read such answers slowly over real
 sockets and compare them with the disk log's (sendfile) answer; they need the
 extension built, and fail without it rather than skip.
 """
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from kafkette.backends import memory
+from kafkette.backends.types import LogSlice
 from kafkette.server import _splice, zero_copy
 from kafkette.server.asyncio_connection import ConnectionProtocol
 from kafkette.server.zero_copy import SplicePipe
@@ -222,3 +223,29 @@ def test_a_pipe_gives_back_what_it_holds() -> None:
         assert pipe.take_back() == data and pipe.held == 0
     finally:
         pipe.close()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("in_arenas", [True, False])
+def test_socket_connections_send_stored_views_unjoined(
+    monkeypatch: pytest.MonkeyPatch, disk_answer: list[bytes], backend: str, in_arenas: bool
+) -> None:
+    """Served by SocketIO (under trio, or asyncio when asked): arena batches go through a
+    pipe, other stored views with sendmsg, never joined into one bytes; the answers are
+    the disk log's, byte for byte, read slowly."""
+    if in_arenas:
+        monkeypatch.setattr(memory, "ARENA_FROM", 0)
+    taken, closed_holding = spy_on_pipes(monkeypatch)
+    handed = spy_on_sendmsg(monkeypatch)
+    monkeypatch.setattr(LogSlice, "to_bytes", None)  # (a join would fail loudly)
+    zero_copy._idle.clear()
+
+    read = functools.partial(read_frames_slowly, data=PIPELINED, count=3)
+    answer = serving(broker_with_records(None), read, connections="socket", backend=backend)
+
+    assert answer == disk_answer
+    if in_arenas:
+        assert sum(taken) == STORED_BYTES and sum(handed) == 0
+    else:
+        assert taken == [] and sum(handed) == STORED_BYTES
+    assert closed_holding == []

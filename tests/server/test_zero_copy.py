@@ -3,9 +3,10 @@
 A read of batches kept in a memory log's arenas is ``spliceable``: both kinds of
 server connection (the asyncio protocol's, and SocketIO's under trio) hand their
 pages to a pipe (vmsplice, from the extension kafkette.server._splice) and splice
-them to the socket, where other views are copied by ``sendmsg``, never joined. These tests read such answers slowly over real
-sockets and compare them with the disk log's (sendfile) answer; they need the
-extension built, and fail without it rather than skip.
+them to the socket, where other views are copied by ``sendmsg``, never joined.
+These tests read such answers slowly over real sockets and compare them with
+the disk log's (sendfile) answer; they need the extension built, and fail
+without it rather than skip.
 """
 
 from __future__ import annotations

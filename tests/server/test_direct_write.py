@@ -260,6 +260,21 @@ def test_the_stored_views_are_handed_to_the_socket_and_not_to_the_transport(
     assert max(written) < LARGE_PART
 
 
+def leave_mid_answer(port: int, caplog: pytest.LogCaptureFixture) -> None:
+    """Ask for the 8 MB Fetch answer, read 64 KiB of it and close; return once the
+    broker has logged the client gone."""
+    with slow_client(port) as sock:
+        sock.sendall(frame(FETCH, 12, 1))
+        got = 0
+        while got < 64 * 1024:
+            got += len(sock.recv(4096))
+    # (closed with unread bytes: the broker's socket is reset)
+    deadline = time.monotonic() + 10
+    while not any("middle of an answer" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def test_a_client_gone_in_the_middle_of_an_answer_is_logged_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -271,16 +286,7 @@ def test_a_client_gone_in_the_middle_of_an_answer_is_logged_once(
     dups, closed = spy_on_descriptors(monkeypatch)
 
     def client(port: int) -> int:
-        with slow_client(port) as sock:
-            sock.sendall(frame(FETCH, 12, 1))
-            got = 0
-            while got < 64 * 1024:
-                got += len(sock.recv(4096))
-        # (closed with unread bytes: the broker's socket is reset)
-        deadline = time.monotonic() + 10
-        while not any("middle of an answer" in r.getMessage() for r in caplog.records):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        leave_mid_answer(port, caplog)
         answers = read_frames_slowly(port, frame(ApiVersionsRequest(), 3, 7), 1)
         return int(struct.unpack_from(">i", answers[0])[0])
 

@@ -16,7 +16,6 @@ import functools
 import logging
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +35,9 @@ from tests.server.test_direct_write import (
     broker_with_records,
     count_calls,
     frame,
+    leave_mid_answer,
     read_frames_slowly,
     serving,
-    slow_client,
     small_send_buffers,
 )
 
@@ -157,15 +156,7 @@ def test_a_client_gone_in_the_middle_of_a_spliced_answer(
     zero_copy._idle.clear()
 
     def client(port: int) -> int:
-        with slow_client(port) as sock:
-            sock.sendall(frame(FETCH, 12, 1))
-            got = 0
-            while got < 64 * 1024:
-                got += len(sock.recv(4096))
-        deadline = time.monotonic() + 10
-        while not any("middle of an answer" in r.getMessage() for r in caplog.records):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        leave_mid_answer(port, caplog)
         answers = read_frames_slowly(port, frame(FETCH, 12, 7), 1)
         return int.from_bytes(answers[0][:4], "big")
 

@@ -3,19 +3,24 @@
 :class:`MemberProcess` runs :mod:`tests.group_member` for one client and
 keeps what it reports: its current assignment, every assignment it had, and
 the records it processed (and committed). ``stop()`` is a clean close,
-``kill()`` a SIGKILL.
+``kill()`` a SIGKILL. The client library's INFO log goes to a file whose
+tail :func:`wait_until` shows when it times out.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 WAIT_S = 60.0
+LOG_TAIL_LINES = 40
 
 
 class MemberProcess:
@@ -39,6 +44,9 @@ class MemberProcess:
         if instance_id is not None:
             command += ["--instance-id", instance_id]
         command += ["--group-protocol", group_protocol]
+        log_fd, self.log_path = tempfile.mkstemp(prefix=f"member-{client}-", suffix=".log")
+        os.close(log_fd)
+        command += ["--log", self.log_path]
         self.assigned: set[int] = set()
         self.assignments: list[set[int]] = []
         self.processed: list[tuple[int, int, str]] = []
@@ -78,6 +86,11 @@ class MemberProcess:
         for line in self.process.stderr:
             self.errors.append(line)
 
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the client library's log."""
+        with open(self.log_path, errors="replace") as log:
+            return "".join(log.readlines()[-lines:])
+
     def records(self) -> list[tuple[int, int, str]]:
         with self._lock:
             return list(self.processed)
@@ -104,6 +117,7 @@ class MemberProcess:
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+        Path(self.log_path).unlink(missing_ok=True)
 
 
 def wait_until(
@@ -118,7 +132,7 @@ def wait_until(
     details = "\n".join(
         f"{m.client}: assigned={sorted(m.assigned)} processed={len(m.processed)} "
         f"commit failures={m.commit_failures[-3:]} "
-        f"stderr={''.join(m.errors)[-2000:]}"
+        f"stderr={''.join(m.errors)[-2000:]}\nlog:\n{m.log_tail()}"
         for m in members
     )
     raise AssertionError(f"timed out waiting for {what}\n{details}")

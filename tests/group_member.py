@@ -1,9 +1,9 @@
 """One consumer-group member in a child process, for group tests across clients.
 
 ``python -m tests.group_member CLIENT BOOTSTRAP GROUP TOPIC [--assignor NAME]
-[--instance-id ID] [--session-timeout-ms N] [--group-protocol consumer]`` joins
-``GROUP`` with one of ``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette`` (the sync
-Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records
+[--instance-id ID] [--session-timeout-ms N] [--group-protocol consumer] [--log FILE]``
+joins ``GROUP`` with one of ``confluent``, ``kafka-python``, ``aiokafka`` or ``kafkette``
+(the sync Consumer), subscribed to ``TOPIC``, and loops: poll, "process" the records
 (report them), commit their offsets synchronously (commit after processing). It
 writes JSON lines to stdout:
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import select
 import sys
 from collections.abc import Awaitable, Callable
@@ -149,6 +150,12 @@ def run_kafka_python(args: argparse.Namespace, reporter: Reporter) -> None:
         partition_assignment_strategy=[assignor],
         **({"group_instance_id": args.instance_id} if args.instance_id else {}),
     )
+    # kafka-python 3.0.12 joins before it has the topic's metadata, assigns nothing, and
+    # rejoins once the metadata arrives. When that second join completes after a poll gave
+    # up waiting for it, need_rejoin() is already False (the leader's assignment matches the
+    # metadata), so the finished join is never applied: no assignment and no heartbeat
+    # until the session expires. Metadata fetched first makes the first join the only one.
+    consumer.partitions_for_topic(args.topic)
     consumer.subscribe([args.topic], listener=Listener())
     while not stop_requested():
         batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
@@ -267,7 +274,12 @@ def main() -> None:
     parser.add_argument("--instance-id", default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--log", default=None, help="file for the client library's INFO log")
     args = parser.parse_args()
+    if args.log:
+        logging.basicConfig(
+            filename=args.log, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+        )
     CLIENTS[args.client](args, Reporter())
 
 

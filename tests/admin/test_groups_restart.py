@@ -56,10 +56,6 @@ def test_offsets_and_group_survive_a_broker_crash(tmp_path: Path) -> None:
     try:
         with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, 2)]).all()
-            # Makes __consumer_offsets before the member joins. Made during its first
-            # SyncGroup instead (hundreds of ms of fsyncs on disk), kafka-python 3.0.12
-            # sometimes rejoins, gets its assignment and then never heartbeats again.
-            admin.alter_consumer_group_offsets("first", {tp(0): 0}).all()
         member = MemberProcess("kafka-python", broker.bootstrap, "crash", TOPIC)
         try:
             wait_until(lambda: member.assigned == {0, 1}, "the member's assignment", [member])

@@ -22,7 +22,8 @@ persists them (:mod:`kafkette.server.acl.store`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 
 from kafkette.acl import (
     WILDCARD,
@@ -46,6 +47,12 @@ IMPLIES_DESCRIBE = frozenset(
 )
 IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
 
+_Pattern = tuple[ResourceType, PatternType, str]
+
+
+def _pattern(binding: AclBinding) -> _Pattern:
+    return (binding.resource_type, binding.pattern_type, binding.resource_name)
+
 
 class AclAuthorizer:
     """The ACL bindings of one cluster and the decisions they give."""
@@ -61,6 +68,12 @@ class AclAuthorizer:
         # A dict keeps creation order (DescribeAcls lists in it) and makes a
         # binding created twice one binding, as in Kafka.
         self._bindings: dict[AclBinding, None] = {}
+        # The same bindings by resource pattern, so that a decision reads only
+        # the patterns that can cover one name: the literal name, the literal
+        # "*", and the name's prefixes of the lengths some PREFIXED pattern of
+        # that resource type has (counted, to forget a length no longer used).
+        self._by_pattern: dict[_Pattern, dict[AclBinding, None]] = {}
+        self._prefix_lengths: dict[ResourceType, Counter[int]] = {}
 
     @property
     def bindings(self) -> list[AclBinding]:
@@ -70,7 +83,13 @@ class AclAuthorizer:
     def create(self, bindings: Iterable[AclBinding]) -> None:
         """Add ``bindings`` (already validated); an existing one stays as it is."""
         for binding in bindings:
-            self._bindings.setdefault(binding, None)
+            if binding in self._bindings:
+                continue
+            self._bindings[binding] = None
+            self._by_pattern.setdefault(_pattern(binding), {})[binding] = None
+            if binding.pattern_type == PatternType.PREFIXED:
+                lengths = self._prefix_lengths.setdefault(binding.resource_type, Counter())
+                lengths[len(binding.resource_name)] += 1
 
     def delete(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
         """Remove what each filter matches; per filter, the bindings it removed
@@ -78,8 +97,35 @@ class AclAuthorizer:
         matched = [self.describe(f) for f in filters]
         for bindings in matched:
             for binding in bindings:
-                self._bindings.pop(binding, None)
+                if binding in self._bindings:
+                    self._forget(binding)
         return matched
+
+    def _forget(self, binding: AclBinding) -> None:
+        del self._bindings[binding]
+        pattern = _pattern(binding)
+        same_pattern = self._by_pattern[pattern]
+        del same_pattern[binding]
+        if not same_pattern:
+            del self._by_pattern[pattern]
+        if binding.pattern_type == PatternType.PREFIXED:
+            lengths = self._prefix_lengths[binding.resource_type]
+            lengths[len(binding.resource_name)] -= 1
+            if not lengths[len(binding.resource_name)]:
+                del lengths[len(binding.resource_name)]
+
+    def _covering(self, resource_type: ResourceType, name: str) -> Iterator[AclBinding]:
+        """The bindings whose pattern covers the resource ``name``."""
+        patterns = [(resource_type, PatternType.LITERAL, name)]
+        if name != WILDCARD:
+            patterns.append((resource_type, PatternType.LITERAL, WILDCARD))
+        patterns.extend(
+            (resource_type, PatternType.PREFIXED, name[:length])
+            for length in self._prefix_lengths.get(resource_type, ())
+            if length <= len(name)
+        )
+        for pattern in patterns:
+            yield from self._by_pattern.get(pattern, ())
 
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         """The bindings ``acl_filter`` selects, in creation order."""
@@ -99,9 +145,7 @@ class AclAuthorizer:
         principals = (principal, WILDCARD_PRINCIPAL)
         allowed = False
         resource_has_acls = False
-        for binding in self._bindings:
-            if not binding.applies_to(resource_type, name):
-                continue
+        for binding in self._covering(resource_type, name):
             resource_has_acls = True
             if binding.principal not in principals or binding.host not in (WILDCARD, host):
                 continue

@@ -269,3 +269,85 @@ def test_delete_removes_exactly_what_describe_shows(
     assert authorizer.delete(filters) == expected
     gone = {b for group in expected for b in group}
     assert authorizer.bindings == [b for b in dict.fromkeys(existing) if b not in gone]
+
+
+def decided_by_the_rules(
+    existing: list[AclBinding],
+    question: tuple,
+    allow_everyone: bool,  # type: ignore[type-arg]
+) -> bool:
+    """The module docstring's rules applied to every binding in turn: the
+    reference the authorizer's index by pattern must agree with."""
+    principal, host, op, kind, name = question
+    covering = [b for b in existing if b.applies_to(kind, name)]
+    callers = [
+        b for b in covering if b.principal in (principal, "User:*") and b.host in ("*", host)
+    ]
+    implied = {
+        Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER},
+        Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS},
+    }
+    if any(b.permission == DENY and b.operation in (op, Op.ALL) for b in callers):
+        return False
+    if any(
+        b.operation in (op, Op.ALL) or b.operation in implied.get(op, ())
+        for b in callers
+        if b.permission == ALLOW
+    ):
+        return True
+    return not covering and allow_everyone
+
+
+longer_names = st.sampled_from(["a", "ab", "abc", "abcd", "b", "ba", "*"])
+varied_bindings = st.builds(
+    AclBinding,
+    st.sampled_from([TOPIC, GROUP]),
+    longer_names,
+    st.sampled_from([LITERAL, PREFIXED]),
+    st.sampled_from(["User:alice", "User:bob", "User:*"]),
+    st.sampled_from(["*", "10.0.0.1"]),
+    st.sampled_from([op for op in Op if op not in (Op.UNKNOWN, Op.ANY)]),
+    st.sampled_from([ALLOW, DENY]),
+)
+varied_questions = st.tuples(
+    st.sampled_from(["User:alice", "User:bob"]),
+    st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+    st.sampled_from([op for op in Op if op not in (Op.UNKNOWN, Op.ANY, Op.ALL)]),
+    st.sampled_from([TOPIC, GROUP]),
+    longer_names,
+)
+
+
+@given(
+    st.lists(varied_bindings, max_size=20),
+    st.lists(varied_bindings, max_size=4),
+    st.lists(varied_questions, min_size=1, max_size=10),
+    st.booleans(),
+)
+def test_decisions_follow_the_rules_over_every_binding_after_creates_and_deletes(
+    existing: list[AclBinding],
+    deleted: list[AclBinding],
+    questions_asked: list[tuple],  # type: ignore[type-arg]
+    allow_everyone: bool,
+) -> None:
+    authorizer = with_acls(*existing, allow_everyone_if_no_acl_found=allow_everyone)
+    authorizer.delete(
+        AclBindingFilter(
+            resource_type=d.resource_type,
+            resource_name=d.resource_name,
+            pattern_type=d.pattern_type,
+            principal=d.principal,
+        )
+        for d in deleted
+    )
+    left = authorizer.bindings
+    for question in questions_asked:
+        assert authorizer.authorize(*question) == decided_by_the_rules(
+            left, question, allow_everyone
+        ), question
+    authorizer.create(existing)  # the deleted ones come back, the others stay single
+    assert authorizer.bindings == left + [b for b in dict.fromkeys(existing) if b not in left]
+    for question in questions_asked:
+        assert authorizer.authorize(*question) == decided_by_the_rules(
+            existing, question, allow_everyone
+        ), question

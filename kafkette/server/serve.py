@@ -66,7 +66,6 @@ import attrs
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
 from kafkette.server.config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
-from kafkette.server.configs_catalog import BROKER_CONFIGS
 from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
 from kafkette.server.listener import serve_tcp
@@ -214,12 +213,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-SUPER_USERS = "super.users"
 SECURITY_PROPERTIES = LISTENER_PROPERTIES | TLS_PROPERTIES | {"sasl.server.max.receive.size"}
 """Properties read by the listeners, not the broker core (nor described by DescribeConfigs:
 ``ssl.key.password`` is among them)."""
-if SUPER_USERS not in BROKER_CONFIGS:  # read here for the fault hook until the core knows it
-    SECURITY_PROPERTIES |= {SUPER_USERS}
 
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288
 
@@ -355,21 +351,16 @@ def build_faults(args: argparse.Namespace) -> list[FaultSpec]:
 
 
 def build_remote_control(
-    args: argparse.Namespace, sasl: SaslSettings | None
+    args: argparse.Namespace, config: BrokerConfig, sasl: SaslSettings | None
 ) -> RemoteControl | None:
     """Who may arm faults over the network: nobody without ``--enable-fault-injection``;
-    else the ``super.users`` principals when given (``User:NAME;User:OTHER``, Kafka's
-    form: SASL users, or TLS client certificates' ``User:CN=...``), which SASL users
-    make mandatory; else every client (raises :class:`ConfigError`)."""
-    raw = _all_properties(args).get(SUPER_USERS, "")
-    users = frozenset(u.strip() for u in raw.split(";") if u.strip())
-    for user in users:  # checked here unless the broker core checks it (build_config)
-        if SUPER_USERS in SECURITY_PROPERTIES and user.partition(":")[2] == "":
-            raise ConfigError(SUPER_USERS, f"expected TYPE:NAME;TYPE:NAME, got {user!r}")
+    else the broker's ``super.users`` when given (SASL users, or TLS client
+    certificates' ``User:CN=...``), which SASL users make mandatory; else every client
+    (raises :class:`ConfigError`)."""
     if not args.enable_fault_injection:
         return None
-    if users:
-        return RemoteControl(users)
+    if config.super_users:
+        return RemoteControl(frozenset(config.super_users))
     if sasl is not None:
         raise ConfigError(
             "--enable-fault-injection",
@@ -584,7 +575,7 @@ def main(args: argparse.Namespace) -> int:
         config = build_config(args)
         sasl = build_sasl(args, config)
         faults = build_faults(args)
-        remote_faults = build_remote_control(args, sasl)
+        remote_faults = build_remote_control(args, config, sasl)
         nodes = build_nodes(args)
         listeners = build_listeners(args, config, sasl, nodes)
     except (ConfigError, OSError) as exc:

@@ -13,6 +13,21 @@ from kafkette.testing import MemoryCluster
 from tests.testing.test_cluster import create
 
 CLOSE_BUDGET_S = 0.020
+CLOSES = 3
+FETCH_WAIT_S = 5.0
+
+
+def assert_fast(closes: list[float]) -> None:
+    """The best of the closes within the budget, and none near the parked fetch's wait.
+
+    One close is a few thread hand-offs (about 6 ms here); on a loaded machine (CI runs
+    two test workers on two cores) one of them can be descheduled past 20 ms, so the
+    budget holds for the best of three. A close that waited out the fetch would take
+    seconds every time.
+    """
+    shown = ", ".join(f"{c * 1000:.1f} ms" for c in closes)
+    assert min(closes) < CLOSE_BUDGET_S, f"closes took {shown}"
+    assert max(closes) < FETCH_WAIT_S / 2, f"closes took {shown}"
 
 
 def test_timeout_spellings() -> None:
@@ -69,7 +84,7 @@ def parked_consumer(cluster: MemoryCluster) -> Consumer:
         bootstrap_servers=cluster.bootstrap_servers,
         group_id="g",
         auto_offset_reset="earliest",
-        fetch_max_wait_ms=5_000,
+        fetch_max_wait_ms=int(FETCH_WAIT_S * 1000),
     )
     consumer.subscribe(["t"])
     while not consumer.assignment():
@@ -79,36 +94,40 @@ def parked_consumer(cluster: MemoryCluster) -> Consumer:
 
 
 def test_close_returns_fast_with_a_long_poll_in_flight() -> None:
+    closes = []
     with MemoryCluster() as cluster:
         create(cluster, "t")
-        consumer = parked_consumer(cluster)
-        started = time.perf_counter()
-        consumer.close()
-        elapsed = time.perf_counter() - started
-        assert elapsed < CLOSE_BUDGET_S, f"close took {elapsed * 1000:.1f} ms"
-        assert cluster.assignment("g") == {}  # it left the group on its way out
+        for _ in range(CLOSES):
+            consumer = parked_consumer(cluster)
+            started = time.perf_counter()
+            consumer.close()
+            closes.append(time.perf_counter() - started)
+            assert cluster.assignment("g") == {}  # it left the group on its way out
+    assert_fast(closes)
 
 
 @pytest.mark.anyio
 async def test_async_close_returns_fast_with_a_long_poll_in_flight() -> None:
+    closes = []
     async with MemoryCluster() as cluster:
         create(cluster, "t")
-        consumer = AsyncConsumer(
-            bootstrap_servers=cluster.bootstrap_servers,
-            group_id="g",
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=5_000,
-        )
-        async with consumer:
-            consumer.subscribe(["t"])
-            while not consumer.assignment():
+        for _ in range(CLOSES):
+            consumer = AsyncConsumer(
+                bootstrap_servers=cluster.bootstrap_servers,
+                group_id="g",
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=int(FETCH_WAIT_S * 1000),
+            )
+            async with consumer:
+                consumer.subscribe(["t"])
+                while not consumer.assignment():
+                    await consumer.poll(timeout_ms=50)
                 await consumer.poll(timeout_ms=50)
-            await consumer.poll(timeout_ms=50)
-            started = anyio.current_time()
-            await consumer.close()
-            elapsed = anyio.current_time() - started
-        assert elapsed < CLOSE_BUDGET_S, f"close took {elapsed * 1000:.1f} ms"
-        assert cluster.assignment("g") == {}
+                started = anyio.current_time()
+                await consumer.close()
+                closes.append(anyio.current_time() - started)
+            assert cluster.assignment("g") == {}
+    assert_fast(closes)
 
 
 def test_commit_and_offsets_take_seconds_or_milliseconds() -> None:

@@ -25,14 +25,7 @@ from kafkette.protocol.messages import (
     ProduceResponse,
 )
 from kafkette.protocol.schema import Request, Response
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from kafkette.testing import ManualClock
 
 
 def answered(wire: ClientWire, request: Request, version: int, response: Response) -> None:
@@ -59,26 +52,26 @@ def test_the_client_holds_back_from_the_kip_219_version_on(
     counted from its arrival; one version before, not at all."""
     lowest = max(type(request_).VALID_VERSIONS[0], 1)
     for version in range(lowest, first):
-        wire = ClientWire(None, clock=Clock())
+        wire = ClientWire(None, clock=ManualClock())
         answered(wire, request_, version, response)
         assert wire.throttle_delay_ms() == 0
-    clock = Clock()
+    clock = ManualClock()
     wire = ClientWire(None, clock=clock)
     answered(wire, request_, first, response)
     assert wire.throttle_delay_ms() == 250
-    clock.now += 100
+    clock.advance(100)
     assert wire.throttle_delay_ms() == 150
-    clock.now += 150
+    clock.advance(150)
     assert wire.throttle_delay_ms() == 0
 
 
 def test_the_longest_throttle_wins_and_none_is_none() -> None:
-    clock = Clock()
+    clock = ManualClock()
     wire = ClientWire(None, clock=clock)
     answered(wire, MetadataRequest(), 12, MetadataResponse(throttle_time_ms=0))
     assert wire.throttle_delay_ms() == 0
     answered(wire, MetadataRequest(), 12, MetadataResponse(throttle_time_ms=500))
-    clock.now += 100
+    clock.advance(100)
     answered(wire, MetadataRequest(), 12, MetadataResponse(throttle_time_ms=200))
     assert wire.throttle_delay_ms() == 400
 
@@ -88,7 +81,7 @@ def test_an_api_without_a_kip_219_version_is_only_reported() -> None:
     assert ConsumerGroupHeartbeatRequest.API_KEY not in CLIENT_THROTTLES_FROM
     response = ConsumerGroupHeartbeatResponse(throttle_time_ms=300)
     assert client_throttle_ms(ConsumerGroupHeartbeatRequest.API_KEY, 1, response) == 0
-    wire = ClientWire(None, clock=Clock())
+    wire = ClientWire(None, clock=ManualClock())
     answered(wire, ConsumerGroupHeartbeatRequest(group_id="g"), 0, response)
     assert wire.throttle_delay_ms() == 0
 

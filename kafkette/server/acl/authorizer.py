@@ -115,10 +115,12 @@ class AclAuthorizer:
                 del lengths[len(binding.resource_name)]
 
     def _covering(self, resource_type: ResourceType, name: str) -> Iterator[AclBinding]:
-        """The bindings whose pattern covers the resource ``name``."""
-        patterns = [(resource_type, PatternType.LITERAL, name)]
-        if name != WILDCARD:
-            patterns.append((resource_type, PatternType.LITERAL, WILDCARD))
+        """The bindings whose pattern covers the resource ``name`` (a resource named
+        ``*`` meets its literal bindings twice, which changes no decision)."""
+        patterns = [
+            (resource_type, PatternType.LITERAL, name),
+            (resource_type, PatternType.LITERAL, WILDCARD),
+        ]
         patterns.extend(
             (resource_type, PatternType.PREFIXED, name[:length])
             for length in self._prefix_lengths.get(resource_type, ())

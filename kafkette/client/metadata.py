@@ -138,10 +138,10 @@ class MetadataCache:
         FENCED_LEADER_EPOCH) answer, without waiting for a metadata refresh.
 
         ``hints`` are ``(topic, partition, leader id, leader epoch)``; ``endpoints``
-        the brokers the answer describes (the new leaders among them). A hint for a
-        partition not in the snapshot, naming a broker known from neither, or with
-        an epoch older than the known one is ignored. Returns the partitions whose
-        leader was taken.
+        the brokers the answer describes (the new leaders among them). As in Java's
+        client, a hint is ignored when it names no leader or no epoch (-1), a broker
+        known from neither, a partition not in the snapshot, or an epoch no newer
+        than the known one. Returns the partitions whose leader was taken.
         """
         snapshot = self.snapshot
         brokers = dict(snapshot.brokers)
@@ -151,12 +151,12 @@ class MetadataCache:
         taken: set[tuple[str, int]] = set()
         for topic, partition, leader, epoch in hints:
             info = topics.get(topic)
-            if info is None or leader < 0 or leader not in brokers:
+            if info is None or leader < 0 or epoch < 0 or leader not in brokers:
                 continue
             if not 0 <= partition < len(info.partitions):
                 continue
             old = info.partitions[partition]
-            if epoch < old.leader_epoch:
+            if epoch <= old.leader_epoch:
                 continue
             partitions = list(info.partitions)
             partitions[partition] = attrs.evolve(

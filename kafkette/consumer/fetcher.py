@@ -433,9 +433,8 @@ class Fetcher:
                     )
                     continue
                 refresh |= self._partition_error(tp, state, fetch_offset, p.error_code)
-                leader = p.current_leader
-                named = leader.leader_id >= 0 and leader.leader_epoch >= 0
-                if named and p.error_code in _LEADER_MOVED:
+                if p.error_code in _LEADER_MOVED:
+                    leader = p.current_leader
                     hints.append((name, p.partition_index, leader.leader_id, leader.leader_epoch))
         if hints:
             # KIP-951: fetch from the new leaders at once (the refresh still follows)

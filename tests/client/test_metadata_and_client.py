@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
-from kafkette.client.metadata import ClusterMetadata, MetadataCache
+from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
 from kafkette.errors import KafkaTimeoutError, LeaderNotAvailableError
 from kafkette.protocol.messages import MetadataResponse
 from kafkette.protocol.messages.metadata_response import (
@@ -82,6 +82,30 @@ def test_cache_merges_partial_updates() -> None:
     assert "t" in cache.snapshot.topics
     cache.update(ClusterMetadata(cluster_id="c"), now_ms=2, merge=False)
     assert cache.snapshot.topics == {}
+
+
+def test_leader_hints_taken_only_with_a_newer_epoch_and_a_known_broker() -> None:
+    """KIP-951, as Java's Metadata.updatePartitionLeadership: partition 0 is led by
+    broker 1 at epoch 3, partition 1 by broker 2 at epoch 5."""
+    cache = MetadataCache(max_age_ms=1000)
+    cache.update(ClusterMetadata.from_response(_response()), now_ms=0)
+    ignored = [
+        ("t", 0, 2, 3),  # the known epoch again
+        ("t", 0, 2, 2),  # an older epoch
+        ("t", 0, 2, -1),  # no epoch
+        ("t", 0, -1, 4),  # no leader
+        ("t", 0, 7, 4),  # a broker known from neither the snapshot nor the answer
+        ("t", 2, 2, 9),  # no such partition
+        ("other", 0, 2, 9),  # a topic not in the snapshot
+    ]
+    assert cache.apply_leader_hints(ignored, ()) == set()
+    assert cache.snapshot.leader_for("t", 0) == 1
+    new_broker = BrokerInfo(3, "h3", 9094)
+    taken = cache.apply_leader_hints([("t", 0, 3, 4), ("t", 1, 1, 6)], [new_broker])
+    assert taken == {("t", 0), ("t", 1)}
+    assert cache.snapshot.brokers[3] == new_broker
+    partitions = cache.snapshot.topics["t"].partitions
+    assert [(p.leader, p.leader_epoch) for p in partitions] == [(3, 4), (1, 6)]
 
 
 @given(st.integers(0, 100), st.integers(1, 10_000), st.integers(0, 100_000))

@@ -65,9 +65,10 @@ class SplicePipe:
             fcntl.fcntl(self.write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
     def fill(self, buffers: Sequence[Any]) -> int:
-        """Hand the pages of the first buffers to the pipe; the bytes it took (from
-        the first buffer on, as many as fit). The pipe must be empty."""
-        taken: int = _vmsplice(self.write_fd, buffers[:MAX_BUFFERS])
+        """Hand the pages of the first buffers (:data:`MAX_BUFFERS` at most) to the pipe;
+        the bytes it took (from the first buffer on, as many as fit). The pipe must be
+        empty."""
+        taken: int = _vmsplice(self.write_fd, buffers)
         self.held = taken
         return taken
 
@@ -165,7 +166,7 @@ async def splice_all(
         while first < count or pipe.held:
             if not pipe.held:
                 try:
-                    taken = pipe.fill(buffers[first:])
+                    taken = pipe.fill(buffers[first : first + MAX_BUFFERS])
                 except OSError:  # the kernel refused the pages: copy them instead
                     return await sendmsg_all(sock, buffers[first:], wait_writable)
                 first = consume(buffers, first, taken)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from types import ModuleType
 from typing import Final
 
 import lz4.frame  # type: ignore[import-untyped]
 import snappy  # type: ignore[import-untyped]
+import zstandard
 
 from kafkette.protocol.errors import (
     CorruptRecordError,
@@ -61,16 +61,6 @@ def codec_id(name: str) -> int:
     raise UnsupportedCompressionError(f"unknown compression type {name!r}")
 
 
-def _zstd() -> ModuleType:
-    try:
-        import zstandard
-    except ImportError:
-        raise UnsupportedCompressionError(
-            "zstd compression needs the zstandard package: pip install kafkette[zstd]"
-        ) from None
-    return zstandard
-
-
 def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     """Compress ``data`` with ``codec`` in the framing Kafka clients read.
 
@@ -89,7 +79,7 @@ def compress(codec: int, data: Buffer, *, magic: int = 2) -> bytes:
     if codec == SNAPPY:
         return _xerial_compress(data)
     if codec == ZSTD:
-        return _zstd().ZstdCompressor().compress(data)  # type: ignore[no-any-return]
+        return zstandard.ZstdCompressor().compress(data)
     raise UnsupportedCompressionError(f"unknown compression codec {codec}")
 
 
@@ -198,7 +188,6 @@ def _gzip_decompress(data: Buffer, max_size: int) -> bytes:
 
 
 def _zstd_decompress(data: Buffer, max_size: int) -> bytes:
-    zstandard = _zstd()
     out: list[bytes] = []
     total = 0
     try:

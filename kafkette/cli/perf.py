@@ -3,7 +3,10 @@ kafka-producer-perf-test and kafka-consumer-perf-test.
 
 ``perf produce TOPIC`` sends ``--records`` values of ``--size`` bytes (random
 capital letters, one value reused, as Kafka's tool), at most ``--throughput``
-records a second, and waits until every record is acknowledged. The latency of
+records a second, and waits until every record is acknowledged. A topic that
+does not exist is created on first use, as by ``kafkette produce`` (a Metadata
+request allowing auto-creation, as a producer's first send); a broker that does
+not create it fails the command at once, naming the topic. The latency of
 a record is the time from ``send`` to its acknowledgement; it is measured on
 at most one record every :data:`SAMPLE_INTERVAL_S` (and the last), so that
 measuring does not slow the producer: a measured record costs a callback in
@@ -34,6 +37,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
+
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.types import OffsetSpec
 from kafkette.cli.common import (
@@ -44,8 +49,14 @@ from kafkette.cli.common import (
     write,
 )
 from kafkette.cli.produce import CODECS
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import AdminConfig
 from kafkette.consumer.consumer import Consumer
-from kafkette.errors import KafkaTimeoutError
+from kafkette.errors import (
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.sync_producer import Producer
 from kafkette.structs import TopicPartition
@@ -238,6 +249,43 @@ def end_offsets(admin: AdminClient, topic: str, partition: int | None) -> dict[i
 # ---- produce
 
 
+async def create_on_first_use(settings: dict[str, Any], topic: str) -> int | None:
+    """Ask for ``topic``'s metadata allowing auto-creation, as a producer's first send
+    does, so that the broker creates it; raise at once, naming the topic, when it does
+    not (its ``auto.create.topics.enable`` is false, or the principal may not create
+    topics): a producer would wait ``max.block.ms`` for it. The new topic's partition
+    count, None while its leaders are not known yet."""
+    async with KafkaClient(AdminConfig.from_user(settings)) as client:
+        snapshot = await client.refresh_metadata([topic], allow_auto_topic_creation=True)
+    info = snapshot.topics.get(topic)
+    code = UnknownTopicOrPartitionError.code if info is None else info.error_code
+    if code == UnknownTopicOrPartitionError.code:
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} does not exist and the broker does not create topics on "
+            f"first use; create it with: kafkette topics create {topic}"
+        )
+    error_class = error_for_code(code)
+    if error_class is not None and not error_class.retriable:
+        raise error_class(f"topic {topic!r}")
+    # else created; a retriable error (LEADER_NOT_AVAILABLE: Kafka is still electing
+    # the new partitions' leaders) is the producer's to wait out
+    return len(info.partitions) if info is not None and info.partitions else None
+
+
+def offsets_before(args: argparse.Namespace, admin: AdminClient) -> dict[int, int]:
+    """The end offsets before sending; none for a topic that the broker creates now."""
+    described = admin.describe_topics([args.topic])[args.topic]
+    if not isinstance(described.error, UnknownTopicOrPartitionError):
+        return end_offsets(admin, args.topic, args.partition)
+    count = anyio.run(create_on_first_use, client_settings(args, "admin"), args.topic)
+    if args.partition is not None and count is not None and args.partition >= count:
+        raise UnknownTopicOrPartitionError(
+            f"partition {args.partition} of topic {args.topic!r}: "
+            f"the topic was created with {count} partition(s)"
+        )
+    return {}
+
+
 def payload(size: int) -> bytes:
     chooser = random.Random(size)
     return "".join(chooser.choices(string.ascii_uppercase, k=size)).encode()
@@ -257,7 +305,7 @@ def run_produce(args: argparse.Namespace) -> int:
     display = Display(args, "sent")
     errors: list[BaseException] = []
     with AdminClient(client_settings(args, "admin")) as admin:
-        before = end_offsets(admin, args.topic, args.partition)
+        before = offsets_before(args, admin)
         with Producer(client_settings(args, "producer", **overrides)) as producer:
             window = Window(display, args.interval)
 

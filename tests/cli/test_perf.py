@@ -10,12 +10,18 @@ import pty
 import re
 import subprocess
 import sys
+import time
+
+import pytest
 
 from kafkette import AdminClient, TopicPartition
 from kafkette.admin.types import OffsetSpec
+from kafkette.cli import main
+from kafkette.cli.perf import payload
+from kafkette.testing import MemoryCluster
 from tests.brokers import BrokerProcess
 from tests.cli.cli import TIMEOUT_S, kafkette, ok
-from tests.cli.records import create_topic
+from tests.cli.records import create_topic, read_all
 
 NUMBER = r"[0-9]+\.[0-9]+"
 LATENCY = rf"latency ms p50 {NUMBER} p95 {NUMBER} p99 {NUMBER} max {NUMBER}"
@@ -155,3 +161,69 @@ def test_perf_on_a_terminal(memory_broker: BrokerProcess) -> None:
     last, offsets = rest.splitlines()
     assert summary(2000, "sent").fullmatch(last), last
     assert offsets == "end offsets 0 -> 2000 (+2000) in 1 partitions"
+
+
+NOT_CREATED = (
+    "kafkette perf produce: UNKNOWN_TOPIC_OR_PARTITION (3): This server does not host this "
+    "topic-partition. (topic 'fresh' does not exist and the broker does not create topics "
+    "on first use; create it with: kafkette topics create fresh)\n"
+)
+
+
+def test_perf_produce_creates_the_topic_on_first_use(memory_broker: BrokerProcess) -> None:
+    """As ``kafkette produce``: a topic that does not exist is created by the broker
+    (num.partitions=1) and then holds exactly the records sent."""
+    bootstrap = memory_broker.bootstrap
+    out = ok(
+        kafkette(
+            *("perf", "produce", "fresh", "--records", "300", "--size", "10", "--json"),
+            bootstrap=bootstrap,
+        )
+    )
+    final = json.loads(out.splitlines()[-1])
+    assert (final["type"], final["records"]) == ("summary", 300)
+    assert (final["end_offsets_before"], final["end_offsets_after"]) == (0, 300)
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        assert len(admin.describe_topics(["fresh"]).all()["fresh"].partitions) == 1
+    rows = read_all(bootstrap, "fresh")
+    assert [(r[0], r[1], r[3]) for r in rows] == [(0, n, payload(10)) for n in range(300)]
+
+
+def test_perf_produce_to_a_new_topic_in_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    """memory:// (the broker core in this process): the topic is created on first use;
+    with auto-creation off the command fails at once, naming the topic, and creates
+    nothing (a producer alone would wait max.block.ms, 60 s)."""
+    with MemoryCluster() as cluster:
+        bootstrap = cluster.bootstrap_servers
+        assert main(["perf", "produce", "fresh", "--records", "250", "-b", bootstrap]) == 0
+        assert capsys.readouterr().out.endswith("end offsets 0 -> 250 (+250) in 1 partitions\n")
+        assert end_offsets(bootstrap, "fresh", 1) == [250]
+        assert len(read_all(bootstrap, "fresh")) == 250
+        # a partition the new topic does not have: at once, not after max.block.ms
+        started = time.monotonic()
+        assert main(["perf", "produce", "other", "--records", "9", "-p", "1", "-b", bootstrap]) == 1
+        assert time.monotonic() - started < 10
+        assert capsys.readouterr().err == (
+            "kafkette perf produce: UNKNOWN_TOPIC_OR_PARTITION (3): This server does not host "
+            "this topic-partition. (partition 1 of topic 'other': the topic was created with "
+            "1 partition(s))\n"
+        )
+    with MemoryCluster(auto_create_topics_enable=False) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        started = time.monotonic()
+        assert main(["perf", "produce", "fresh", "--records", "250", "-b", bootstrap]) == 1
+        assert time.monotonic() - started < 10
+        assert capsys.readouterr() == ("", NOT_CREATED)
+        with AdminClient(bootstrap_servers=bootstrap) as admin:
+            assert admin.list_topics() == []
+
+
+def test_perf_produce_without_auto_creation() -> None:
+    """``kafkette serve`` with auto.create.topics.enable=false: a clear error at once."""
+    with BrokerProcess(args=("--set", "auto.create.topics.enable=false")) as broker:
+        started = time.monotonic()
+        result = kafkette("perf", "produce", "fresh", "--records", "10", bootstrap=broker.bootstrap)
+        assert time.monotonic() - started < 10
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", NOT_CREATED)
+        with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+            assert admin.list_topics() == []

@@ -543,6 +543,7 @@ async def run(
                     ",".join(sasl.mechanisms),
                     len(sasl.store.users),
                 )
+            _log_authorizer(broker)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     logger.info(
@@ -555,6 +556,25 @@ async def run(
         if lock is not None:
             lock.release()
         logger.info("kafkette serve: stopped")
+
+
+def _log_authorizer(broker: Broker) -> None:
+    """The start-up line saying whether requests are decided by ACLs, and by which rules."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        logger.info(
+            "kafkette serve: authorizer off: every request is allowed (--authorizer turns ACLs on)"
+        )
+        return
+    config = broker.config
+    logger.info(
+        "kafkette serve: authorizer on (%s): %d ACL bindings, super.users %s, "
+        "allow.everyone.if.no.acl.found=%s",
+        config.authorizer_class_name,
+        len(authorizer.bindings),
+        ";".join(sorted(authorizer.super_users)) or "-",
+        "true" if authorizer.allow_everyone_if_no_acl_found else "false",
+    )
 
 
 def _advertised(listener: Listener, config: BrokerConfig) -> tuple[str, int]:

@@ -20,7 +20,9 @@ the same time. (Holding the answers to the requests of one read for a single
 turns: kafkette's producer, 5 requests in flight, sent 1.6 to 2.2 times fewer
 records a second that way.) The task waits for the transport to drain above
 its high-water mark, and log segment regions go out with ``loop.sendfile``
-(``os.sendfile``) after the bytes queued before them. On plain TCP, an answer
+(``os.sendfile``) after the bytes queued before them (under TLS, whose records
+the kernel cannot make, they are read in chunks, large ones in a worker thread,
+and written through the transport as it drains). On plain TCP, an answer
 holding at least :data:`DIRECT_FROM` bytes of a memory log's stored batches
 goes out the same way, written by the connection on the socket once the
 transport has sent what it holds: Python 3.11's transport would copy whatever
@@ -49,6 +51,9 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import anyio.to_thread
+
+from kafkette.backends.types import FileRef
 from kafkette.protocol.errors import ProtocolError
 from kafkette.server import zero_copy
 from kafkette.server.broker import Broker
@@ -98,6 +103,15 @@ LARGE_PART = 64 * 1024
 DIRECT_FROM = 64 * 1024
 """An answer holding at least this many bytes of stored batch views (a memory log's
 records) is written on the socket by the connection itself, not by the transport."""
+
+REGION_CHUNK = 256 * 1024
+"""A log segment region that cannot go by ``os.sendfile`` (TLS) is read and written
+this many bytes at a time."""
+
+READ_ON_LOOP = 64 * 1024
+"""Chunks of a region up to this size are read on the event loop (from the page cache
+that takes microseconds, less than a hand-off to a worker thread); larger ones in a
+worker thread."""
 
 
 class ConnectionClosed(Exception):
@@ -157,14 +171,19 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._writing_direct = False
         self._writable: asyncio.Future[None] | None = None
         self._write_fd: int | None = None
+        self._sendfile_native = True
+        """Whether log segment regions go with ``os.sendfile`` (not under TLS)."""
 
     # transport callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        tls = transport.get_extra_info("sslcontext") is not None
         # asyncio's TLS transport cannot stay open for writing after the peer's EOF.
-        self._half_close = transport.get_extra_info("sslcontext") is None
+        self._half_close = not tls
+        # The kernel cannot make TLS records: regions are read and written instead.
+        self._sendfile_native = not tls
         if self._idle_s != math.inf:
             self._last_received = self.loop.time()
             self._idle_timer = self.loop.call_at(
@@ -384,8 +403,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 if pending:
                     self.write(pending)
                     pending = []
-                self.flush()  # loop.sendfile waits for the transport's buffer to empty
-                await self._sendfile(part.file, part.position, part.size)
+                await self._send_region(part.file, part.position, part.size)
         if pending:
             self.write(pending)
         await self.drain()
@@ -395,26 +413,73 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         await self.send_parts(parts)
         self.flush()
 
-    async def _sendfile(self, file: Any, position: int, size: int) -> None:
+    async def _send_region(self, file: FileRef, position: int, size: int) -> None:
+        """Send ``size`` bytes of ``file`` from ``position``, after the bytes queued before.
+
+        With ``os.sendfile`` (``loop.sendfile``) where the transport allows it (plain
+        TCP), else (TLS, whose records the kernel cannot make) read in chunks and
+        written through the transport (:meth:`_write_region`).
+        """
         if size == 0:
             return
-        assert self.transport is not None
+        if self._sendfile_native:
+            self.flush()  # loop.sendfile waits for the transport's buffer to empty
+            if await self._sendfile(file, position, size):
+                return
+        await self._write_region(file, position, size)
+
+    async def _sendfile(self, file: Any, position: int, size: int) -> bool:
+        """Send the region with ``loop.sendfile``; False if ``os.sendfile`` cannot be used
+        on this connection (nothing was sent then: the caller reads the region).
+        (``file`` is a :class:`FileRef`: ``loop.sendfile`` only asks for its descriptor.)
+
+        Only the peer going away is a closed connection; any other error goes up to be
+        logged as what it is (an error taken for a closing transport once made every
+        answer from disk under TLS close the connection without a word).
+        """
+        transport = self.transport
+        assert transport is not None
+        if self.closed or transport.is_closing():
+            raise ConnectionClosed(_CUT)
         try:
-            sent = await self.loop.sendfile(self.transport, file, position, size, fallback=False)
+            sent = await self.loop.sendfile(transport, file, position, size, fallback=False)
         except asyncio.SendfileNotAvailableError:
-            if self.closed:
-                raise ConnectionClosed from None
-            data = file.pread(size, position)
-            if len(data) != size:
-                raise CloseConnection(
-                    "a log segment is shorter than the region read from it"
-                ) from None
-            self.write([data])
-            return
-        except (ConnectionError, RuntimeError) as exc:  # RuntimeError: transport closing
-            raise ConnectionClosed from exc
+            if self.closed or transport.is_closing():
+                raise ConnectionClosed(_CUT) from None
+            return False
+        except ConnectionError as exc:  # reset, broken pipe, closed while waiting
+            raise ConnectionClosed(_CUT) from exc
         if sent != size:
             raise CloseConnection("a log segment is shorter than the region read from it")
+        return True
+
+    async def _write_region(self, file: FileRef, position: int, size: int) -> None:
+        """Send the region through the transport, read :data:`REGION_CHUNK` bytes at a
+        time, each written once the transport is below its high-water mark again.
+
+        Chunks larger than :data:`READ_ON_LOOP` are read in a worker thread, so that a
+        large answer (or a slow disk) does not hold up the other connections; at most
+        one chunk per connection is held besides what the transport buffers.
+        """
+        end = position + size
+        while position < end:
+            length = min(REGION_CHUNK, end - position)
+            if length <= READ_ON_LOOP:
+                data = file.pread(length, position)
+            else:
+                data = await anyio.to_thread.run_sync(file.pread, length, position)
+            if len(data) != length:
+                raise CloseConnection("a log segment is shorter than the region read from it")
+            if self.closed:
+                raise ConnectionClosed(_CUT)
+            self.write([data])
+            position += length
+            if self._writing_paused:
+                self.flush()
+                try:
+                    await self._wait_drained()
+                except ConnectionClosed:
+                    raise ConnectionClosed(_CUT) from None
 
     async def _send_direct(self, parts: Sequence[Any]) -> None:
         """Send an answer holding large stored views on the socket, without the transport.
@@ -434,7 +499,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             elif part.file is not None:
                 await self._write_direct(buffers)
                 buffers = []
-                await self._sendfile(part.file, part.position, part.size)
+                await self._send_region(part.file, part.position, part.size)
             elif part.spliceable and zero_copy.AVAILABLE:
                 await self._write_direct(buffers)
                 buffers = []

@@ -17,7 +17,9 @@ except ApiVersions, which is answered at version 0 with UNSUPPORTED_VERSION
 and our ranges (KIP-511) so the client can retry.
 
 Fetch responses from disk logs carry segment regions, which go from the file
-to the socket with ``os.sendfile``, never through Python.
+to the socket with ``os.sendfile``, never through Python (except under TLS,
+whose records the kernel cannot make: there they are read in bounded chunks and
+written through the TLS transport).
 
 Under asyncio (the backend ``kafkette serve`` runs on) each connection is an
 :class:`asyncio.BufferedProtocol` (:mod:`kafkette.server.asyncio_connection`):

@@ -10,6 +10,7 @@ for reading instead of registering it anew for every wait.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -30,6 +31,14 @@ from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 logger = logging.getLogger("kafkette.server.listener")
 
 RECEIVE_SIZE = 256 * 1024
+
+
+def _peer_gone(exc: OSError) -> bool:
+    """Whether a send failed because the peer went away (reset, broken pipe, no longer
+    connected, timed out): that ends the connection quietly, as its end of stream does.
+    Any other error (a segment file that cannot be read) is raised as it is, to be
+    logged once as the connection closes, never taken for the peer going away."""
+    return isinstance(exc, (ConnectionError, TimeoutError)) or exc.errno == errno.ENOTCONN
 
 
 class SocketIO:
@@ -68,7 +77,9 @@ class SocketIO:
                 await anyio.wait_writable(self.sock)
                 continue
             except OSError as exc:
-                raise anyio.BrokenResourceError from exc
+                if _peer_gone(exc):
+                    raise anyio.BrokenResourceError from exc
+                raise
             view = view[sent:]
 
     async def sendfile(self, in_fd: int, offset: int, count: int) -> None:
@@ -81,7 +92,9 @@ class SocketIO:
                 await anyio.wait_writable(self.sock)
                 continue
             except OSError as exc:
-                raise anyio.BrokenResourceError from exc
+                if _peer_gone(exc):
+                    raise anyio.BrokenResourceError from exc
+                raise
             if sent == 0:
                 raise CloseConnection("a log segment is shorter than the region read from it")
             offset += sent
@@ -113,7 +126,9 @@ class SocketIO:
         try:
             await send(self.sock, list(views), self._writable)
         except OSError as exc:
-            raise anyio.BrokenResourceError from exc
+            if _peer_gone(exc):
+                raise anyio.BrokenResourceError from exc
+            raise
 
     async def _writable(self) -> bool:
         await anyio.wait_writable(self.sock)

@@ -346,8 +346,12 @@ def test_views_go_out_after_the_bytes_the_transport_still_holds() -> None:
     assert received == expected
 
 
-def test_under_tls_the_transport_writes_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The socket carries TLS records there: the same answers, none by sendmsg."""
+@pytest.mark.parametrize("storage", ["memory", "disk"])
+def test_under_tls_the_transport_writes_the_answer(
+    storage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket carries TLS records there: the same answers, none by sendmsg (nor by
+    sendfile from a disk log: its region is read and written through the transport)."""
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(server_context)
@@ -379,9 +383,18 @@ def test_under_tls_the_transport_writes_the_answer(monkeypatch: pytest.MonkeyPat
     plain = serving(
         broker_with_records(None), functools.partial(read_frames_slowly, data=PIPELINED, count=3)
     )
+    sent_files: list[int] = []
+    real_sendfile = os.sendfile
+
+    def sendfile(out_fd: int, in_fd: int, offset: int, count: int) -> int:
+        sent_files.append(count)
+        return real_sendfile(out_fd, in_fd, offset, count)
+
     monkeypatch.setattr(socket.socket, "sendmsg", sendmsg)
-    over_tls = serving(broker_with_records(None), read_over_tls, tls=server_context)
-    assert handed == []
+    monkeypatch.setattr(os, "sendfile", sendfile)
+    data_dir = tmp_path / "data" if storage == "disk" else None
+    over_tls = serving(broker_with_records(data_dir), read_over_tls, tls=server_context)
+    assert handed == sent_files == []
     assert over_tls == plain
     assert [struct.unpack_from(">i", f)[0] for f in over_tls] == [1, 2, 3]
 

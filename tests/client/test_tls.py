@@ -23,6 +23,7 @@ from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.errors import ConfigError, KafkaError
 from tests.brokers import BrokerProcess, free_port
+from tests.security.servers import STORAGES
 
 
 async def _pump(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
@@ -57,16 +58,18 @@ async def _proxy(port: int, backend_port: int, server_context: ssl.SSLContext) -
         await listener.aclose()
 
 
-@pytest.fixture
-def tls_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """(bootstrap of the TLS proxy, CA file) for kafkette serve behind TLS."""
+@pytest.fixture(params=STORAGES)
+def tls_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(bootstrap of the TLS proxy, CA file) for kafkette serve behind TLS, storing in
+    memory, then on disk."""
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1", "localhost").configure_cert(server_context)
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     proxy_port = free_port()
-    broker = BrokerProcess(None, args=("--advertised-listener", f"127.0.0.1:{proxy_port}"))
+    data_dir = tmp_path / "data" if request.param == "disk" else None
+    broker = BrokerProcess(data_dir, args=("--advertised-listener", f"127.0.0.1:{proxy_port}"))
     loop = BackgroundLoop("tls proxy")
     try:
         broker.start()

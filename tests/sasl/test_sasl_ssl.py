@@ -21,19 +21,24 @@ from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.errors import SaslAuthenticationFailedError
 from tests.brokers import BrokerProcess, free_port
 from tests.client.test_tls import _proxy
+from tests.security.servers import STORAGES
 
 
-@pytest.fixture(scope="module")
-def sasl_ssl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """(bootstrap of the TLS proxy, CA file) for a SASL broker behind TLS."""
+@pytest.fixture(scope="module", params=STORAGES)
+def sasl_ssl_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """(bootstrap of the TLS proxy, CA file) for a SASL broker behind TLS, storing in
+    memory, then on disk."""
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1", "localhost").configure_cert(server_context)
-    ca_file = tmp_path_factory.mktemp("sasl-ssl") / "ca.pem"
+    directory = tmp_path_factory.mktemp("sasl-ssl")
+    ca_file = directory / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     proxy_port = free_port()
     broker = BrokerProcess(
-        None,
+        directory / "data" if request.param == "disk" else None,
         args=(
             "--advertised-listener",
             f"127.0.0.1:{proxy_port}",

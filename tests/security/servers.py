@@ -5,6 +5,11 @@ port 0) and reads each listener's bound port from its start-up line.
 :class:`Pki` is a CA made at test time (trustme) with a server certificate
 for 127.0.0.1 and client certificates, written as PEM files; ``stranger`` is
 a second CA the broker does not trust.
+
+Every test of a TLS listener runs on both storages (:data:`STORAGES`,
+:func:`storage_args`): a memory log and a disk log hand their records to the
+connection differently (views, file regions), and a TLS consumer of a disk
+broker once got nothing while every TLS test, all on memory, passed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pathlib import Path
 import trustme
 
 START_TIMEOUT_S = 20.0
+STORAGES = ["memory", "disk"]
+"""The storages a TLS test runs on (a fixture's ``params``)."""
 _LISTENERS = re.compile(r"kafkette serve: listeners (.*)$", re.MULTILINE)
 _ONE = re.compile(r"([A-Z_]+)://[^,]*:(\d+) \(")
 
@@ -68,8 +75,18 @@ class Pki:
         ]
 
 
+def storage_args(storage: str, directory: Path) -> list[str]:
+    """``kafkette serve``'s storage option for ``storage`` (one of :data:`STORAGES`): the
+    disk log in a new directory under ``directory``, or ``--memory``."""
+    if storage == "memory":
+        return ["--memory"]
+    assert storage == "disk", storage
+    return ["--data-dir", tempfile.mkdtemp(prefix="data-", dir=directory)]
+
+
 class ListenerBroker:
-    """``kafkette serve --memory`` with the given arguments (which name the listeners)."""
+    """``kafkette serve`` with the given arguments (which name the listeners), storing in
+    memory unless they name a ``--data-dir``."""
 
     def __init__(self, *args: str) -> None:
         self.args = args
@@ -80,7 +97,9 @@ class ListenerBroker:
         )
 
     def start(self) -> ListenerBroker:
-        command = [sys.executable, "-m", "kafkette", "serve", "--memory", *self.args]
+        named = {"--memory", "--data-dir"} & set(self.args)
+        storage = [] if named else ["--memory"]
+        command = [sys.executable, "-m", "kafkette", "serve", *storage, *self.args]
         self.process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, text=True
         )

@@ -3,9 +3,12 @@
 One broker serves the module with three listeners: SSL (client certificates
 requested, checked against the test CA), SASL_SSL (PLAIN and SCRAM-SHA-512)
 and PLAINTEXT, advertised as ``localhost`` to show that each client is told
-the address of the listener it came in on. Every client produces records and
-reads them back exactly; a wrong password, an unknown user and a certificate
-from another CA are refused with each client's error.
+the address of the listener it came in on; the module runs once with the
+broker's records in memory and once on disk. Every client produces records and
+reads them back exactly, also a Fetch answer of several MiB (many TLS records,
+more than the socket buffers hold), and so does the ``kafkette`` command; a
+wrong password, an unknown user and a certificate from another CA are refused
+with each client's error.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from kafka import TopicPartition as KpTopicPartition
 from kafkette import AdminClient, Consumer, Producer, TopicPartition
 from kafkette.errors import KafkaTimeoutError, SaslAuthenticationFailedError
 from tests.brokers import free_port
-from tests.security.servers import ListenerBroker, Pki
+from tests.cli.cli import kafkette, ok
+from tests.security.servers import STORAGES, ListenerBroker, Pki, storage_args
 
 USER, PASSWORD = "alice", "s3cret,=:pw"
 TIMEOUT_S = 30.0
@@ -44,10 +48,18 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(tmp_path_factory.mktemp("pki"))
 
 
+@pytest.fixture(scope="module", params=STORAGES)
+def storage(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def server(pki: Pki) -> Iterator[ListenerBroker]:
+def server(
+    pki: Pki, storage: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ListenerBroker]:
     plaintext_port = free_port()
     broker = ListenerBroker(
+        *storage_args(storage, tmp_path_factory.mktemp("data")),
         "--listener",
         "SSL://127.0.0.1:0",
         "--listener",
@@ -226,6 +238,103 @@ def test_our_clients(server: ListenerBroker, pki: Pki, mechanism: str | None) ->
     assert read_ours(server, pki, topic) == EXPECTED
 
 
+BIG = [(b"big-%d" % i, bytes([65 + i]) * 200_000) for i in range(32)]
+"""6.4 MB of records: one Fetch answer of them is hundreds of TLS records and more than
+the socket buffers hold."""
+BIG_EXPECTED = [(i, key, value) for i, (key, value) in enumerate(BIG)]
+LARGE_FETCH = 16 << 20
+"""max.partition.fetch.bytes of the consumers reading BIG, so that one answer holds it all."""
+
+
+@pytest.fixture(scope="module")
+def big_topic(server: ListenerBroker, pki: Pki) -> str:
+    """A topic holding BIG, produced by our producer over SSL."""
+    with Producer(ours(server, pki, None)) as producer:
+        futures = [producer.send("big", value, key=key, partition=0) for key, value in BIG]
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(len(BIG)))
+    return "big"
+
+
+def read_big_with_confluent_kafka(server: ListenerBroker, pki: Pki, topic: str) -> list[Any]:
+    consumer = ConfluentConsumer(
+        {
+            **librdkafka(server, pki, None),
+            "group.id": "g-big",
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": LARGE_FETCH,
+        }
+    )
+    rows: list[tuple[int | None, bytes | None, bytes | None]] = []
+    try:
+        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(rows) < len(BIG) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                rows.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    return rows
+
+
+def read_big_with_kafka_python(server: ListenerBroker, pki: Pki, topic: str) -> list[Any]:
+    consumer = KafkaConsumer(
+        **kafka_python(server, pki, None),
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=LARGE_FETCH,
+    )
+    rows: list[tuple[int, bytes, bytes]] = []
+    try:
+        partition = KpTopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(rows) < len(BIG) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                rows += [(r.offset, r.key, r.value) for r in records]
+    finally:
+        consumer.close()
+    return rows
+
+
+def read_big_with_ours(server: ListenerBroker, pki: Pki, topic: str) -> list[Any]:
+    settings = {**ours(server, pki, None), "max.partition.fetch.bytes": LARGE_FETCH}
+    with Consumer(settings) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        rows: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(rows) < len(BIG) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                rows += [(r.offset, r.key, r.value) for r in records]
+        return rows
+
+
+@pytest.mark.parametrize(
+    "read",
+    [read_big_with_confluent_kafka, read_big_with_kafka_python, read_big_with_ours],
+    ids=["confluent-kafka", "kafka-python", "ours"],
+)
+def test_a_fetch_answer_of_several_mib(
+    server: ListenerBroker, pki: Pki, big_topic: str, read: Any
+) -> None:
+    """Each consumer reads 6.4 MB of records, asked for in one Fetch, exactly, over SSL."""
+    assert read(server, pki, big_topic) == BIG_EXPECTED
+
+
+def test_the_kafkette_command_over_ssl(server: ListenerBroker, pki: Pki) -> None:
+    """``kafkette produce`` and ``kafkette consume -e`` with -X security.protocol=SSL, as
+    a user runs them (no client certificate: the listener only requests one)."""
+    tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca_file}"]
+    bootstrap = server.bootstrap("SSL")
+    lines = "".join(f"k{i}:line {i}\n" for i in range(3))
+    ok(kafkette("produce", "cli-ssl", "-K:", *tls, input=lines, bootstrap=bootstrap))
+    out = ok(kafkette("consume", "cli-ssl", "-e", "-f", "%o %k %s\\n", *tls, bootstrap=bootstrap))
+    assert out == "0 k0 line 0\n1 k1 line 1\n2 k2 line 2\n"
+
+
 def test_certificate_principal_is_logged(server: ListenerBroker, pki: Pki) -> None:
     """The broker names an SSL client by its certificate's subject, as Kafka's default
     principal builder does."""
@@ -396,10 +505,15 @@ def test_plaintext_client_on_tls_port_is_logged_and_broker_serves_on(
     assert [b.port for b in topics.brokers.values()] == [server.ports["SSL"]]
 
 
-def test_client_certificate_required(tmp_path: Path, pki: Pki) -> None:
+def test_client_certificate_required(tmp_path: Path, pki: Pki, storage: str) -> None:
     """ssl.client.auth=required refuses a client without a certificate; one with a
     trusted certificate is served."""
-    broker = ListenerBroker("--listener", "SSL://127.0.0.1:0", *pki.server_properties("required"))
+    broker = ListenerBroker(
+        *storage_args(storage, tmp_path),
+        "--listener",
+        "SSL://127.0.0.1:0",
+        *pki.server_properties("required"),
+    )
     try:
         broker.start()
         without: dict[str, Any] = {

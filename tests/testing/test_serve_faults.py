@@ -16,7 +16,7 @@ from kafkette.errors import ClusterAuthorizationFailedError, NotEnoughReplicasEr
 from kafkette.server.faults import FailSpec, Fault, FaultTable, parse_fail_spec
 from kafkette.testing import RemoteFaults
 from tests.brokers import BrokerProcess
-from tests.security.servers import ListenerBroker, Pki
+from tests.security.servers import STORAGES, ListenerBroker, Pki, storage_args
 
 PRODUCE, FIND_COORDINATOR = 0, 10
 FAULT = ("--fault", "Produce:NOT_ENOUGH_REPLICAS:3")
@@ -273,7 +273,8 @@ def test_super_users_without_sasl_refuse_unauthenticated_clients() -> None:
         assert faults.armed() == []  # describing what is armed needs no super user
 
 
-def test_a_tls_client_certificate_in_super_users_arms_faults(tmp_path: Path) -> None:
+@pytest.mark.parametrize("storage", STORAGES)
+def test_a_tls_client_certificate_in_super_users_arms_faults(tmp_path: Path, storage: str) -> None:
     """The principal of a TLS client certificate counts as Kafka's does
     (``User:CN=...``): the admin's certificate arms, another's is refused."""
     pki = Pki(tmp_path)
@@ -281,6 +282,7 @@ def test_a_tls_client_certificate_in_super_users_arms_faults(tmp_path: Path) -> 
     other_cert, other_key = pki.client("alice")
     admin_dn = "User:CN=admin,OU=clients,O=kafkette tests"
     server = ListenerBroker(
+        *storage_args(storage, tmp_path),
         "--listener",
         "SSL://127.0.0.1:0",
         *pki.server_properties("required"),

@@ -11,12 +11,16 @@
 Exactly once by default (see :mod:`kafkette.spark_integration.exactly_once`):
 readers of the output topic must read with ``isolation.level=read_committed``,
 and each Spark partition of a batch must be written within
-``transaction.timeout.ms``. The batch is repartitioned by a hash of its sink
-columns into ``num_partitions`` partitions (default
-``spark.sql.shuffle.partitions``, which the checkpoint fixes), so that a batch
-run again (a task retry, a restart after a crash) has the same rows in each
-partition. It writes through the ``kafkette`` data source: no RDD API and no
-pandas, so it also runs under Spark Connect.
+``transaction.timeout.ms``. Each Spark partition with rows is one transaction
+(and one marker group), so the batch is repartitioned by a hash of its sink
+columns into as many partitions as its size needs (:func:`writers_needed`: one
+per ``rows_per_transaction`` rows or ``bytes_per_transaction`` bytes of keys
+and values, at most ``spark.sql.shuffle.partitions``, which the checkpoint
+fixes), or into ``num_partitions`` when given. Sizing is one more Spark job
+over the batch (its rows and bytes counted); a batch run again (a task retry,
+a restart after a crash) has the same rows, so the same size and the same
+rows in each partition. It writes through the ``kafkette`` data source: no
+RDD API and no pandas, so it also runs under Spark Connect.
 """
 
 from __future__ import annotations
@@ -25,6 +29,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 SINK_COLUMNS = ("topic", "key", "value", "headers", "partition", "timestamp")
+ROWS_PER_TRANSACTION = 100_000
+"""Default ``rows_per_transaction``."""
+BYTES_PER_TRANSACTION = 64 * 1024 * 1024
+"""Default ``bytes_per_transaction`` (64 MiB of keys and values)."""
+
+
+def writers_needed(
+    rows: int,
+    size: int,
+    *,
+    rows_per_transaction: int = ROWS_PER_TRANSACTION,
+    bytes_per_transaction: int = BYTES_PER_TRANSACTION,
+    most: int,
+) -> int:
+    """How many partitions (so transactions) a batch of ``rows`` rows with ``size``
+    bytes of keys and values is written in: enough for about ``rows_per_transaction``
+    rows and ``bytes_per_transaction`` bytes each at most (as evenly as a hash spreads
+    them), at least 1, at most ``most``."""
+    needed = max(-(-rows // rows_per_transaction), -(-size // bytes_per_transaction), 1)
+    return min(needed, most)
 
 
 class KafkaSink:
@@ -32,6 +56,12 @@ class KafkaSink:
 
     ``topic``: the output topic (else each row's ``topic`` column);
     ``transactional_id_prefix``: default ``kafkette-spark-`` + the query id;
+    ``num_partitions``: write each batch in this many Spark partitions (one
+    transaction each), instead of as many as its size needs:
+    ``rows_per_transaction`` rows or ``bytes_per_transaction`` bytes of keys and
+    values each (about; at most ``spark.sql.shuffle.partitions``). Keep these
+    three as they were when restarting a query that stopped in the middle of a
+    batch: the batch's rows must go to the same partitions again.
     ``producer_config``: more producer settings (Kafka names, without the
     ``kafka.`` prefix); ``marker_topic``: where the exactly-once markers go
     (partition 0), needed only when ``topic`` is not given.
@@ -48,13 +78,20 @@ class KafkaSink:
         exactly_once: bool = True,
         transactional_id_prefix: str | None = None,
         num_partitions: int | None = None,
+        rows_per_transaction: int = ROWS_PER_TRANSACTION,
+        bytes_per_transaction: int = BYTES_PER_TRANSACTION,
         producer_config: Mapping[str, Any] | None = None,
         marker_topic: str | None = None,
     ) -> None:
         if not isinstance(bootstrap_servers, str):
             bootstrap_servers = ",".join(bootstrap_servers)
-        if num_partitions is not None and num_partitions < 1:
-            raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+        for name, number in (
+            ("num_partitions", num_partitions),
+            ("rows_per_transaction", rows_per_transaction),
+            ("bytes_per_transaction", bytes_per_transaction),
+        ):
+            if number is not None and number < 1:
+                raise ValueError(f"{name} must be positive, got {number}")
         if exactly_once and topic is None and marker_topic is None:
             raise ValueError(
                 "an exactly-once KafkaSink without a topic (rows carry their own in a 'topic' "
@@ -65,6 +102,8 @@ class KafkaSink:
         self.exactly_once = exactly_once
         self.transactional_id_prefix = transactional_id_prefix
         self.num_partitions = num_partitions
+        self.rows_per_transaction = rows_per_transaction
+        self.bytes_per_transaction = bytes_per_transaction
         self.producer_config = {k: str(v) for k, v in (producer_config or {}).items()}
         self.marker_topic = marker_topic
 
@@ -83,11 +122,36 @@ class KafkaSink:
                 options["markerTopic"] = self.marker_topic
         return options
 
+    def partitions_for(self, batch_df: Any) -> int:
+        """How many Spark partitions (transactions) ``batch_df`` is written in:
+        ``num_partitions``, else :func:`writers_needed` for its rows and bytes (a
+        Spark job counting them)."""
+        if self.num_partitions is not None:
+            return self.num_partitions
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import BinaryType, StringType
+
+        # a key or value of another type is left to the writer, which refuses it with
+        # Spark's message
+        sizes = [
+            F.coalesce(F.octet_length(batch_df[f.name]), F.lit(0))
+            for f in batch_df.schema.fields
+            if f.name in ("key", "value") and isinstance(f.dataType, (StringType, BinaryType))
+        ]
+        size = sum(sizes[1:], sizes[0]) if sizes else F.lit(0)
+        counted = batch_df.agg(F.count(F.lit(1)), F.sum(size)).first()
+        rows, value_bytes = (0, 0) if counted is None else (counted[0], counted[1] or 0)
+        return writers_needed(
+            int(rows),
+            int(value_bytes),
+            rows_per_transaction=self.rows_per_transaction,
+            bytes_per_transaction=self.bytes_per_transaction,
+            most=int(batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions")),
+        )
+
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         """Write ``batch_df``, the micro-batch ``batch_id`` (called by Spark)."""
-        partitions = self.num_partitions or int(
-            batch_df.sparkSession.conf.get("spark.sql.shuffle.partitions")
-        )
+        partitions = self.partitions_for(batch_df)
         hashed = [batch_df[c] for c in batch_df.columns if c in SINK_COLUMNS]
         (
             batch_df.repartition(partitions, *hashed)

@@ -105,7 +105,8 @@ class FailingSink(KafkaSink):
     format_name = FAILING_FORMAT
 
     def __init__(self, bootstrap: str, topic: str, exactly_once: bool, failures: str) -> None:
-        super().__init__(bootstrap, topic, exactly_once=exactly_once)
+        # two transactions for a file's 6 lines, sized from the batch in every attempt
+        super().__init__(bootstrap, topic, exactly_once=exactly_once, rows_per_transaction=3)
         self.failures = failures
 
     def options(self, batch_id: int) -> dict[str, str]:

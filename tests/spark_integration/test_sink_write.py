@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +20,7 @@ from pyspark.sql.types import (
 )
 
 from kafkette import AdminClient, NewTopic, TopicPartition
+from kafkette.admin.types import OffsetSpec
 from kafkette.spark_integration import KafkaSink
 from tests.brokers import BrokerProcess
 from tests.spark_integration.sink_helpers import (
@@ -202,16 +204,38 @@ def test_streaming_write_of_every_column(
 
 def markers(bootstrap: str, prefix: str, topic: str, partitions: int) -> list[dict[str, object]]:
     """The exactly-once markers of Spark partitions 0..partitions-1."""
+    return markers_of(bootstrap, [f"{prefix}-{p}" for p in range(partitions)], topic)
+
+
+def markers_of(bootstrap: str, groups: list[str], topic: str) -> list[dict[str, object]]:
+    """The exactly-once markers committed by ``groups`` (each must have one)."""
     found = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
-        for p in range(partitions):
+        for group in groups:
             offsets = admin.list_consumer_group_offsets(
-                f"{prefix}-{p}", [TopicPartition(topic, 0)], require_stable=True
+                group, [TopicPartition(topic, 0)], require_stable=True
             )
             committed = offsets.all()[TopicPartition(topic, 0)]
             assert committed is not None
             found.append(json.loads(committed.metadata))
     return found
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        ends = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.LATEST}).all()
+    return ends[TopicPartition(topic, 0)].offset
+
+
+def marker_groups(bootstrap: str, prefix: str, topic: str) -> dict[str, dict[str, object]]:
+    """Every marker group of transactional ids ``prefix-N``: its marker, by group."""
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        names = sorted(
+            g.group_id
+            for g in admin.list_consumer_groups().all()
+            if g.group_id.startswith(f"{prefix}-")
+        )
+    return dict(zip(names, markers_of(bootstrap, names, topic), strict=True))
 
 
 def test_streaming_write_exactly_once_commits_rows_with_their_markers(
@@ -274,6 +298,47 @@ def test_kafka_sink_in_foreach_batch_from_the_kafkette_source(
     assert sorted((key, value) for _, _, key, value, _ in got) == sorted(
         (f"k{n}".encode(), f"R{n}".encode()) for n in range(10)
     )
-    found = markers(spark_broker.bootstrap, f"kafkette-spark-{query.id}", sink, 2)
-    assert {m["query"] for m in found} == {query.id}
-    assert max(int(str(m["batch"])) for m in found) == 2
+    # each batch was written in one transaction: one marker group, at the last batch
+    prefix = f"kafkette-spark-{query.id}"
+    assert marker_groups(spark_broker.bootstrap, prefix, sink) == {
+        f"{prefix}-0": {"query": query.id, "batch": 2, "rows": 2}
+    }
+
+
+def test_kafka_sink_writes_each_batch_in_as_many_transactions_as_it_needs(
+    spark: SparkSession, spark_broker: BrokerProcess, unique_topic: str, tmp_path: Path
+) -> None:
+    """Spark's default 200 shuffle partitions, 500 rows in two micro-batches of 250, to
+    a topic of one partition, where each transaction leaves one commit marker: one
+    transaction a batch by default (500 + 2 offsets, one marker group), three with
+    rows_per_transaction=100 (500 + 6, three groups). The records are exact."""
+    bootstrap = spark_broker.bootstrap
+    files = [[f"line-{b}-{n:03}" for n in range(250)] for b in range(2)]
+    runs: dict[str, tuple[dict[str, Any], int]] = {
+        "default": ({}, 1),
+        "small": ({"rows_per_transaction": 100}, 3),
+    }
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        for name, (settings, per_batch) in runs.items():
+            topic = f"{unique_topic}-{name}"
+            create_topics(bootstrap, 1, topic)
+            query = (
+                lines_stream(spark, tmp_path / f"in-{name}", files)
+                .writeStream.foreachBatch(KafkaSink(bootstrap, topic, **settings))
+                .option("checkpointLocation", str(tmp_path / f"checkpoint-{name}"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+            assert query.lastProgress["batchId"] == 1
+            written = read_all(bootstrap, 1, topic)
+            assert sorted(v for *_, v, _ in written) == [x.encode() for f in files for x in f]
+            assert end_offset(bootstrap, topic) == 500 + 2 * per_batch
+            groups = marker_groups(bootstrap, f"kafkette-spark-{query.id}", topic)
+            assert sorted(groups) == [f"kafkette-spark-{query.id}-{p}" for p in range(per_batch)]
+            assert {(m["query"], m["batch"]) for m in groups.values()} == {(query.id, 1)}
+            assert sum(int(str(m["rows"])) for m in groups.values()) == 250
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)

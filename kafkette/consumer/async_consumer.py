@@ -88,10 +88,14 @@ class AsyncConsumer:
         core = self._core
         if core is None or core.closed:
             return
-        budget = core.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        budget = core.timeout(timeout_ms)
+        deadline = core.client.clock() + budget
         try:
-            with anyio.move_on_after(budget / 1000, shield=True):
-                await _drive(core.leave_steps("the consumer is closing", closing=True))
+            with anyio.move_on_after(max(budget, 0.0) / 1000, shield=True):
+                steps = core.leave_steps(
+                    "the consumer is closing", closing=True, deadline_ms=deadline
+                )
+                await _drive(steps)
         finally:
             with anyio.CancelScope(shield=True):
                 await core.close()
@@ -136,9 +140,13 @@ class AsyncConsumer:
         return self._c.subscription()
 
     async def unsubscribe(self) -> None:
-        """Give up the group's partitions (the listener is told) and leave the group."""
+        """Give up the group's partitions (the listener is told) and leave the group
+        (its requests given up after ``default.api.timeout.ms``)."""
         core = self._c
-        await _drive(core.leave_steps("the consumer unsubscribed", closing=False))
+        deadline = core.client.clock() + core.timeout(None)
+        await _drive(
+            core.leave_steps("the consumer unsubscribed", closing=False, deadline_ms=deadline)
+        )
         core.set_assignment([])
 
     def group_metadata(self) -> ConsumerGroupMetadata:

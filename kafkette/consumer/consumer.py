@@ -110,21 +110,19 @@ class Consumer:
         """
         timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         core = self._core
-        if not core.closed:
-            budget = core.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
-            deadline = core.client.clock() + budget
-            try:
-                for step in core.leave_steps("the consumer is closing", closing=True):
-                    left = deadline - core.client.clock()
-                    if left <= 0:
-                        break
-                    if isinstance(step, Call):
-                        self._loop.call(step.func, timeout_s=left / 1000)
-                    else:
-                        step.func(*step.args)
-            finally:
-                self._loop.call(core.close)
-        self._loop.close()
+        try:
+            if not core.closed:
+                deadline = core.client.clock() + core.timeout(timeout_ms)
+                try:
+                    self._drive(
+                        core.leave_steps(
+                            "the consumer is closing", closing=True, deadline_ms=deadline
+                        )
+                    )
+                finally:
+                    self._loop.call(core.close)
+        finally:
+            self._loop.close()
 
     def __enter__(self) -> Consumer:
         return self
@@ -158,10 +156,15 @@ class Consumer:
         return self._call(self._core.subscription)
 
     def unsubscribe(self) -> None:
-        """Give up the group's partitions (the listener is told) and leave the group."""
-        self._core.check_open()
-        self._drive(self._core.leave_steps("the consumer unsubscribed", closing=False))
-        self._call(self._core.set_assignment, [])
+        """Give up the group's partitions (the listener is told) and leave the group
+        (its requests given up after ``default.api.timeout.ms``)."""
+        core = self._core
+        core.check_open()
+        deadline = core.client.clock() + core.timeout(None)
+        self._drive(
+            core.leave_steps("the consumer unsubscribed", closing=False, deadline_ms=deadline)
+        )
+        self._call(core.set_assignment, [])
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """Group id, generation, member id and instance id, as of the last rebalance."""

@@ -17,8 +17,10 @@ and ``subscribe`` exclude each other, as in Java.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
+
+import anyio
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
@@ -156,12 +158,15 @@ class ConsumerCore:
         if self.group is not None:
             yield from self.group.poll_steps(deadline_ms)
 
-    def leave_steps(self, reason: str, *, closing: bool) -> Iterator[Step]:
-        """Unsubscribe (or close): commit, revoke through the listener, leave the group."""
+    def leave_steps(self, reason: str, *, closing: bool, deadline_ms: float) -> Iterator[Step]:
+        """Unsubscribe (or close): commit, revoke through the listener, leave the group;
+        the requests are given up at ``deadline_ms``."""
         group = self.group
         if group is None or not group.subscribed:
             return
-        yield from group.leave_steps(reason, commit=closing and self.config.enable_auto_commit)
+        yield from group.leave_steps(
+            reason, commit=closing and self.config.enable_auto_commit, deadline_ms=deadline_ms
+        )
         group.topics = set()
         group.pattern = None
 
@@ -189,7 +194,10 @@ class ConsumerCore:
         timeout_ms: float | None,
     ) -> None:
         self.check_open()
-        await self.member().commit(self.offsets_to_commit(offsets), self._timeout(timeout_ms))
+        member = self.member()
+        wanted = self.offsets_to_commit(offsets)
+        budget = self.timeout(timeout_ms)
+        await self.within("commit", budget, lambda: member.commit(wanted, budget))
 
     def commit_async(
         self,
@@ -203,14 +211,16 @@ class ConsumerCore:
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         self.check_open()
-        if self.config.group_id is None:
+        group_id = self.config.group_id
+        if group_id is None:
             raise IllegalStateError("committed() needs a group.id in the consumer's settings")
         tps = check_partitions(partitions)
-        return await fetch_committed(
-            self.client,
-            self.config.group_id,
-            tps,
-            deadline_ms=self.client.clock() + self._timeout(timeout_ms),
+        budget = self.timeout(timeout_ms)
+        deadline = self.client.clock() + budget
+        return await self.within(
+            "committed()",
+            budget,
+            lambda: fetch_committed(self.client, group_id, tps, deadline_ms=deadline),
         )
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -244,8 +254,13 @@ class ConsumerCore:
     async def position(self, tp: TopicPartition, timeout_ms: float | None) -> int:
         """The offset of the next record ``poll`` returns for ``tp``, resolving it if unknown."""
         self.check_open()
+        budget = self.timeout(timeout_ms)
+        return await self.within(
+            f"position() of {tp}", budget, lambda: self._resolve_position(tp, budget)
+        )
+
+    async def _resolve_position(self, tp: TopicPartition, budget: float) -> int:
         state = self.subscriptions.state(tp)
-        budget = self._timeout(timeout_ms)
         deadline = self.client.clock() + budget
         if state.position is None and state.committed_first and self.config.group_id:
             await take_committed_positions(
@@ -277,11 +292,13 @@ class ConsumerCore:
             check_partitions([tp])
             if ts < 0:
                 raise ValueError(f"timestamp for {tp} must not be negative, got {ts}")
-        return await list_offsets(
-            self.client,
-            timestamps,
-            isolation_level=self._isolation(),
-            timeout_ms=self._timeout(timeout_ms),
+        budget = self.timeout(timeout_ms)
+        return await self.within(
+            "offsets_for_times()",
+            budget,
+            lambda: list_offsets(
+                self.client, timestamps, isolation_level=self._isolation(), timeout_ms=budget
+            ),
         )
 
     async def edge_offsets(
@@ -290,19 +307,36 @@ class ConsumerCore:
         """Earliest (``spec`` -2) or latest (-1; the LSO for read_committed) offsets."""
         self.check_open()
         tps = check_partitions(partitions)
-        found = await list_offsets(
-            self.client,
-            dict.fromkeys(tps, spec),
-            isolation_level=self._isolation(),
-            timeout_ms=self._timeout(timeout_ms),
+        budget = self.timeout(timeout_ms)
+        found = await self.within(
+            "beginning_offsets()" if spec == EARLIEST_TIMESTAMP else "end_offsets()",
+            budget,
+            lambda: list_offsets(
+                self.client,
+                dict.fromkeys(tps, spec),
+                isolation_level=self._isolation(),
+                timeout_ms=budget,
+            ),
         )
         return {tp: answer.offset if answer else -1 for tp, answer in found.items()}
 
     def _isolation(self) -> int:
         return self.fetcher.isolation_level
 
-    def _timeout(self, timeout_ms: float | None) -> float:
+    def timeout(self, timeout_ms: float | None) -> float:
+        """A blocking call's budget: ``timeout_ms``, or default.api.timeout.ms."""
         return float(self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+
+    async def within(
+        self, what: str, timeout_ms: float, operation: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``operation()``, cancelled after ``timeout_ms``: then :class:`KafkaTimeoutError`
+        (with the last failure to connect, which says why nothing answered)."""
+        with anyio.move_on_after(max(timeout_ms, 0.0) / 1000):
+            return await operation()
+        cause = self.client.last_connection_error
+        detail = f" (last connection error: {cause})" if cause is not None else ""
+        raise KafkaTimeoutError(f"{what} did not complete within {timeout_ms:g} ms{detail}")
 
     async def close(self) -> None:
         if self.closed:
@@ -394,7 +428,8 @@ class ConsumerCore:
 
 
 def _paused(entry: CompletedFetch) -> bool:
-    return entry.state.paused
+    state = entry.state
+    return state.paused or state.revoking
 
 
 __all__ = ["EARLIEST", "LATEST", "ConsumerCore", "Records"]

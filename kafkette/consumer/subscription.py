@@ -39,13 +39,16 @@ class PartitionState:
     newly assigned to a consumer with a ``group.id`` looks up the group's
     committed offset first (``committed_first``), as Java's consumer does, and
     falls back to ``reset`` when there is none; a reset asked for later (out of
-    range, ``seek_to_beginning``) does not.
+    range, ``seek_to_beginning``) does not. A partition ``revoking`` is about to leave
+    in a rebalance, once the positions are committed: it is neither fetched nor read
+    (Java's pending revocation).
     """
 
     position: int | None = None
     reset: str = LATEST
     committed_first: bool = False
     paused: bool = False
+    revoking: bool = False
     high_watermark: int | None = None
     last_stable_offset: int | None = None
     log_start_offset: int | None = None
@@ -131,10 +134,19 @@ class SubscriptionState:
         ]
 
     def fetchable(self) -> list[tuple[TopicPartition, PartitionState]]:
-        """Assigned, not paused, with a position."""
+        """Assigned, not paused or revoking, with a position."""
         return [
-            (tp, s) for tp, s in self._states.items() if not s.paused and s.position is not None
+            (tp, s)
+            for tp, s in self._states.items()
+            if not (s.paused or s.revoking) and s.position is not None
         ]
+
+    def mark_revoking(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching and handing out records of ``partitions`` (and only those), which
+        a rebalance takes away once their positions are committed."""
+        going = set(partitions)
+        for tp, state in self._states.items():
+            state.revoking = tp in going
 
     # ---- pause
 

@@ -25,8 +25,9 @@ thread, as Java does).
 from __future__ import annotations
 
 import logging
+import math
 import re
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -37,7 +38,7 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.assignors import Assignor, RebalanceProtocol, Subscription
-from kafkette.consumer.group.member_base import Call, Invoke, MemberBase, Step
+from kafkette.consumer.group.member_base import Call, Invoke, Job, MemberBase, Step, seconds_until
 from kafkette.consumer.group.membership import (
     NO_GENERATION,
     Answer,
@@ -69,6 +70,9 @@ from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPart
 logger = logging.getLogger("kafkette.consumer.group")
 
 __all__ = ["Call", "GroupMember", "Invoke", "Step"]
+
+METADATA_JOB = "metadata"
+COMMIT_JOB = "commit before rebalance"
 
 
 class _RetryJoin(Exception):
@@ -110,6 +114,7 @@ class GroupMember(MemberBase):
         self._scope = anyio.CancelScope()
         self._early_tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._join_scope: anyio.CancelScope | None = None
+        self._jobs: dict[str, Job] = {}
         self._closed = False
 
     # ---- the membership's facts, as the consumer and the tests read them
@@ -368,17 +373,21 @@ class GroupMember(MemberBase):
 
     # ---- leave
 
-    async def leave_group(self, reason: str) -> None:
-        """Leave (LeaveGroup for a dynamic member) and forget the generation; rejoin on poll."""
+    async def leave_group(self, reason: str, deadline_ms: float = math.inf) -> None:
+        """Leave (LeaveGroup for a dynamic member, given up at ``deadline_ms``) and forget
+        the generation; rejoin on poll."""
         membership = self.membership
         if membership.should_send_leave():
             member_id = membership.member_id
-            try:
-                await self._send(
-                    partial(membership.leave_request, member_id=member_id, reason=reason)
-                )
-            except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
-                logger.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+            with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
+                try:
+                    await self._send(
+                        partial(membership.leave_request, member_id=member_id, reason=reason)
+                    )
+                except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
+                    logger.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+            if scope.cancelled_caught:
+                logger.info("group %s: LeaveGroup not answered in time", self.group_id)
         if self._join_scope is not None:
             # Leaving mid-join (unsubscribe, close): that join must not complete.
             self._join_scope.cancel()
@@ -387,7 +396,12 @@ class GroupMember(MemberBase):
     # ---- poll (steps)
 
     def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
-        """What ``poll`` does for the group before it returns records."""
+        """What ``poll`` does for the group before it returns records.
+
+        Nothing here waits past ``deadline_ms``: work that takes longer (a metadata
+        refresh, the commit before a rebalance, the join itself) goes on in the
+        background, and the next poll takes it up where this one left it.
+        """
         membership = self.membership
         membership.timers.polled(self.client.clock())
         yield from self._callbacks()
@@ -396,8 +410,14 @@ class GroupMember(MemberBase):
         if not self.subscribed:
             return
         self._check_metadata()
-        if self._metadata_due(self.client.clock()):
-            yield Call(self._refresh_metadata)
+        now = self.client.clock()
+        if METADATA_JOB in self._jobs or self._metadata_due(now):
+            # A pattern is matched against fresh metadata before joining, as Java's
+            # ensureFreshMetadata; named topics do not wait for the refresh.
+            pattern = self.pattern is not None
+            yield self.job(METADATA_JOB, self._refresh_metadata, deadline_ms if pattern else now)
+            if not self.job_ended(METADATA_JOB) and pattern:
+                return
             self._check_metadata()
         if membership.state is MemberState.STABLE and not membership.rejoin_needed:
             if self.config.enable_auto_commit:
@@ -408,7 +428,8 @@ class GroupMember(MemberBase):
             return
         if membership.wants_join:
             if not membership.revoked_for_join:
-                yield from self._prepare_steps()
+                if not (yield from self._prepare_steps(deadline_ms)):
+                    return  # the commit before the rebalance goes on; the next poll waits again
                 membership.revoked_for_join = True
             membership.start_join()
             yield Call(self._request_join)
@@ -426,24 +447,31 @@ class GroupMember(MemberBase):
         self._join_wanted.set()
 
     async def _await_join(self, deadline_ms: float) -> None:
-        left = deadline_ms - self.client.clock()
-        with anyio.move_on_after(max(left, 0) / 1000):
+        with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())):
             await self._join_done.wait()
 
-    def _prepare_steps(self) -> Iterator[Step]:
+    def _prepare_steps(self, deadline_ms: float) -> Generator[Step, None, bool]:
+        """Give up what the join needs (Java's onJoinPrepare); False while the commit
+        before it is still under way at ``deadline_ms``."""
         owned = self.subscriptions.assigned()
         if not owned:
-            return
+            return True
         if self.generation_id == NO_GENERATION:
             yield from self._listener_call("on_partitions_lost", owned)
             yield Call(partial(self._apply, []))
-            return
-        if self.config.enable_auto_commit:
-            yield Call(self._commit_quietly)
+            return True
         revoked = revoked_before_join(self.protocol, owned, self.topics)
+        if self.config.enable_auto_commit:
+            # Records of the partitions that go are no longer handed out: the commit
+            # holds the positions they have now (Java's pending revocation).
+            self.subscriptions.mark_revoking(revoked)
+            yield self.job(COMMIT_JOB, self._commit_quietly, deadline_ms)
+            if not self.job_ended(COMMIT_JOB):
+                return False
         if revoked:
             yield from self._listener_call("on_partitions_revoked", revoked)
             yield Call(partial(self._apply, sorted(owned - revoked)))
+        return True
 
     def _complete_steps(self) -> Iterator[Step]:
         assignment = self.membership.assignment
@@ -451,8 +479,8 @@ class GroupMember(MemberBase):
         if self.protocol is RebalanceProtocol.COOPERATIVE and change.revoked:
             yield from self._listener_call("on_partitions_revoked", set(change.revoked))
             self.request_rejoin("partitions were revoked (cooperative protocol)")
-        new = list(assignment)
-        yield Call(partial(self._apply_with_positions, new, sorted(change.added)))
+        # New partitions start at the group's committed offsets, which the fetcher reads.
+        yield Call(partial(self._apply, list(assignment)))
         yield from self._listener_call("on_partitions_assigned", set(change.added))
 
     # ---- metadata
@@ -517,11 +545,18 @@ class GroupMember(MemberBase):
                 self.request_rejoin("a commit found the group rebalancing")
             raise
 
-    async def _commit_quietly(self) -> None:
-        try:
-            await self.commit(self.consumed_offsets(), self.config.default_api_timeout_ms)
-        except KafkaError as exc:
-            logger.warning("group %s: commit before rebalance failed: %s", self.group_id, exc)
+    async def _commit_quietly(self, deadline_ms: float | None = None) -> None:
+        """Commit the consumed positions by ``deadline_ms`` (default: default.api.timeout.ms
+        from now); a failure is logged."""
+        if deadline_ms is None:
+            deadline_ms = self.client.clock() + self.config.default_api_timeout_ms
+        with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
+            try:
+                await self.commit(self.consumed_offsets(), deadline_ms - self.client.clock())
+            except KafkaError as exc:
+                logger.warning("group %s: commit of the positions failed: %s", self.group_id, exc)
+        if scope.cancelled_caught:
+            logger.warning("group %s: commit of the positions not answered in time", self.group_id)
 
     async def _start_auto_commit(self) -> None:
         offsets = self.consumed_offsets()
@@ -536,16 +571,17 @@ class GroupMember(MemberBase):
 
     # ---- close and unsubscribe (steps)
 
-    def leave_steps(self, reason: str, *, commit: bool) -> Iterator[Step]:
-        """Commit (auto commit), revoke through the listener and leave the group."""
+    def leave_steps(self, reason: str, *, commit: bool, deadline_ms: float) -> Iterator[Step]:
+        """Commit (auto commit), revoke through the listener and leave the group; the
+        requests are given up at ``deadline_ms``, the rest is done anyway."""
         yield from self._callbacks()
         owned = self.subscriptions.assigned()
         if self.generation_id != NO_GENERATION:
             if commit and owned:
-                yield Call(self._commit_quietly)
+                yield Call(partial(self._commit_quietly, deadline_ms))
             if owned:
                 yield from self._listener_call("on_partitions_revoked", owned)
         elif owned:
             yield from self._listener_call("on_partitions_lost", owned)
-        yield Call(partial(self.leave_group, reason))
+        yield Call(partial(self.leave_group, reason, deadline_ms))
         yield Call(partial(self._apply, []))

@@ -21,6 +21,7 @@ Not done: the incremental form of the heartbeat (each one carries every field).
 from __future__ import annotations
 
 import logging
+import math
 import re
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
@@ -37,7 +38,7 @@ from kafkette.consumer.group.heartbeat_membership import (
     HeartbeatMembership,
     HeartbeatState,
 )
-from kafkette.consumer.group.member_base import Call, Invoke, MemberBase, Step
+from kafkette.consumer.group.member_base import Call, Invoke, Job, MemberBase, Step, seconds_until
 from kafkette.consumer.group.offsets import (
     MEMBER_EPOCH_COMMIT_VERSION,
     commit_offsets,
@@ -58,6 +59,9 @@ from kafkette.protocol.messages.consumer_group_heartbeat_request import (
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 logger = logging.getLogger("kafkette.consumer.group")
+
+METADATA_JOB = "metadata"
+COMMIT_JOB = "commit before revoking"
 
 
 class HeartbeatMember(MemberBase):
@@ -100,6 +104,7 @@ class HeartbeatMember(MemberBase):
         self._polled_ms = float("inf")
         """When ``poll`` last ran (infinity until it first does)."""
         self._poll_timed_out = False
+        self._jobs: dict[str, Job] = {}
 
     # ---- facts, as the consumer and the tests read them
 
@@ -241,7 +246,8 @@ class HeartbeatMember(MemberBase):
     # ---- poll (steps)
 
     def poll_steps(self, deadline_ms: float) -> Iterator[Step]:
-        """What ``poll`` does for the group before it returns records."""
+        """What ``poll`` does for the group before it returns records; nothing here waits
+        past ``deadline_ms`` (longer work goes on in the background, for the next poll)."""
         self._polled_ms = self.client.clock()
         yield from self._callbacks()
         membership = self.membership
@@ -265,7 +271,7 @@ class HeartbeatMember(MemberBase):
             membership.lost()
             self._wake.set()
         if membership.reconciling:
-            yield from self._reconcile_steps()
+            yield from self._reconcile_steps(deadline_ms)
         if membership.state is HeartbeatState.STABLE and self.config.enable_auto_commit:
             now = self.client.clock()
             if now >= self._next_auto_commit_ms:
@@ -274,13 +280,15 @@ class HeartbeatMember(MemberBase):
                 if offsets:
                     yield Call(partial(self._start_commit, offsets))
 
-    def _reconcile_steps(self) -> Iterator[Step]:
+    def _reconcile_steps(self, deadline_ms: float) -> Iterator[Step]:
         target = self.membership.target
         if target is None:
             return
         names = self._topic_names()
-        if any(t not in names for t in target):
-            yield Call(self._refresh_all_metadata)
+        if METADATA_JOB in self._jobs or any(t not in names for t in target):
+            yield self.job(METADATA_JOB, self._refresh_all_metadata, deadline_ms)
+            if not self.job_ended(METADATA_JOB):
+                return  # the refresh goes on: the next poll waits for it again
             names = self._topic_names()
             if any(t not in names for t in target):
                 return  # topics not in metadata yet: the next poll tries again
@@ -289,11 +297,17 @@ class HeartbeatMember(MemberBase):
         revoked = owned - wanted
         added = wanted - owned
         if revoked:
-            yield from self._listener_call("on_partitions_revoked", revoked)
             if self.config.enable_auto_commit:
-                yield Call(partial(self._commit_quietly, self.consumed_offsets()))
+                # Commit before the listener hears of the revocation, as Java's consumer;
+                # the partitions that go hand out no more records meanwhile.
+                self.subscriptions.mark_revoking(revoked)
+                yield self.job(COMMIT_JOB, self._commit_quietly, deadline_ms)
+                if not self.job_ended(COMMIT_JOB):
+                    return
+            yield from self._listener_call("on_partitions_revoked", revoked)
             yield Call(partial(self._apply, sorted(owned - revoked)))
-        yield Call(partial(self._apply_with_positions, sorted(wanted), sorted(added)))
+        # New partitions start at the group's committed offsets, which the fetcher reads.
+        yield Call(partial(self._apply, sorted(wanted)))
         if added:
             yield from self._listener_call("on_partitions_assigned", added)
         if self.membership.reconciling:  # not fenced or left meanwhile
@@ -332,38 +346,61 @@ class HeartbeatMember(MemberBase):
         run in the caller's thread (the sync consumer's), where no task can be started."""
         self.spawn(partial(self._commit_quietly, offsets))
 
-    async def _commit_quietly(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
-        try:
-            await self.commit(offsets, self.config.default_api_timeout_ms)
-        except KafkaError as exc:
-            logger.warning("group %s: commit failed: %s", self.group_id, exc)
+    async def _commit_quietly(
+        self,
+        offsets: dict[TopicPartition, OffsetAndMetadata] | None = None,
+        deadline_ms: float | None = None,
+    ) -> None:
+        """Commit ``offsets`` (default: the consumed positions as it starts) by
+        ``deadline_ms`` (default: default.api.timeout.ms from now); a failure is logged."""
+        if offsets is None:
+            offsets = self.consumed_offsets()
+        if deadline_ms is None:
+            deadline_ms = self.client.clock() + self.config.default_api_timeout_ms
+        with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
+            try:
+                await self.commit(offsets, deadline_ms - self.client.clock())
+            except KafkaError as exc:
+                logger.warning("group %s: commit failed: %s", self.group_id, exc)
+        if scope.cancelled_caught:
+            logger.warning("group %s: commit not answered in time", self.group_id)
 
     # ---- close and unsubscribe (steps)
 
-    def leave_steps(self, reason: str, *, commit: bool) -> Iterator[Step]:
-        """Commit (auto commit), revoke through the listener and leave the group."""
+    def leave_steps(self, reason: str, *, commit: bool, deadline_ms: float) -> Iterator[Step]:
+        """Commit (auto commit), revoke through the listener and leave the group; the
+        requests are given up at ``deadline_ms``, the rest is done anyway."""
         yield from self._callbacks()
         owned = self.subscriptions.assigned()
         if self.membership.in_group:
             if commit and owned:
-                yield Call(partial(self._commit_quietly, self.consumed_offsets()))
+                yield Call(partial(self._commit_quietly, self.consumed_offsets(), deadline_ms))
             if owned:
                 yield from self._listener_call("on_partitions_revoked", owned)
         elif owned:
             yield from self._listener_call("on_partitions_lost", owned)
-        yield Call(partial(self.leave_group, reason))
+        yield Call(partial(self.leave_group, reason, deadline_ms))
         yield Call(partial(self._apply, []))
 
-    async def leave_group(self, reason: str) -> None:
-        """Leave with epoch -1 (-2 for a static member), answered or not."""
+    async def leave_group(self, reason: str, deadline_ms: float = math.inf) -> None:
+        """Leave with epoch -1 (-2 for a static member), answered or not; the heartbeat
+        saying so is given up at ``deadline_ms``."""
         membership = self.membership
-        async with self._sending:
-            if not (membership.in_group or membership.state is HeartbeatState.FENCED):
+        with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())):
+            async with self._sending:
+                if not (membership.in_group or membership.state is HeartbeatState.FENCED):
+                    return
+                membership.start_leaving()
+                logger.info("group %s: leaving (%s)", self.group_id, reason)
+                try:
+                    await self._send_heartbeat(membership.heartbeat_request())
+                except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
+                    logger.info("group %s: leave heartbeat failed: %s", self.group_id, exc)
+                membership.left()
                 return
-            membership.start_leaving()
-            logger.info("group %s: leaving (%s)", self.group_id, reason)
-            try:
-                await self._send_heartbeat(membership.heartbeat_request())
-            except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
-                logger.info("group %s: leave heartbeat failed: %s", self.group_id, exc)
+        logger.info("group %s: leave heartbeat not answered in time", self.group_id)
+        if membership.state is HeartbeatState.LEAVING:
+            membership.left()
+        elif membership.in_group or membership.state is HeartbeatState.FENCED:
+            membership.start_leaving()  # (the heartbeat in flight took the time)
             membership.left()

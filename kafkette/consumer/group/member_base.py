@@ -4,21 +4,23 @@
 SyncGroup) and :class:`~kafkette.consumer.group.heartbeat_member.HeartbeatMember`
 (KIP-848 heartbeats) each drive their own state machine; this base holds the
 consumer-side steps they share: background tasks, rebalance-listener calls,
-taking an assignment at the committed offsets, and commits in the background.
+commits in the background, and the group work ``poll`` starts but does not wait
+for past its deadline (:meth:`MemberBase.job`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from functools import partial
 from typing import Any
 
+import anyio
 import anyio.abc
 import attrs
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
-from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.group.types import ConsumerRebalanceListener
 from kafkette.consumer.subscription import SubscriptionState
 from kafkette.errors import KafkaError
@@ -44,6 +46,23 @@ class Invoke:
 
 Step = Call | Invoke
 
+
+@attrs.define(eq=False)
+class Job:
+    """Group work a ``poll`` started in the background (a metadata refresh, the commit
+    before a rebalance): it outlives that poll, and later polls wait for it again, each
+    up to its own deadline, until it ends (as Java's consumer keeps its pending requests
+    across polls)."""
+
+    ended: anyio.Event
+    error: Exception | None = None
+
+
+def seconds_until(deadline_ms: float, now_ms: float) -> float:
+    """What is left until ``deadline_ms``, in seconds for anyio (never negative)."""
+    return max(deadline_ms - now_ms, 0.0) / 1000
+
+
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
 
@@ -59,6 +78,7 @@ class MemberBase:
     _pending_callbacks: list[Invoke]
     _task_group: anyio.abc.TaskGroup | None
     _early_tasks: list[Callable[[], Coroutine[Any, Any, None]]]
+    _jobs: dict[str, Job]
 
     async def commit(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float
@@ -71,6 +91,43 @@ class MemberBase:
             self._early_tasks.append(func)
         else:
             self._task_group.start_soon(func)
+
+    # ---- work that outlives a poll
+
+    def job(self, key: str, func: Callable[[], Awaitable[None]], deadline_ms: float) -> Call:
+        """The step that starts ``func`` in the background as job ``key`` (unless that
+        job runs already) and waits for it up to ``deadline_ms``; after the step,
+        :meth:`job_ended` says whether it ended."""
+        return Call(partial(self._run_job, key, func, deadline_ms))
+
+    async def _run_job(
+        self, key: str, func: Callable[[], Awaitable[None]], deadline_ms: float
+    ) -> None:
+        job = self._jobs.get(key)
+        if job is None:
+            job = self._jobs[key] = Job(anyio.Event())
+            self.spawn(partial(self._job_body, job, func))
+        with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())):
+            await job.ended.wait()
+
+    @staticmethod
+    async def _job_body(job: Job, func: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await func()
+        except Exception as exc:  # raised by the poll that takes the job's end
+            job.error = exc
+        finally:
+            job.ended.set()
+
+    def job_ended(self, key: str) -> bool:
+        """Whether job ``key`` ended (then it is forgotten, and its error raised)."""
+        job = self._jobs.get(key)
+        if job is None or not job.ended.is_set():
+            return False
+        del self._jobs[key]
+        if job.error is not None:
+            raise job.error
+        return True
 
     def _listener_call(self, method: str, partitions: set[TopicPartition]) -> Iterator[Step]:
         listener = self.listener
@@ -88,22 +145,6 @@ class MemberBase:
 
     async def _apply(self, partitions: list[TopicPartition]) -> None:
         self._apply_assignment(partitions)
-
-    async def _apply_with_positions(
-        self, partitions: list[TopicPartition], added: list[TopicPartition]
-    ) -> None:
-        # Committed offsets first: once assigned, the fetcher would reset positions itself.
-        committed = await fetch_committed(
-            self.client,
-            self.group_id,
-            added,
-            deadline_ms=self.client.clock() + self.config.default_api_timeout_ms,
-        )
-        self._apply_assignment(partitions)
-        for tp, found in committed.items():
-            state = self.subscriptions.get(tp)
-            if found is not None and state is not None and state.position is None:
-                state.position = found.offset
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The positions of the assigned partitions, as offsets to commit."""

@@ -1,5 +1,6 @@
 """GroupMember.poll_steps without a broker: which listener calls and operations a poll
-makes in each state (the decisions of Java's onJoinPrepare / onJoinComplete)."""
+makes in each state (the decisions of Java's onJoinPrepare / onJoinComplete), and how
+work that outlives a poll's deadline is taken up by the next poll."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.consumer.core import ConsumerCore
-from kafkette.consumer.group.coordinator import GroupMember, Invoke, Step
+from kafkette.consumer.group.coordinator import COMMIT_JOB, GroupMember, Invoke, Step
+from kafkette.consumer.group.member_base import Job
 from kafkette.consumer.group.membership import MemberState
 from kafkette.consumer.subscription import SubscriptionState
 from kafkette.errors import IllegalStateError
@@ -53,7 +56,8 @@ def stable(m: GroupMember, state: SubscriptionState, owned: list[TopicPartition]
 
 
 def describe(steps: Iterator[Step]) -> list[tuple[str, Any]]:
-    """The steps as (name, partitions argument or None); nothing is run."""
+    """The steps as (name, partitions argument or None); nothing is run. A step that
+    starts (or waits for) background work is named after that work."""
     out: list[tuple[str, Any]] = []
     for step in steps:
         if isinstance(step, Invoke):
@@ -62,8 +66,21 @@ def describe(steps: Iterator[Step]) -> list[tuple[str, Any]]:
         func = step.func
         name = getattr(func, "func", func).__name__
         args = getattr(func, "args", ())
+        if name == "_run_job":
+            name, args = args[1].__name__, ()
         out.append((name, sorted(args[0]) if args and isinstance(args[0], list) else None))
     return out
+
+
+def job_ended(m: GroupMember, key: str) -> None:
+    """As if background work ``key`` had been started by a poll and had ended since."""
+    ended = anyio.Event()
+    ended.set()
+    m._jobs[key] = Job(ended)
+
+
+def revoking(state: SubscriptionState) -> list[TopicPartition]:
+    return sorted(tp for tp in state.assigned() if state.state(tp).revoking)
 
 
 async def test_stable_member_polls_without_group_work() -> None:
@@ -76,6 +93,14 @@ async def test_eager_rejoin_commits_then_revokes_everything_then_joins() -> None
     m, state = member("range")
     stable(m, state, [A0, A1])
     m.request_rejoin("test")
+    # The commit runs in the background; a poll whose deadline comes first goes no
+    # further, and the partitions hand out no more records meanwhile.
+    assert describe(m.poll_steps(2_000)) == [("_commit_quietly", None)]
+    assert revoking(state) == [A0, A1]
+    assert (m.state, m.membership.revoked_for_join) == (MemberState.STABLE, False)
+    assert describe(m.poll_steps(2_000)) == [("_commit_quietly", None)]
+    # A later poll finds it ended: revoke, then join.
+    job_ended(m, COMMIT_JOB)
     assert describe(m.poll_steps(2_000)) == [
         ("_commit_quietly", None),
         ("on_partitions_revoked", [A0, A1]),
@@ -83,6 +108,7 @@ async def test_eager_rejoin_commits_then_revokes_everything_then_joins() -> None
         ("_request_join", None),
         ("_await_join", None),
     ]
+    assert m._jobs == {}
 
 
 async def test_cooperative_rejoin_keeps_the_partitions() -> None:
@@ -112,7 +138,7 @@ async def test_cooperative_join_result_revokes_moved_partitions_and_rejoins() ->
     m.membership.assignment = (A1, A2)
     assert describe(m.poll_steps(2_000)) == [
         ("on_partitions_revoked", [A0]),
-        ("_apply_with_positions", [A1, A2]),
+        ("_apply", [A1, A2]),
         ("on_partitions_assigned", [A2]),
     ]
     assert m.rejoin_needed
@@ -124,10 +150,36 @@ async def test_eager_join_result_assigns_everything() -> None:
     m.membership.state = MemberState.ASSIGNED
     m.membership.assignment = (A0, A2)
     assert describe(m.poll_steps(2_000)) == [
-        ("_apply_with_positions", [A0, A2]),
+        ("_apply", [A0, A2]),
         ("on_partitions_assigned", [A0, A2]),
     ]
     assert not m.rejoin_needed
+
+
+async def test_background_work_outlives_the_poll_that_started_it() -> None:
+    """A job step waits for its work up to the poll's deadline only; the work goes on,
+    a later step waits for the same run (not a new one), and its error is raised once."""
+    m, _ = member("range")
+    gate = anyio.Event()
+    runs: list[str] = []
+
+    async def work() -> None:
+        runs.append("started")
+        await gate.wait()
+        raise ValueError("the work failed")
+
+    async with anyio.create_task_group() as tg:
+        m._task_group = tg
+        now = m.client.clock()
+        await m.job("w", work, now).func()  # the deadline has come: returns at once
+        assert not m.job_ended("w")
+        await m.job("w", work, now).func()
+        assert runs == ["started"] and not m.job_ended("w")
+        gate.set()
+        await m.job("w", work, now + 60_000).func()  # returns when the work ends
+        with pytest.raises(ValueError, match="the work failed"):
+            m.job_ended("w")
+        assert not m.job_ended("w") and runs == ["started"]
 
 
 async def test_auto_commit_when_due() -> None:

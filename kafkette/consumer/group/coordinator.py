@@ -377,6 +377,14 @@ class GroupMember(MemberBase):
         """Leave (LeaveGroup for a dynamic member, given up at ``deadline_ms``) and forget
         the generation; rejoin on poll."""
         membership = self.membership
+        if self._join_scope is not None:
+            # Leaving mid-join (unsubscribe, close): that join must not complete. Its
+            # JoinGroup is parked at the coordinator until the rebalance ends (a dead
+            # member can hold it for its whole session), and a broker answers a
+            # connection's requests in order: a LeaveGroup behind it would wait as long.
+            # Drop that connection; the LeaveGroup goes on a new one.
+            self._join_scope.cancel()
+            self.client.invalidate_coordinator(self.group_id)
         if membership.should_send_leave():
             member_id = membership.member_id
             with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
@@ -388,9 +396,6 @@ class GroupMember(MemberBase):
                     logger.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
             if scope.cancelled_caught:
                 logger.info("group %s: LeaveGroup not answered in time", self.group_id)
-        if self._join_scope is not None:
-            # Leaving mid-join (unsubscribe, close): that join must not complete.
-            self._join_scope.cancel()
         membership.left(reason)
 
     # ---- poll (steps)

@@ -44,9 +44,9 @@ async def silent_member(cluster: MemoryCluster) -> tuple[BrokerConnection, str]:
 
 def test_calls_return_at_their_timeouts_while_a_dead_member_holds_the_rebalance() -> None:
     """The silent member has the group; a second member's join waits for the silent
-    one's session to end. Meanwhile each poll returns at its timeout, and committed()
-    raises at its own (its OffsetFetch waits behind the JoinGroup parked at the
-    coordinator)."""
+    one's session to end. Meanwhile each poll returns at its timeout, committed()
+    raises at its own, and close() leaves the group within its timeout: its LeaveGroup
+    does not queue behind the JoinGroup parked at the coordinator."""
 
     async def main() -> float:
         async with MemoryCluster(in_loop=True, group_initial_rebalance_delay_ms=0) as cluster:
@@ -67,10 +67,16 @@ def test_calls_return_at_their_timeouts_while_a_dead_member_holds_the_rebalance(
                     with pytest.raises(KafkaTimeoutError, match="within 1000 ms"):
                         await member.committed([TopicPartition("t", 0)], timeout=1.0)
                     assert trio.current_time() - started == pytest.approx(1.0, abs=MS)
+                    started = trio.current_time()
+                    await member.close(timeout=1.0)
+                    closed_in = trio.current_time() - started
+                    assert closed_in <= 1.0 + MS
+                    assert set(cluster.assignment("g")) == {silent}  # the member left
                 assert trio.current_time() - silent_since < SESSION_MS / 1000
-            return trio.current_time() - silent_since
+            return closed_in
 
-    _, real = run_virtual(main)
+    closed_in, real = run_virtual(main)
+    assert closed_in < 0.1  # FindCoordinator and LeaveGroup on a new connection
     assert real < REAL_BUDGET_S
 
 

@@ -35,6 +35,9 @@ from kafkette.consumer.record import ConsumerRecord
 from kafkette.structs import TopicPartition
 
 POLL_TIMEOUT_S = 0.5
+INTERRUPTED_CLOSE_S = 0.5
+"""After Ctrl-C, how long the consumer may take to commit and leave its group: the
+command ends at once, never waiting for a rebalance or an unresponsive broker."""
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -198,15 +201,19 @@ def run(args: argparse.Namespace) -> int:
         offsets = Offsets(admin, isolation)
         ends = offsets if args.exit_at_end else None
         reader = Reader(consumer, printer, args.count, ends, stop_ms)
-        if args.group:
-            consumer.subscribe(args.topics)
-        else:
-            partitions = topic_partitions(admin, args.topics, args.partition)
-            starts = offsets.start(partitions, start)
-            consumer.assign(partitions)
-            for tp, offset in starts.items():
-                consumer.seek(tp, offset)
-        reader.run()
+        try:
+            if args.group:
+                consumer.subscribe(args.topics)
+            else:
+                partitions = topic_partitions(admin, args.topics, args.partition)
+                starts = offsets.start(partitions, start)
+                consumer.assign(partitions)
+                for tp, offset in starts.items():
+                    consumer.seek(tp, offset)
+            reader.run()
+        except KeyboardInterrupt:
+            consumer.close(timeout=INTERRUPTED_CLOSE_S)
+            raise
     return 0
 
 

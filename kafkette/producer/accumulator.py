@@ -189,6 +189,7 @@ class RecordAccumulator(AccumulatorState):
         "_flushes",
         "_incomplete",
         "_max_record",
+        "_refusal",
         "_resume_room",
         "_space",
         "_wait",
@@ -235,6 +236,7 @@ class RecordAccumulator(AccumulatorState):
         self._resume_room = min(buffer_memory, max(batch_size, buffer_memory // RESUME_SHARE))
         self._flushes = 0
         self._closed = False
+        self._refusal: BaseException | None = None
         self._wake_pending = False
 
     # ---- the user's side
@@ -261,7 +263,7 @@ class RecordAccumulator(AccumulatorState):
             )
         with self._lock:
             if self._closed:
-                raise IllegalStateError("the producer is closed")
+                raise self._refused()
             if self._used + size > self.buffer_memory:
                 if not block:
                     raise BufferFull(size)
@@ -384,7 +386,13 @@ class RecordAccumulator(AccumulatorState):
                 )
             self._wait(self._space, remaining / 1000)
             if self._closed:
-                raise IllegalStateError("the producer is closed")
+                raise self._refused()
+
+    def _refused(self) -> BaseException:
+        """The error of an append to a closed accumulator."""
+        if self._refusal is not None:
+            return self._refusal
+        return IllegalStateError("the producer is closed")
 
     def has_space(self, size: int) -> bool:
         with self._lock:
@@ -509,19 +517,20 @@ class RecordAccumulator(AccumulatorState):
         return parts
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
-        """The broker stored the batch."""
-        self._release(batch)
-        batch.result.complete(base_offset, log_append_time)
+        """The broker stored the batch (nothing happens if it was failed already)."""
+        if self._release(batch):
+            batch.result.complete(base_offset, log_append_time)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        """The batch will not be stored."""
-        self._release(batch)
-        batch.result.fail(error)
+        """The batch will not be stored (nothing happens if it was settled already)."""
+        if self._release(batch):
+            batch.result.fail(error)
 
-    def _release(self, batch: ProducerBatch) -> None:
+    def _release(self, batch: ProducerBatch) -> bool:
+        """Give back the batch's share of ``buffer.memory``; False if it was settled already."""
         with self._lock:
             if batch not in self._incomplete:
-                return
+                return False
             self._incomplete.discard(batch)
             self._used -= batch.reserved
             # Waiters wake once a good share of the buffer is free, not for every
@@ -533,6 +542,7 @@ class RecordAccumulator(AccumulatorState):
                 self._space.notify_all()
         if room and self.on_space is not None:
             self.on_space()
+        return True
 
     def expire(self, now_ms: float) -> list[ProducerBatch]:
         """Remove and fail the queued batches older than ``delivery.timeout.ms``."""
@@ -578,10 +588,15 @@ class RecordAccumulator(AccumulatorState):
         with self._lock:
             self._flushes -= 1
 
-    def close(self) -> None:
-        """Refuse new records; queued ones become ready at once."""
+    def close(self, error: BaseException | None = None) -> None:
+        """Refuse new records; queued ones become ready at once.
+
+        An append then raises ``error`` (the first given), else IllegalStateError.
+        """
         with self._lock:
             self._closed = True
+            if self._refusal is None:
+                self._refusal = error
             self._space.notify_all()
         if self.wakeup is not None:
             self.wakeup()
@@ -595,6 +610,18 @@ class RecordAccumulator(AccumulatorState):
         for batch in queued:
             self.fail(batch, error)
         return queued
+
+    def fail_all(self, error: BaseException) -> list[ProducerBatch]:
+        """Fail every batch not yet settled with ``error``: queued, in flight, or taken
+        by :meth:`drain` and not sent (its build raised). For a producer that can
+        send nothing more; a record appended later is failed by a later call."""
+        with self._lock:
+            for queue in self._queues.values():
+                queue.clear()
+            unsettled = list(self._incomplete)
+        for batch in unsettled:
+            self.fail(batch, error)
+        return unsettled
 
     @property
     def closed(self) -> bool:

@@ -157,7 +157,8 @@ class AsyncProducer:
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged or failed.
 
-        Raises :class:`KafkaTimeoutError` if that takes longer than ``timeout`` seconds.
+        Raises :class:`KafkaTimeoutError` if that takes longer than ``timeout`` seconds,
+        and the sender's error once it failed (every record pending failed with it).
         """
         core = self._running()
         results = core.accumulator.begin_flush()
@@ -169,11 +170,16 @@ class AsyncProducer:
                 raise KafkaTimeoutError(f"flush did not complete within {timeout}s")
         finally:
             core.accumulator.end_flush()
+        if core.sender.fatal_error is not None:
+            raise core.sender.fatal_error
 
     # ---- transactions
 
     def _runner(self) -> TransactionRunner:
-        return self._running().runner()
+        core = self._running()
+        if core.sender.fatal_error is not None:
+            raise core.sender.fatal_error  # the transaction can only be closed
+        return core.runner()
 
     def _timeout_s(self, timeout: float | None) -> float:
         return self._running().timeout_s(timeout)

@@ -54,6 +54,14 @@ calls :attr:`Sender.before_transactional_pass` at each pass, with which the
 transaction runner starts AddPartitionsToTxn; the sender does not know the
 runner. A failed batch makes the transaction abortable instead of bumping the
 epoch, which only the abort may do.
+
+Failure: an exception that escapes a pass, an answer's handling or a task of
+the sender (a bug, a codec that cannot run) is fatal, as a fatal error of
+Java's sender thread: :meth:`Sender.fail_fatally` fails every record not yet
+acknowledged with it (queued, in flight, or drained and never sent), the
+accumulator refuses new records with it, so ``send``, ``flush`` and the
+transactional calls raise it, and :meth:`Sender.run` returns; ``close`` then
+has nothing left to wait for.
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ from kafkette.client.events import call_soon_factory, event_factory
 from kafkette.client.metadata import BrokerInfo
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
+    IllegalStateError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -107,6 +116,21 @@ from kafkette.protocol.schema import Response
 logger = logging.getLogger("kafkette.producer")
 
 MAX_WORKERS_PER_NODE = 16
+
+
+def _single(error: BaseException) -> BaseException:
+    """The one exception of a (nested) exception group of one, else ``error`` itself.
+
+    Read by its ``exceptions`` (Python 3.10 has no built-in ExceptionGroup: anyio
+    raises the backport's there).
+    """
+    while True:
+        inner = getattr(error, "exceptions", None)
+        if not (isinstance(inner, tuple) and len(inner) == 1):
+            return error
+        if not isinstance(inner[0], BaseException):
+            return error
+        error = inner[0]
 
 
 class _Sink:
@@ -154,9 +178,7 @@ class _Submitted:
                 self.node, self.batches, self.started, response, error, submitted=True
             )
         except Exception as exc:  # a bug: fail what is pending rather than hang
-            logger.exception("producer sender failed")
-            sender.fatal_error = exc
-            sender.abort(exc)
+            sender.fail_fatally(exc)
 
 
 class _Everything:
@@ -254,7 +276,6 @@ class Sender:
     def abort(self, error: BaseException) -> None:
         """Fail everything not yet acknowledged with ``error`` and return from :meth:`run`."""
         self._abort_error = error
-        self.accumulator.abort(error)
         for sink in self._sinks.values():
             while sink.queue:
                 for batch in sink.queue.popleft():
@@ -265,9 +286,26 @@ class Sender:
             for batch in request.batches:
                 self.accumulator.fail(batch, error)
             self._release_in_flight(request.node, request.batches)
+        # the rest: queued, in a worker's request, or drained and never sent (its
+        # build raised); workers that are cancelled find theirs failed already
+        self.accumulator.fail_all(error)
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
         self.wakeup()
+
+    def fail_fatally(self, error: BaseException) -> None:
+        """Stop for good after ``error`` escaped the sender (a bug, a codec that cannot
+        run): every record not yet acknowledged fails with it, later sends raise it
+        (:attr:`fatal_error`), and :meth:`run` returns, as Java's KafkaProducer
+        does after a fatal error of its sender thread. A transaction can only be
+        closed then."""
+        if self.fatal_error is None:
+            self.fatal_error = error
+            logger.error("producer sender failed", exc_info=error)
+        self.accumulator.close(self.fatal_error)
+        if self.txn is not None:
+            self.txn.fatal(self.fatal_error)
+        self.abort(error)
 
     @property
     def in_flight(self) -> int:
@@ -276,19 +314,43 @@ class Sender:
     def start_background(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the sender's task group (cancelled when the sender is aborted)."""
         if self._task_group is not None:
-            self._task_group.start_soon(task)
+            self._spawn(self._task_group, task)
         else:
             self._background.append(task)
+
+    def _spawn(
+        self,
+        tg: anyio.abc.TaskGroup,
+        task: Callable[..., Coroutine[Any, Any, object]],
+        *args: object,
+    ) -> None:
+        """Start ``task(*args)`` in the sender's task group; an exception that escapes it
+        stops the sender (:meth:`fail_fatally`) instead of leaving the task group."""
+        tg.start_soon(self._guarded, task, *args)
+
+    async def _guarded(
+        self, task: Callable[..., Coroutine[Any, Any, object]], *args: object
+    ) -> None:
+        try:
+            await task(*args)
+        except Exception as exc:  # a bug: fail what is pending rather than hang
+            self.fail_fatally(exc)
 
     # ---- the loop
 
     async def run(self) -> None:
-        """Send until stopped (all delivered) or aborted."""
+        """Send until stopped (all delivered) or aborted.
+
+        Whatever ends it otherwise fails what is pending (:meth:`fail_fatally`):
+        an exception of a pass or of a task in its task group, that error; a
+        cancellation from outside (the producer's task group, the event loop
+        going away), :class:`IllegalStateError`.
+        """
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 for task in self._background:
-                    tg.start_soon(task)
+                    self._spawn(tg, task)
                 self._background.clear()
                 while self._abort_error is None:
                     if self._stopping and self.accumulator.incomplete == 0:
@@ -296,11 +358,16 @@ class Sender:
                     try:
                         await self._turn(tg)
                     except Exception as exc:  # a bug: fail what is pending rather than hang
-                        logger.exception("producer sender failed")
-                        self.fatal_error = exc
-                        self.abort(exc)
+                        self.fail_fatally(exc)
                 tg.cancel_scope.cancel()
+        except Exception as exc:  # from a task not started by _spawn (a connection's pump)
+            self.fail_fatally(_single(exc))
         finally:
+            self._task_group = None
+            if self._abort_error is None and not (
+                self._stopping and self.accumulator.incomplete == 0
+            ):
+                self.fail_fatally(IllegalStateError("the producer's sender was cancelled"))
             self.finished.set()
 
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
@@ -349,7 +416,7 @@ class Sender:
             if self.accumulator.incomplete and self.in_flight == 0:
                 wait = idem.init_due(now)
                 if wait is None:
-                    tg.start_soon(self._init_producer_id, idem)
+                    self._spawn(tg, self._init_producer_id, idem)
                 else:
                     delays.append(wait)
         ready, next_ms = self.accumulator.ready(now, muted)
@@ -417,9 +484,7 @@ class Sender:
         try:
             timeout_ms = self._pass(tg)
         except Exception as exc:  # a bug: fail what is pending rather than hang
-            logger.exception("producer sender failed")
-            self.fatal_error = exc
-            self.abort(exc)
+            self.fail_fatally(exc)
             return
         if self.clock() + timeout_ms < asleep_until:
             self.wakeup()
@@ -498,7 +563,7 @@ class Sender:
             sink.idle.popleft().set()
         elif sink.workers < MAX_WORKERS_PER_NODE:
             sink.workers += 1
-            tg.start_soon(self._worker, sink)
+            self._spawn(tg, self._worker, sink)
 
     async def _worker(self, sink: _Sink) -> None:
         while True:
@@ -526,7 +591,7 @@ class Sender:
             delays.append(self._metadata_retry_at - now)
             return
         self._metadata_busy = True
-        tg.start_soon(self._refresh_metadata)
+        self._spawn(tg, self._refresh_metadata)
 
     async def _refresh_metadata(self) -> None:
         try:

@@ -157,10 +157,17 @@ class Producer:
             raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s") from None
 
     def flush(self, timeout: float | None = None) -> None:
-        """Send everything queued now and wait until it is acknowledged or failed."""
+        """Send everything queued now and wait until it is acknowledged or failed.
+
+        Raises :class:`KafkaTimeoutError` if that takes longer than ``timeout`` seconds,
+        and the sender's error once it failed (every record pending failed with it).
+        """
         if self._closed:
             raise IllegalStateError("the producer is closed")
         self._flush(timeout)
+        fatal = self._core.sender.fatal_error
+        if fatal is not None:
+            raise fatal
 
     def _flush(self, timeout: float | None) -> None:
         accumulator = self._core.accumulator
@@ -181,6 +188,9 @@ class Producer:
     def _runner(self) -> TransactionRunner:
         if self._closed:
             raise IllegalStateError("the producer is closed")
+        fatal = self._core.sender.fatal_error
+        if fatal is not None:
+            raise fatal  # the transaction can only be closed
         return self._core.runner()
 
     def _timeout_s(self, timeout: float | None) -> float:

@@ -235,7 +235,10 @@ class TransactionRunner:
                 except Exception as exc:  # a bug: report it rather than hang the caller
                     logger.exception("transactional operation %s failed", op.name)
                     op.fail(exc)
-                finally:
+                finally:  # cancelled: the producer closed, or its sender failed
+                    manager = self.manager
+                    if manager.has_fatal_error and manager.last_error is not None:
+                        op.fail(manager.last_error)
                     op.fail(KafkaConnectionError(f"{op.name}: the producer was closed"))
 
         self._spawn_task(guarded)

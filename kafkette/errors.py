@@ -29,7 +29,8 @@ Hierarchy::
         │   │   ├── CoordinatorNotAvailableError    find the coordinator again
         │   │   └── NotCoordinatorError
         │   ├── AuthorizationError      the principal lacks an ACL (5 codes)
-        │   ├── AuthenticationError     SASL failures (3 codes)
+        │   ├── AuthenticationError     SASL failures (3 codes), and
+        │   │   └── SslAuthenticationError  (client) a failed TLS handshake
         │   ├── OffsetOutOfRangeError, CorruptMessageError, ... (one per code;
         │   │                           the retriable ones also subclass RetriableError)
         │   └── UnknownKafkaError       a code this version does not know
@@ -178,6 +179,7 @@ __all__ = [
     "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
     "SnapshotNotFoundError",
+    "SslAuthenticationError",
     "StaleBrokerEpochError",
     "StaleControllerEpochError",
     "StaleMemberEpochError",
@@ -1162,6 +1164,15 @@ class KafkaConnectionError(RetriableError):
 
     name = "CONNECTION"
     description = "Could not connect to the broker, or the connection was lost."
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake with a broker failed (Java's SslAuthenticationException): a
+    certificate that does not verify, or a listener that does not speak TLS while the
+    client does (or the other way round). Not retriable: the configuration must change."""
+
+    name = "SSL_AUTHENTICATION"
+    description = "The TLS handshake with the broker failed."
 
 
 class ConfigError(KafkaError, ValueError):

@@ -18,6 +18,7 @@ import anyio
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.config import ClientConfig
 from kafkette.client.connection import BrokerConnection
+from kafkette.client.diagnose import FailureLog, unresolvable_hosts
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
 from kafkette.client.sasl import sasl_credentials_for
 from kafkette.client.tls import ssl_context_for
@@ -44,11 +45,40 @@ from kafkette.protocol.schema import Request, Response
 logger = logging.getLogger("kafkette.client")
 
 
+RESOLVE_TIMEOUT_S = 2.0
+"""How long a client's construction waits at most for its bootstrap names to resolve."""
+
+
 def parse_server(server: str) -> tuple[str, int]:
     host, sep, port = server.strip().rpartition(":")
-    if not sep or not port.isdigit():
-        raise KafkaConnectionError(f"bootstrap server {server!r} is not host:port")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError("bootstrap.servers", f"{server!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+def check_resolvable(servers: list[tuple[str, int]], timeout_s: float) -> None:
+    """Refuse bootstrap servers none of whose names resolve (librdkafka's "No resolvable
+    bootstrap urls"), with :class:`ConfigError` naming them; see :func:`unresolvable_hosts`."""
+    failed = unresolvable_hosts([host for host, _ in servers], timeout_s)
+    if len(failed) < len({host for host, _ in servers}):
+        return
+    detail = "; ".join(f"{host}:{port}: {failed[host]}" for host, port in servers)
+    raise ConfigError("bootstrap.servers", f"no resolvable bootstrap server ({detail})")
+
+
+def check_connection_settings(config: ClientConfig) -> None:
+    """Refuse, with :class:`ConfigError` naming the setting, what could never connect: a
+    bootstrap server that is not ``host:port``, bootstrap names none of which resolves,
+    a TLS file that cannot be read. :class:`KafkaClient` checks the same when made;
+    clients that make theirs later (in their event loop) call this at construction."""
+    ssl_context_for(config)
+    if _in_process_url(config.bootstrap_servers) is None:
+        servers = [parse_server(s) for s in config.bootstrap_servers]
+        check_resolvable(servers, _resolve_timeout_s(config))
+
+
+def _resolve_timeout_s(config: ClientConfig) -> float:
+    return min(RESOLVE_TIMEOUT_S, config.socket_connection_setup_timeout_ms / 1000)
 
 
 def _in_process_url(servers: tuple[str, ...]) -> str | None:
@@ -88,6 +118,9 @@ class KafkaClient:
             self._bootstrap = [(self._in_process_url, 0)]
         else:
             self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
+            check_resolvable(self._bootstrap, _resolve_timeout_s(config))
+        self._failure_log = FailureLog(logger)
+        """Logs each address's connection failure once (see :class:`FailureLog`)."""
         self._closing: list[BrokerConnection] = []
         self.coordinator_request_timeout_ms: int | None = None
         """Request timeout of coordinator connections (JoinGroup waits for a rebalance)."""
@@ -189,6 +222,7 @@ class KafkaClient:
             ssl_context=self._ssl_context,
             sasl=self._sasl,
             clock=self.clock,
+            failures=self._failure_log,
         )
 
     async def send(

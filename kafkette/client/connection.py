@@ -12,6 +12,14 @@ answer (KIP-511) and retries with the newest version both sides know.
 :meth:`version_for` then picks, per API, the highest version both support.
 Given SASL credentials, it then authenticates (:mod:`kafkette.client.sasl`)
 before the connection is handed out.
+
+A connection that cannot be opened says why and what to check
+(:mod:`kafkette.client.diagnose`): a refused or unreachable address, a TLS
+handshake that failed (:class:`~kafkette.errors.SslAuthenticationError`,
+not retriable), a listener that speaks TLS to a plaintext client or the
+other way round, or one that expects SASL from a client without it
+(:class:`~kafkette.errors.IllegalSaslStateError`, found when the broker
+closes the connection at its first request after ApiVersions).
 """
 
 from __future__ import annotations
@@ -22,13 +30,32 @@ import ssl
 
 import anyio
 import anyio.abc
+import attrs
 
 from kafkette._version import __version__
+from kafkette.client.diagnose import (
+    FailureLog,
+    causes,
+    describe_os_error,
+    describe_ssl_error,
+    sasl_mechanisms,
+    speaks_plaintext_kafka,
+    speaks_tls,
+    ssl_alert,
+)
 from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
-from kafkette.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+from kafkette.errors import (
+    IllegalSaslStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+    UnsupportedVersionError,
+)
+from kafkette.protocol.errors import DecodeError, ProtocolError
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.schema import Request, Response
 
@@ -45,6 +72,136 @@ def _running_asyncio() -> bool:
     return True
 
 
+_CLOSED_BY_PEER = (
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    BrokenPipeError,
+)
+
+
+@attrs.frozen
+class _Endpoint:
+    """Where a TCP connection goes and how, for asking the listener what it speaks."""
+
+    host: str
+    port: int
+    ssl_context: ssl.SSLContext | None
+    sasl: SaslCredentials | None
+    client_id: str | None
+    timeout_s: float
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def protocol(self) -> str:
+        """The client's security.protocol, as Kafka spells it."""
+        transport = "PLAINTEXT" if self.ssl_context is None else "SSL"
+        if self.sasl is None:
+            return transport
+        return f"SASL_{transport}"
+
+    async def open_failure(self, exc: BaseException) -> KafkaError:
+        """The error for a TCP connection or TLS handshake that failed with ``exc``."""
+        address = self.address
+        if self.ssl_context is not None:
+            alert = ssl_alert(exc)
+            if alert is not None:
+                if isinstance(alert, ssl.SSLCertVerificationError):
+                    hint = (
+                        "is ssl.ca.location the CA that signed the broker's certificate, "
+                        "and is the broker's address one that its certificate names?"
+                    )
+                else:
+                    hint = f"is security.protocol right? it is {self.protocol}"
+                return SslAuthenticationError(
+                    f"TLS handshake with {address} failed: {describe_ssl_error(alert)}: {hint}"
+                )
+            if any(isinstance(cause, _CLOSED_BY_PEER) for cause in causes(exc)):
+                if await speaks_plaintext_kafka(
+                    self.host, self.port, self.timeout_s, self.client_id
+                ):
+                    return SslAuthenticationError(
+                        f"TLS handshake with {address} failed: the broker closed the "
+                        "connection, and it answers Kafka requests without TLS: is "
+                        f"security.protocol right? it is {self.protocol}, the listener "
+                        "expects PLAINTEXT or SASL_PLAINTEXT"
+                    )
+                return KafkaConnectionError(
+                    f"TLS handshake with {address} failed: the broker closed the connection "
+                    f"({_reason(exc)}): does the listener expect TLS? security.protocol "
+                    f"is {self.protocol}"
+                )
+        if isinstance(exc, OSError):
+            return KafkaConnectionError(
+                f"connecting to {address} failed: {describe_os_error(exc, self.host)}"
+            )
+        return KafkaConnectionError(f"connecting to {address} failed: {_reason(exc)}")
+
+    async def negotiation_failure(self, exc: KafkaConnectionError) -> KafkaError:
+        """The error for a connection the broker closed during the ApiVersions exchange."""
+        address = self.address
+        if self.ssl_context is None:
+            if await speaks_tls(self.host, self.port, self.timeout_s):
+                return SslAuthenticationError(
+                    f"{address} closed the connection during the ApiVersions exchange, and "
+                    f"it speaks TLS: is security.protocol right? it is {self.protocol}, "
+                    "the listener expects SSL or SASL_SSL"
+                )
+            return KafkaConnectionError(
+                f"{address} closed the connection during the ApiVersions exchange ({exc}): "
+                f"is security.protocol right? it is {self.protocol}; the listener may "
+                "expect TLS or SASL"
+            )
+        alert = ssl_alert(exc)
+        if alert is not None:
+            return SslAuthenticationError(
+                f"{address} ended the TLS connection during the ApiVersions exchange: "
+                f"{describe_ssl_error(alert)}: does the broker trust the client certificate "
+                "(ssl.certificate.location)?"
+            )
+        return KafkaConnectionError(
+            f"{address} closed the TLS connection during the ApiVersions exchange ({exc}): "
+            "the broker may want a client certificate that it trusts "
+            "(ssl.certificate.location, ssl.key.location)"
+        )
+
+    async def first_request_failure(self, exc: KafkaConnectionError) -> KafkaError | None:
+        """The error for a connection without SASL that the broker closed at its first
+        request after ApiVersions, when the listener expects SASL; None otherwise."""
+        mechanisms = await sasl_mechanisms(
+            self.host, self.port, self.ssl_context, self.timeout_s, self.client_id
+        )
+        if mechanisms is None:
+            return None
+        expected = "SASL_PLAINTEXT" if self.ssl_context is None else "SASL_SSL"
+        return IllegalSaslStateError(
+            f"{self.address} closed the connection at the first request after ApiVersions "
+            f"({exc}), and it expects SASL authentication (mechanisms: "
+            f"{', '.join(mechanisms) or 'none'}): is security.protocol right? it is "
+            f"{self.protocol}, the listener expects {expected} with sasl.mechanism, "
+            "sasl.username and sasl.password"
+        )
+
+
+def _malformed(exc: BaseException) -> bool:
+    """Whether ``exc`` came from an answer we could not read, not from the broker closing."""
+    return any(isinstance(cause, (DecodeError, ProtocolError)) for cause in causes(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    for cause in causes(exc):
+        text = str(cause)
+        if text:
+            return text
+    return type(exc).__name__
+
+
 class BrokerConnection:
     """A negotiated connection to one broker; create it with :meth:`connect`."""
 
@@ -54,6 +211,10 @@ class BrokerConnection:
         self._wire = wire
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._submit_versions: dict[type[Request], int] = {}  # negotiated once, at open
+        self._answered = False  # a request after the handshake had its answer
+        self._endpoint: _Endpoint | None = None  # TCP: asked what it speaks after a failure
+        self._failures: FailureLog | None = None
+        self._closing = False
 
     @classmethod
     async def connect(
@@ -67,16 +228,35 @@ class BrokerConnection:
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
         clock: MonotonicClockMs = monotonic_ms,
+        failures: FailureLog | None = None,
     ) -> BrokerConnection:
         """Open a TCP (or TLS) connection, negotiate API versions, authenticate (SASL).
 
         A refused authentication raises the broker's error
-        (:class:`~kafkette.errors.SaslAuthenticationFailedError`...), not retriable.
+        (:class:`~kafkette.errors.SaslAuthenticationFailedError`...), a failed TLS
+        handshake :class:`~kafkette.errors.SslAuthenticationError`; neither is
+        retriable. Other failures raise :class:`KafkaConnectionError` (or
+        :class:`KafkaTimeoutError`) saying why. ``failures`` logs each failure once.
         """
-        address = f"{host}:{port}"
-        wire = ClientWire(client_id, clock=clock)
+        endpoint = _Endpoint(host, port, ssl_context, sasl, client_id, connect_timeout_s)
         try:
-            with anyio.fail_after(connect_timeout_s):
+            connection = await cls._open(endpoint, request_timeout_s, clock)
+        except KafkaError as exc:
+            if failures is not None:
+                failures.failed(endpoint.address, exc)
+            raise
+        connection._failures = failures
+        return connection
+
+    @classmethod
+    async def _open(
+        cls, endpoint: _Endpoint, request_timeout_s: float, clock: MonotonicClockMs
+    ) -> BrokerConnection:
+        address = endpoint.address
+        host, port, ssl_context = endpoint.host, endpoint.port, endpoint.ssl_context
+        wire = ClientWire(endpoint.client_id, clock=clock)
+        try:
+            with anyio.fail_after(endpoint.timeout_s):
                 pipe: FramePipe
                 if _running_asyncio():
                     pipe = await AsyncioPipe.connect(
@@ -100,20 +280,29 @@ class BrokerConnection:
                     )
         except TimeoutError:
             raise KafkaTimeoutError(
-                f"connecting to {address} took over {connect_timeout_s}s"
+                f"connecting to {address} took over {endpoint.timeout_s}s: is the host "
+                "reachable from here (network, firewall)?"
             ) from None
-        except OSError as exc:
-            raise KafkaConnectionError(f"cannot connect to {address}: {exc}") from exc
+        except (OSError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+            raise await endpoint.open_failure(exc) from exc
+        pipe.quiet = True  # a failure is reported once by the caller, not at every retry
         connection = cls(pipe, wire, address=address)
         try:
-            await connection._negotiate()
-            if sasl is not None:
+            try:
+                await connection._negotiate()
+            except KafkaConnectionError as exc:
+                raise await endpoint.negotiation_failure(exc) from exc
+            if endpoint.sasl is not None:
                 await authenticate(
-                    connection._send_versioned, connection.broker_versions, sasl, address
+                    connection._send_versioned, connection.broker_versions, endpoint.sasl, address
                 )
         except BaseException:
             await connection.aclose()
             raise
+        pipe.quiet = False
+        connection._answered = False  # the handshake's answers do not count
+        if endpoint.sasl is None:
+            connection._endpoint = endpoint
         return connection
 
     async def _send_versioned(self, request: Request, version: int) -> Response | None:
@@ -215,7 +404,30 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(request)
         correlation_id, frame = self._wire.send(request, version, expect_response=expect_response)
-        return await self._pipe.exchange(frame, correlation_id, expect_response)
+        try:
+            response = await self._pipe.exchange(frame, correlation_id, expect_response)
+        except KafkaConnectionError as exc:
+            if self._answered or self._endpoint is None or self._closing or _malformed(exc):
+                raise
+            error = await self._first_request_failure(exc)
+            if error is None:
+                raise
+            raise error from exc
+        if not self._answered:
+            self._answered = True
+            if self._failures is not None:
+                self._failures.connected(self.address)
+        return response
+
+    async def _first_request_failure(self, exc: KafkaConnectionError) -> KafkaError | None:
+        """Why the broker closed the connection before answering anything after the
+        handshake, if it is because it expects SASL (asked once per connection)."""
+        endpoint, self._endpoint = self._endpoint, None
+        assert endpoint is not None
+        error = await endpoint.first_request_failure(exc)
+        if error is not None and self._failures is not None:
+            self._failures.failed(self.address, error)
+        return error
 
     def throttle_delay_ms(self) -> float:
         """How long the broker still asks for no new request on this connection
@@ -263,6 +475,7 @@ class BrokerConnection:
 
     async def aclose(self) -> None:
         """Close the connection; requests still waiting fail with KafkaConnectionError."""
+        self._closing = True
         await self._pipe.close(KafkaConnectionError(f"connection to {self.address} was closed"))
 
     async def __aenter__(self) -> BrokerConnection:

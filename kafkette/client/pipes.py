@@ -57,6 +57,10 @@ OnResponse = Callable[[Response | None, BaseException | None], object]
 class FramePipe(Protocol):
     """Writes request frames and returns their responses, for one connection."""
 
+    quiet: bool
+    """Log the connection's closing at debug level, not info (the handshake's failures are
+    reported by the caller, once)."""
+
     @property
     def failure(self) -> BaseException | None:
         """Why the pipe is closed, or None while it is open."""
@@ -130,6 +134,7 @@ class StreamPipe:
         self._pumping = False
         self._read_scope: anyio.CancelScope | None = None
         self.failure: BaseException | None = None
+        self.quiet = False
 
     async def exchange(
         self, frame: bytes | bytearray, correlation_id: int, expect_response: bool
@@ -211,7 +216,12 @@ class StreamPipe:
     async def close(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
-            logger.info("closing connection to %s: %s", self._address, error)
+            logger.log(
+                logging.DEBUG if self.quiet else logging.INFO,
+                "closing connection to %s: %s",
+                self._address,
+                error,
+            )
             self._outbox.clear()
             self._outbox_ready.set()  # the pump's writer stops
             callbacks, self._callbacks = self._callbacks, {}
@@ -345,6 +355,7 @@ class AsyncioPipe(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None
         self._corked: list[bytes | bytearray] | None = None
         self.failure: BaseException | None = None
+        self.quiet = False
 
     @classmethod
     async def connect(
@@ -378,7 +389,9 @@ class AsyncioPipe(asyncio.Protocol):
         try:
             responses = self._wire.receive_data(data)
         except (DecodeError, ProtocolError) as exc:
-            self._fail(KafkaConnectionError(f"malformed response from {self._address}: {exc}"))
+            error = KafkaConnectionError(f"malformed response from {self._address}: {exc}")
+            error.__cause__ = exc
+            self._fail(error)
             return
         waiters = self._waiters
         callbacks = self._callbacks
@@ -402,6 +415,7 @@ class AsyncioPipe(asyncio.Protocol):
         error = KafkaConnectionError(f"connection to {self._address} closed by the broker")
         if exc is not None:
             error = KafkaConnectionError(f"connection to {self._address} broke: {exc}")
+            error.__cause__ = exc  # a TLS alert, say: the connection tells the user about it
         self._fail(error)
 
     def pause_writing(self) -> None:
@@ -557,7 +571,12 @@ class AsyncioPipe(asyncio.Protocol):
     def _fail(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
-            logger.info("closing connection to %s: %s", self._address, error)
+            logger.log(
+                logging.DEBUG if self.quiet else logging.INFO,
+                "closing connection to %s: %s",
+                self._address,
+                error,
+            )
             if self._transport is not None:
                 self._transport.abort()
         if self._timer is not None:

@@ -227,7 +227,13 @@ async def authenticate(
         answer = await send(SaslAuthenticateRequest(auth_bytes=token), auth_version)
         assert isinstance(answer, SaslAuthenticateResponse)
         if answer.error_code != 0:
-            raise make_error(answer.error_code, answer.error_message or None)
+            reason = answer.error_message or "refused"
+            if answer.error_code == SaslAuthenticationFailedError.code:
+                reason = (
+                    f"{reason}: are sasl.username and sasl.password right for "
+                    f"sasl.mechanism={mechanism.name}?"
+                )
+            raise make_error(answer.error_code, f"{address}: {reason}")
         token = mechanism.respond(answer.auth_bytes)
 
 

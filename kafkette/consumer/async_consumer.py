@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ConsumerConfig
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
@@ -45,6 +46,7 @@ class AsyncConsumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = ConsumerConfig.from_user(config, **settings)
+        check_connection_settings(self.config)  # as the sync client's construction does
         self._core: ConsumerCore | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._iter_records: list[ConsumerRecord] = []

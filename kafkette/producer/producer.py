@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
 from kafkette.clocks import loop_clock_ms
@@ -51,6 +52,7 @@ class AsyncProducer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = ProducerConfig.from_user(config, **settings)
+        check_connection_settings(self.config)  # as the sync client's construction does
         self._core: ProducerCore | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._space: anyio.Event | None = None

@@ -62,6 +62,13 @@ MAX_TIMESTAMP = (1 << 63) - 1
 
 _BYTES_LIKE = (bytearray, memoryview)
 
+MISSING_TOPIC_ANSWERS = 3
+"""Metadata answers of UNKNOWN_TOPIC_OR_PARTITION after which a send to that topic fails
+(if :data:`MISSING_TOPIC_GRACE_MS` passed too)."""
+MISSING_TOPIC_GRACE_MS = 1_000
+"""How long a send waits at least for a topic the broker says is unknown: one created by
+another client meanwhile may take that long to reach every broker's metadata."""
+
 
 def _to_bytes(obj: Any, serializer: Callable[[Any], Any] | None, what: str) -> bytes | None:
     if obj is None:
@@ -334,7 +341,14 @@ class ProducerCore:
     async def wait_for_topic(self, topic: str, partition: int | None = None) -> int:
         """Wait up to ``max.block.ms`` for ``topic`` (and ``partition``) to be in the metadata.
 
-        The metadata request allows auto-creation, as Kafka's producer does.
+        The metadata request allows auto-creation, as Kafka's producer does. A broker
+        that creates topics answers that the topic is being created (LEADER_NOT_AVAILABLE),
+        then that it is there; one that does not (``auto.create.topics.enable=false``)
+        keeps answering UNKNOWN_TOPIC_OR_PARTITION. After :data:`MISSING_TOPIC_ANSWERS`
+        such answers over at least :data:`MISSING_TOPIC_GRACE_MS` (time for a topic
+        created meanwhile to reach the broker's metadata), the send fails with
+        :class:`UnknownTopicOrPartitionError` naming the topic, instead of waiting out
+        ``max.block.ms`` (Java waits, then says the topic is "not present in metadata").
         """
         if not topic:
             raise ValueError("the topic name must not be empty")
@@ -343,6 +357,8 @@ class ProducerCore:
         deadline = self.clock() + self.config.max_block_ms
         attempt = 0
         last: BaseException | None = None
+        unknown_answers = 0
+        unknown_since = 0.0
         while True:
             info = metadata.snapshot.topics.get(topic)
             if info is not None:
@@ -372,7 +388,7 @@ class ProducerCore:
                 )
             try:
                 # bounded here too: a refresh by the sender may hold the metadata lock
-                with anyio.move_on_after(remaining / 1000):
+                with anyio.move_on_after(remaining / 1000) as scope:
                     await self.client.refresh_metadata(
                         metadata.wanted_topics, allow_auto_topic_creation=True, timeout_ms=remaining
                     )
@@ -382,6 +398,24 @@ class ProducerCore:
                 last = exc
                 continue
             info = metadata.snapshot.topics.get(topic)
+            if scope.cancelled_caught:
+                pass  # no answer of ours: the snapshot may hold an answer without auto-creation
+            elif info is not None and info.error_code == UnknownTopicOrPartitionError.code:
+                now = self.clock()
+                if unknown_answers == 0:
+                    unknown_since = now
+                unknown_answers += 1
+                waited = now - unknown_since
+                if unknown_answers >= MISSING_TOPIC_ANSWERS and waited >= MISSING_TOPIC_GRACE_MS:
+                    metadata.wanted_topics.discard(topic)
+                    raise UnknownTopicOrPartitionError(
+                        f"topic {topic!r} does not exist and the broker does not create it: "
+                        f"{unknown_answers} metadata answers over {waited:.0f} ms said "
+                        "UNKNOWN_TOPIC_OR_PARTITION (is auto.create.topics.enable false on "
+                        "the broker? create the topic first)"
+                    )
+            else:
+                unknown_answers = 0
             if info is None or info.error_code or not info.partitions:
                 wait = backoff_ms(
                     attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms

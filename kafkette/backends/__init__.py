@@ -31,13 +31,23 @@ On-disk layout (one directory per partition, ``<topic>-<partition>``)::
     cleaner-offset-checkpoint       first offset compaction has not cleaned yet
     clean-shutdown                  present only while the log is closed cleanly
 
-Checkpoints are replaced atomically (temporary file, fsync, rename). A
-segment rolls at ``segment.bytes``, when a batch's timestamp is more than
+Checkpoints are replaced atomically (temporary file, fsync, rename, fsync
+of the directory), each only when its content changed. A new leader epoch is
+kept in memory until the next flush, which writes it before moving the
+recovery point past its first batch (or until close, a truncation, a log
+start move or a compaction rewrite): an append never waits on a checkpoint.
+Creating a log makes its directory and first segment file and syncs nothing;
+its first flush fsyncs the directory and, once for every log made before,
+the storage root.
+
+A segment rolls at ``segment.bytes``, when a batch's timestamp is more than
 ``segment.ms`` past the segment's first, when an index is full
 (``segment.index.bytes``) or when relative offsets would overflow. A lookup
 bisects the segment base offsets, then the offset index, then reads batch
-headers forward. Index entries reach their files at flush, roll and close:
-entries after the recovery point are rebuilt on recovery anyway.
+headers forward. Index entries reach their files at flush, roll and close
+(a segment's index files are made by their first entry, or at its first
+flush or roll): entries after the recovery point are rebuilt on recovery
+anyway.
 
 Flushing follows ``flush.messages`` / ``flush.ms`` (by default never: the OS
 writes back, as in Kafka); a flush fsyncs the segments past the recovery
@@ -61,6 +71,10 @@ Opening a log:
   rebuilt. Nothing below the recovery point is lost; a damaged batch in an
   older, flushed segment is not looked at (as in Kafka): it is served as
   stored and the reader's CRC check rejects it.
+- Leader epochs are the checkpoint's entries below the log end, then the
+  epochs newer than its last that the re-read batches are stamped with (a
+  crash can lose only checkpoint entries that start after the recovery
+  point).
 - Producer state comes from the newest snapshot at or below the log end plus
   a scan of the batches after it, which also rebuilds the ``.txnindex``
   entries from there (from the log start if any ``.txnindex`` was unreadable).

@@ -164,6 +164,11 @@ class Log(abc.ABC):
 class Storage(abc.ABC):
     """Where a broker's logs live: opens, lists and deletes partition logs."""
 
+    blocking_io = False
+    """Whether opening a log does file work that may block for milliseconds (creating
+    a directory and files waits on the file system's journal): an event loop opens
+    many logs of such a storage in a worker thread (see ``server/topic_creation.py``)."""
+
     @abc.abstractmethod
     def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """Open the log of ``topic``/``partition``, creating it when absent."""

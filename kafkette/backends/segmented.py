@@ -129,7 +129,13 @@ class SegmentedLog(Log):
         """A segment with ``old``'s base offset and ``batches`` that takes its place."""
 
     def _checkpoint(self) -> None:
-        """Persist log start, leader epochs and cleaner state (no-op in memory)."""
+        """Make log start, leader epochs and cleaner state durable (no-op in memory).
+
+        Called when the log start, the cleaner state or the epochs change, except
+        for a new epoch on the append path: that one waits for the next flush,
+        whose :meth:`_sync` persists it before the recovery point passes its
+        first batch (recovery re-derives it from the stamped batches until then).
+        """
 
     def _sync(self, segments: Sequence[Segment]) -> None:
         """Make ``segments`` durable and advance the recovery point (no-op in memory)."""
@@ -340,8 +346,9 @@ class SegmentedLog(Log):
         return AppendInfo(first, offset - 1, append_time, self._log_start, tuple(infos))
 
     def _new_epoch(self, leader_epoch: int, offset: int) -> None:
+        # Nothing is written here (the first append of every new partition passes
+        # by): see _checkpoint for when the entry becomes durable.
         self._epochs.append(EpochEntry(leader_epoch, offset))
-        self._checkpoint()
 
     def _storage_error(self, exc: OSError) -> KafkaStorageError:
         return KafkaStorageError(f"cannot append to {self.topic}-{self.partition}: {exc}")
@@ -646,6 +653,7 @@ class SegmentedLog(Log):
     ) -> None:
         """Put a compacted copy of ``old`` (same base offset) in its place."""
         index = self._segments.index(old)
+        self._checkpoint()  # epochs first: the batches they could be re-derived from go
         new = self._replace_segment(old, batches)
         if old is self._active:
             raise AssertionError("the active segment is never compacted")
@@ -656,6 +664,7 @@ class SegmentedLog(Log):
         index = self._segments.index(segment)
         if index == 0 or segment is self._active:
             raise AssertionError("only a middle segment can be dropped")
+        self._checkpoint()  # epochs first: the batches they could be re-derived from go
         del self._segments[index], self._bases[index]
         segment.delete()
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.checkpoint import (
+    DirectorySync,
     fsync_dir,
     read_checkpoint,
     write_atomically,
@@ -35,6 +36,8 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+CHECKPOINT_FILES = (LOG_START_FILE, LEADER_EPOCH_FILE, CLEANER_FILE)
+"""The checkpoints of :meth:`DiskLog._checkpoint` (the recovery point is the flush's)."""
 
 
 class DiskLog(SegmentedLog):
@@ -53,8 +56,14 @@ class DiskLog(SegmentedLog):
         *,
         clock: LogClockMs = wall_ms_int,
         write_buffer_bytes: int = 0,
+        parent_sync: DirectorySync | None = None,
     ) -> None:
         """Open (recovering if needed) or create the log in ``directory``.
+
+        Creating a log writes nothing but its empty segment files, and syncs
+        nothing: its directory reaches the disk at its first flush, with one
+        fsync of the parent shared through ``parent_sync`` (the storage's, for
+        all its logs; without one the parent is synced on its own).
 
         ``write_buffer_bytes`` > 0 gathers appends in memory and writes them
         to the segment in chunks of that size (or before a read reaches them,
@@ -72,9 +81,16 @@ class DiskLog(SegmentedLog):
         self.rebuilt_indexes = 0
         """Segments whose indexes were rebuilt when this log was opened."""
         self._directory_dirty = True
+        self._parent_sync = parent_sync
+        self._parent_ticket = 0
+        """Nonzero while the directory, made by this log, may be missing from its
+        parent's entries on disk (a ticket of ``parent_sync``)."""
+        self._written: dict[str, list[list[int]]] = {}
+        """The checkpoint files known to be on disk as they are here, by name: durably
+        written, or (absent) meaning what the log holds. Only the others are written."""
         try:
             if not self.read_only:
-                os.makedirs(directory, exist_ok=True)
+                self._make_directory()
             self._open()
         except OSError as exc:
             raise KafkaStorageError(f"cannot open log in {directory}: {exc}") from exc
@@ -95,9 +111,22 @@ class DiskLog(SegmentedLog):
             read_only=self.read_only,
         )
 
+    def _make_directory(self) -> None:
+        try:
+            os.mkdir(self.directory)
+        except FileExistsError:
+            return
+        except FileNotFoundError:
+            os.makedirs(self.directory, exist_ok=True)  # its parent is missing too
+        self._parent_ticket = self._parent_sync.created() if self._parent_sync else 1
+
     def _open(self) -> None:
         swapped: set[int] = set()
         if not self.read_only:
+            names = os.listdir(self.directory)
+            if not names:
+                self._open_new()
+                return
             self._complete_swaps()
             names = os.listdir(self.directory)
         else:
@@ -113,11 +142,12 @@ class DiskLog(SegmentedLog):
         clean = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
         rows = read_checkpoint(self._path(RECOVERY_POINT_FILE))
         recovery_point = rows[0][0] if rows and rows[0] else 0
-        rows = read_checkpoint(self._path(LOG_START_FILE))
+        found = {name: read_checkpoint(self._path(name)) for name in CHECKPOINT_FILES}
+        rows = found[LOG_START_FILE]
         log_start = rows[0][0] if rows and rows[0] else None
         if not bases:
             bases = [log_start or 0]
-        segments = self._load_segments(
+        segments, recovered = self._load_segments(
             [self._segment(b, SWAP_SUFFIX if b in swapped else "") for b in bases],
             clean,
             recovery_point,
@@ -127,8 +157,8 @@ class DiskLog(SegmentedLog):
         self._next_offset = self._active.next_offset
         self._log_start = min(max(log_start or 0, self._bases[0]), self._next_offset)
         self._high_watermark = self._next_offset
-        self._load_cleaner_checkpoint()
-        self._load_epochs()
+        self._load_cleaner_checkpoint(found[CLEANER_FILE])
+        self._load_epochs(found[LEADER_EPOCH_FILE], segments[recovered:])
         if not clean:
             self._drop_snapshots(above=self._next_offset)
         if all(s.txn_index_valid for s in segments):
@@ -142,16 +172,30 @@ class DiskLog(SegmentedLog):
             return  # what recovery found stays in memory; the files stay as they are
         if clean:
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
+            # close() wrote them durably; an absent one means what was loaded from it.
+            self._written = self._checkpoint_rows()
+            for name, rows in found.items():
+                if rows is not None:
+                    self._written[name] = rows
         else:
-            self.flush()
+            self.flush()  # also writes every checkpoint: what was read may not be on disk
         self._checkpoint()
+
+    def _open_new(self) -> None:
+        """A new log (an empty directory): nothing to recover, nothing to write but the
+        segment files. An absent checkpoint means what it would hold: log start and
+        cleaner offset 0, no leader epoch, recovery point 0."""
+        self._segments = [self._new_segment(0)]
+        self._bases = [0]
+        self._written = self._checkpoint_rows()
 
     def _load_segments(
         self, segments: list[FileSegment], clean: bool, recovery_point: int
-    ) -> list[FileSegment]:
+    ) -> tuple[list[FileSegment], int]:
         """Load trusted segments, recover the rest (Kafka's recovery from the recovery point).
 
-        Returns the segments kept: recovery deletes those after a truncation.
+        Returns the segments kept (recovery deletes those after a truncation) and the
+        index of the first one recovered (their number after a clean shutdown).
         """
         recover_from = len(segments)
         if not clean:
@@ -175,8 +219,8 @@ class DiskLog(SegmentedLog):
                     if not self.read_only:
                         later.delete()
                 segment.rebuild_indexes(sealed=False)
-                return segments[: i + 1]
-        return segments
+                return segments[: i + 1], recover_from
+        return segments, recover_from
 
     def _complete_swaps(self) -> None:
         """Finish or undo a compaction swap interrupted by a crash."""
@@ -200,20 +244,31 @@ class DiskLog(SegmentedLog):
             if name.endswith(SWAP_SUFFIX):
                 os.unlink(self._path(name))
 
-    def _load_cleaner_checkpoint(self) -> None:
-        rows = read_checkpoint(self._path(CLEANER_FILE))
+    def _load_cleaner_checkpoint(self, rows: list[list[int]] | None) -> None:
         if not rows or not rows[0]:
             self._first_dirty_offset = self._log_start
             return
         self._first_dirty_offset = min(max(rows[0][0], self._log_start), self._next_offset)
 
-    def _load_epochs(self) -> None:
-        rows = read_checkpoint(self._path(LEADER_EPOCH_FILE)) or []
-        self._epochs = [
+    def _load_epochs(self, rows: list[list[int]] | None, recovered: Sequence[FileSegment]) -> None:
+        """The checkpoint's entries below the log end, then the epochs newer than their
+        last that the batches re-read by recovery are stamped with.
+
+        A new epoch is kept in memory only until the next flush, which writes it
+        before moving the recovery point past its first batch (as do close,
+        truncation, log start moves and compaction): what a crash loses of the
+        checkpoint starts after the recovery point, in batches recovery re-reads.
+        """
+        epochs = [
             EpochEntry(row[0], row[1])
-            for row in rows
+            for row in rows or []
             if len(row) == 2 and row[1] < self._next_offset
         ]
+        for segment in recovered:
+            for epoch, offset in segment.epoch_starts:
+                if not epochs or epoch > epochs[-1].epoch:
+                    epochs.append(EpochEntry(epoch, offset))
+        self._epochs = epochs
 
     # -- hooks -----------------------------------------------------------------
 
@@ -279,21 +334,51 @@ class DiskLog(SegmentedLog):
         fsync_dir(self.directory)
         return new
 
+    def _checkpoint_rows(self) -> dict[str, list[list[int]]]:
+        return {
+            LOG_START_FILE: [[self._log_start]],
+            LEADER_EPOCH_FILE: [[e.epoch, e.start_offset] for e in self._epochs],
+            CLEANER_FILE: [[self._first_dirty_offset]],
+        }
+
     def _checkpoint(self) -> None:
-        write_checkpoint(self._path(LOG_START_FILE), [[self._log_start]])
-        write_checkpoint(
-            self._path(LEADER_EPOCH_FILE), [[e.epoch, e.start_offset] for e in self._epochs]
-        )
-        write_checkpoint(self._path(CLEANER_FILE), [[self._first_dirty_offset]])
+        self._write_checkpoints(sync_directory=False)
+
+    def _write_checkpoints(self, *, sync_directory: bool) -> None:
+        """Write the checkpoints that changed, then fsync the directory once (also
+        when ``sync_directory``, for new segment files)."""
+        changed = [
+            (name, rows)
+            for name, rows in self._checkpoint_rows().items()
+            if self._written.get(name) != rows
+        ]
+        for name, rows in changed:
+            self._written.pop(name, None)  # not known to be on disk until the sync
+            write_checkpoint(self._path(name), rows, sync_dir=False)
+        if changed or sync_directory:
+            self._sync_directory()
+            self._written.update(changed)
+
+    def _sync_directory(self) -> None:
+        """fsync the directory (its new files, renames), the first time also its parent's
+        entry for it."""
+        if self._parent_ticket:
+            if self._parent_sync is not None:
+                self._parent_sync.sync(self._parent_ticket)
+            else:
+                fsync_dir(os.path.dirname(self.directory) or ".")
+            self._parent_ticket = 0
+        fsync_dir(self.directory)
+        self._directory_dirty = False
 
     def _sync(self, segments: Sequence[Segment]) -> None:
         end = self._next_offset
         for segment in segments:
             if segment.next_offset > self.recovery_point or segment is self._active:
                 segment.flush()
-        if self._directory_dirty:
-            fsync_dir(self.directory)  # new segment files must survive with their data
-            self._directory_dirty = False
+        # New segment files must survive with their data, and the checkpoints (a new
+        # leader epoch) must be on disk before the recovery point passes what they cover.
+        self._write_checkpoints(sync_directory=self._directory_dirty)
         # An older recovery point survives if this rename is lost: recovery then does more.
         write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
         self.recovery_point = end

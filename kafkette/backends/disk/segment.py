@@ -77,6 +77,7 @@ class FileSegment(Segment):
         "_buffered",
         "_dirty",
         "_fd",
+        "_index_files",
         "_indexes_missing",
         "_max_index_entries",
         "_tracker",
@@ -84,6 +85,7 @@ class FileSegment(Segment):
         "aborted",
         "base_offset",
         "directory",
+        "epoch_starts",
         "file",
         "first_timestamp",
         "index",
@@ -122,6 +124,9 @@ class FileSegment(Segment):
         self._max_index_entries = max(max_index_bytes // 12, 1)
         self._tracker = IndexTracker(index_interval)
         self.txn_index_valid = True
+        self.epoch_starts: list[tuple[int, int]] = []
+        """``(leader epoch, base offset)`` of each batch whose stamped epoch is above
+        every earlier one's, as the last rescan (recovery, index rebuild) found them."""
         self.first_timestamp = -1
         self.is_full = False
         self._dirty = True
@@ -144,11 +149,12 @@ class FileSegment(Segment):
             self._buffer = bytearray(write_buffer)
             self._buffered = 0
             self._buffer_limit = write_buffer
+            # The index files are made by their first entry, or at the first flush or seal
+            # (a new segment is one file creation, not three: each may wait on the journal).
             self._indexes_missing = not (
                 os.path.exists(self.index.path) and os.path.exists(self.time_index.path)
             )
-            self.index.create()
-            self.time_index.create()
+            self._index_files = not self._indexes_missing
         except OSError as exc:
             raise KafkaStorageError(f"cannot open {self.log_path}: {exc}") from exc
 
@@ -295,8 +301,16 @@ class FileSegment(Segment):
         while rest:
             rest = rest[os.write(self.file.fileno(), rest) :]
 
+    def _make_index_files(self) -> None:
+        """Create the index files still missing, for the next open to find (even empty)."""
+        if not self._index_files and not self.read_only:
+            self.index.create()
+            self.time_index.create()
+            self._index_files = True
+
     def seal(self) -> None:
         self._drain()
+        self._make_index_files()
         self.sealed = True
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
@@ -499,6 +513,8 @@ class FileSegment(Segment):
         expected = max(self.base_offset, min_offset)
         position = 0
         next_offset = self.base_offset
+        epoch_starts: list[tuple[int, int]] = []
+        last_epoch = -1
         buf = b""
         buf_start = 0
         while position < self.size:
@@ -525,6 +541,9 @@ class FileSegment(Segment):
                         f"{self.log_path}: unreadable batch at {position}"
                     ) from None
                 break
+            if header.partition_leader_epoch > last_epoch:
+                last_epoch = header.partition_leader_epoch
+                epoch_starts.append((last_epoch, header.base_offset))
             if tracker.observe(position, header.base_offset, header.max_timestamp, header.size):
                 offsets.append((header.base_offset - self.base_offset, position))
                 if tracker.max_timestamp > (times[-1][0] if times else -1):
@@ -545,6 +564,7 @@ class FileSegment(Segment):
             )
         self.index.reset(offsets)
         self.time_index.reset(times)
+        self.epoch_starts = epoch_starts
         self._tracker = tracker
         self.first_timestamp = tracker.first_timestamp
         self.next_offset = next_offset
@@ -558,6 +578,7 @@ class FileSegment(Segment):
         if self._dirty:
             os.fsync(self.file.fileno())
             self._dirty = False
+        self._make_index_files()
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -11,6 +11,7 @@ import os
 import shutil
 
 from kafkette.backends.config import LogConfig
+from kafkette.backends.disk.checkpoint import DirectorySync
 from kafkette.backends.disk.log import DiskLog
 from kafkette.backends.disk.read_only import ReadOnlyDiskLog
 from kafkette.backends.log import Log, Storage
@@ -32,7 +33,14 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 
 class DiskStorage(Storage):
-    """Partition logs stored under ``root``."""
+    """Partition logs stored under ``root``.
+
+    :meth:`open_log` may run in a worker thread while the owner's thread uses
+    other logs (topic creation does): it touches only the new log and the table
+    of logs, one dictionary operation at a time.
+    """
+
+    blocking_io = True
 
     def __init__(
         self,
@@ -51,6 +59,8 @@ class DiskStorage(Storage):
         self._clock = clock
         self._default = default_config or LogConfig()
         self._logs: dict[tuple[str, int], DiskLog] = {}
+        self._root_sync = DirectorySync(root)
+        """One fsync of ``root`` covers every partition directory made before it."""
         if not read_only:
             os.makedirs(root, exist_ok=True)
 
@@ -68,6 +78,7 @@ class DiskStorage(Storage):
             config or self._default,
             clock=self._clock,
             write_buffer_bytes=self._write_buffer,
+            parent_sync=self._root_sync,
         )
         self._logs[key] = log
         return log

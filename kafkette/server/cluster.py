@@ -111,10 +111,11 @@ class Cluster:
     """Topics of this node, backed by a :class:`Storage` for their logs.
 
     Creating a topic or adding partitions opens one log per partition, which
-    on disk costs a few fsyncs each: :meth:`plan_topic` and :meth:`open_partitions`
-    let a request handler do that work in steps (see
-    :func:`kafkette.server.steps.run_in_steps`) while other connections are
-    served, and :meth:`create_topic` / :meth:`add_partitions` do it at once.
+    on disk makes a directory and a file each: :meth:`plan_topic` and
+    :meth:`open_partitions` let a request handler do that work in steps or in a
+    worker thread (see :mod:`kafkette.server.topic_creation`) while other
+    connections are served, and :meth:`create_topic` / :meth:`add_partitions`
+    do it at once.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """Work too large to do in one go on the event loop, done in steps.
 
-A request may ask for work that is large by design (opening thousands of
-partition logs, each a few fsyncs on disk). :func:`run_in_steps` runs such
+A request may ask for work that is large by design (opening or deleting
+thousands of partition logs). :func:`run_in_steps` runs such
 work one step at a time and lets the event loop serve other connections
 whenever a step budget has passed, so one request never stalls the rest.
 """

@@ -3,13 +3,15 @@
 Over 10,000 new partitions in one request (KAFKA-17870, KAFKA-19673), or over
 10,000 topics and configs, every topic of the request fails with
 POLICY_VIOLATION and Kafka's message, before anything is allocated. Within the
-limits, partition logs are opened in steps: other requests are served
-meanwhile, and a creation that fails or is cancelled half way leaves nothing
-behind.
+limits, partition logs are opened in steps (on disk, in a worker thread):
+other requests are served meanwhile, and a creation that fails or is
+cancelled half way leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -261,6 +263,49 @@ async def test_a_storage_error_half_way_deletes_the_logs_already_opened(tmp_path
         assert await grow(broker, ("u", 9)) == [("u", KAFKA_STORAGE_ERROR, "Too many open files")]
         assert storage.list_partitions() == [("u", 0), ("u", 1)]
         assert len(broker.cluster.topics["u"].partitions) == 2
+    finally:
+        broker.close()
+
+
+async def test_disk_logs_are_opened_off_the_event_loop(tmp_path: Path) -> None:
+    """On disk a new log is a directory and a file, whose creation may wait milliseconds
+    on the file system's journal: CreateTopics and CreatePartitions open them in a worker
+    thread (the loop only registers them)."""
+    broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
+    storage = broker.cluster.storage
+    real_open = storage.open_log
+    threads: set[int] = set()
+
+    def recording_open(topic: str, partition: int, config: Any = None) -> Any:
+        threads.add(threading.get_ident())
+        return real_open(topic, partition, config)
+
+    storage.open_log = recording_open  # type: ignore[method-assign]
+    try:
+        assert await create(broker, topic("t", 30)) == [("t", NONE, None)]
+        assert await grow(broker, ("t", 50)) == [("t", NONE, None)]
+        assert threads and threading.get_ident() not in threads
+        assert storage.list_partitions() == [("t", i) for i in range(50)]
+        assert [p.index for p in broker.cluster.topics["t"].partitions] == list(range(50))
+    finally:
+        broker.close()
+
+
+async def test_a_cancelled_creation_on_disk_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Cancelled while the worker thread opens the logs: they are deleted once it ends."""
+    broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(create, broker, topic("big", 300))
+            while "big" not in broker.cluster.creating:
+                await anyio.sleep(0)
+            tg.cancel_scope.cancel()
+        assert broker.cluster.topics == {}
+        assert broker.cluster.creating == set()
+        assert broker.cluster.storage.list_partitions() == []
+        assert os.listdir(tmp_path / "logs") == []
+        assert await create(broker, topic("big", 2)) == [("big", NONE, None)]
+        assert broker.cluster.storage.list_partitions() == [("big", 0), ("big", 1)]
     finally:
         broker.close()
 

@@ -54,7 +54,7 @@ from kafkette.protocol.messages.create_topics_response import (
 )
 from kafkette.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.protocol.schema import ZERO_UUID
-from kafkette.server.cluster import INTERNAL_TOPICS, Partition, Topic
+from kafkette.server.cluster import INTERNAL_TOPICS, Topic
 from kafkette.server.config_entries import describe_topic_configs
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.request_limits import (
@@ -65,7 +65,7 @@ from kafkette.server.request_limits import (
     too_many_partitions,
 )
 from kafkette.server.steps import run_in_steps
-from kafkette.server.topic_creation import open_topic
+from kafkette.server.topic_creation import open_partitions, open_topic
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -344,10 +344,9 @@ async def _add_partitions(
     existing = _check_new_partitions(broker, topic)
     if not validate_only:
         cluster = broker.cluster
-        opened: list[Partition] = []
         config = cluster.log_config(existing.configs)
         start = len(existing.partitions)
-        await run_in_steps(cluster.open_partitions(topic.name, start, topic.count, config, opened))
+        opened = await open_partitions(cluster, topic.name, start, topic.count, config)
         cluster.extend_topic(existing, opened)
         logger.info("topic %s now has %d partition(s)", topic.name, topic.count)
     return CreatePartitionsTopicResult(topic.name, 0, None)

@@ -1,0 +1,1 @@
+"""The examples of README.md and docs/*.md, run as tests (see conftest.py)."""

@@ -43,7 +43,7 @@ from kafkette.client.diagnose import (
     speaks_tls,
     ssl_alert,
 )
-from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe
+from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe, connect_stream
 from kafkette.client.sasl import SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
@@ -268,13 +268,7 @@ class BrokerConnection:
                         ssl_context=ssl_context,
                     )
                 else:
-                    stream: anyio.abc.ByteStream
-                    if ssl_context is None:
-                        stream = await anyio.connect_tcp(host, port)
-                    else:
-                        stream = await anyio.connect_tcp(
-                            host, port, ssl_context=ssl_context, tls_standard_compatible=False
-                        )
+                    stream = await connect_stream(host, port, ssl_context)
                     pipe = StreamPipe(
                         stream, wire, address=address, request_timeout_s=request_timeout_s
                     )

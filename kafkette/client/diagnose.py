@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 import anyio
 import anyio.abc
 
+from kafkette.client.pipes import connect_stream
 from kafkette.client.wire import ClientWire
 from kafkette.protocol.errors import DecodeError, ProtocolError
 from kafkette.protocol.messages import (
@@ -248,13 +249,7 @@ async def _exchange_once(
     correlation_id, frame = wire.send(request, version)
     try:
         with anyio.fail_after(timeout_s):
-            stream: anyio.abc.ByteStream
-            if ssl_context is None:
-                stream = await anyio.connect_tcp(host, port)
-            else:
-                stream = await anyio.connect_tcp(
-                    host, port, ssl_context=ssl_context, tls_standard_compatible=False
-                )
+            stream = await connect_stream(host, port, ssl_context)
             try:
                 await stream.send(bytes(frame))
                 while True:

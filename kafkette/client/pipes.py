@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import ssl
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -102,6 +103,18 @@ class FramePipe(Protocol):
     def uncork(self) -> None:
         """Write the frames held since :meth:`cork`, together."""
         ...
+
+
+async def connect_stream(
+    host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> anyio.abc.ByteStream:
+    """A TCP connection to ``host:port``, under TLS when ``ssl_context`` is given (Kafka
+    brokers close TLS without close_notify, hence not standard-compatible)."""
+    if ssl_context is None:
+        return await anyio.connect_tcp(host, port)
+    return await anyio.connect_tcp(
+        host, port, ssl_context=ssl_context, tls_standard_compatible=False
+    )
 
 
 class StreamPipe:

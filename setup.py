@@ -34,8 +34,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "kafkette.server._splice",
-            sources=["kafkette/server/_splice.c"],
+            "kafkette.server.net._splice",
+            sources=["kafkette/server/net/_splice.c"],
             optional=True,
         ),
     ]

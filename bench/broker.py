@@ -18,7 +18,7 @@ partition, ``acks=1``, no compression. For each broker, on the same run:
 - broker CPU ms per raw fetch pass: the broker process's user and system time
   (``/proc``) over the three raw fetch passes, divided by three. sendfile hands
   a disk segment's pages to the socket, vmsplice and splice a memory log's
-  arena pages (kafkette.server.zero_copy): neither copies the stored bytes.
+  arena pages (kafkette.server.net.zero_copy): neither copies the stored bytes.
 
 Each broker is a child process on a free loopback port; runs alternate
 between brokers and the best of ``--repeat`` rounds is kept for each, so all

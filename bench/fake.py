@@ -66,7 +66,7 @@ from kafkette.errors import (
     NotEnoughReplicasError,
     ProducerFencedError,
 )
-from kafkette.server.faults import FaultTable
+from kafkette.server.faults.table import FaultTable
 from kafkette.testing import MemoryCluster, RemoteFaults
 from tests.brokers import BrokerProcess
 

@@ -34,7 +34,7 @@ from kafkette.errors import (
     NotEnoughReplicasError,
     ProducerFencedError,
 )
-from kafkette.server.faults import FaultTable
+from kafkette.server.faults.table import FaultTable
 from kafkette.testing import MemoryCluster, RemoteFaults
 
 SESSION_TIMEOUT_MS = 1000

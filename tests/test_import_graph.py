@@ -144,11 +144,11 @@ BROKER_MODULE = "kafkette.server.broker"
 GIVEN_THE_BROKER = {
     "kafkette.server",  # the package exports it
     "kafkette.server.dispatch",  # a handler's signature
-    "kafkette.server.frames",
-    "kafkette.server.listener",
-    "kafkette.server.asyncio_connection",
-    "kafkette.server.socket_connection",
-    "kafkette.server.serve",
+    "kafkette.server.net.frames",
+    "kafkette.server.net.listener",
+    "kafkette.server.net.asyncio_connection",
+    "kafkette.server.net.socket_connection",
+    "kafkette.cli.serve",
     "kafkette.client.inprocess",
 }
 """Besides the handlers (``kafkette.server.handlers.*``) and kafkette.testing: the

@@ -12,7 +12,7 @@ Arena memory is never written again once a batch is in it, nor reused while
 any view of it lives: a read of arena batches says so
 (:attr:`~kafkette.backends.types.LogSlice.spliceable`), and the TCP server
 then hands their pages to the kernel by reference instead of copying them
-(:mod:`kafkette.server.zero_copy`), as sendfile does for a disk segment.
+(:mod:`kafkette.server.net.zero_copy`), as sendfile does for a disk segment.
 """
 
 from __future__ import annotations

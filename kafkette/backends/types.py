@@ -74,7 +74,7 @@ class LogSlice:
     spliceable: bool = False
     """Whether every buffer is memory that is never written again nor reused while a
     view of it lives (a memory log's arenas), so that the kernel may send its pages
-    by reference (:mod:`kafkette.server.zero_copy`)."""
+    by reference (:mod:`kafkette.server.net.zero_copy`)."""
 
     def __len__(self) -> int:
         return self.size

@@ -41,7 +41,7 @@ _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkette", description="Kafka for Python.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from kafkette.server import serve
+    from kafkette.cli import serve
 
     serve_parser = commands.add_parser("serve", help="run a Kafka broker")
     serve.add_arguments(serve_parser)
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
-        from kafkette.server import serve
+        from kafkette.cli import serve
 
         return serve.main(args)
     return run(args)

@@ -7,7 +7,7 @@ client of that name; ``file:///path`` over the disk backend, with the data
 directory locked against other processes. ``file:///path?mode=ro`` opens the
 directory read-only (what the ``kafkette`` command does with ``-b file://``):
 nothing there is written, requests that would write are refused
-(:mod:`kafkette.server.read_only`), and any number of read-only openings
+(:mod:`kafkette.server.data_dir.read_only`), and any number of read-only openings
 share the directory while no broker holds it.
 
 The broker core runs in one event loop of its own (a daemon thread), so
@@ -60,9 +60,9 @@ from kafkette.errors import KafkaConnectionError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.data_dir_lock import DataDirLock
-from kafkette.server.frames import process_frame
-from kafkette.server.listener import CloseConnection
+from kafkette.server.data_dir.lock import DataDirLock
+from kafkette.server.net.frames import process_frame
+from kafkette.server.net.listener import CloseConnection
 from kafkette.server.nodes import numbered_nodes, serving_node
 
 T = TypeVar("T")

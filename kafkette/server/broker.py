@@ -1,7 +1,7 @@
 """The broker core: a request object in, a response object out.
 
 :class:`Broker` knows nothing of sockets: the TCP listener
-(:mod:`kafkette.server.listener`) and the in-process transport both hand it
+(:mod:`kafkette.server.net.listener`) and the in-process transport both hand it
 a parsed request with its header and send back what :meth:`Broker.handle`
 returns, serving each API with the handler registered for it in
 :mod:`kafkette.server.dispatch`.
@@ -23,10 +23,10 @@ from kafkette.errors import KafkaError
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.acl.store import open_authorizer
 from kafkette.server.cluster import Cluster
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.connection_quotas import ConnectionQuotas, parse_overrides
 from kafkette.server.dispatch import HANDLERS, RequestContext
-from kafkette.server.faults import FaultTable
+from kafkette.server.faults.table import FaultTable
 from kafkette.server.groups.consumer_protocol import ConsumerGroupConfig, ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_topics import ClusterTopicImage
 from kafkette.server.groups.coordinator import GroupCoordinator

@@ -35,7 +35,7 @@ from kafkette.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from kafkette.server.configs_catalog import (
+from kafkette.server.config.catalog import (
     SYNONYM_OF,
     check_dynamic_broker_configs,
     validate_topic_configs,

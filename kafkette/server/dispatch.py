@@ -3,7 +3,7 @@
 Each API is served by a coroutine registered with :func:`handler` (one module
 per API or group of APIs in :mod:`kafkette.server.handlers`), together with
 the versions this broker supports for it; ApiVersions answers from that
-table, and :mod:`kafkette.server.frames` looks requests up in it.
+table, and :mod:`kafkette.server.net.frames` looks requests up in it.
 
 This module is a leaf: the handlers and the broker both import it, and it
 imports neither, so that neither imports the other.

@@ -20,7 +20,7 @@ import anyio
 import attrs
 
 from kafkette.server.cluster import Cluster
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 
 logger = logging.getLogger("kafkette.server.maintenance")
 

@@ -46,7 +46,7 @@ from kafkette.protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponseTopic,
 )
 from kafkette.protocol.schema import Request, Response
-from kafkette.server.faults import error_response
+from kafkette.server.faults.table import error_response
 from kafkette.server.nodes import GROUP, TRANSACTION, NodeTable
 
 NOT_COORDINATOR = NotCoordinatorError.code

@@ -10,7 +10,7 @@ core, in the core's own event loop:
 - time: the broker's clock is a :class:`~kafkette.testing.ManualClock`;
   :meth:`MemoryCluster.advance` moves it and returns once every broker timer
   due by then has fired, so a test never sleeps for a session timeout;
-- faults: :attr:`MemoryCluster.faults` (:class:`~kafkette.server.faults.FaultTable`)
+- faults: :attr:`MemoryCluster.faults` (:class:`~kafkette.server.faults.table.FaultTable`)
   answers chosen requests with errors, loses answers, delays or disconnects;
 - inspection: :meth:`~MemoryCluster.records`, :meth:`~MemoryCluster.committed`,
   :meth:`~MemoryCluster.high_watermark` ... read the core without a client;
@@ -37,7 +37,7 @@ from kafkette.consumer.fetch_buffer import CompletedFetch
 from kafkette.consumer.record import ConsumerRecord
 from kafkette.consumer.subscription import PartitionState
 from kafkette.server import BrokerConfig
-from kafkette.server.faults import FaultTable
+from kafkette.server.faults.table import FaultTable
 from kafkette.server.maintenance import run_once
 from kafkette.server.nodes import GROUP, TRANSACTION
 from kafkette.structs import TopicPartition

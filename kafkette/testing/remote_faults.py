@@ -3,7 +3,7 @@
 The twin of :attr:`MemoryCluster.faults <kafkette.testing.MemoryCluster.faults>`
 for a broker in another process: the same methods with the same arguments and
 checks, each sent as one IncrementalAlterConfigs request on the broker resource
-(the wire form of :mod:`kafkette.server.fault_hook`), so one test body arms
+(the wire form of :mod:`kafkette.server.faults.hook`), so one test body arms
 faults on ``memory://`` and over TCP alike. The broker must have been started
 with ``kafkette serve --enable-fault-injection``; any other broker refuses
 with :class:`~kafkette.errors.InvalidConfigError` and arms nothing.
@@ -21,8 +21,8 @@ from typing import Any
 
 from kafkette.admin import AdminClient, AlterConfigOp, ConfigResource, ResourceType
 from kafkette.errors import KafkaError
-from kafkette.server.fault_hook import ARMED, CLEAR, PREFIX, parse_armed
-from kafkette.server.faults import Fault, FaultSpec, FaultTable, api_key, error_code
+from kafkette.server.faults.hook import ARMED, CLEAR, PREFIX, parse_armed
+from kafkette.server.faults.table import Fault, FaultSpec, FaultTable, api_key, error_code
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -35,7 +35,7 @@ class RemoteFaults:
     SASL users must be among its ``super.users``). A sync client: each call
     returns once the broker has armed the fault, or raises the Kafka error it
     answered with. A bad argument raises ValueError before anything is sent,
-    as :class:`~kafkette.server.faults.FaultTable` does. Close it (or use it as
+    as :class:`~kafkette.server.faults.table.FaultTable` does. Close it (or use it as
     a context manager) to close its admin client.
     """
 

@@ -21,7 +21,7 @@ from kafkette.errors import ConfigError
 from kafkette.protocol.framing import encode_frame
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import MetadataRequest
-from kafkette.server.data_dir_lock import DataDirLockedError
+from kafkette.server.data_dir.lock import DataDirLockedError
 from tests.server.dataplane import batch, fetch_request, produce_request, records_of
 
 

@@ -22,7 +22,7 @@ from kafkette.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
 )
-from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError, DataDirNotFoundError
+from kafkette.server.data_dir.lock import DataDirLock, DataDirLockedError, DataDirNotFoundError
 from kafkette.structs import OffsetAndMetadata
 from tests.dir_state import tree_state
 

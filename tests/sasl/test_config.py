@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from kafkette import AdminClient, NewTopic, Producer
+from kafkette.cli.serve import add_arguments, build_config, build_sasl
 from kafkette.client.config import AdminConfig, ProducerConfig
 from kafkette.errors import ConfigError
 from kafkette.server import BrokerConfig
-from kafkette.server.serve import add_arguments, build_config, build_sasl
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])

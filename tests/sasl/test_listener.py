@@ -29,7 +29,7 @@ from kafkette.protocol.messages import (
 )
 from kafkette.protocol.schema import Request, Response
 from kafkette.server import Broker
-from kafkette.server.listener import serve_tcp
+from kafkette.server.net.listener import serve_tcp
 from kafkette.server.sasl import SaslSettings
 
 pytestmark = pytest.mark.anyio

@@ -107,7 +107,7 @@ from kafkette.protocol.messages import txn_offset_commit_request as toc
 from kafkette.protocol.messages import write_txn_markers_request as wtm
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.config import STANDARD_AUTHORIZER
+from kafkette.server.config.broker_config import STANDARD_AUTHORIZER
 from kafkette.server.dispatch import ANONYMOUS, HANDLERS, CloseConnection, RequestContext
 from tests.server.dataplane import FakeClock, batch
 

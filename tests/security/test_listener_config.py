@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from kafkette.errors import ConfigError
-from kafkette.server.listeners import Listener, parse_listeners, parse_protocol_map
-from kafkette.server.serve import (
+from kafkette.cli.serve import (
     add_arguments,
     build_config,
     build_listeners,
     build_nodes,
     build_sasl,
 )
-from kafkette.server.tls import TlsSettings, certificate_principal, rfc2253, server_context
+from kafkette.errors import ConfigError
+from kafkette.server.config.listeners import Listener, parse_listeners, parse_protocol_map
+from kafkette.server.net.tls import TlsSettings, certificate_principal, rfc2253, server_context
 from tests.security.servers import Pki
 
 

@@ -27,7 +27,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import ApiVersionsRequest
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.listener import serve_tcp
+from kafkette.server.net.listener import serve_tcp
 from tests.server.fuzz_frames import TOPIC
 
 HEALTH_TIMEOUT_S = 3.0

@@ -1,6 +1,6 @@
 """Every Kafka 4 broker config through DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-The table is kafkette/server/kafka_broker_configs.py (generated from Kafka's
+The table is kafkette/server/config/kafka_broker_configs.py (generated from Kafka's
 sources by tools/kafka-broker-configs). In process: each dynamic name set on
 broker "1" (per-broker ones) or on the cluster default "" (cluster-wide ones)
 with a value of its type and described back exactly, listener-prefixed names,
@@ -26,14 +26,14 @@ from confluent_kafka.admin import (
 )
 
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.configs_catalog import (
+from kafkette.server.config.catalog import (
     ALL_BROKER_CONFIGS,
     BROKER_CONFIGS,
     SYNONYM_OF,
     BrokerConfigDef,
     ConfigType,
 )
-from kafkette.server.kafka_broker_configs import ROWS, SSL_RECONFIGURABLE
+from kafkette.server.config.kafka_broker_configs import ROWS, SSL_RECONFIGURABLE
 from tests.brokers import BrokerProcess
 from tests.server.test_configs import BROKER, SET, by_name, describe, incremental_alter
 

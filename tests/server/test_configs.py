@@ -20,7 +20,7 @@ from kafkette.protocol.messages import alter_configs_request as legacy
 from kafkette.protocol.messages import incremental_alter_configs_request as incremental
 from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.configs_catalog import ALL_BROKER_CONFIGS, TOPIC_CONFIGS
+from kafkette.server.config.catalog import ALL_BROKER_CONFIGS, TOPIC_CONFIGS
 from tests.server.dataplane import call
 
 pytestmark = pytest.mark.anyio

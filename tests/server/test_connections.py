@@ -35,18 +35,18 @@ from kafkette.protocol.messages.produce_request import PartitionProduceData, Top
 from kafkette.protocol.records import RecordBatchBuilder
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.asyncio_connection import (
+from kafkette.server.net.asyncio_connection import (
     MAX_DIRECT_READS,
     READ_HIGH_WATER,
     ConnectionProtocol,
     serve_protocol,
 )
-from kafkette.server.frame_queue import FrameQueue
-from kafkette.server.listener import serve_tcp
+from kafkette.server.net.frame_queue import FrameQueue
+from kafkette.server.net.listener import serve_tcp
 from kafkette.server.sasl import SaslSettings
 
 CLOSED = (anyio.EndOfStream, anyio.BrokenResourceError)
-LOGGER = "kafkette.server.listener"
+LOGGER = "kafkette.server.net.listener"
 
 
 def frame(request: Request, version: int, correlation_id: int) -> bytes:

@@ -36,11 +36,11 @@ from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from kafkette.protocol.records import RecordBatchBuilder, iter_batches
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.asyncio_connection import DIRECT_FROM, LARGE_PART, ConnectionProtocol
-from kafkette.server.frame_queue import FrameQueue
-from kafkette.server.listener import ConnectionKind, serve_tcp
+from kafkette.server.net.asyncio_connection import DIRECT_FROM, LARGE_PART, ConnectionProtocol
+from kafkette.server.net.frame_queue import FrameQueue
+from kafkette.server.net.listener import ConnectionKind, serve_tcp
 
-LOGGER = "kafkette.server.listener"
+LOGGER = "kafkette.server.net.listener"
 VALUES = [bytes([i]) * 200_000 for i in range(40)]
 """40 batches of one 200 kB record: an 8 MB answer, far more than the socket takes at once."""
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError, ProtocolError
 from kafkette.protocol.framing import FrameDecoder
-from kafkette.server.frame_queue import FrameQueue
+from kafkette.server.net.frame_queue import FrameQueue
 
 LIMIT = 200
 

@@ -14,7 +14,7 @@ from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import DescribeConfigsRequest, MetadataRequest
 from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
-from kafkette.server.frames import LARGE_FRAME_BYTES
+from kafkette.server.net.frames import LARGE_FRAME_BYTES
 from tests.server.fuzz_harness import fuzz_broker
 
 TOPICS = 100_000

@@ -13,7 +13,7 @@ from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import ApiVersionsRequest, CreateTopicsRequest, MetadataRequest
 from kafkette.protocol.messages.create_topics_request import CreatableTopic
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server.listener import CloseConnection, process_frame, serve_tcp
+from kafkette.server.net.listener import CloseConnection, process_frame, serve_tcp
 
 pytestmark = pytest.mark.anyio
 

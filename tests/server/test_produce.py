@@ -10,7 +10,7 @@ from kafkette.backends.header import parse_header
 from kafkette.protocol.messages import ProduceRequest
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.records import LegacyBatchBuilder
-from kafkette.server.listener import CloseConnection
+from kafkette.server.net.listener import CloseConnection
 from tests.server.dataplane import (
     NOW,
     FakeClock,

@@ -1,4 +1,4 @@
-"""The answers of a broker serving its data directory read-only (server/read_only.py)."""
+"""The answers of a broker serving its data directory read-only (server/data_dir/read_only.py)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from kafkette.protocol.messages.offset_commit_request import (
 )
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.server import Broker
+from kafkette.server.data_dir.read_only import READ_APIS, refusal
 from kafkette.server.dispatch import HANDLERS
-from kafkette.server.read_only import READ_APIS, refusal
 
 Broker()  # registers every handler
 MESSAGE = "the data directory /d is opened read-only"

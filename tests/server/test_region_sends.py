@@ -32,7 +32,7 @@ import trustme
 from kafkette.backends.types import FileRef
 from kafkette.protocol.headers import decode_response
 from kafkette.protocol.records import iter_batches
-from kafkette.server.asyncio_connection import READ_ON_LOOP, REGION_CHUNK, ConnectionProtocol
+from kafkette.server.net.asyncio_connection import READ_ON_LOOP, REGION_CHUNK, ConnectionProtocol
 from tests.server.test_direct_write import (
     FETCH,
     LOGGER,

@@ -15,8 +15,8 @@ from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.records import RecordBatchBuilder, iter_batches
 from kafkette.server import Broker, BrokerConfig
-from kafkette.server import listener as listener_module
-from kafkette.server.listener import serve_tcp
+from kafkette.server.net import listener as listener_module
+from kafkette.server.net.listener import serve_tcp
 
 
 def _batch(start: int, count: int) -> bytes:

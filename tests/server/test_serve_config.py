@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkette.cli.serve import add_arguments, build_config, raise_open_files_limit
 from kafkette.errors import ConfigError
 from kafkette.server import BrokerConfig
-from kafkette.server.configs_catalog import BROKER_CONFIGS
-from kafkette.server.serve import add_arguments, build_config, raise_open_files_limit
+from kafkette.server.config.catalog import BROKER_CONFIGS
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -2,7 +2,7 @@
 
 A read of batches kept in a memory log's arenas is ``spliceable``: both kinds of
 server connection (the asyncio protocol's, and SocketIO's under trio) hand their
-pages to a pipe (vmsplice, from the extension kafkette.server._splice) and splice
+pages to a pipe (vmsplice, from the extension kafkette.server.net._splice) and splice
 them to the socket, where other views are copied by ``sendmsg``, never joined.
 These tests read such answers slowly over real sockets and compare them with
 the disk log's (sendfile) answer; they need the extension built, and fail
@@ -23,9 +23,9 @@ import pytest
 
 from kafkette.backends import memory
 from kafkette.backends.types import LogSlice
-from kafkette.server import _splice, zero_copy
-from kafkette.server.asyncio_connection import ConnectionProtocol
-from kafkette.server.zero_copy import SplicePipe
+from kafkette.server.net import _splice, zero_copy
+from kafkette.server.net.asyncio_connection import ConnectionProtocol
+from kafkette.server.net.zero_copy import SplicePipe
 from tests.server.test_direct_write import (
     FETCH,
     LOGGER,

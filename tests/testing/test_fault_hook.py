@@ -1,4 +1,4 @@
-"""The runtime fault hook's wire form (server/fault_hook.py) and the fault texts it
+"""The runtime fault hook's wire form (server/faults/hook.py) and the fault texts it
 shares with ``kafkette serve --fault``: served by a memory:// cluster whose table is
 opened to the network as ``--enable-fault-injection`` does, so no process is started."""
 
@@ -20,8 +20,8 @@ from kafkette.errors import (
     NotEnoughReplicasError,
 )
 from kafkette.protocol.messages import API_NAMES, ProduceRequest
-from kafkette.server.fault_hook import ARMED
-from kafkette.server.faults import (
+from kafkette.server.faults.hook import ARMED
+from kafkette.server.faults.table import (
     Fault,
     FaultSpec,
     FaultTable,

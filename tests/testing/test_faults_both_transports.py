@@ -21,7 +21,7 @@ from kafkette.errors import (
     NotEnoughReplicasError,
 )
 from kafkette.protocol.messages import MetadataRequest
-from kafkette.server.faults import Fault, FaultTable
+from kafkette.server.faults.table import Fault, FaultTable
 from kafkette.testing import MemoryCluster, RemoteFaults
 from kafkette.testing.pytest_plugin import ExternalKafka, ServeProcess
 from tests.brokers import BrokerProcess

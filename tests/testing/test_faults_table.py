@@ -13,7 +13,7 @@ from kafkette.protocol.messages import (
 )
 from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from kafkette.server.faults import NO_FAULT, FaultPlan, FaultTable, api_key, error_response
+from kafkette.server.faults.table import NO_FAULT, FaultPlan, FaultTable, api_key, error_response
 
 
 def produce(topic: str, *partitions: int) -> ProduceRequest:

@@ -13,7 +13,7 @@ import pytest
 
 from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from kafkette.errors import ClusterAuthorizationFailedError, NotEnoughReplicasError
-from kafkette.server.faults import FailSpec, Fault, FaultTable, parse_fail_spec
+from kafkette.server.faults.table import FailSpec, Fault, FaultTable, parse_fail_spec
 from kafkette.testing import RemoteFaults
 from tests.brokers import BrokerProcess
 from tests.security.servers import STORAGES, ListenerBroker, Pki, storage_args

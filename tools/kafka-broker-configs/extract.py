@@ -1,7 +1,7 @@
 """Extract every Kafka broker configuration from Apache Kafka's sources.
 
 Reads a checkout's git objects (``git -C REPO show COMMIT:path``), never a
-work tree, and writes ``kafkette/server/kafka_broker_configs.py``: one row per
+work tree, and writes ``kafkette/server/config/kafka_broker_configs.py``: one row per
 broker property of Kafka's ``AbstractKafkaConfig.CONFIG_DEF`` (plus the
 dynamic-only broker quota configs of ``QuotaConfig.brokerQuotaConfigs``) with
 its type, default (as Kafka's ``ConfigDef.convertToString`` prints it), dynamic
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-OUT = pathlib.Path(__file__).resolve().parents[2] / "kafkette/server/kafka_broker_configs.py"
+OUT = pathlib.Path(__file__).resolve().parents[2] / "kafkette/server/config/kafka_broker_configs.py"
 
 # The config definitions merged into AbstractKafkaConfig.CONFIG_DEF, in its order
 # (file, anchor of the ConfigDef expression). ZkConfigs is left out: Kafka 4.0

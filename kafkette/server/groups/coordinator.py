@@ -22,7 +22,7 @@ from kafkette.errors import (
     IllegalGenerationError,
     UnknownMemberIdError,
 )
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_protocol.offsets import validate_offset_commit
 from kafkette.server.groups.engine import GroupEngine, JoinParams

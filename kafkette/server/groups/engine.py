@@ -46,7 +46,7 @@ from kafkette.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.group import (
     ClassicGroupState,
     Group,

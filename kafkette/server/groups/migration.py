@@ -22,7 +22,7 @@ the id (as before), so a conversion never moves them.
 - an Empty classic group is simply replaced by a consumer group (its offsets stay), and an
   Empty consumer group by a classic group when a JoinGroup names its id; classic
   requests naming a consumer group with members go to its classic members
-  (:class:`~kafkette.server.groups.consumer_protocol.classic_members.ClassicMembers`):
+  (:class:`~kafkette.server.groups.consumer_protocol.classic.members.ClassicMembers`):
   a JoinGroup with another protocol type is INCONSISTENT_GROUP_PROTOCOL, as Kafka.
 """
 
@@ -32,8 +32,8 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from kafkette.errors import GroupIdNotFoundError, RebalanceInProgressError, UnknownMemberIdError
-from kafkette.server.groups.consumer_protocol import embedded
-from kafkette.server.groups.consumer_protocol.classic_members import ClassicMembers
+from kafkette.server.groups.consumer_protocol.classic import embedded
+from kafkette.server.groups.consumer_protocol.classic.members import ClassicMembers
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_protocol.group import ConsumerGroup, PartitionOwnedTwiceError
 from kafkette.server.groups.consumer_protocol.heartbeat import (
@@ -312,7 +312,7 @@ def to_consumer_group(classic: Group, topics: Mapping[str, TopicInfo]) -> Consum
     """A consumer group from a classic group with members (Kafka's
     ConsumerGroup.fromClassicGroup): the group epoch, the target and each member's epoch
     are the generation; each member holds its last assignment, Stable. Raises
-    :class:`~kafkette.server.groups.consumer_protocol.embedded.MalformedProtocolError` for
+    :class:`~kafkette.server.groups.consumer_protocol.classic.embedded.MalformedProtocolError` for
     bytes that do not parse, PartitionOwnedTwiceError for assignments that overlap."""
     group = ConsumerGroup(classic.group_id)
     generation = classic.generation_id

@@ -32,7 +32,7 @@ from kafkette.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.group import ClassicGroupState, Group, validate_current_member
 from kafkette.server.groups.store import CommittedOffset, GroupStore, PartitionKey
 

@@ -8,7 +8,7 @@ configuration, unknown operation) INVALID_REQUEST, an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION. AlterConfigs replaces the resource's whole set of
 overrides; IncrementalAlterConfigs edits it (SET, DELETE, APPEND, SUBTRACT).
 A BROKER resource naming ``kafkette.fault.*`` arms test faults instead
-(:mod:`kafkette.server.fault_hook`, off unless the broker opted in).
+(:mod:`kafkette.server.faults.hook`, off unless the broker opted in).
 """
 
 from __future__ import annotations
@@ -37,10 +37,8 @@ from kafkette.protocol.messages import incremental_alter_configs_request as incr
 from kafkette.protocol.messages import incremental_alter_configs_response as incremental
 from kafkette.protocol.messages.describe_configs_request import DescribeConfigsResource
 from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResult
-from kafkette.server import fault_hook
 from kafkette.server.cluster import validate_topic_name
-from kafkette.server.config_entries import describe_broker_configs, describe_topic_configs
-from kafkette.server.configs_catalog import (
+from kafkette.server.config.catalog import (
     ALL_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfigDef,
@@ -48,7 +46,9 @@ from kafkette.server.configs_catalog import (
     TopicConfigDef,
     is_list,
 )
+from kafkette.server.config.entries import describe_broker_configs, describe_topic_configs
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.faults import hook as fault_hook
 from kafkette.server.steps import run_in_steps
 
 if TYPE_CHECKING:

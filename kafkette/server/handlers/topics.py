@@ -55,7 +55,7 @@ from kafkette.protocol.messages.create_topics_response import (
 from kafkette.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.cluster import INTERNAL_TOPICS, Topic
-from kafkette.server.config_entries import describe_topic_configs
+from kafkette.server.config.entries import describe_topic_configs
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.request_limits import (
     MAX_PARTITIONS_PER_REQUEST,

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafkette.protocol.codec import encode_message
 from kafkette.protocol.messages import ConsumerProtocolSubscription
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.engine import GroupEngine, JoinParams
 from kafkette.server.groups.group import Group, JoinResult, SyncResult
 from kafkette.server.groups.store import CommittedOffset, MemoryGroupStore

@@ -23,7 +23,7 @@ from kafkette.protocol.records import (
     parse_control_record,
 )
 from kafkette.server.cluster import Cluster, Partition
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import OFFSETS_TOPIC, LogGroupStore, offsets_topic
 from kafkette.server.groups.store import CommittedOffset

@@ -19,7 +19,7 @@ from kafkette.consumer.assignors.protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkette.server.config import BrokerConfig
+from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.groups.consumer_protocol import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,

@@ -13,7 +13,7 @@
  * the kernel may still hold its pages (until the peer has read them), and it
  * is not handed back to an allocator that could reuse it; a page unmapped
  * meanwhile stays alive while the kernel refers to it. The memory log's arenas
- * are such memory (see kafkette/server/zero_copy.py).
+ * are such memory (see kafkette/server/net/zero_copy.py).
  *
  * Built on Linux only; elsewhere the module is empty and the callers send with
  * sendmsg. Errors raise OSError from errno; EINTR is retried after running

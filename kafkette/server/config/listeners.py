@@ -8,7 +8,7 @@ connect, and a client is answered with the address of the listener it came in
 on (:data:`advertised_address`), as Kafka does. An empty host listens on every
 interface.
 
-Parsing only; :mod:`kafkette.server.serve` opens the sockets.
+Parsing only; :mod:`kafkette.cli.serve` opens the sockets.
 """
 
 from __future__ import annotations

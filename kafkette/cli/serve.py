@@ -19,20 +19,20 @@ Listeners follow Kafka: ``--listener NAME://HOST:PORT`` (repeatable) or the
 ``listener.security.protocol.map`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL by
 default) and its ``advertised.listeners`` address, which Metadata and
 FindCoordinator answer to the clients of that listener. SSL and SASL_SSL take
-the broker's certificate from PEM files (:mod:`kafkette.server.tls`).
+the broker's certificate from PEM files (:mod:`kafkette.server.net.tls`).
 ``--listen`` stays one PLAINTEXT listener (SASL_PLAINTEXT with SASL users); on
 an address other machines can reach it is refused without SASL users unless
 ``--allow-plaintext-outside``. Before a client authenticates, frames over
 ``sasl.server.max.receive.size`` (512 KiB) close its connection.
 
 For tests of clients against a failing broker, ``--fault KIND:ARGS``
-(repeatable; :func:`~kafkette.server.faults.parse_fault_spec`) arms the
+(repeatable; :func:`~kafkette.server.faults.table.parse_fault_spec`) arms the
 broker's fault table at start, as ``MemoryCluster.faults`` does in process:
 ``fail:API:ERROR[:TIMES[:TOPIC[:PARTITION]]]`` (also spelled
 ``API:ERROR[:TIMES]``), ``drop_response:API[:TIMES]``,
 ``delay:API:SECONDS[:TIMES]``, ``disconnect[:API[:TIMES]]``, ``throttle:MS``.
 ``--enable-fault-injection`` also lets clients arm and clear faults while it
-runs, through Kafka's config APIs (:mod:`kafkette.server.fault_hook`): with
+runs, through Kafka's config APIs (:mod:`kafkette.server.faults.hook`): with
 the ``super.users`` property, only those principals (SASL users, TLS client
 certificates) may, and with SASL users it must be given. Without that flag
 nothing arms a fault over the network.
@@ -65,17 +65,17 @@ import attrs
 
 from kafkette.errors import ConfigError
 from kafkette.server.broker import Broker
-from kafkette.server.config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
-from kafkette.server.data_dir_lock import DataDirLock, DataDirLockedError
-from kafkette.server.faults import FaultSpec, RemoteControl, parse_fault_spec
-from kafkette.server.listener import serve_tcp
-from kafkette.server.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
-from kafkette.server.listeners import Listener, SecurityProtocol, listeners_from_properties
+from kafkette.server.config.broker_config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
+from kafkette.server.config.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
+from kafkette.server.config.listeners import Listener, SecurityProtocol, listeners_from_properties
+from kafkette.server.data_dir.lock import DataDirLock, DataDirLockedError
+from kafkette.server.faults.table import FaultSpec, RemoteControl, parse_fault_spec
+from kafkette.server.net.listener import serve_tcp
+from kafkette.server.net.tls import PROPERTY_NAMES as TLS_PROPERTIES
+from kafkette.server.net.tls import TlsSettings, server_context
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
 from kafkette.server.sasl.users import CredentialsFileError
-from kafkette.server.tls import PROPERTY_NAMES as TLS_PROPERTIES
-from kafkette.server.tls import TlsSettings, server_context
 
 logger = logging.getLogger("kafkette.server")
 

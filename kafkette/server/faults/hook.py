@@ -1,9 +1,9 @@
 """The runtime fault hook: a broker's faults armed and cleared over Kafka's admin API.
 
 A test of clients against ``kafkette serve`` arms the same faults as
-``MemoryCluster.faults`` does in process (:class:`~kafkette.server.faults.FaultTable`)
+``MemoryCluster.faults`` does in process (:class:`~kafkette.server.faults.table.FaultTable`)
 by altering the configs of the BROKER resource with reserved names, each
-value a fault in the text form of :func:`~kafkette.server.faults.parse_fault_spec`
+value a fault in the text form of :func:`~kafkette.server.faults.table.parse_fault_spec`
 without its kind:
 
 ============================== ============================================
@@ -38,12 +38,12 @@ values are commands, not configs: they are not stored, not listed among the
 broker's configs and do not replace its dynamic configs (AlterConfigs naming
 only ``kafkette.fault.*`` names leaves the others as they are); a resource
 cannot mix them with real configs. These requests are never faulted
-themselves (:func:`~kafkette.server.faults.controls_faults`): ``clear()`` gets
+themselves (:func:`~kafkette.server.faults.table.controls_faults`): ``clear()`` gets
 through whatever is armed.
 
 Access: the hook is off unless the broker was started with
 ``kafkette serve --enable-fault-injection`` (:attr:`FaultTable.remote
-<kafkette.server.faults.FaultTable.remote>`); otherwise every such name is
+<kafkette.server.faults.table.FaultTable.remote>`); otherwise every such name is
 answered INVALID_CONFIG saying so, exactly as an unknown config would be,
 and nothing is armed. Off by default because a fault is a denial of service
 by design (``fail:Produce:...:always``, an hour's ``delay`` on Fetch): a
@@ -51,7 +51,7 @@ broker serving real clients must not hand that to whoever can send an admin
 request. With Kafka's ``super.users`` property (which ``kafkette serve``
 requires when it has SASL users), only those principals may use it: the
 connection's SASL user or TLS client certificate
-(:mod:`kafkette.server.principal`). Others get CLUSTER_AUTHORIZATION_FAILED,
+(:mod:`kafkette.server.acl.principal`). Others get CLUSTER_AUTHORIZATION_FAILED,
 as Kafka answers a principal not allowed to alter a broker's configs, and a
 connection that did not authenticate is ``User:ANONYMOUS`` and refused. With
 an ACL authorizer, the request also needs ALTER_CONFIGS on the cluster, as
@@ -69,14 +69,14 @@ from kafkette.errors import (
     InvalidRequestError,
 )
 from kafkette.protocol.messages.describe_configs_response import DescribeConfigsResourceResult
-from kafkette.server.faults import (
+from kafkette.server.acl.principal import connection_principal
+from kafkette.server.faults.table import (
     CONFIG_PREFIX,
     KINDS,
     FaultSpec,
     FaultTable,
     parse_fault_spec,
 )
-from kafkette.server.principal import connection_principal
 
 PREFIX = CONFIG_PREFIX
 """Every name of the hook starts with this."""

@@ -1,7 +1,7 @@
 """Injected faults: a small table a test fills and the broker consults per request.
 
 A :class:`FaultTable` belongs to one :class:`~kafkette.server.Broker` (never
-the process): :func:`~kafkette.server.frames.process_frame`, the one request
+the process): :func:`~kafkette.server.net.frames.process_frame`, the one request
 entry point of every transport, asks it for a :class:`FaultPlan` per request
 when any fault is armed, then acts the plan out (sleep, answer with an error
 instead of serving, close the connection before or after serving). The table
@@ -118,7 +118,7 @@ NO_FAULT = FaultPlan()
 
 @attrs.frozen
 class RemoteControl:
-    """Who may arm a broker's faults over the network (:mod:`kafkette.server.fault_hook`,
+    """Who may arm a broker's faults over the network (:mod:`kafkette.server.faults.hook`,
     on with ``kafkette serve --enable-fault-injection``)."""
 
     super_users: frozenset[str] | None = None
@@ -298,7 +298,7 @@ _TABLE_KINDS = {"drop": "drop_response"}
 @attrs.frozen
 class FaultSpec:
     """One fault of any kind given as text: ``kafkette serve --fault`` and the values
-    of the runtime hook (:mod:`kafkette.server.fault_hook`).
+    of the runtime hook (:mod:`kafkette.server.faults.hook`).
 
     ``str()`` gives the canonical text, which :func:`parse_fault_spec` reads back.
     """
@@ -655,7 +655,7 @@ def set_throttle(response: Response, ms: int) -> None:
 
 
 CONFIG_PREFIX = "kafkette.fault."
-"""The config names of the runtime hook (:mod:`kafkette.server.fault_hook`)."""
+"""The config names of the runtime hook (:mod:`kafkette.server.faults.hook`)."""
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS, BROKER_RESOURCE = 33, 44, 4
 
 

@@ -3,7 +3,7 @@
 The socket stays registered for reading for the connection's life (no
 ``add_reader``/``remove_reader`` per wait) and is read into one buffer shared
 by the thread's connections: :meth:`ConnectionProtocol.buffer_updated` cuts
-whole requests out of it with a :class:`~kafkette.server.frame_queue.FrameQueue`
+whole requests out of it with a :class:`~kafkette.server.net.frame_queue.FrameQueue`
 (one copy each) and wakes the connection's one serving task only once a whole
 request has arrived. Before the task waits, it reads what the socket already
 holds: a client waiting for an answer has often sent its next request by the
@@ -27,7 +27,7 @@ holding at least :data:`DIRECT_FROM` bytes of a memory log's stored batches
 goes out the same way, written by the connection on the socket once the
 transport has sent what it holds: Python 3.11's transport would copy whatever
 the socket does not take at once. Arena batches are spliced by reference to
-their pages (:mod:`~kafkette.server.zero_copy`), other views go with ``sendmsg``.
+their pages (:mod:`~kafkette.server.net.zero_copy`), other views go with ``sendmsg``.
 
 A client that sends faster than it is served cannot grow memory without
 bound: reading pauses while whole requests over :data:`READ_HIGH_WATER`
@@ -55,16 +55,16 @@ import anyio.to_thread
 
 from kafkette.backends.types import FileRef
 from kafkette.protocol.errors import ProtocolError
-from kafkette.server import zero_copy
+from kafkette.server.acl.principal import connection_principal
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
-from kafkette.server.frame_queue import FrameQueue
-from kafkette.server.frames import process_frame, serve_sasl_frame
-from kafkette.server.principal import connection_principal
+from kafkette.server.net import zero_copy
+from kafkette.server.net.frame_queue import FrameQueue
+from kafkette.server.net.frames import process_frame, serve_sasl_frame
+from kafkette.server.net.tls import ANONYMOUS, certificate_principal
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
-from kafkette.server.tls import ANONYMOUS, certificate_principal
 
-logger = logging.getLogger("kafkette.server.listener")
+logger = logging.getLogger("kafkette.server.net.listener")
 
 READ_HIGH_WATER = 1024 * 1024
 """Reading pauses while more than this many bytes of whole requests wait to be served."""
@@ -489,7 +489,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         copied; ``loop.sendfile`` avoids that for a file region by waiting until
         the transport's buffer is empty and then writing on the socket itself, and
         so does this for views: spliced by reference to their pages when the slice
-        allows it (:mod:`~kafkette.server.zero_copy`), else with ``sendmsg`` (many
+        allows it (:mod:`~kafkette.server.net.zero_copy`), else with ``sendmsg`` (many
         views in one call, none joined).
         """
         buffers: list[Any] = []

@@ -22,15 +22,15 @@ whose records the kernel cannot make: there they are read in bounded chunks and
 written through the TLS transport).
 
 Under asyncio (the backend ``kafkette serve`` runs on) each connection is an
-:class:`asyncio.BufferedProtocol` (:mod:`kafkette.server.asyncio_connection`):
+:class:`asyncio.BufferedProtocol` (:mod:`kafkette.server.net.asyncio_connection`):
 the socket stays registered for reading, the serving task wakes once per
 whole request, and the answers to pipelined requests go out in one write.
 Under trio (or with ``connections="socket"``), a task drives the socket by
 hand with a :class:`~kafkette.protocol.framing.FrameDecoder`
-(:mod:`kafkette.server.socket_connection`). Both serve requests through
-:mod:`kafkette.server.frames`.
+(:mod:`kafkette.server.net.socket_connection`). Both serve requests through
+:mod:`kafkette.server.net.frames`.
 
-A listener given a TLS context (:mod:`kafkette.server.tls`) wraps each
+A listener given a TLS context (:mod:`kafkette.server.net.tls`) wraps each
 connection in TLS first, under asyncio only (``kafkette serve`` runs there); a
 failed handshake (a plaintext client, an untrusted client certificate) is
 logged once with the peer's address and closes that connection.
@@ -57,15 +57,15 @@ from typing import Literal
 import anyio
 import anyio.abc
 
-from kafkette.server.asyncio_connection import serve_asyncio_connection
 from kafkette.server.broker import Broker
+from kafkette.server.config.listeners import advertised_address
 from kafkette.server.connection_quotas import ConnectionQuotas
 from kafkette.server.dispatch import CloseConnection
-from kafkette.server.frames import authenticate_frame, process_frame
-from kafkette.server.listeners import advertised_address
+from kafkette.server.net.asyncio_connection import serve_asyncio_connection
+from kafkette.server.net.frames import authenticate_frame, process_frame
+from kafkette.server.net.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
 from kafkette.server.nodes import serving_node
 from kafkette.server.sasl import SaslSettings
-from kafkette.server.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
 
 __all__ = [
     "LISTEN_BACKLOG",
@@ -78,7 +78,7 @@ __all__ = [
     "serve_tcp",
 ]
 
-logger = logging.getLogger("kafkette.server.listener")
+logger = logging.getLogger("kafkette.server.net.listener")
 
 LISTEN_BACKLOG = 1024
 

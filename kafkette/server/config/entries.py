@@ -21,7 +21,7 @@ from kafkette.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsSynonym,
 )
-from kafkette.server.configs_catalog import (
+from kafkette.server.config.catalog import (
     ALL_BROKER_CONFIGS,
     SYNONYM_OF,
     TOPIC_CONFIGS,

@@ -4,7 +4,7 @@
 :func:`splice_all` sends them by reference to their pages: vmsplice, then splice.
 
 ``sendmsg`` copies every byte it sends into the socket's buffers first.
-``vmsplice(2)`` (from the optional extension :mod:`kafkette.server._splice`)
+``vmsplice(2)`` (from the optional extension :mod:`kafkette.server.net._splice`)
 hands the pages of the buffers to a pipe by reference instead, and ``splice(2)``
 moves them on to the socket, which sends the pages themselves, as ``sendfile``
 does with a disk segment's page-cache pages. Measured over loopback with 16 MiB
@@ -44,7 +44,7 @@ IOV_MAX is 1024)."""
 WaitWritable = Callable[[], Awaitable[bool]]
 """Waits until the socket takes bytes again; False: stop, the caller sends the rest."""
 
-_extension = load_extension("kafkette.server._splice")
+_extension = load_extension("kafkette.server.net._splice")
 _vmsplice: Any = getattr(_extension, "vmsplice", None)
 
 AVAILABLE: bool = _vmsplice is not None and hasattr(os, "splice")

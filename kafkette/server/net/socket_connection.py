@@ -4,7 +4,7 @@ The listener uses this under trio (and under asyncio when asked to): one task
 reads with ``recv``, waiting with ``anyio.wait_readable`` when nothing is
 there, serves every whole request read, in order, and writes each answer
 before reading again. Under asyncio the listener prefers
-:mod:`kafkette.server.asyncio_connection`, which keeps the socket registered
+:mod:`kafkette.server.net.asyncio_connection`, which keeps the socket registered
 for reading instead of registering it anew for every wait.
 """
 
@@ -22,13 +22,13 @@ import anyio
 
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
-from kafkette.server import zero_copy
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
-from kafkette.server.frames import process_frame, serve_sasl_frame
+from kafkette.server.net import zero_copy
+from kafkette.server.net.frames import process_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
-logger = logging.getLogger("kafkette.server.listener")
+logger = logging.getLogger("kafkette.server.net.listener")
 
 RECEIVE_SIZE = 256 * 1024
 
@@ -121,7 +121,7 @@ class SocketIO:
 
     async def send_views(self, views: Sequence[Any], *, spliceable: bool = False) -> None:
         """Send a memory log slice's views, none joined: by reference to their pages
-        when ``spliceable`` (:mod:`~kafkette.server.zero_copy`), else with ``sendmsg``."""
+        when ``spliceable`` (:mod:`~kafkette.server.net.zero_copy`), else with ``sendmsg``."""
         send = zero_copy.splice_all if spliceable else zero_copy.sendmsg_all
         try:
             await send(self.sock, list(views), self._writable)

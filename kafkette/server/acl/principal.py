@@ -2,9 +2,9 @@
 
 Set in the connection's own context (each connection is a task of its own),
 so every later request of that connection, and only of that one, reads it:
-by the TLS connection (:mod:`kafkette.server.asyncio_connection`) from the
+by the TLS connection (:mod:`kafkette.server.net.asyncio_connection`) from the
 client's certificate, then by the frame layer
-(:func:`kafkette.server.frames.authenticate_frame`) once SASL authentication
+(:func:`kafkette.server.net.frames.authenticate_frame`) once SASL authentication
 completes (on SASL_SSL the SASL principal wins, as in Kafka). None: the
 connection did not authenticate (Kafka's ``User:ANONYMOUS``).
 """

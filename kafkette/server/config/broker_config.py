@@ -5,7 +5,7 @@ defaults (``log.segment.bytes``, ``log.retention.ms``, ``message.max.bytes``
 ...) are kept as a :class:`~kafkette.backends.LogConfig`, the base every
 topic's own overrides apply to. :meth:`BrokerConfig.from_properties` accepts
 Kafka's names (``num.partitions``; the catalogue is
-:data:`~kafkette.server.configs_catalog.BROKER_CONFIGS`) and rejects unknown
+:data:`~kafkette.server.config.catalog.BROKER_CONFIGS`) and rejects unknown
 ones and invalid values, naming them. Where Kafka has several spellings of one
 setting, the finer one wins whatever the order (``log.retention.ms`` over
 ``log.retention.minutes`` over ``log.retention.hours``); ``broker.id`` is
@@ -22,14 +22,14 @@ import attrs
 
 from kafkette.backends import LogConfig
 from kafkette.errors import ConfigError, InvalidConfigError
-from kafkette.server.configs_catalog import (
+from kafkette.server.config.catalog import (
     BROKER_CONFIGS,
     SYNONYM_OF,
     TOPIC_CONFIGS,
     validate_topic_configs,
 )
+from kafkette.server.config.listeners import advertised_address
 from kafkette.server.connection_quotas import parse_overrides
-from kafkette.server.listeners import advertised_address
 from kafkette.server.sasl.credentials import MECHANISMS as SASL_MECHANISMS
 
 DEFAULT_PORT = 9092
@@ -160,7 +160,7 @@ class BrokerConfig:
     advertised_port: int | None = None
     data_dir: str | None = None
     read_only: bool = False
-    """Serve ``data_dir`` without writing to it (:mod:`kafkette.server.read_only`)."""
+    """Serve ``data_dir`` without writing to it (:mod:`kafkette.server.data_dir.read_only`)."""
     cluster_id: str | None = None
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -210,7 +210,7 @@ class BrokerConfig:
     @property
     def advertised(self) -> tuple[str, int]:
         """Host and port clients are told to connect to: those of the listener the
-        current request came in on (:data:`~kafkette.server.listeners.advertised_address`)
+        current request came in on (:data:`~kafkette.server.config.listeners.advertised_address`)
         when it has its own."""
         listener = advertised_address.get()
         if listener is not None:

@@ -1,11 +1,11 @@
 """One request frame in, the response frame's parts out: the part of a connection
 that does not depend on how bytes reach the socket.
 
-Both connection implementations (:mod:`kafkette.server.socket_connection` for
-any anyio backend, :mod:`kafkette.server.asyncio_connection` under asyncio) call
+Both connection implementations (:mod:`kafkette.server.net.socket_connection` for
+any anyio backend, :mod:`kafkette.server.net.asyncio_connection` under asyncio) call
 :func:`process_frame` for each request and, on a SASL listener, :func:`serve_sasl_frame`
 until the client has authenticated (which sets the connection's
-:data:`~kafkette.server.principal.connection_principal`).
+:data:`~kafkette.server.acl.principal.connection_principal`).
 
 Decoding a request and encoding its answer take time in proportion to the
 number of elements a frame holds, and a frame may hold up to
@@ -38,18 +38,18 @@ from kafkette.protocol.headers import (
 )
 from kafkette.protocol.primitives import INT16, INT32
 from kafkette.protocol.schema import Response
+from kafkette.server.acl.principal import connection_principal
 from kafkette.server.broker import Broker
+from kafkette.server.data_dir.read_only import refusal
 from kafkette.server.dispatch import ANONYMOUS, HANDLERS, CloseConnection, RequestContext
-from kafkette.server.faults import FaultDisconnect, serve_with_faults
+from kafkette.server.faults.table import FaultDisconnect, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.nodes import serving_node
-from kafkette.server.principal import connection_principal
-from kafkette.server.read_only import refusal
 from kafkette.server.routing import misrouted
 from kafkette.server.sasl import ServerAuthenticator
 from kafkette.server.steps import STEP_BUDGET_S
 
-logger = logging.getLogger("kafkette.server.listener")
+logger = logging.getLogger("kafkette.server.net.listener")
 
 
 FETCH_KEY = 1

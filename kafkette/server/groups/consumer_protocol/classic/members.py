@@ -41,7 +41,7 @@ from kafkette.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from kafkette.server.groups.consumer_protocol import embedded
+from kafkette.server.groups.consumer_protocol.classic import embedded
 from kafkette.server.groups.consumer_protocol.coordinator import ConsumerGroupCoordinator
 from kafkette.server.groups.consumer_protocol.group import ConsumerGroup
 from kafkette.server.groups.consumer_protocol.member import ClassicMember, Member, MemberState

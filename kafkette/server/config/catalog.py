@@ -15,7 +15,7 @@ accepted.
 :data:`BROKER_CONFIGS` lists the broker properties this broker understands,
 with Kafka's defaults (``kafkette serve --set`` takes these).
 :data:`ALL_BROKER_CONFIGS` is every broker configuration of Kafka 4
-(:mod:`kafkette.server.kafka_broker_configs`, generated from Kafka's sources by
+(:mod:`kafkette.server.config.kafka_broker_configs`, generated from Kafka's sources by
 ``tools/kafka-broker-configs``) with ours in place of Kafka's where we
 implement one. Kafka's dynamic ones (``DynamicBrokerConfig``) may be changed
 by AlterConfigs/IncrementalAlterConfigs on the broker resource, per broker or
@@ -42,7 +42,7 @@ import attrs
 from kafkette.backends import LogConfig
 from kafkette.backends.config import LONG_MAX
 from kafkette.errors import InvalidConfigError, InvalidRequestError
-from kafkette.server import kafka_broker_configs
+from kafkette.server.config import kafka_broker_configs
 
 
 class ConfigSource(IntEnum):

@@ -169,6 +169,105 @@ def test_only_the_edge_imports_the_broker() -> None:
     assert "kafkette.server.handlers.produce" in importers  # the walk saw annotations
 
 
+SERVER = "kafkette.server"
+SERVER_ROOMS = ("net", "config", "faults", "data_dir", "handlers", "groups", "txn", "sasl", "acl")
+"""The rooms of ``kafkette/server/``; its top-level modules are the core."""
+
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "core": frozenset({"config", "faults", "handlers", "groups", "txn", "sasl", "acl"}),
+    "net": frozenset({"core", "config", "faults", "data_dir", "handlers", "sasl", "acl"}),
+    "config": frozenset({"core", "groups", "sasl"}),
+    "faults": frozenset({"acl"}),
+    "data_dir": frozenset({"core"}),
+    "handlers": frozenset({"core", "config", "faults", "groups", "sasl", "acl"}),
+    "groups": frozenset({"core", "config"}),
+    "txn": frozenset({"core", "groups"}),
+    "sasl": frozenset(),
+    "acl": frozenset(),
+}
+"""Which rooms of the server each room may import (annotations included), as each
+room's docstring says. The network edge is imported by no other room."""
+
+OUTSIDE_THE_SERVER = ("kafkette.cli.serve", "kafkette.client.inprocess", "kafkette.testing")
+"""The only modules outside ``kafkette.server`` that may import it: the command, the
+in-process transport and the test harness (and their submodules)."""
+
+MAX_MODULES = 15
+FLAT_BY_DESIGN = ("kafkette/server/handlers", "kafkette/protocol/messages")
+"""One module per API, and the generated messages: folders of one kind of thing."""
+
+
+def server_room(module: str) -> str | None:
+    """The room of a ``kafkette.server`` module ("core" at the top), None outside it."""
+    if module != SERVER and not module.startswith(SERVER + "."):
+        return None
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[2] in SERVER_ROOMS else "core"
+
+
+def room_violations(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import that crosses the server's rooms against :data:`MAY_IMPORT`, or
+    reaches into the server from outside :data:`OUTSIDE_THE_SERVER`."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = server_room(module)
+        for target in sorted(targets):
+            there = server_room(target)
+            if there is None or there == here:
+                continue
+            if here is None:
+                allowed = module.startswith(OUTSIDE_THE_SERVER)
+            else:
+                allowed = there in MAY_IMPORT[here]
+            if not allowed:
+                found.append(f"{module} ({here or 'outside'}) -> {target} ({there})")
+    return found
+
+
+def test_the_server_rooms_import_only_what_their_rules_allow() -> None:
+    graph = import_graph(PACKAGE, type_checking=True)
+    assert {server_room(name) for name in graph} >= {"core", *SERVER_ROOMS}
+    assert room_violations(graph) == []
+
+
+def test_a_move_that_breaks_a_room_rule_is_caught() -> None:
+    """The rules are not vacuous: frames moved into ``config`` (which may not import
+    the handlers), or the authorizer importing the network edge, each fail."""
+    graph = import_graph(PACKAGE, type_checking=True)
+
+    def moved(old: str, new: str) -> dict[str, set[str]]:
+        return {
+            (new if name == old else name): {new if t == old else t for t in targets}
+            for name, targets in graph.items()
+        }
+
+    frames_in_config = moved("kafkette.server.net.frames", "kafkette.server.config.frames")
+    assert (
+        "kafkette.server.config.frames (config) -> kafkette.server.handlers.api_versions (handlers)"
+        in room_violations(frames_in_config)
+    )
+    reaching = {**graph, "kafkette.server.acl.authorizer": {"kafkette.server.net.listener"}}
+    assert room_violations(reaching) == [
+        "kafkette.server.acl.authorizer (acl) -> kafkette.server.net.listener (net)"
+    ]
+    from_producer = {**graph, "kafkette.producer.sender": {"kafkette.server.broker"}}
+    assert room_violations(from_producer) == [
+        "kafkette.producer.sender (outside) -> kafkette.server.broker (core)"
+    ]
+
+
+def test_no_folder_holds_more_than_fifteen_modules() -> None:
+    """A folder of more than 15 modules side by side is split into rooms (handlers/
+    and the generated messages aside)."""
+    crowded = {
+        str(folder.relative_to(PACKAGE.parent)): count
+        for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+        if (count := len(list(folder.glob("*.py")))) > MAX_MODULES
+        and str(folder.relative_to(PACKAGE.parent)) not in FLAT_BY_DESIGN
+    }
+    assert crowded == {}
+
+
 def _package(tmp_path: Path, files: Mapping[str, str]) -> Path:
     root = tmp_path / "pkg"
     for name, text in files.items():

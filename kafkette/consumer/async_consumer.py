@@ -309,26 +309,29 @@ class AsyncConsumer:
         self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
     ) -> dict[TopicPartition, list[T]]:
         """What ``drain`` takes from the buffer after the group's work, waiting up to
-        ``timeout_ms`` for something to arrive while it takes nothing."""
+        ``timeout_ms`` for something to arrive while it takes nothing (the group's work
+        again when it has news: an assignment that arrived meanwhile, say)."""
         core = self._c
+        buffer = core.buffer
         clock = core.client.clock
         deadline = clock() + timeout_ms
+        news = core.group_news()
         await _drive(core.group_steps(deadline))
-        core.check_positions()
-        taken = drain()
-        if taken or timeout_ms <= 0:
-            return taken
         while True:
-            left = deadline - clock()
-            if left <= 0:
-                return {}
-            await core.buffer.wait_async(left / 1000)
-            if core.closed:
+            seen = buffer.generation
+            if core.group_news() != news:
+                news = core.group_news()
+                await _drive(core.group_steps(deadline))
+            if core.closed:  # by another thread or task meanwhile
                 return {}
             core.check_positions()
             taken = drain()
             if taken:
                 return taken
+            left = deadline - clock()
+            if left <= 0:
+                return {}
+            await buffer.wait_async(seen, left / 1000)
 
     def __aiter__(self) -> AsyncConsumer:
         return self

@@ -353,21 +353,28 @@ class Consumer:
         self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
     ) -> dict[TopicPartition, list[T]]:
         """What ``drain`` takes from the buffer after the group's work, waiting up to
-        ``timeout_ms`` for something to arrive while it takes nothing."""
+        ``timeout_ms`` for something to arrive while it takes nothing (the group's work
+        again when it has news: an assignment that arrived meanwhile, say)."""
         core = self._core
         buffer = core.buffer
         clock = core.client.clock
         deadline = clock() + timeout_ms
+        news = core.group_news()
         if core.group is not None:
             self._drive(core.group_steps(deadline))
         while True:
             seen = buffer.generation
+            if core.group_news() != news:
+                news = core.group_news()
+                self._drive(core.group_steps(deadline))
+            if core.closed:  # by another thread or task meanwhile
+                return {}
             core.check_positions()
             taken = drain()
             if taken:
                 return taken
             left = deadline - clock()
-            if left <= 0 or core.closed:
+            if left <= 0:
                 return {}
             buffer.wait_sync(seen, left / 1000)
 

@@ -144,7 +144,13 @@ class ConsumerCore:
             if self.config.group_id is None:
                 raise IllegalStateError("this needs a group.id in the consumer's settings")
             runner = HeartbeatMember if self.config.group_protocol == "consumer" else GroupMember
-            self.group = runner(self.client, self.config, self.subscriptions, self.set_assignment)
+            self.group = runner(
+                self.client,
+                self.config,
+                self.subscriptions,
+                self.set_assignment,
+                wake_poll=self.buffer.wake_waiters,
+            )
             if self.start_task is None:
                 raise IllegalStateError("the consumer is not running")
             self.start_task(self.group.run)
@@ -157,6 +163,12 @@ class ConsumerCore:
         """The group work ``poll`` does first (nothing without a subscription)."""
         if self.group is not None:
             yield from self.group.poll_steps(deadline_ms)
+
+    def group_news(self) -> int:
+        """Bumped when the group has news for ``poll`` (see
+        :meth:`~kafkette.consumer.group.member_base.MemberBase.tell_poll`): a ``poll``
+        that saw another number runs :meth:`group_steps` again."""
+        return self.group.news if self.group is not None else 0
 
     def leave_steps(self, reason: str, *, closing: bool, deadline_ms: float) -> Iterator[Step]:
         """Unsubscribe (or close): commit, revoke through the listener, leave the group;

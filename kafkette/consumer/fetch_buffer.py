@@ -456,15 +456,18 @@ class FetchBuffer:
             if self.generation == seen_generation:
                 self._cond.wait(timeout_s)
 
-    async def wait_async(self, timeout_s: float) -> None:
-        """Wait in the event loop until something arrives or ``timeout_s`` passes."""
+    async def wait_async(self, seen_generation: int, timeout_s: float) -> None:
+        """Wait in the event loop until something arrives after ``seen_generation``, or
+        ``timeout_s`` passes."""
+        if self.generation != seen_generation:
+            return
         if self._arrived.is_set():
             self._arrived = anyio.Event()
         with anyio.move_on_after(timeout_s):
             await self._arrived.wait()
 
     def wake_waiters(self) -> None:
-        """Wake every waiter (on close); event-loop thread only."""
+        """Wake every waiter (on close, on news from the group); event-loop thread only."""
         with self._lock:
             self.generation += 1
             self._cond.notify_all()

@@ -93,6 +93,8 @@ class GroupMember(MemberBase):
         config: ConsumerConfig,
         subscriptions: SubscriptionState,
         apply_assignment: Callable[[list[TopicPartition]], None],
+        *,
+        wake_poll: Callable[[], None] = lambda: None,
     ) -> None:
         self.membership = Membership.from_config(config, client.clock())
         self.client = client
@@ -101,6 +103,7 @@ class GroupMember(MemberBase):
         self.instance_id = config.group_instance_id
         self.subscriptions = subscriptions
         self._apply_assignment = apply_assignment
+        self._wake_poll = wake_poll
         self.topics: set[str] = set()
         self.pattern: re.Pattern[str] | None = None
         self.listener: ConsumerRebalanceListener | Any | None = None

@@ -11,7 +11,10 @@ the same surface for the consumer:
 - in ``poll`` (:meth:`HeartbeatMember.poll_steps`): reconciliation (the listener's
   ``on_partitions_revoked`` with the partitions that go, an auto commit, the new
   partitions at their committed offsets and ``on_partitions_assigned`` with only
-  those), partitions lost after fencing, auto commits.
+  those), partitions lost after fencing, auto commits. An answer that brings a new
+  assignment, fencing or a fatal error wakes a ``poll`` waiting for records
+  (:meth:`~kafkette.consumer.group.member_base.MemberBase.tell_poll`), which does this
+  at once rather than at its next call.
 
 A member that does not poll within ``max.poll.interval.ms`` leaves (epoch -1), as
 Java's consumer does; its next ``poll`` reports its partitions lost and joins again.
@@ -74,6 +77,8 @@ class HeartbeatMember(MemberBase):
         config: ConsumerConfig,
         subscriptions: SubscriptionState,
         apply_assignment: Callable[[list[TopicPartition]], None],
+        *,
+        wake_poll: Callable[[], None] = lambda: None,
     ) -> None:
         assert config.group_id is not None
         self.membership = HeartbeatMembership(
@@ -89,6 +94,7 @@ class HeartbeatMember(MemberBase):
         self.instance_id = config.group_instance_id
         self.subscriptions = subscriptions
         self._apply_assignment = apply_assignment
+        self._wake_poll = wake_poll
         self.topics: set[str] = set()
         self.pattern: re.Pattern[str] | None = None
         self.listener: ConsumerRebalanceListener | Any | None = None
@@ -216,6 +222,7 @@ class HeartbeatMember(MemberBase):
                     )
                 )
                 self._wake.set()
+                self.tell_poll()
                 return
             except (KafkaConnectionError, KafkaTimeoutError, ApiError) as exc:
                 logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
@@ -230,6 +237,7 @@ class HeartbeatMember(MemberBase):
                     for tp in response.assignment.topic_partitions
                 }
             )
+            before = (membership.state, membership.target)
             kind = membership.on_answer(
                 response.error_code,
                 response.error_message,
@@ -237,6 +245,10 @@ class HeartbeatMember(MemberBase):
                 response.heartbeat_interval_ms,
                 assignment,
             )
+            if (membership.state, membership.target) != before:
+                # A new assignment, fencing or a fatal error: poll acts on it now, not
+                # at its timeout (reconciling happens in poll, as Java's listener calls).
+                self.tell_poll()
         if kind is AnswerKind.FIND_COORDINATOR:
             self.client.invalidate_coordinator(self.group_id)
         if kind in (AnswerKind.FIND_COORDINATOR, AnswerKind.RETRY):

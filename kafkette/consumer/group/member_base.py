@@ -4,8 +4,9 @@
 SyncGroup) and :class:`~kafkette.consumer.group.heartbeat_member.HeartbeatMember`
 (KIP-848 heartbeats) each drive their own state machine; this base holds the
 consumer-side steps they share: background tasks, rebalance-listener calls,
-commits in the background, and the group work ``poll`` starts but does not wait
-for past its deadline (:meth:`MemberBase.job`).
+commits in the background, the group work ``poll`` starts but does not wait
+for past its deadline (:meth:`MemberBase.job`), and the news that a ``poll``
+waiting for records must act on (:meth:`MemberBase.tell_poll`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ class MemberBase:
     _task_group: anyio.abc.TaskGroup | None
     _early_tasks: list[Callable[[], Coroutine[Any, Any, None]]]
     _jobs: dict[str, Job]
+    _wake_poll: Callable[[], None]
+    news = 0
+    """Bumped (before ``poll`` is woken) when the background learned something ``poll``
+    must act on: a ``poll`` waiting for records runs the group's steps again."""
+
+    def tell_poll(self) -> None:
+        """Wake a ``poll`` waiting for records to run the group's steps again (event loop):
+        a new assignment arrived in the background, the member was fenced or failed."""
+        self.news += 1
+        self._wake_poll()
 
     async def commit(
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float

@@ -49,6 +49,9 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 """The content type of every answer, as Confluent's registry sends it."""
 
 MAX_VERSION = 2**31 - 1
+MAX_RECORD_BYTES = 1_000_000
+"""The largest schema record written: Kafka's default max.message.bytes (1,048,588)
+less room for the batch; Confluent answers 42209 when the topic refuses a record."""
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 LEVEL_MESSAGE = (
     "Invalid compatibility level. Valid values are none, backward, forward, full, "
@@ -346,7 +349,10 @@ class Api:
         version = Version(
             subject, number, schema_id, parsed.canonical, parsed.schema_type, references
         )
-        return Write([schema_record(version)], ok({"id": schema_id}), expect=version)
+        record = schema_record(version)
+        if len(record[0]) + len(record[1]) > MAX_RECORD_BYTES:
+            raise RestError(422, 42209, "Register operation failed because schema is too large")
+        return Write([record], ok({"id": schema_id}), expect=version)
 
     def lookup(self, request: Request, subject: str) -> Response:
         parsed, references = self.parse(request.json())

@@ -1,0 +1,126 @@
+"""Protobuf messages framed for a schema registry (extra ``protobuf``).
+
+The value is a generated message class's instance, encoded by Google's
+protobuf runtime (the library ``protoc``'s Python output needs anyway).
+The schema registered for it is its ``.proto`` file as Confluent's serializer
+sends it (the serialized ``FileDescriptorProto``, base64), and each file it
+imports is registered first under the file's name and referenced, except
+Google's and Confluent's well-known types. Between the schema id and the
+message come the message indexes (:func:`.framing.encode_indexes`): the path
+to the message's type in its file.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+from kafkette.errors import SerializationError
+from kafkette.schema_registry.client.types import Schema, SchemaReference
+from kafkette.schema_registry.serializers.framing import decode_indexes, encode_indexes
+from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
+
+if TYPE_CHECKING:
+    pass
+
+WELL_KNOWN = ("google/protobuf/", "google/type/", "confluent/")
+"""Imports that are not registered as references (every registry knows them)."""
+
+
+def _protobuf() -> Any:
+    try:
+        import google.protobuf.message  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError(
+            "Protobuf serializers need protobuf: pip install kafkette[protobuf]"
+        ) from None
+    return google.protobuf.message
+
+
+def message_indexes(descriptor: Any) -> list[int]:
+    """The path of a message type in its file: top-level index, then nested ones."""
+    path: list[int] = []
+    while descriptor.containing_type is not None:
+        parent = descriptor.containing_type
+        path.append(list(parent.nested_types).index(descriptor))
+        descriptor = parent
+    path.append(list(descriptor.file.message_types_by_name).index(descriptor.name))
+    return path[::-1]
+
+
+def file_schema(file_descriptor: Any, references: tuple[SchemaReference, ...] = ()) -> Schema:
+    """A ``.proto`` file's schema as registered: its descriptor, base64."""
+    text = base64.standard_b64encode(file_descriptor.serialized_pb).decode("ascii")
+    return Schema(text, "PROTOBUF", references)
+
+
+class ProtobufSerializer(Serializer[None]):
+    """Instances of ``message_type`` (a generated class) to framed bytes."""
+
+    schema_type = "PROTOBUF"
+
+    def __init__(self, registry: Registry, message_type: type[Any], **options: Any) -> None:
+        protobuf = _protobuf()
+        if not (isinstance(message_type, type) and issubclass(message_type, protobuf.Message)):
+            raise TypeError(f"message_type must be a generated message class, not {message_type!r}")
+        self.message_type = message_type
+        descriptor = message_type.DESCRIPTOR
+        self._index_bytes = encode_indexes(message_indexes(descriptor))
+        self._name: str = descriptor.full_name
+        super().__init__(registry, file_schema(descriptor.file), **options)
+
+    def _parse(self, schema: Schema) -> None:
+        return None
+
+    def _record_name(self, value: Any) -> str | None:
+        return self._name
+
+    def _with_references(self, schema: Schema) -> Schema:
+        return file_schema(
+            self.message_type.DESCRIPTOR.file, self._references(self.message_type.DESCRIPTOR.file)
+        )
+
+    def _references(self, file_descriptor: Any) -> tuple[SchemaReference, ...]:
+        references = []
+        for dependency in file_descriptor.dependencies:
+            if dependency.name.startswith(WELL_KNOWN):
+                continue
+            schema = file_schema(dependency, self._references(dependency))
+            subject = dependency.name
+            if self.auto_register_schemas:
+                self.registry.register_schema(subject, schema, self.normalize_schemas)
+            version = self.registry.lookup_schema(subject, schema, self.normalize_schemas).version
+            references.append(SchemaReference(dependency.name, subject, version))
+        return tuple(references)
+
+    def _encode(self, parsed: None, value: Any) -> bytes:
+        if not isinstance(value, self.message_type):
+            raise SerializationError(
+                f"the value must be a {self.message_type.__name__}, not {type(value).__name__}"
+            )
+        data: bytes = value.SerializeToString()
+        return data
+
+    def _indexes(self, value: Any) -> bytes:
+        return self._index_bytes
+
+
+class ProtobufDeserializer(Deserializer[None]):
+    """Framed bytes to instances of ``message_type`` (a generated class).
+
+    The registry is optional: the message class is the reader's schema.
+    """
+
+    schema_type = "PROTOBUF"
+    _needs_writer = False
+
+    def __init__(self, message_type: type[Any], registry: Registry | None = None) -> None:
+        protobuf = _protobuf()
+        if not (isinstance(message_type, type) and issubclass(message_type, protobuf.Message)):
+            raise TypeError(f"message_type must be a generated message class, not {message_type!r}")
+        super().__init__(registry)
+        self.message_type = message_type
+
+    def _decode(self, writer: None, data: memoryview) -> Any:
+        _indexes, payload = decode_indexes(data)
+        return self.message_type.FromString(bytes(payload))

@@ -1,0 +1,250 @@
+"""What the three formats share: subjects, registry look-ups, caching, framing.
+
+A serializer turns a value into framed bytes in three steps:
+
+1. the subject, from the topic, whether this is the key, and the record's name
+   (the subject name strategy: ``topic`` gives ``orders-value``, ``record``
+   ``com.acme.Order``, ``topic_record`` ``orders-com.acme.Order``);
+2. the schema id for that subject, asked once and then cached: the latest
+   version's (``use_latest_version``), or the serializer's own schema
+   registered (``auto_register_schemas``, the default) or looked up;
+3. the format's encoding of the value, framed with the id (:mod:`.framing`).
+
+A deserializer reads the id from the frame, fetches that schema once (ids never
+change meaning) and decodes the rest with the format.
+
+Serializers and deserializers are plain callables of one argument, so they are
+the producer's ``key_serializer``/``value_serializer`` and the consumer's
+``key_deserializer``/``value_deserializer`` as they are. The producer passes no
+topic: a serializer whose strategy needs one is given it at construction
+(``topic="orders"``), or is called as ``serialize(value, topic)``.
+
+They take any registry client with the methods of :class:`Registry`: the sync
+:class:`~kafkette.schema_registry.SchemaRegistryClient`, or one of the caller's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+from kafkette.errors import SerializationError
+from kafkette.schema_registry.client.types import RegisteredSchema, Schema, SchemaRegistryError
+from kafkette.schema_registry.serializers.framing import frame, unframe
+
+Parsed = TypeVar("Parsed")
+
+
+class Registry(Protocol):
+    """The registry calls serializers make (confluent-kafka's names and signatures)."""
+
+    def register_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> int: ...
+
+    def lookup_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> RegisteredSchema: ...
+
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema: ...
+
+    def get_version(self, subject_name: str, version: int) -> RegisteredSchema: ...
+
+    def get_schema(self, schema_id: int) -> Schema: ...
+
+
+SubjectNameStrategy = Callable[[str | None, bool, str | None], str]
+"""``(topic, is_key, record_name) -> subject``."""
+
+
+def topic_subject_name(topic: str | None, is_key: bool, record_name: str | None) -> str:
+    """``TOPIC-key`` or ``TOPIC-value`` (Confluent's default, TopicNameStrategy)."""
+    if topic is None:
+        raise SerializationError("the topic name strategy needs a topic (pass topic=...)")
+    return f"{topic}-{'key' if is_key else 'value'}"
+
+
+def record_subject_name(topic: str | None, is_key: bool, record_name: str | None) -> str:
+    """The record's fully qualified name (RecordNameStrategy)."""
+    if not record_name:
+        raise SerializationError("the record name strategy needs a named record schema")
+    return record_name
+
+
+def topic_record_subject_name(topic: str | None, is_key: bool, record_name: str | None) -> str:
+    """``TOPIC-RECORD`` (TopicRecordNameStrategy)."""
+    if topic is None:
+        raise SerializationError("the topic-record name strategy needs a topic (pass topic=...)")
+    return f"{topic}-{record_subject_name(topic, is_key, record_name)}"
+
+
+STRATEGIES: dict[str, SubjectNameStrategy] = {
+    "topic": topic_subject_name,
+    "record": record_subject_name,
+    "topic_record": topic_record_subject_name,
+}
+"""The strategies by name; ``subject_name_strategy`` also takes a callable."""
+
+
+def _strategy(strategy: str | SubjectNameStrategy) -> SubjectNameStrategy:
+    if callable(strategy):
+        return strategy
+    name = strategy.replace("-", "_").lower()
+    for suffix in ("_subject_name_strategy", "_name_strategy", "_strategy"):
+        name = name.removesuffix(suffix)
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown subject name strategy {strategy!r}: one of {sorted(STRATEGIES)}"
+        ) from None
+
+
+class Serializer(Generic[Parsed]):
+    """A format's value to framed bytes; subclasses say how to parse and encode."""
+
+    schema_type = "AVRO"
+
+    def __init__(
+        self,
+        registry: Registry,
+        schema: Schema | None,
+        *,
+        topic: str | None = None,
+        is_key: bool = False,
+        subject_name_strategy: str | SubjectNameStrategy = "topic",
+        auto_register_schemas: bool = True,
+        use_latest_version: bool = False,
+        normalize_schemas: bool = False,
+    ) -> None:
+        if use_latest_version and auto_register_schemas:
+            raise ValueError(
+                "use_latest_version serializes with the subject's latest schema: "
+                "it needs auto_register_schemas=False"
+            )
+        if schema is None and not use_latest_version:
+            raise ValueError("a serializer needs a schema, or use_latest_version=True")
+        self.registry = registry
+        self.schema = schema
+        self.topic = topic
+        self.is_key = is_key
+        self.subject_name_strategy = _strategy(subject_name_strategy)
+        self.auto_register_schemas = auto_register_schemas
+        self.use_latest_version = use_latest_version
+        self.normalize_schemas = normalize_schemas
+        self._parsed = self._parse(schema) if schema is not None else None
+        self._writers: dict[str, tuple[int, Parsed]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, value: Any) -> bytes | None:
+        """``value`` framed for the configured topic (None stays None)."""
+        return self.serialize(value, self.topic)
+
+    def serialize(self, value: Any, topic: str | None = None) -> bytes | None:
+        """``value`` encoded and framed for the subject of ``topic`` (None stays None)."""
+        if value is None:
+            return None
+        subject = self.subject_name_strategy(topic, self.is_key, self._record_name(value))
+        writer = self._writers.get(subject)
+        if writer is None:
+            with self._lock:
+                writer = self._writers.get(subject) or self._resolve(subject)
+                self._writers[subject] = writer
+        schema_id, parsed = writer
+        try:
+            payload = self._encode(parsed, value)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot encode the value as {self.schema_type}: {exc}"
+            ) from exc
+        return frame(schema_id, payload, self._indexes(value))
+
+    def _resolve(self, subject: str) -> tuple[int, Parsed]:
+        try:
+            if self.use_latest_version:
+                latest = self.registry.get_latest_version(subject)
+                return latest.schema_id, self._parse(latest.schema)
+            assert self.schema is not None
+            schema = self._with_references(self.schema)
+            if self.auto_register_schemas:
+                schema_id = self.registry.register_schema(subject, schema, self.normalize_schemas)
+            else:
+                schema_id = self.registry.lookup_schema(
+                    subject, schema, self.normalize_schemas
+                ).schema_id
+        except SchemaRegistryError as exc:
+            raise SerializationError(f"subject {subject!r}: {exc}") from exc
+        return schema_id, cast(Parsed, self._parsed)
+
+    # -- what a format says -------------------------------------------------
+
+    def _parse(self, schema: Schema) -> Parsed:
+        raise NotImplementedError
+
+    def _record_name(self, value: Any) -> str | None:
+        """The name the record strategies use (None if the schema has none)."""
+        return None
+
+    def _with_references(self, schema: Schema) -> Schema:
+        """The schema to register, with the references it needs registered first."""
+        return schema
+
+    def _encode(self, parsed: Parsed, value: Any) -> bytes:
+        raise NotImplementedError
+
+    def _indexes(self, value: Any) -> bytes:
+        return b""
+
+
+class Deserializer(Generic[Parsed]):
+    """Framed bytes to a format's value, with the writer's schema from the registry."""
+
+    schema_type = "AVRO"
+
+    def __init__(self, registry: Registry | None) -> None:
+        self.registry = registry
+        self._writers: dict[int, Parsed] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, data: bytes | None) -> Any:
+        """The value ``data`` encodes (None stays None)."""
+        if data is None:
+            return None
+        schema_id, rest = unframe(data)
+        writer = self._writers.get(schema_id)
+        if writer is None and self._needs_writer:
+            with self._lock:
+                writer = self._writers.get(schema_id) or self._fetch(schema_id)
+                self._writers[schema_id] = writer
+        try:
+            return self._decode(writer, rest)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot decode a {self.schema_type} value of schema id {schema_id}: {exc}"
+            ) from exc
+
+    _needs_writer = True
+
+    def _fetch(self, schema_id: int) -> Parsed:
+        if self.registry is None:
+            raise SerializationError(f"no registry to fetch schema id {schema_id} from")
+        try:
+            schema = self.registry.get_schema(schema_id)
+            if schema.schema_type != self.schema_type:
+                raise SerializationError(
+                    f"schema id {schema_id} is {schema.schema_type}, not {self.schema_type}"
+                )
+            return self._parse(schema)
+        except SchemaRegistryError as exc:
+            raise SerializationError(f"schema id {schema_id}: {exc}") from exc
+
+    def _parse(self, schema: Schema) -> Parsed:
+        raise NotImplementedError
+
+    def _decode(self, writer: Parsed | None, data: memoryview) -> Any:
+        raise NotImplementedError

@@ -7,7 +7,8 @@ an answer, or records to write and the answer to give once they are applied.
 deciding a write it reads the store to its end (as Confluent's KafkaStore
 does, so a second registry on the same topic sees what the first wrote), then
 appends the records and reads them back into the state. Writes are serialized
-by one lock; reads answer from the state as it is.
+by one lock. Reads read the store to its end too, so a registry answers what
+another registry on the same topic wrote before (one ListOffsets round trip).
 
 Errors are Confluent's bodies and statuses: ``{"error_code": 40401, "message":
 "Subject 'x' not found."}`` (404), 40402 version, 40403 schema, 40404/40405
@@ -653,6 +654,7 @@ class SchemaRegistry:
         parts = tuple(unquote(p) for p in _SEGMENT.findall(path))
         request = Request(method.upper(), parts, query, body)
         try:
+            await self.store.catch_up(self.state)
             decision = self.api.decide(request)
             if isinstance(decision, Response):
                 return decision

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -13,8 +13,8 @@ import anyio.abc
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ConsumerConfig
 from kafkette.clocks import loop_clock_ms
-from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
-from kafkette.consumer.fetch_buffer import FetchedBatch
+from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollSteps, Records
+from kafkette.consumer.fetch_buffer import FetchBuffer, FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.metrics import ConsumerMetrics
 from kafkette.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
@@ -91,13 +91,9 @@ class AsyncConsumer:
         if core is None or core.closed:
             return
         budget = core.timeout(timeout_ms)
-        deadline = core.client.clock() + budget
         try:
             with anyio.move_on_after(max(budget, 0.0) / 1000, shield=True):
-                steps = core.leave_steps(
-                    "the consumer is closing", closing=True, deadline_ms=deadline
-                )
-                await _drive(steps)
+                await _drive(core.closing_steps(budget))
         finally:
             with anyio.CancelScope(shield=True):
                 await core.close()
@@ -144,12 +140,7 @@ class AsyncConsumer:
     async def unsubscribe(self) -> None:
         """Give up the group's partitions (the listener is told) and leave the group
         (its requests given up after ``default.api.timeout.ms``)."""
-        core = self._c
-        deadline = core.client.clock() + core.timeout(None)
-        await _drive(
-            core.leave_steps("the consumer unsubscribed", closing=False, deadline_ms=deadline)
-        )
-        core.set_assignment([])
+        await _drive(self._c.unsubscribe())
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """Group id, generation, member id and instance id, as of the last rebalance."""
@@ -283,12 +274,9 @@ class AsyncConsumer:
         and a ``float`` seconds (``poll(1.0)``, confluent-kafka). At most
         ``max_records`` (default ``max.poll.records``) are returned.
         """
-        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms) or 0
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         core = self._c
-        limit = max_records if max_records is not None else self.config.max_poll_records
-        if limit < 1:
-            raise ValueError(f"max_records must be positive, got {limit}")
-        return await self._wait_for(lambda: core.drain(limit), timeout_ms)
+        return await _run(core.buffer, core.poll(max_records, timeout_ms))
 
     async def poll_batches(
         self, timeout_ms: float | None = None, max_offsets: int = 1, *, timeout: float | None = None
@@ -299,39 +287,9 @@ class AsyncConsumer:
         Waits up to ``timeout`` seconds or ``timeout_ms`` (default 0) when
         nothing is buffered.
         """
-        wait_ms = timeout_in_ms(None, timeout, timeout_ms) or 0
+        wait_ms = timeout_in_ms(None, timeout, timeout_ms)
         core = self._c
-        if max_offsets < 1:
-            raise ValueError(f"max_offsets must be positive, got {max_offsets}")
-        return await self._wait_for(lambda: core.drain_batches(max_offsets), wait_ms)
-
-    async def _wait_for(
-        self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
-    ) -> dict[TopicPartition, list[T]]:
-        """What ``drain`` takes from the buffer after the group's work, waiting up to
-        ``timeout_ms`` for something to arrive while it takes nothing (the group's work
-        again when it has news: an assignment that arrived meanwhile, say)."""
-        core = self._c
-        buffer = core.buffer
-        clock = core.client.clock
-        deadline = clock() + timeout_ms
-        news = core.group_news()
-        await _drive(core.group_steps(deadline))
-        while True:
-            seen = buffer.generation
-            if core.group_news() != news:
-                news = core.group_news()
-                await _drive(core.group_steps(deadline))
-            if core.closed:  # by another thread or task meanwhile
-                return {}
-            core.check_positions()
-            taken = drain()
-            if taken:
-                return taken
-            left = deadline - clock()
-            if left <= 0:
-                return {}
-            await buffer.wait_async(seen, left / 1000)
+        return await _run(core.buffer, core.poll_batches(max_offsets, wait_ms))
 
     def __aiter__(self) -> AsyncConsumer:
         return self
@@ -350,6 +308,20 @@ class AsyncConsumer:
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of the consumer's counters and per-partition lag."""
         return self._c.metrics()
+
+
+async def _run(buffer: FetchBuffer, poll: PollSteps[T]) -> dict[TopicPartition, list[T]]:
+    """Drive a poll's steps in this task: the group's work as :func:`_drive` does, the
+    waits for fetches in the event loop."""
+    while True:
+        try:
+            step = next(poll)
+        except StopIteration as done:
+            return cast(dict[TopicPartition, list[T]], done.value)
+        if isinstance(step, FetchWait):
+            await buffer.wait_async(step.seen, step.seconds)
+        else:
+            await _drive(step)
 
 
 async def _drive(steps: Iterator[Step]) -> None:

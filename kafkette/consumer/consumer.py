@@ -20,7 +20,7 @@ import anyio.abc
 
 from kafkette.client.config import ConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.consumer.core import CommitCallback, ConsumerCore, Records
+from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollSteps, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -112,13 +112,8 @@ class Consumer:
         core = self._core
         try:
             if not core.closed:
-                deadline = core.client.clock() + core.timeout(timeout_ms)
                 try:
-                    self._drive(
-                        core.leave_steps(
-                            "the consumer is closing", closing=True, deadline_ms=deadline
-                        )
-                    )
+                    self._drive(core.closing_steps(core.timeout(timeout_ms)))
                 finally:
                     self._loop.call(core.close)
         finally:
@@ -158,13 +153,7 @@ class Consumer:
     def unsubscribe(self) -> None:
         """Give up the group's partitions (the listener is told) and leave the group
         (its requests given up after ``default.api.timeout.ms``)."""
-        core = self._core
-        core.check_open()
-        deadline = core.client.clock() + core.timeout(None)
-        self._drive(
-            core.leave_steps("the consumer unsubscribed", closing=False, deadline_ms=deadline)
-        )
-        self._call(core.set_assignment, [])
+        self._drive(self._core.unsubscribe())
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """Group id, generation, member id and instance id, as of the last rebalance."""
@@ -303,13 +292,8 @@ class Consumer:
         and a ``float`` seconds (``poll(1.0)``, confluent-kafka). At most
         ``max_records`` (default ``max.poll.records``) are returned.
         """
-        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms) or 0
-        core = self._core
-        core.check_open()
-        limit = max_records if max_records is not None else self.config.max_poll_records
-        if limit < 1:
-            raise ValueError(f"max_records must be positive, got {limit}")
-        return self._wait_for(lambda: core.drain(limit), timeout_ms)
+        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
+        return self._run(self._core.poll(max_records, timeout_ms))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -342,41 +326,22 @@ class Consumer:
         parses the records, so no deserializer applies and a damaged record
         raises from the caller's parsing.
         """
-        wait_ms = timeout_in_ms(None, timeout, timeout_ms) or 0
-        core = self._core
-        core.check_open()
-        if max_offsets < 1:
-            raise ValueError(f"max_offsets must be positive, got {max_offsets}")
-        return self._wait_for(lambda: core.drain_batches(max_offsets), wait_ms)
+        wait_ms = timeout_in_ms(None, timeout, timeout_ms)
+        return self._run(self._core.poll_batches(max_offsets, wait_ms))
 
-    def _wait_for(
-        self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
-    ) -> dict[TopicPartition, list[T]]:
-        """What ``drain`` takes from the buffer after the group's work, waiting up to
-        ``timeout_ms`` for something to arrive while it takes nothing (the group's work
-        again when it has news: an assignment that arrived meanwhile, say)."""
-        core = self._core
-        buffer = core.buffer
-        clock = core.client.clock
-        deadline = clock() + timeout_ms
-        news = core.group_news()
-        if core.group is not None:
-            self._drive(core.group_steps(deadline))
+    def _run(self, poll: PollSteps[T]) -> dict[TopicPartition, list[T]]:
+        """Drive a poll's steps: the group's work as :meth:`_drive` does, the waits for
+        fetches in this thread."""
+        buffer = self._core.buffer
         while True:
-            seen = buffer.generation
-            if core.group_news() != news:
-                news = core.group_news()
-                self._drive(core.group_steps(deadline))
-            if core.closed:  # by another thread or task meanwhile
-                return {}
-            core.check_positions()
-            taken = drain()
-            if taken:
-                return taken
-            left = deadline - clock()
-            if left <= 0:
-                return {}
-            buffer.wait_sync(seen, left / 1000)
+            try:
+                step = next(poll)
+            except StopIteration as done:
+                return cast(dict[TopicPartition, list[T]], done.value)
+            if isinstance(step, FetchWait):
+                buffer.wait_sync(step.seen, step.seconds)
+            else:
+                self._drive(step)
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of the consumer's counters and per-partition lag."""

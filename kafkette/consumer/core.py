@@ -17,17 +17,26 @@ and ``subscribe`` exclude each other, as in Java.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from typing import Any, TypeVar
 
 import anyio
+import attrs
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
 from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_positions
-from kafkette.consumer.group.coordinator import GroupMember, Step
+from kafkette.consumer.group.coordinator import Call, GroupMember, Step
 from kafkette.consumer.group.heartbeat_member import HeartbeatMember
 from kafkette.consumer.group.offsets import fetch_committed
 from kafkette.consumer.metrics import ConsumerMetrics, MetricsRecorder
@@ -52,6 +61,22 @@ T = TypeVar("T")
 
 Records = dict[TopicPartition, list[ConsumerRecord]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
+
+
+@attrs.frozen
+class FetchWait:
+    """A poll's step when it has nothing to return yet: wait until the fetch buffer's
+    generation is no longer ``seen`` (a fetch arrived, the group has news, the consumer
+    closed) or ``seconds`` pass."""
+
+    seen: int
+    seconds: float
+
+
+PollSteps = Generator[Iterator[Step] | FetchWait, None, dict[TopicPartition, list[T]]]
+"""The steps of one ``poll`` (:meth:`ConsumerCore.poll`), which the consumer drives: the
+group's work (a run of steps, driven whole as the consumer drives them) and the waits
+for fetches (:class:`FetchWait`), each in its own way; returns what ``poll`` returns."""
 
 
 def check_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
@@ -164,12 +189,6 @@ class ConsumerCore:
         if self.group is not None:
             yield from self.group.poll_steps(deadline_ms)
 
-    def group_news(self) -> int:
-        """Bumped when the group has news for ``poll`` (see
-        :meth:`~kafkette.consumer.group.member_base.MemberBase.tell_poll`): a ``poll``
-        that saw another number runs :meth:`group_steps` again."""
-        return self.group.news if self.group is not None else 0
-
     def leave_steps(self, reason: str, *, closing: bool, deadline_ms: float) -> Iterator[Step]:
         """Unsubscribe (or close): commit, revoke through the listener, leave the group;
         the requests are given up at ``deadline_ms``."""
@@ -181,6 +200,25 @@ class ConsumerCore:
         )
         group.topics = set()
         group.pattern = None
+
+    def unsubscribe(self) -> Iterator[Step]:
+        """Unsubscribe's steps: give up the group's partitions (the listener is told) and
+        leave, the requests given up after ``default.api.timeout.ms``."""
+        self.check_open()
+        deadline = self.client.clock() + self.timeout(None)
+        yield from self.leave_steps(
+            "the consumer unsubscribed", closing=False, deadline_ms=deadline
+        )
+        yield Call(self._unassign)
+
+    async def _unassign(self) -> None:
+        self.set_assignment([])
+
+    def closing_steps(self, budget_ms: float) -> Iterator[Step]:
+        """Close's group work, its requests given up after ``budget_ms``: commit (with
+        ``enable.auto.commit``), revoke through the listener, leave the group."""
+        deadline = self.client.clock() + budget_ms
+        return self.leave_steps("the consumer is closing", closing=True, deadline_ms=deadline)
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         return self.member().group_metadata()
@@ -363,6 +401,56 @@ class ConsumerCore:
 
     # ---- poll (any thread)
 
+    def poll(self, max_records: int | None, timeout_ms: float | None) -> PollSteps[ConsumerRecord]:
+        """The steps of ``poll``: at most ``max_records`` (default ``max.poll.records``)
+        records, waiting up to ``timeout_ms`` (default 0) for some."""
+        self.check_open()
+        limit = self.config.max_poll_records if max_records is None else max_records
+        if limit < 1:
+            raise ValueError(f"max_records must be positive, got {limit}")
+        return self._poll(lambda: self.drain(limit), timeout_ms or 0)
+
+    def poll_batches(self, max_offsets: int, timeout_ms: float | None) -> PollSteps[FetchedBatch]:
+        """The steps of ``poll_batches``: whole batches until they hold ``max_offsets``
+        offsets or more, waiting up to ``timeout_ms`` (default 0) for some."""
+        self.check_open()
+        if max_offsets < 1:
+            raise ValueError(f"max_offsets must be positive, got {max_offsets}")
+        return self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0)
+
+    def _poll(
+        self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
+    ) -> PollSteps[T]:
+        """What ``drain`` takes from the buffer after the group's work, waiting up to
+        ``timeout_ms`` for something to arrive while it takes nothing (the group's work
+        again when it has news: an assignment that arrived meanwhile, say)."""
+        clock = self.client.clock
+        deadline = clock() + timeout_ms
+        news = self._group_news()
+        if self.group is not None:
+            yield self.group_steps(deadline)
+        while True:
+            seen = self.buffer.generation
+            if self._group_news() != news:
+                news = self._group_news()
+                yield self.group_steps(deadline)
+            if self.closed:  # by another thread or task meanwhile
+                return {}
+            self.check_positions()
+            taken = drain()
+            if taken:
+                return taken
+            left = deadline - clock()
+            if left <= 0:
+                return {}
+            yield FetchWait(seen, left / 1000)
+
+    def _group_news(self) -> int:
+        """Bumped when the group has news for ``poll`` (see
+        :meth:`~kafkette.consumer.group.member_base.MemberBase.tell_poll`): a ``poll``
+        that saw another number runs :meth:`group_steps` again."""
+        return self.group.news if self.group is not None else 0
+
     def check_positions(self) -> None:
         missing = self.subscriptions.missing_positions()
         if missing:
@@ -444,4 +532,4 @@ def _paused(entry: CompletedFetch) -> bool:
     return state.paused or state.revoking
 
 
-__all__ = ["EARLIEST", "LATEST", "ConsumerCore", "Records"]
+__all__ = ["EARLIEST", "LATEST", "ConsumerCore", "FetchWait", "PollSteps", "Records"]

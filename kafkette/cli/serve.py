@@ -75,6 +75,11 @@ from kafkette.server.net.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.net.tls import TlsSettings, server_context
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
+from kafkette.server.sasl.reauth import (
+    ReauthSettingError,
+    is_listener_reauth_property,
+    reauth_ms_by_mechanism,
+)
 from kafkette.server.sasl.users import CredentialsFileError
 
 logger = logging.getLogger("kafkette.server")
@@ -237,7 +242,11 @@ def _all_properties(args: argparse.Namespace) -> dict[str, str]:
 def build_config(args: argparse.Namespace) -> BrokerConfig:
     properties = _all_properties(args)
     config = BrokerConfig.from_properties(
-        {k: v for k, v in properties.items() if k not in SECURITY_PROPERTIES}
+        {
+            k: v
+            for k, v in properties.items()
+            if k not in SECURITY_PROPERTIES and not is_listener_reauth_property(k)
+        }
     )
     host, port = parse_host_port(args.listen or f"127.0.0.1:{DEFAULT_PORT}", "--listen")
     config.host, config.port = host, port
@@ -321,7 +330,9 @@ def build_listeners(
             ServeListener(
                 listener,
                 context if listener.uses_tls else None,
-                sasl if listener.uses_sasl else None,
+                _listener_sasl(sasl, listener.name, properties, config)
+                if listener.uses_sasl
+                else None,
             )
         )
     first = listeners[0]
@@ -329,6 +340,21 @@ def build_listeners(
     if first.advertised is not None:
         config.advertised_host, config.advertised_port = first.advertised
     return built
+
+
+def _listener_sasl(
+    sasl: SaslSettings | None, listener: str, properties: dict[str, str], config: BrokerConfig
+) -> SaslSettings | None:
+    """The listener's SASL settings with its ``connections.max.reauth.ms`` (KIP-368)."""
+    if sasl is None:
+        return None
+    try:
+        reauth = reauth_ms_by_mechanism(
+            properties, listener, sasl.mechanisms, config.connections_max_reauth_ms
+        )
+    except ReauthSettingError as exc:
+        raise ConfigError(exc.name, str(exc)) from None
+    return attrs.evolve(sasl, connections_max_reauth_ms=reauth)
 
 
 def build_nodes(args: argparse.Namespace) -> int:
@@ -440,7 +466,7 @@ async def run(
             ServeListener(
                 Listener(protocol, config.host, config.port, protocol, None, explicit=False),
                 None,
-                sasl,
+                _listener_sasl(sasl, protocol, {}, config),
             )
         ]
     lock = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from kafkette.protocol.messages import (
@@ -18,10 +19,25 @@ from kafkette.server.sasl import SaslSettings, SaslState, ServerAuthenticator, S
 
 SETTINGS = SaslSettings.with_users(["SCRAM-SHA-256", "PLAIN"], [("alice", "secret")])
 GOOD = b"\0alice\0secret"
+EXPIRING = attrs.evolve(SETTINGS, connections_max_reauth_ms={"PLAIN": 2000, "SCRAM-SHA-256": 2000})
+"""Sessions that expire (KIP-368): the re-authentication states are reachable."""
+BAD_MECHANISM = (
+    "SASL mechanism 'SCRAM-SHA-256' requested by client is not supported for "
+    "re-authentication of mechanism 'PLAIN'"
+)
 
 
 def in_state(state: SaslState) -> ServerAuthenticator:
     """An authenticator driven into ``state`` with real inputs."""
+    if state in (SaslState.REAUTH_HANDSHAKE, SaslState.REAUTH_BAD_MECHANISM):
+        auth = ServerAuthenticator(EXPIRING)
+        auth.receive_request(17, 1, SaslHandshakeRequest(mechanism="PLAIN"), 0.0)
+        auth.receive_request(36, 2, SaslAuthenticateRequest(auth_bytes=GOOD), 0.0)
+        assert auth.check_request(17, 1500.0) is None
+        if state is SaslState.REAUTH_BAD_MECHANISM:
+            auth.receive_request(17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1500.0)
+        assert auth.state is state
+        return auth
     auth = ServerAuthenticator(SETTINGS)
     if state is SaslState.HANDSHAKE:
         auth.receive_request(18, 3, ApiVersionsRequest())
@@ -81,6 +97,13 @@ TRANSITIONS: dict[tuple[SaslState, str], tuple[Step, SaslState]] = {
     **{
         (state, "handshake_unknown"): (UNSUPPORTED, SaslState.FAILED)
         for state in (SaslState.HANDSHAKE_OR_VERSIONS, SaslState.HANDSHAKE)
+    },
+    (SaslState.REAUTH_HANDSHAKE, "handshake_v1"): (OK_HANDSHAKE, SaslState.AUTHENTICATE),
+    (SaslState.REAUTH_HANDSHAKE, "handshake_v0"): (OK_HANDSHAKE, SaslState.RAW_TOKENS),
+    (SaslState.REAUTH_HANDSHAKE, "handshake_unknown"): (UNSUPPORTED, SaslState.FAILED),
+    **{
+        (SaslState.REAUTH_BAD_MECHANISM, name): (Step(close=BAD_MECHANISM), SaslState.FAILED)
+        for name in INPUTS
     },
     (SaslState.AUTHENTICATE, "authenticate_good"): (OK_AUTH, SaslState.COMPLETE),
     (SaslState.AUTHENTICATE, "authenticate_bad"): (FAILED_AUTH, SaslState.FAILED),

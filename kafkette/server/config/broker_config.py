@@ -31,6 +31,7 @@ from kafkette.server.config.catalog import (
 from kafkette.server.config.listeners import advertised_address
 from kafkette.server.connection_quotas import parse_overrides
 from kafkette.server.sasl.credentials import MECHANISMS as SASL_MECHANISMS
+from kafkette.server.sasl.reauth import parse_reauth_ms
 
 DEFAULT_PORT = 9092
 
@@ -142,6 +143,7 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "transactional.id.expiration.ms": _int(1),
     "producer.id.expiration.ms": _int(1),
     "connections.max.idle.ms": _int(-1),
+    "connections.max.reauth.ms": parse_reauth_ms,
     "replica.fetch.max.bytes": _int(0),
     "fetch.max.bytes": _int(0),
     "log.retention.check.interval.ms": _int(1),
@@ -198,6 +200,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     producer_id_expiration_ms: int = 86_400_000
     connections_max_idle_ms: int = 600_000
+    connections_max_reauth_ms: int = 0
+    """KIP-368: the SASL session lifetime (0 or less: sessions do not expire); the
+    listeners read it (:mod:`kafkette.server.sasl.reauth`), with per-listener forms."""
     replica_fetch_max_bytes: int = 1_048_576
     fetch_max_bytes: int = 57_671_680
     log_retention_check_interval_ms: int = 300_000

@@ -690,6 +690,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "Idle connections are closed after this long (-1: never).",
             ),
             _broker(
+                "connections.max.reauth.ms",
+                ConfigType.LONG,
+                "0",
+                "A positive value is the SASL session lifetime told to clients when they "
+                "authenticate (KIP-368); a connection that has not re-authenticated by then "
+                "is closed at its next request. Per listener and mechanism: "
+                "listener.name.<listener>.<mechanism>.connections.max.reauth.ms.",
+            ),
+            _broker(
                 "replica.fetch.max.bytes",
                 ConfigType.INT,
                 "1048576",

@@ -4,8 +4,10 @@ On a SASL listener these requests are served by the connection's
 :class:`~kafkette.server.sasl.ServerAuthenticator` before anything else
 reaches the broker core. The broker core only sees them on a connection
 that needs no authentication (PLAINTEXT, in-process) or that has already
-authenticated: there, as in Kafka's ``KafkaApis``, the answer is
-ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not served). They are
+authenticated and may not re-authenticate now (its session does not expire, or it
+began a re-authentication less than a second ago: KIP-368, served by the
+authenticator): there, as in Kafka's ``KafkaApis``, the answer is
+ILLEGAL_SASL_STATE. They are
 registered here so that ApiVersions advertises them, which clients check
 before they start SASL.
 """

@@ -60,7 +60,7 @@ from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.net import zero_copy
 from kafkette.server.net.frame_queue import FrameQueue
-from kafkette.server.net.frames import process_frame, serve_sasl_frame
+from kafkette.server.net.frames import process_frame, sasl_frame, serve_sasl_frame
 from kafkette.server.net.tls import ANONYMOUS, certificate_principal
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
@@ -736,10 +736,12 @@ async def serve_protocol(
             if frame is None and (frame := await conn.next_frame()) is None:
                 break
             conn.flush_soon()
-            if auth is not None and not auth.complete:
+            if auth is not None and sasl_frame(auth, frame):
                 await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
-                if auth.complete:
-                    conn.decoder.max_frame_size = broker.config.socket_request_max_bytes
+                max_size = broker.config.socket_request_max_bytes
+                if not auth.complete:  # a re-authentication is capped again, as in Kafka
+                    max_size = min(max_size, auth.settings.max_receive_size)
+                conn.decoder.max_frame_size = max_size
                 continue
             parts = await process_frame(broker, frame, peer, external_records=True)
             if parts:

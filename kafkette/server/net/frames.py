@@ -5,7 +5,9 @@ Both connection implementations (:mod:`kafkette.server.net.socket_connection` fo
 any anyio backend, :mod:`kafkette.server.net.asyncio_connection` under asyncio) call
 :func:`process_frame` for each request and, on a SASL listener, :func:`serve_sasl_frame`
 until the client has authenticated (which sets the connection's
-:data:`~kafkette.server.acl.principal.connection_principal`).
+:data:`~kafkette.server.acl.principal.connection_principal`), and again for a
+re-authentication (KIP-368: :func:`sasl_frame` says which frames are the
+authenticator's, and closes a connection whose session expired).
 
 Decoding a request and encoding its answer take time in proportion to the
 number of elements a frame holds, and a frame may hold up to
@@ -170,17 +172,12 @@ async def authenticate_frame(
     Returns the parts to send and, when the connection must then close, why.
     """
     if auth.expects_raw_token:
-        step = auth.receive_token(bytes(frame))
+        reauthenticating = auth.reauthenticating
+        step = auth.receive_token(bytes(frame), time.monotonic() * 1000.0)
         if step.close is not None or step.token is None:
             return (), step.close or "SASL exchange ended"
         if auth.complete:
-            connection_principal.set(auth.principal)
-            logger.info(
-                "%s authenticated as %s with %s (SaslHandshake v0, unframed tokens)",
-                peer,
-                auth.principal,
-                auth.mechanism,
-            )
+            _log_authenticated(auth, peer, reauthenticating, " (SaslHandshake v0, unframed tokens)")
         return frame_parts([step.token]), None
     try:
         header, request = decode_request(frame)
@@ -194,7 +191,8 @@ async def authenticate_frame(
             f"security.protocol=SASL_PLAINTEXT?): {exc}"
         ) from None
     version = header.request_api_version
-    step = auth.receive_request(header.request_api_key, version, request)
+    reauthenticating = auth.reauthenticating
+    step = auth.receive_request(header.request_api_key, version, request, time.monotonic() * 1000.0)
     if step.to_broker:
         return await process_frame(broker, frame, peer), None
     parts: Sequence[Any] = ()
@@ -202,9 +200,46 @@ async def authenticate_frame(
         body = encode_response(step.response, version, header.correlation_id)
         parts = frame_parts([body])
     if auth.complete:
-        connection_principal.set(auth.principal)
-        logger.info("%s authenticated as %s with %s", peer, auth.principal, auth.mechanism)
+        _log_authenticated(auth, peer, reauthenticating)
     return parts, step.close
+
+
+def _log_authenticated(
+    auth: ServerAuthenticator, peer: str, reauthenticated: bool, how: str = ""
+) -> None:
+    """The connection's principal is set and logged (once per (re-)authentication)."""
+    lifetime = auth.session_lifetime_ms
+    session = f", session {lifetime} ms" if lifetime else ""
+    if not reauthenticated:
+        connection_principal.set(auth.principal)
+        logger.info(
+            "%s authenticated as %s with %s%s%s", peer, auth.principal, auth.mechanism, how, session
+        )
+        return
+    logger.info(
+        "%s re-authenticated as %s with %s%s (re-authentication %d on this connection%s)",
+        peer,
+        auth.principal,
+        auth.mechanism,
+        how,
+        auth.reauthentications,
+        session,
+    )
+
+
+def sasl_frame(auth: ServerAuthenticator, frame: memoryview) -> bool:
+    """Whether ``frame`` goes to :func:`serve_sasl_frame` rather than to the broker: before
+    authentication, and for a SaslHandshake that begins a re-authentication (KIP-368).
+
+    Raises :class:`CloseConnection` for a request on a connection whose session expired
+    without re-authentication, as Kafka's ``SocketServer`` does (unanswered).
+    """
+    if auth.session_expires_ms is not None and auth.complete and len(frame) >= 2:
+        api_key = INT16.unpack_from(frame)[0]
+        close = auth.check_request(api_key, time.monotonic() * 1000.0)
+        if close is not None:
+            raise CloseConnection(close)
+    return not auth.complete
 
 
 async def serve_sasl_frame(

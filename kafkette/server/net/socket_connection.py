@@ -25,7 +25,7 @@ from kafkette.protocol.framing import FrameDecoder
 from kafkette.server.broker import Broker
 from kafkette.server.dispatch import CloseConnection
 from kafkette.server.net import zero_copy
-from kafkette.server.net.frames import process_frame, serve_sasl_frame
+from kafkette.server.net.frames import process_frame, sasl_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
 
 logger = logging.getLogger("kafkette.server.net.listener")
@@ -152,7 +152,7 @@ async def _serve_data(
     """Answer every whole request in ``data`` (in order), keeping the rest for later."""
     decoder.feed(data)
     while (frame := decoder.next_frame()) is not None:
-        if auth is not None and not auth.complete:
+        if auth is not None and sasl_frame(auth, frame):
             await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, io.send_parts)
             continue
         parts = await process_frame(broker, frame, peer, external_records=True)

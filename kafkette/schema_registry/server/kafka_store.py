@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from kafkette.admin import AsyncAdminClient, NewTopic
+from kafkette.admin.types import OffsetSpec
 from kafkette.consumer import AsyncConsumer
 from kafkette.errors import TopicAlreadyExistsError
 from kafkette.producer import AsyncProducer
@@ -36,7 +37,14 @@ class StoreTimeout(TimeoutError):
 class KafkaStore:
     """The records of one partition of ``topic``, read and appended through the clients."""
 
-    def __init__(self, producer: AsyncProducer, consumer: AsyncConsumer, topic: str) -> None:
+    def __init__(
+        self,
+        admin: AsyncAdminClient,
+        producer: AsyncProducer,
+        consumer: AsyncConsumer,
+        topic: str,
+    ) -> None:
+        self.admin = admin
         self.producer = producer
         self.consumer = consumer
         self.partition = TopicPartition(topic, 0)
@@ -47,27 +55,30 @@ class KafkaStore:
     @asynccontextmanager
     async def open(cls, bootstrap_servers: str, topic: str = TOPIC) -> AsyncIterator[KafkaStore]:
         """Create the topic if missing (one partition, compacted) and connect to it."""
-        async with AsyncAdminClient(bootstrap_servers=bootstrap_servers) as admin:
-            configs = {"cleanup.policy": "compact"}
-            results = await admin.create_topics([NewTopic(topic, 1, -1, configs)])
-            error = results[topic].error
-            if error is not None and not isinstance(error, TopicAlreadyExistsError):
-                raise error
+        admin = AsyncAdminClient(bootstrap_servers=bootstrap_servers)
         producer = AsyncProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=0)
         consumer = AsyncConsumer(
             bootstrap_servers=bootstrap_servers,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
         )
-        async with producer, consumer:
-            store = cls(producer, consumer, topic)
+        async with admin, producer, consumer:
+            configs = {"cleanup.policy": "compact"}
+            results = await admin.create_topics([NewTopic(topic, 1, -1, configs)])
+            error = results[topic].error
+            if error is not None and not isinstance(error, TopicAlreadyExistsError):
+                raise error
+            store = cls(admin, producer, consumer, topic)
             consumer.assign([store.partition])
             consumer.seek_to_beginning(store.partition)
             yield store
 
     async def catch_up(self, state: RegistryState) -> None:
-        end = (await self.consumer.end_offsets([self.partition], timeout=TIMEOUT_S))[self.partition]
-        await self._read_until(state, end)
+        # asked on the admin's connection: the consumer's may be parked on a long-poll
+        # fetch, and a broker answers a connection's requests in order
+        specs = {self.partition: OffsetSpec.LATEST}
+        answer = await self.admin.list_offsets(specs, timeout=TIMEOUT_S)
+        await self._read_until(state, answer[self.partition].result().offset)
 
     async def append(
         self, state: RegistryState, records: Sequence[tuple[bytes, bytes | None]]

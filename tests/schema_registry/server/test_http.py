@@ -1,0 +1,118 @@
+"""The HTTP shell (server/http.py): keep-alive, and bad input that never stops it."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.schema_registry.server.servers import registry_server
+
+
+@pytest.fixture
+def address() -> Iterator[tuple[str, int]]:
+    with registry_server(max_body_bytes=4096) as url:
+        parts = urlsplit(url)
+        yield parts.hostname or "", parts.port or 0
+
+
+def exchange(sock: socket.socket, data: bytes) -> bytes:
+    """Send ``data``, then read until the peer closes or a full answer has arrived."""
+    sock.sendall(data)
+    received = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return received
+        received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:") and len(body) >= int(line[15:]):
+                return received
+
+
+def status_and_body(answer: bytes) -> tuple[int, object]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(address: tuple[str, int]) -> None:
+    """Three requests, one connection, each answered with Confluent's content type."""
+    with socket.create_connection(address, timeout=10) as sock:
+        for _ in range(3):
+            answer = exchange(sock, get("/subjects"))
+            assert status_and_body(answer) == (200, [])
+            assert b"Content-Type: application/vnd.schemaregistry.v1+json" in answer
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(32) + b"\r\n\r\n",  # TLS hello
+        b"GET /subjects HTTP/1.1\r\nHost: x\r\nContent-Length: banana\r\n\r\n",
+        b"POST /subjects/x/versions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\n",
+        b"GET / HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n",
+    ],
+)
+def test_malformed_requests_get_400_and_the_server_stays_up(
+    address: tuple[str, int], garbage: bytes
+) -> None:
+    """A request h11 refuses is answered 400 (or the connection closed); the next
+    connection is served."""
+    with socket.create_connection(address, timeout=10) as sock:
+        answer = exchange(sock, garbage)
+        if answer:
+            assert status_and_body(answer)[0] == 400
+    with socket.create_connection(address, timeout=10) as sock:
+        assert status_and_body(exchange(sock, get("/subjects"))) == (200, [])
+
+
+def test_a_body_past_the_bound_is_413_even_without_content_length(
+    address: tuple[str, int],
+) -> None:
+    """Chunked bodies are counted as they arrive; nothing is registered."""
+    chunk = b"a" * 3000
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2)) + b"0\r\n\r\n"
+    request = (
+        b"POST /subjects/x/versions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + body
+    )
+    with socket.create_connection(address, timeout=10) as sock:
+        status, answer = status_and_body(exchange(sock, request))
+    assert (status, answer) == (
+        413,
+        {"error_code": 413, "message": "Request body larger than 4096 bytes"},
+    )
+    with socket.create_connection(address, timeout=10) as sock:
+        assert status_and_body(exchange(sock, get("/subjects"))) == (200, [])
+
+
+def test_a_peer_leaving_mid_body_ends_only_its_connection(address: tuple[str, int]) -> None:
+    """A half-sent body then a close: the server goes on serving others."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(
+            b"POST /subjects/x/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        )
+    with socket.create_connection(address, timeout=10) as sock:
+        assert status_and_body(exchange(sock, get("/subjects"))) == (200, [])
+
+
+def test_a_body_that_is_not_json_is_400(address: tuple[str, int]) -> None:
+    """Confluent answers a body Jackson cannot parse with 400 (error_code 400 here too)."""
+    body = b"{not json"
+    request = b"POST /subjects/x/versions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+    with socket.create_connection(address, timeout=10) as sock:
+        status, answer = status_and_body(exchange(sock, request))
+    assert status == 400
+    assert isinstance(answer, dict) and answer["error_code"] == 400

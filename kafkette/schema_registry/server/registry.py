@@ -353,7 +353,15 @@ class Api:
         record = schema_record(version)
         if len(record[0]) + len(record[1]) > MAX_RECORD_BYTES:
             raise RestError(422, 42209, "Register operation failed because schema is too large")
-        return Write([record], ok({"id": schema_id}), expect=version)
+        # as Confluent: soft-deleted earlier versions of this id go for good (unless referred to)
+        tombstones: list[Record] = [
+            (schema_key(subject, old.version), None)
+            for old in everything
+            if old.deleted
+            and old.id == schema_id
+            and not self.state.referenced_by(subject, old.version, deleted=True)
+        ]
+        return Write([*tombstones, record], ok({"id": schema_id}), expect=version)
 
     def lookup(self, request: Request, subject: str) -> Response:
         parsed, references = self.parse(request.json())

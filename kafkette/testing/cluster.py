@@ -106,6 +106,12 @@ class MemoryCluster:
         self.closed = False
 
     @property
+    def schema_registry_url(self) -> str:
+        """``memory://NAME``, for a schema registry client (:mod:`kafkette.schema_registry`):
+        the registry's core in this process, its state in this cluster's ``_schemas`` topic."""
+        return self.bootstrap_servers
+
+    @property
     def faults(self) -> FaultTable:
         """The faults armed on this cluster's broker (see :class:`FaultTable`)."""
         return self._broker.faults

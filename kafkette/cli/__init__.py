@@ -16,7 +16,18 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from kafkette.cli import cluster, consume, groups, offsets, perf, produce, topics, txns, users
+from kafkette.cli import (
+    cluster,
+    consume,
+    groups,
+    offsets,
+    perf,
+    produce,
+    schemas,
+    topics,
+    txns,
+    users,
+)
 from kafkette.cli.common import Subcommands, UsageError, is_read_only_file_url, settings_from
 from kafkette.errors import AuthorizationError, ConfigError, KafkaError
 
@@ -35,6 +46,7 @@ _CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     users.add_parser,
     cluster.add_parser,
     perf.add_parser,
+    schemas.add_parser,
 )
 
 

@@ -1,0 +1,117 @@
+"""``kafkette schemas``: list, get, register, check and delete against a served registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkette.cli import main
+from tests.schema_registry.server.servers import registry_server
+
+
+def record(*fields: dict[str, str]) -> str:
+    base = [{"name": "id", "type": "long"}]
+    return json.dumps({"type": "record", "name": "Order", "fields": base + list(fields)})
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    with registry_server() as url:
+        yield url
+
+
+def run(capsys: pytest.CaptureFixture[str], registry: str, *argv: str) -> tuple[int, str, str]:
+    code = main(["schemas", *argv, "--schema-registry", registry])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_register_list_get_check_delete(
+    registry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The commands' output and exit statuses through a subject's life."""
+    v1 = tmp_path / "order.avsc"
+    v1.write_text(record())
+    v2 = tmp_path / "order2.avsc"
+    v2.write_text(record({"name": "note", "type": "string", "default": ""}))
+    bad = tmp_path / "bad.avsc"
+    bad.write_text(
+        json.dumps(
+            {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}
+        )
+    )
+
+    assert run(capsys, registry, "register", "orders-value", str(v1)) == (
+        0,
+        "orders-value: version 1, id 1\n",
+        "",
+    )
+    assert run(capsys, registry, "check", "orders-value", str(v2)) == (
+        0,
+        "orders-value: compatible\n",
+        "",
+    )
+    code, out, _ = run(capsys, registry, "check", "orders-value", str(bad))
+    assert code == 1 and out.startswith("orders-value: incompatible\n  ")
+    code, out, _ = run(capsys, registry, "register", "orders-value", str(v2), "--json")
+    assert (code, json.loads(out)) == (0, {"subject": "orders-value", "version": 2, "id": 2})
+
+    code, out, _ = run(capsys, registry, "list")
+    assert (code, out.splitlines()) == (
+        0,
+        ["SUBJECT       VERSIONS  LATEST  ID  TYPE", "orders-value  1,2       2       2   AVRO"],
+    )
+    code, out, _ = run(capsys, registry, "get", "orders-value", "-v", "1")
+    assert code == 0 and json.loads(out) == json.loads(record())
+    code, out, _ = run(capsys, registry, "get", "--id", "2", "--json")
+    assert code == 0 and json.loads(out)["schemaType"] == "AVRO"
+
+    code, out, err = run(capsys, registry, "register", "orders-value", str(bad))
+    assert (code, out) == (1, "")
+    assert err.startswith("kafkette schemas register: error 40901: ")
+
+    assert run(capsys, registry, "delete", "orders-value", "-v", "1") == (
+        0,
+        "orders-value: deleted version 1\n",
+        "",
+    )
+    assert run(capsys, registry, "delete", "orders-value") == (
+        0,
+        "orders-value: deleted version 2\n",
+        "",
+    )
+    assert run(capsys, registry, "delete", "orders-value", "--permanent") == (
+        0,
+        "orders-value: permanently deleted versions 1, 2\n",
+        "",
+    )
+    assert run(capsys, registry, "list") == (0, "SUBJECT  VERSIONS  LATEST  ID  TYPE\n", "")
+
+
+def test_errors(registry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Unknown subject: Confluent's code, exit 1; a bad option or setting: exit 2."""
+    code, out, err = run(capsys, registry, "get", "nope")
+    assert (code, out) == (1, "")
+    assert err == "kafkette schemas get: error 40401: Subject 'nope' not found.\n"
+    code, _, err = run(capsys, registry, "get")
+    assert code == 2 and "give a SUBJECT or --id ID" in err
+    code, _, err = run(capsys, registry, "list", "-R", "colour=red")
+    assert code == 2 and "colour" in err
+    code, _, err = run(capsys, registry, "register", "s", str(tmp_path / "missing.avsc"))
+    assert code == 2 and "missing.avsc" in err
+
+
+def test_stdin_and_types(
+    registry: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema from stdin, its type from --type."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"type": "object"}'))
+    code, out, _ = run(capsys, registry, "register", "j", "-", "--type", "json", "--json")
+    assert (code, json.loads(out)["id"]) == (0, 1)
+    code, out, _ = run(capsys, registry, "get", "j", "--json")
+    assert json.loads(out)["schemaType"] == "JSON"

@@ -39,6 +39,8 @@ from kafkette.protocol.errors import DecodeError, ProtocolError
 from kafkette.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
@@ -224,7 +226,14 @@ async def sasl_mechanisms(
 ) -> list[str] | None:
     """The SASL mechanisms the listener at ``host:port`` offers, or None when it does not
     expect SASL (or could not tell): a SaslHandshake (KIP-43) is accepted by a SASL
-    listener only; a listener without SASL answers it with ILLEGAL_SASL_STATE."""
+    listener only; a listener without SASL answers it with ILLEGAL_SASL_STATE. Some
+    brokers (Tansu) accept a handshake where SASL is optional, so a listener that answers
+    a Metadata request without authentication does not expect SASL either."""
+    unauthenticated = await _exchange_once(
+        host, port, ssl_context, MetadataRequest(topics=[]), 1, timeout_s, client_id
+    )
+    if isinstance(unauthenticated, MetadataResponse):
+        return None
     response = await _exchange_once(
         host, port, ssl_context, SaslHandshakeRequest(mechanism="PLAIN"), 1, timeout_s, client_id
     )

@@ -6,6 +6,9 @@ through a blocking portal. Calls that need the network cross into it with
 :meth:`BackgroundLoop.call`; hot paths do not (``Producer.send`` appends to a
 thread-safe accumulator, ``Consumer.poll`` drains fetched batches), so only
 whole batches and control operations cross threads.
+
+A sync method that does what its async twin does is documented once, on the
+twin (:func:`documented_as`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,18 @@ from anyio.from_thread import BlockingPortal
 from kafkette.errors import KafkaTimeoutError
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def documented_as(twin: Callable[..., Any]) -> Callable[[F], F]:
+    """Give a sync client's method the docstring of its async twin, where the two say the
+    same (``tests/test_sync_async_parity.py`` keeps their parameters alike)."""
+
+    def document(method: F) -> F:
+        method.__doc__ = twin.__doc__
+        return method
+
+    return document
 
 
 class BackgroundLoop:

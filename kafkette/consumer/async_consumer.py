@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -13,7 +13,7 @@ import anyio.abc
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ConsumerConfig
 from kafkette.clocks import loop_clock_ms
-from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollSteps, Records
+from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
 from kafkette.consumer.fetch_buffer import FetchBuffer, FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -159,8 +159,7 @@ class AsyncConsumer:
         Raises :class:`~kafkette.consumer.group.CommitFailedError` when the
         group has rebalanced since (Java's ``commitSync``).
         """
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        await self._c.commit(offsets, timeout_ms)
+        await self._c.commit(offsets, timeout_in_ms(None, timeout, timeout_ms))
 
     def commit_async(
         self,
@@ -179,8 +178,7 @@ class AsyncConsumer:
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets of ``partitions`` (None where there is none)."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        return await self._c.committed(partitions, timeout_ms)
+        return await self._c.committed(partitions, timeout_in_ms(None, timeout, timeout_ms))
 
     def assignment(self) -> set[TopicPartition]:
         return self._c.subscriptions.assigned()
@@ -208,8 +206,7 @@ class AsyncConsumer:
     ) -> int:
         """The offset of the next record for ``partition``; looked up if not known yet
         (within ``timeout`` seconds or ``timeout_ms``)."""
-        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
-        return await self._c.position(partition, timeout_ms)
+        return await self._c.position(partition, timeout_in_ms(timeout_or_ms, timeout, timeout_ms))
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning and fetching records of ``partitions`` until resumed."""
@@ -231,8 +228,7 @@ class AsyncConsumer:
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition, the first offset whose timestamp is at least the given one (or None)."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        return await self._c.offsets_for_times(timestamps, timeout_ms)
+        return await self._c.offsets_for_times(timestamps, timeout_in_ms(None, timeout, timeout_ms))
 
     async def beginning_offsets(
         self,
@@ -241,8 +237,9 @@ class AsyncConsumer:
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        return await self._c.edge_offsets(partitions, EARLIEST_TIMESTAMP, timeout_ms)
+        return await self._c.edge_offsets(
+            partitions, EARLIEST_TIMESTAMP, timeout_in_ms(None, timeout, timeout_ms)
+        )
 
     async def end_offsets(
         self,
@@ -252,8 +249,9 @@ class AsyncConsumer:
         timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
         """The high watermarks, or the last stable offsets with read_committed."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        return await self._c.edge_offsets(partitions, LATEST_TIMESTAMP, timeout_ms)
+        return await self._c.edge_offsets(
+            partitions, LATEST_TIMESTAMP, timeout_in_ms(None, timeout, timeout_ms)
+        )
 
     # ---- records
 
@@ -276,20 +274,28 @@ class AsyncConsumer:
         """
         timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
         core = self._c
-        return await _run(core.buffer, core.poll(max_records, timeout_ms))
+        return await _poll(core.buffer, core.poll(max_records, timeout_ms))
 
     async def poll_batches(
         self, timeout_ms: float | None = None, max_offsets: int = 1, *, timeout: float | None = None
     ) -> dict[TopicPartition, list[FetchedBatch]]:
-        """Fetched record batches handed out whole, unparsed, grouped by partition;
-        see :meth:`Consumer.poll_batches <kafkette.consumer.consumer.Consumer.poll_batches>`.
+        """Fetched record batches handed out whole, unparsed, grouped by partition: the
+        lower-level form of :meth:`poll` for readers that decode batches themselves
+        (the Spark data source decodes them into columns).
 
-        Waits up to ``timeout`` seconds or ``timeout_ms`` (default 0) when
-        nothing is buffered.
+        As :meth:`poll`, it waits up to ``timeout`` seconds or ``timeout_ms``
+        (default 0) when nothing is buffered, skips control batches and
+        (``read_committed``) aborted transactions, and moves each partition's
+        position past the batches it returns. It returns whole batches until
+        they span ``max_offsets`` offsets or more.
+        A batch's records below its :class:`~kafkette.consumer.fetch_buffer.FetchedBatch`
+        ``position`` were consumed already (a seek into the batch); the caller
+        parses the records, so no deserializer applies and a damaged record
+        raises from the caller's parsing.
         """
         wait_ms = timeout_in_ms(None, timeout, timeout_ms)
         core = self._c
-        return await _run(core.buffer, core.poll_batches(max_offsets, wait_ms))
+        return await _poll(core.buffer, core.poll_batches(max_offsets, wait_ms))
 
     def __aiter__(self) -> AsyncConsumer:
         return self
@@ -310,18 +316,15 @@ class AsyncConsumer:
         return self._c.metrics()
 
 
-async def _run(buffer: FetchBuffer, poll: PollSteps[T]) -> dict[TopicPartition, list[T]]:
-    """Drive a poll's steps in this task: the group's work as :func:`_drive` does, the
-    waits for fetches in the event loop."""
-    while True:
-        try:
-            step = next(poll)
-        except StopIteration as done:
-            return cast(dict[TopicPartition, list[T]], done.value)
+async def _poll(buffer: FetchBuffer, run: PollRun[T]) -> dict[TopicPartition, list[T]]:
+    """Do a poll's steps in this task: the group's work as :func:`_drive` does, the waits
+    for fetches in the event loop."""
+    for step in run:
         if isinstance(step, FetchWait):
             await buffer.wait_async(step.seen, step.seconds)
         else:
             await _drive(step)
+    return run.result
 
 
 async def _drive(steps: Iterator[Step]) -> None:

@@ -12,15 +12,16 @@ runs in the application's thread, as in Java.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.abc
 
 from kafkette.client.config import ConsumerConfig
-from kafkette.client.sync_bridge import BackgroundLoop
-from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollSteps, Records
+from kafkette.client.sync_bridge import BackgroundLoop, documented_as
+from kafkette.consumer.async_consumer import AsyncConsumer
+from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -88,8 +89,14 @@ class Consumer:
             raise error
 
     def _call(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` run in the loop thread."""
         self._core.check_open()
         return cast(T, self._loop.call(_run, func, *args))
+
+    def _wait(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await func(*args)`` in the loop: a core operation that waits."""
+        self._core.check_open()
+        return self._loop.call(func, *args)
 
     # ---- lifecycle
 
@@ -127,8 +134,8 @@ class Consumer:
 
     # ---- assignment and positions
 
+    @documented_as(AsyncConsumer.assign)
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replacing any previous assignment)."""
         self._call(self._core.assign, list(partitions))
 
     def assignment(self) -> set[TopicPartition]:
@@ -146,19 +153,19 @@ class Consumer:
             topics = list(topics)
         self._call(self._core.subscribe, topics, listener)
 
+    @documented_as(AsyncConsumer.subscription)
     def subscription(self) -> set[str]:
-        """The subscribed topics (for a pattern: those it matches now)."""
         return self._call(self._core.subscription)
 
+    @documented_as(AsyncConsumer.unsubscribe)
     def unsubscribe(self) -> None:
-        """Give up the group's partitions (the listener is told) and leave the group
-        (its requests given up after ``default.api.timeout.ms``)."""
         self._drive(self._core.unsubscribe())
 
+    @documented_as(AsyncConsumer.group_metadata)
     def group_metadata(self) -> ConsumerGroupMetadata:
-        """Group id, generation, member id and instance id, as of the last rebalance."""
         return self._call(self._core.group_metadata)
 
+    @documented_as(AsyncConsumer.commit)
     def commit(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
@@ -166,12 +173,8 @@ class Consumer:
         *,
         timeout: float | None = None,
     ) -> None:
-        """Commit ``offsets`` (default: the current positions) and wait; see
-        :meth:`AsyncConsumer.commit`."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        self._core.check_open()
         given = dict(offsets) if offsets is not None else None
-        self._loop.call(self._core.commit, given, timeout_ms)
+        self._wait(self._core.commit, given, timeout_in_ms(None, timeout, timeout_ms))
 
     def commit_async(
         self,
@@ -183,6 +186,7 @@ class Consumer:
         given = dict(offsets) if offsets is not None else None
         self._call(self._core.commit_async, given, callback)
 
+    @documented_as(AsyncConsumer.committed)
     def committed(
         self,
         partitions: Iterable[TopicPartition],
@@ -190,23 +194,23 @@ class Consumer:
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """The group's committed offsets of ``partitions`` (None where there is none)."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        self._core.check_open()
-        return self._loop.call(self._core.committed, list(partitions), timeout_ms)
+        return self._wait(
+            self._core.committed, list(partitions), timeout_in_ms(None, timeout, timeout_ms)
+        )
 
+    @documented_as(AsyncConsumer.seek)
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Make ``offset`` the next record ``poll`` returns for ``partition``."""
         self._call(self._core.seek, partition, offset)
 
+    @documented_as(AsyncConsumer.seek_to_beginning)
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        """Go to the earliest offset of ``partitions`` (every assigned one when none given)."""
         self._call(self._core.seek_to, partitions, EARLIEST)
 
+    @documented_as(AsyncConsumer.seek_to_end)
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Go to the end of ``partitions`` (every assigned one when none given)."""
         self._call(self._core.seek_to, partitions, LATEST)
 
+    @documented_as(AsyncConsumer.position)
     def position(
         self,
         partition: TopicPartition,
@@ -216,14 +220,12 @@ class Consumer:
         timeout: float | None = None,
         timeout_ms: float | None = None,
     ) -> int:
-        """The offset of the next record for ``partition``; looked up if not known yet
-        (within ``timeout`` seconds or ``timeout_ms``)."""
-        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
-        self._core.check_open()
-        return self._loop.call(self._core.position, partition, timeout_ms)
+        return self._wait(
+            self._core.position, partition, timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
+        )
 
+    @documented_as(AsyncConsumer.pause)
     def pause(self, *partitions: TopicPartition) -> None:
-        """Stop returning and fetching records of ``partitions`` until resumed."""
         self._call(self._core.pause, partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
@@ -234,6 +236,7 @@ class Consumer:
 
     # ---- offsets
 
+    @documented_as(AsyncConsumer.offsets_for_times)
     def offsets_for_times(
         self,
         timestamps: Mapping[TopicPartition, int],
@@ -241,10 +244,9 @@ class Consumer:
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """Per partition, the first offset whose timestamp is at least the given one (or None)."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        self._core.check_open()
-        return self._loop.call(self._core.offsets_for_times, dict(timestamps), timeout_ms)
+        return self._wait(
+            self._core.offsets_for_times, dict(timestamps), timeout_in_ms(None, timeout, timeout_ms)
+        )
 
     def beginning_offsets(
         self,
@@ -253,12 +255,14 @@ class Consumer:
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        self._core.check_open()
-        return self._loop.call(
-            self._core.edge_offsets, list(partitions), EARLIEST_TIMESTAMP, timeout_ms
+        return self._wait(
+            self._core.edge_offsets,
+            list(partitions),
+            EARLIEST_TIMESTAMP,
+            timeout_in_ms(None, timeout, timeout_ms),
         )
 
+    @documented_as(AsyncConsumer.end_offsets)
     def end_offsets(
         self,
         partitions: Iterable[TopicPartition],
@@ -266,15 +270,16 @@ class Consumer:
         *,
         timeout: float | None = None,
     ) -> dict[TopicPartition, int]:
-        """The high watermarks, or the last stable offsets with read_committed."""
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        self._core.check_open()
-        return self._loop.call(
-            self._core.edge_offsets, list(partitions), LATEST_TIMESTAMP, timeout_ms
+        return self._wait(
+            self._core.edge_offsets,
+            list(partitions),
+            LATEST_TIMESTAMP,
+            timeout_in_ms(None, timeout, timeout_ms),
         )
 
     # ---- records
 
+    @documented_as(AsyncConsumer.poll)
     def poll(
         self,
         timeout_or_ms: float | None = None,
@@ -284,16 +289,9 @@ class Consumer:
         timeout: float | None = None,
         timeout_ms: float | None = None,
     ) -> Records:
-        """Records fetched for the assigned partitions, grouped by partition.
-
-        Returns at once when records are buffered; otherwise waits up to the
-        timeout for some (default 0): ``timeout`` in seconds or ``timeout_ms``;
-        positionally an ``int`` is milliseconds (``poll(100)``, kafka-python)
-        and a ``float`` seconds (``poll(1.0)``, confluent-kafka). At most
-        ``max_records`` (default ``max.poll.records``) are returned.
-        """
-        timeout_ms = timeout_in_ms(timeout_or_ms, timeout, timeout_ms)
-        return self._run(self._core.poll(max_records, timeout_ms))
+        return self._poll(
+            self._core.poll(max_records, timeout_in_ms(timeout_or_ms, timeout, timeout_ms))
+        )
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -309,40 +307,25 @@ class Consumer:
         self._iter_at += 1
         return record
 
+    @documented_as(AsyncConsumer.poll_batches)
     def poll_batches(
         self, timeout_ms: float | None = None, max_offsets: int = 1, *, timeout: float | None = None
     ) -> dict[TopicPartition, list[FetchedBatch]]:
-        """Fetched record batches handed out whole, unparsed, grouped by partition: the
-        lower-level form of :meth:`poll` for readers that decode batches themselves
-        (the Spark data source decodes them into columns).
+        return self._poll(
+            self._core.poll_batches(max_offsets, timeout_in_ms(None, timeout, timeout_ms))
+        )
 
-        As :meth:`poll`, it waits up to ``timeout`` seconds or ``timeout_ms``
-        (default 0) when nothing is buffered, skips control batches and
-        (``read_committed``) aborted transactions, and moves each partition's
-        position past the batches it returns. It returns whole batches until
-        they span ``max_offsets`` offsets or more.
-        A batch's records below its :class:`~kafkette.consumer.fetch_buffer.FetchedBatch`
-        ``position`` were consumed already (a seek into the batch); the caller
-        parses the records, so no deserializer applies and a damaged record
-        raises from the caller's parsing.
-        """
-        wait_ms = timeout_in_ms(None, timeout, timeout_ms)
-        return self._run(self._core.poll_batches(max_offsets, wait_ms))
-
-    def _run(self, poll: PollSteps[T]) -> dict[TopicPartition, list[T]]:
-        """Drive a poll's steps: the group's work as :meth:`_drive` does, the waits for
+    def _poll(self, run: PollRun[T]) -> dict[TopicPartition, list[T]]:
+        """Do a poll's steps: the group's work as :meth:`_drive` does, the waits for
         fetches in this thread."""
         buffer = self._core.buffer
-        while True:
-            try:
-                step = next(poll)
-            except StopIteration as done:
-                return cast(dict[TopicPartition, list[T]], done.value)
+        for step in run:
             if isinstance(step, FetchWait):
                 buffer.wait_sync(step.seen, step.seconds)
             else:
                 self._drive(step)
+        return run.result
 
+    @documented_as(AsyncConsumer.metrics)
     def metrics(self) -> ConsumerMetrics:
-        """A snapshot of the consumer's counters and per-partition lag."""
         return self._core.metrics()

@@ -26,7 +26,7 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import attrs
@@ -73,10 +73,23 @@ class FetchWait:
     seconds: float
 
 
-PollSteps = Generator[Iterator[Step] | FetchWait, None, dict[TopicPartition, list[T]]]
-"""The steps of one ``poll`` (:meth:`ConsumerCore.poll`), which the consumer drives: the
-group's work (a run of steps, driven whole as the consumer drives them) and the waits
-for fetches (:class:`FetchWait`), each in its own way; returns what ``poll`` returns."""
+PollStep = Iterator[Step] | FetchWait
+"""A step of a poll: the group's work (a run of :data:`Step`, driven whole), or a wait
+for fetches."""
+
+
+class PollRun(Generic[T]):
+    """One ``poll`` (:meth:`ConsumerCore.poll`): iterate it and do each step as the
+    consumer does (the sync one in its thread and its loop's, the async one with awaits),
+    then take its :attr:`result`."""
+
+    def __init__(self, steps: Generator[PollStep, None, dict[TopicPartition, list[T]]]) -> None:
+        self._steps = steps
+        self.result: dict[TopicPartition, list[T]] = {}
+        """What the poll returns, once its steps are done."""
+
+    def __iter__(self) -> Generator[PollStep, None, None]:
+        self.result = yield from self._steps
 
 
 def check_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
@@ -401,26 +414,26 @@ class ConsumerCore:
 
     # ---- poll (any thread)
 
-    def poll(self, max_records: int | None, timeout_ms: float | None) -> PollSteps[ConsumerRecord]:
+    def poll(self, max_records: int | None, timeout_ms: float | None) -> PollRun[ConsumerRecord]:
         """The steps of ``poll``: at most ``max_records`` (default ``max.poll.records``)
         records, waiting up to ``timeout_ms`` (default 0) for some."""
         self.check_open()
         limit = self.config.max_poll_records if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
-        return self._poll(lambda: self.drain(limit), timeout_ms or 0)
+        return PollRun(self._poll(lambda: self.drain(limit), timeout_ms or 0))
 
-    def poll_batches(self, max_offsets: int, timeout_ms: float | None) -> PollSteps[FetchedBatch]:
+    def poll_batches(self, max_offsets: int, timeout_ms: float | None) -> PollRun[FetchedBatch]:
         """The steps of ``poll_batches``: whole batches until they hold ``max_offsets``
         offsets or more, waiting up to ``timeout_ms`` (default 0) for some."""
         self.check_open()
         if max_offsets < 1:
             raise ValueError(f"max_offsets must be positive, got {max_offsets}")
-        return self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0)
+        return PollRun(self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0))
 
     def _poll(
         self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
-    ) -> PollSteps[T]:
+    ) -> Generator[PollStep, None, dict[TopicPartition, list[T]]]:
         """What ``drain`` takes from the buffer after the group's work, waiting up to
         ``timeout_ms`` for something to arrive while it takes nothing (the group's work
         again when it has news: an assignment that arrived meanwhile, say)."""
@@ -532,4 +545,4 @@ def _paused(entry: CompletedFetch) -> bool:
     return state.paused or state.revoking
 
 
-__all__ = ["EARLIEST", "LATEST", "ConsumerCore", "FetchWait", "PollSteps", "Records"]
+__all__ = ["EARLIEST", "LATEST", "ConsumerCore", "FetchWait", "PollRun", "PollStep", "Records"]

@@ -150,6 +150,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(each a free one with port 0), sharing one broker core; partitions are spread over "
         "them and leaders move with AlterPartitionReassignments",
     )
+    parser.add_argument(
+        "--schema-registry",
+        metavar="HOST:PORT",
+        help="also serve a schema registry (Confluent's REST API) on this address, its "
+        "schemas in the _schemas topic; off by default (needs a PLAINTEXT listener)",
+    )
     parser.add_argument("--config", metavar="FILE", help="a server.properties file")
     parser.add_argument(
         "--set",
@@ -459,6 +465,7 @@ async def run(
     nodes: int = 1,
     listeners: Sequence[ServeListener] | None = None,
     remote_faults: RemoteControl | None = None,
+    schema_registry: tuple[str, int] | None = None,
 ) -> None:
     if listeners is None:  # one listener on config.host:config.port
         protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
@@ -570,6 +577,8 @@ async def run(
                     len(sasl.store.users),
                 )
             _log_authorizer(broker)
+            if schema_registry is not None:
+                await _start_schema_registry(tg, schema_registry, listeners, [port, *others])
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     logger.info(
@@ -582,6 +591,31 @@ async def run(
         if lock is not None:
             lock.release()
         logger.info("kafkette serve: stopped")
+
+
+REGISTRY_NEEDS_PLAINTEXT = "needs a PLAINTEXT listener to reach the broker"
+
+
+async def _start_schema_registry(
+    tg: anyio.abc.TaskGroup,
+    address: tuple[str, int],
+    listeners: Sequence[ServeListener],
+    bound: Sequence[int | tuple[Listener, int]],
+) -> None:
+    """The registry reaches this broker as any client does: on its PLAINTEXT listener."""
+    from kafkette.schema_registry.server.http import serve_registry
+
+    for serve_listener, where in zip(listeners, bound, strict=True):
+        listener = serve_listener.listener
+        if listener.protocol == "PLAINTEXT":
+            port = where if isinstance(where, int) else where[1]
+            host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
+            registry_port = await tg.start(serve_registry, f"{host}:{port}", *address)
+            logger.info(
+                "kafkette serve: schema registry listening on %s:%d", address[0], registry_port
+            )
+            return
+    raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)  # main checked it
 
 
 def _log_authorizer(broker: Broker) -> None:
@@ -624,6 +658,11 @@ def main(args: argparse.Namespace) -> int:
         remote_faults = build_remote_control(args, config, sasl)
         nodes = build_nodes(args)
         listeners = build_listeners(args, config, sasl, nodes)
+        schema_registry = None
+        if args.schema_registry:
+            schema_registry = parse_host_port(args.schema_registry, "--schema-registry")
+            if not any(s.listener.protocol == "PLAINTEXT" for s in listeners):
+                raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -635,7 +674,7 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl, faults, nodes, listeners, remote_faults)
+        anyio.run(run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry)
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError, CredentialsFileError) as exc:

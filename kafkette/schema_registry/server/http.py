@@ -22,7 +22,12 @@ import anyio
 import anyio.abc
 import h11
 
-from kafkette.schema_registry.server.registry import CONTENT_TYPE, Response, SchemaRegistry
+from kafkette.schema_registry.server.registry import (
+    CONTENT_TYPE,
+    Response,
+    SchemaRegistry,
+    open_registry,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +75,7 @@ class RegistryHttpServer:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
         async with listener:
             self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-            logger.info("schema registry listening on %s:%d", self.host, self.port)
+            logger.debug("schema registry listening on %s:%d", self.host, self.port)
             task_status.started(self.url)
             await listener.serve(self._connection)
 
@@ -173,3 +178,18 @@ class RegistryHttpServer:
         except h11.LocalProtocolError:
             return
         await stream.send(data)
+
+
+async def serve_registry(
+    bootstrap_servers: str,
+    host: str,
+    port: int,
+    *,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """A registry over ``bootstrap_servers``' ``_schemas`` topic, served on ``host:port``
+    until cancelled; reports the bound port (``kafkette serve --schema-registry``)."""
+    async with open_registry(bootstrap_servers) as registry, anyio.create_task_group() as tg:
+        server = RegistryHttpServer(registry, host, port)
+        await tg.start(server.serve)
+        task_status.started(server.port)

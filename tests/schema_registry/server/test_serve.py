@@ -1,0 +1,88 @@
+"""``kafkette serve --schema-registry HOST:PORT``: the registry in the broker's process,
+used by confluent-kafka's SchemaRegistryClient, surviving a SIGKILL of a disk broker."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from tests.brokers import BrokerProcess
+
+REGISTRY_LINE = re.compile(r"kafkette serve: schema registry listening on ([0-9.]+):(\d+)")
+
+
+def registry_url(broker: BrokerProcess, start: int = 1) -> str:
+    """The registry's address from the log lines of the broker's ``start``-th start (the
+    log file is kept across restarts; a SIGKILL leaves no line saying it stopped)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = REGISTRY_LINE.findall(broker.log())
+        if len(found) >= start:
+            host, port = found[start - 1]
+            return f"http://{host}:{port}"
+        time.sleep(0.05)
+    raise AssertionError(f"no schema registry line in:\n{broker.log()}")
+
+
+def schema(*fields: str) -> Schema:
+    body = {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": f, "type": "string", "default": ""} for f in fields],
+    }
+    return Schema(json.dumps(body), "AVRO")
+
+
+def test_serve_with_a_registry_survives_a_kill(tmp_path: Path) -> None:
+    """Ids, versions and levels written through the registry of a disk kafkette serve are
+    the same after a SIGKILL and restart; the next id is new; SIGTERM stops both."""
+    broker = BrokerProcess(tmp_path / "data", args=("--schema-registry", "127.0.0.1:0"))
+    try:
+        broker.start()
+        with SchemaRegistryClient({"url": registry_url(broker)}) as client:
+            assert client.register_schema("orders-value", schema("id")) == 1
+            assert client.register_schema("orders-value", schema("id", "note")) == 2
+            assert client.register_schema("audit-value", schema("id")) == 1
+            client.set_compatibility("orders-value", "FULL")
+        broker.kill()
+        broker.start()
+        with SchemaRegistryClient({"url": registry_url(broker, 2)}) as client:
+            assert client.get_versions("orders-value") == [1, 2]
+            assert client.get_latest_version("orders-value").schema_id == 2
+            assert client.get_version("audit-value", 1).schema_id == 1
+            assert client.get_compatibility("orders-value") == "FULL"
+            assert client.register_schema("audit-value", schema("id", "x")) == 3
+        broker.stop()
+        assert "kafkette serve: stopped" in broker.log()
+    finally:
+        broker.close()
+
+
+def test_a_registry_needs_a_plaintext_listener(tmp_path: Path) -> None:
+    """With only a SASL listener the command refuses at start, naming the option."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkette",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--sasl-user",
+            "alice:secret",
+            "--schema-registry",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert "--schema-registry" in result.stderr and "PLAINTEXT" in result.stderr

@@ -16,7 +16,7 @@ the coordinator hands to its ``record_sink`` and rebuilds the groups from on sta
 - ``reconciliation``: a member's next step towards its target (CurrentAssignmentBuilder);
 - ``assignors``: the server assignors ``uniform`` and ``range``;
 - ``topics``: the injected topic image and what subscriptions (names, regex) resolve to;
-- ``regex``: SubscribedTopicRegex checked so matching cannot stall the broker;
+- ``regex``: SubscribedTopicRegex compiled with RE2, as Kafka compiles it with RE2/J;
 - ``partitions``: partition sets keyed by topic id;
 - ``describe``: the ConsumerGroupDescribe read-out; ``offsets``: OffsetCommit and
   OffsetFetch checked against member epochs; ``wire``: to and from the generated messages;

@@ -1,95 +1,87 @@
-"""Topic regular expressions from clients (SubscribedTopicRegex), checked so that matching
-them cannot stall the broker, and matched at most once per topic name.
+"""Topic regular expressions from clients (SubscribedTopicRegex), compiled with RE2 and
+matched at most once per topic name.
 
-Kafka matches with RE2J, whose time is linear in the name. Python's ``re`` backtracks, so
-a pattern such as ``(a+)+x`` or ``.*.*.*.*x`` takes exponential or high-polynomial time on
-a 249-character topic name. A pattern is refused with INVALID_REGULAR_EXPRESSION when:
+Kafka compiles a subscription with RE2/J (``Pattern.compile``) and keeps the topics whose
+whole name matches (``matcher(name).matches()``). RE2 (google-re2, the C++ library RE2/J
+was ported from) has the same syntax and the same answers, and its matching time is linear
+in the name, so any pattern a client sends is safe to match: there is no limit of our own.
+A pattern RE2 refuses (backreferences, lookaround, an unclosed group, a repeat count above
+1000, ...) is INVALID_REGULAR_EXPRESSION with Kafka's message,
+``SubscribedTopicRegex `P` is not a valid regular expression: D.``, where ``D`` is the
+description RE2/J gives for that error (RE2's wording mapped to RE2/J's).
 
-- it uses what RE2 does not have either: lookaround, backreferences, conditionals,
-  atomic groups, possessive quantifiers;
-- a repetition contains another repetition or an alternation (``(a+)+``, ``(a|ab)*``);
-- it has more than :data:`MAX_REPEATS` repetitions (``*``, ``+``, or ``{m,n}`` with
-  n > 1; ``?`` does not count), which keeps the work per name near 249 ** MAX_REPEATS
-  steps. This limit is kafkette's own: Kafka accepts any RE2 pattern.
-
-Character classes (``[a-z]+``) and alternations outside repetitions are fine.
+Where the two differ: RE2 refuses a pattern whose program needs more than its memory
+budget (8 MiB, e.g. ``\\pL{1000}``) and a nested repeat whose total count passes 1000,
+which RE2/J compiles; RE2 accepts ``\\C`` (any byte), which RE2/J refuses.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
+
 from kafkette.errors import InvalidRegularExpressionError
 
-MAX_REPEATS = 2
-"""Repetitions allowed in one pattern."""
 MAX_CACHED_PATTERNS = 256
 
-_NOT_IN_RE2 = {
-    "ASSERT": "lookaround assertions",
-    "ASSERT_NOT": "lookaround assertions",
-    "GROUPREF": "backreferences",
-    "GROUPREF_EXISTS": "conditionals",
-    "ATOMIC_GROUP": "atomic groups",
-    "POSSESSIVE_REPEAT": "possessive quantifiers",
+_RE2J_DESCRIPTIONS = {
+    "unexpected error": "regexp/syntax: internal error",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class": "invalid character class",
+    "invalid character class range": "invalid character class range",
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    # RE2/J finds a ')' without its '(' when its stack underflows.
+    "unexpected )": "regexp/syntax: internal error",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
 }
-_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+"""RE2's error texts (before the ``: fragment``) and RE2/J's descriptions of the same."""
 
 
-def _sre_parser() -> Any:
-    try:
-        return importlib.import_module("re._parser")
-    except ImportError:  # Python 3.10
-        return importlib.import_module("sre_parse")
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print each refused pattern on stderr
+    return options
 
 
-def _refuse(pattern: str, why: str) -> InvalidRegularExpressionError:
-    return InvalidRegularExpressionError(f"SubscribedTopicRegex {pattern!r} is invalid: {why}")
+_OPTIONS = _options()
+
+
+def _description(error: BaseException) -> str:
+    """RE2/J's description of the error RE2 raised (RE2's own text where RE2/J has none)."""
+    raw = error.args[0] if error.args else ""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    code = text.split(": ", 1)[0]
+    return _RE2J_DESCRIPTIONS.get(code, code)
+
+
+def refusal(pattern: str, description: str) -> InvalidRegularExpressionError:
+    """INVALID_REGULAR_EXPRESSION with Kafka's message."""
+    return InvalidRegularExpressionError(
+        f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {description}."
+    )
 
 
 @lru_cache(maxsize=MAX_CACHED_PATTERNS)
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled, or INVALID_REGULAR_EXPRESSION saying why."""
+def compile_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, or INVALID_REGULAR_EXPRESSION as Kafka words it."""
     try:
-        compiled = re.compile(pattern)
-        tree = _sre_parser().parse(pattern)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise _refuse(pattern, str(e)) from None
-    repeats = _walk(pattern, tree, inside_repeat=False)
-    if repeats > MAX_REPEATS:
-        raise _refuse(
-            pattern, f"more than {MAX_REPEATS} repetitions (*, +, {{m,n}}) are not accepted"
-        )
-    return compiled
-
-
-def _walk(pattern: str, items: Any, inside_repeat: bool) -> int:
-    """Check a parsed (sub)pattern; the number of repetitions in it."""
-    repeats = 0
-    for op, arg in items:
-        name = str(op)
-        if name in _NOT_IN_RE2:
-            raise _refuse(pattern, f"{_NOT_IN_RE2[name]} are not supported")
-        if name in _REPEATS:
-            _low, high, body = arg
-            if high > 1:
-                if inside_repeat:
-                    raise _refuse(pattern, "a repetition inside a repetition is not accepted")
-                repeats += 1
-            repeats += _walk(pattern, body, inside_repeat or high > 1)
-        elif name == "SUBPATTERN":
-            repeats += _walk(pattern, arg[-1], inside_repeat)
-        elif name == "BRANCH":
-            if inside_repeat:
-                raise _refuse(pattern, "an alternation inside a repetition is not accepted")
-            for branch in arg[1]:
-                repeats += _walk(pattern, branch, inside_repeat)
-    return repeats
+        pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        raise refusal(pattern, "invalid UTF-8") from None
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as e:
+        raise refusal(pattern, _description(e)) from None
 
 
 _verdicts: OrderedDict[str, dict[str, bool]] = OrderedDict()

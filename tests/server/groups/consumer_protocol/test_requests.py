@@ -65,8 +65,7 @@ JOIN: dict[str, Any] = {
         (
             {"subscribed_topic_regex": "orders-("},
             InvalidRegularExpressionError,
-            "SubscribedTopicRegex 'orders-(' is invalid: missing ), unterminated subpattern "
-            "at position 7",
+            "SubscribedTopicRegex `orders-(` is not a valid regular expression: missing closing ).",
         ),
         ({"member_epoch": -2}, InvalidRequestError, "InstanceId can't be null."),
     ],

@@ -9,6 +9,8 @@ itself; ``-p no:kafkette`` turns it off. Fixtures:
 - ``kafka_bootstrap_servers``: where the test's clients connect: the memory
   cluster, or the ``--kafka-bootstrap`` servers;
 - ``kafka_admin``: a sync :class:`~kafkette.AdminClient` on those servers;
+- ``schema_registry``: a :class:`~kafkette.schema_registry.SchemaRegistryClient`
+  of ``kafka_cluster``'s in-process registry (``kafka_cluster.schema_registry_url``);
 - ``kafka_topic``: a factory, ``kafka_topic(partitions=3, **configs) -> name``,
   creating a topic with a fresh name (deleted afterwards on a real cluster);
 - ``kafka_broker``: a real ``kafkette serve --memory --enable-fault-injection``
@@ -48,6 +50,7 @@ import pytest
 
 if TYPE_CHECKING:
     from kafkette import AdminClient
+    from kafkette.schema_registry import SchemaRegistryClient
     from kafkette.testing import ManualClock, MemoryCluster, RemoteFaults
 
 BOOTSTRAP_OPTION = "--kafka-bootstrap"
@@ -84,6 +87,15 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[MemoryCluster]:
 
     with MemoryCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def schema_registry(kafka_cluster: MemoryCluster) -> Iterator[SchemaRegistryClient]:
+    """A schema registry client of ``kafka_cluster``'s registry (in-process), closed after."""
+    from kafkette.schema_registry import SchemaRegistryClient
+
+    with SchemaRegistryClient(kafka_cluster.schema_registry_url) as client:
+        yield client
 
 
 @pytest.fixture

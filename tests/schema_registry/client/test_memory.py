@@ -86,3 +86,10 @@ def test_a_closed_cluster_is_an_error() -> None:
         pytest.raises(SchemaRegistryError, match=f"no schema registry at {url}"),
     ):
         registry.get_subjects()
+
+
+def test_the_plugins_fixture(schema_registry: SchemaRegistryClient) -> None:
+    """The pytest plugin's ``schema_registry`` is a client of the test's memory cluster."""
+    assert schema_registry.settings.endpoints[0].scheme == "memory"
+    assert schema_registry.register_schema("s", Schema(USER)) == 1
+    assert schema_registry.get_subjects() == ["s"]

@@ -674,10 +674,15 @@ class SchemaRegistry:
                         return decision
                     await self.store.append(self.state, decision.records)
                     expect = decision.expect
-                    if expect is None or self.state.version(expect.subject, expect.version) == (
-                        expect
-                    ):
+                    if expect is None:
                         return decision.answer
+                    winner = self.state.version(expect.subject, expect.version)
+                    if winner == expect:
+                        return decision.answer
+                    if winner is not None:
+                        # another registry took this version first: its record again,
+                        # after ours, so compaction (last record of a key) keeps it
+                        await self.store.append(self.state, [schema_record(winner)])
                 raise RestError(500, 50001, "Register operation failed: concurrent writers")
         except RestError as error:
             return error.response()

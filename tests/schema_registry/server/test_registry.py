@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from kafkette.schema_registry.server import SchemaRegistry
+from kafkette.schema_registry.server.registry import LocalStore
+from kafkette.schema_registry.server.state import RegistryState, Version, schema_record
 
 pytestmark = pytest.mark.anyio
 
@@ -230,3 +232,39 @@ async def test_compatibility_endpoint_verbose() -> None:
         200,
         {"is_compatible": True},
     )
+
+
+class RacingStore(LocalStore):
+    """A store where another registry's record lands just before our first append."""
+
+    def __init__(self, foreign: tuple[bytes, bytes]) -> None:
+        super().__init__()
+        self.foreign: tuple[bytes, bytes] | None = foreign
+
+    async def append(self, state: RegistryState, records: Any) -> None:
+        if self.foreign is not None:
+            self.records.append(self.foreign)
+            self.foreign = None
+        await super().append(state, records)
+
+
+async def test_a_registration_that_loses_a_race_tries_again() -> None:
+    """Another registry registers version 1 (id 1) between our read and our write: our
+    record is ignored, the winner's is written again after it (so compaction keeps the
+    winner's), and ours becomes version 2 with id 2; a fresh replay agrees."""
+    winner = Version("s", 1, 1, json.dumps(json.loads(A1), separators=(",", ":")))
+    store = RacingStore(schema_record(winner))
+    registry = SchemaRegistry(store)
+    assert await call(registry, "POST", "/subjects/s/versions", {"schema": A2}) == (
+        200,
+        {"id": 2},
+    )
+    keys = [json.loads(key)["version"] for key, _ in store.records]
+    assert keys == [1, 1, 1, 2]  # the winner's, ours (ignored), the winner's again, ours
+    last = {key: index for index, (key, _) in enumerate(store.records)}
+    replay = RegistryState()
+    for index, (key, value) in enumerate(store.records):
+        if last[key] == index:  # what compaction leaves: each key's last record, in order
+            replay.apply(key, value)
+    assert [(v.version, v.id) for v in replay.versions("s")] == [(1, 1), (2, 2)]
+    assert replay.versions("s") == registry.state.versions("s")

@@ -5,10 +5,13 @@ metadata, the steps of a send and of a close.
 :class:`~kafkette.producer.sync_producer.Producer` differ only where they
 wait: for a topic's metadata, for room in ``buffer.memory`` and for the
 event loop (the sync one runs it in a background thread). A send is
-:func:`send_plain` (the common record, no waiting), else
+:meth:`ProducerCore.send_common` (the common record, no waiting), else
 :meth:`ProducerCore.prepare_send`, the wait for the topic's metadata when
-the returned partition is None, and :meth:`ProducerCore.admit`; a close is
-:meth:`ProducerCore.shutdown` in the event loop.
+the returned partition is None, and :meth:`ProducerCore.admit`; a flush is
+:meth:`ProducerCore.flushing` and the wait for its results; a transactional
+call goes to :meth:`ProducerCore.transaction_runner`; a close is
+:meth:`ProducerCore.mark_closed` and :meth:`ProducerCore.shutdown` in the
+event loop.
 
 Keys, values and header values are bytes. Without a serializer a key or
 value must be ``bytes``, ``bytearray``, ``memoryview`` or ``None``: a ``str``
@@ -22,8 +25,9 @@ may also be ``str`` (encoded as UTF-8); headers are given as a sequence of
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -44,7 +48,7 @@ from kafkette.errors import (
 )
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import BufferFull, RecordAccumulator, record_size
-from kafkette.producer.futures import RecordFuture
+from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
 from kafkette.producer.speedups import RouteState
@@ -124,6 +128,7 @@ class ProducerCore:
         "accumulator",
         "client",
         "clock",
+        "closed",
         "config",
         "key_serializer",
         "partitioner",
@@ -138,6 +143,7 @@ class ProducerCore:
     ) -> None:
         self.config = config
         self.clock = clock
+        self.closed = False
         self.client = KafkaClient(config, clock=clock)
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_size,
@@ -184,7 +190,48 @@ class ProducerCore:
         """What the common send needs (:func:`send_plain`); :meth:`route` keeps its
         cached partition counts current."""
 
+    # ---- state
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise IllegalStateError("the producer is closed")
+
+    def check_fatal(self) -> None:
+        """Raise the sender's error once it failed (every record pending failed with it)."""
+        fatal = self.sender.fatal_error
+        if fatal is not None:
+            raise fatal
+
+    def mark_closed(self) -> bool:
+        """Refuse every call from now on; whether the producer was open (a second close
+        has nothing to do)."""
+        was_open = not self.closed
+        self.closed = True
+        return was_open
+
     # ---- per record
+
+    def send_common(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture | None:
+        """A send's first step: the common record (no headers, partition or callback)
+        queued at once by :meth:`append_plain`. None when the general path must take it
+        (:meth:`prepare_send`): that path then does the same, or waits, or raises the
+        right error. Raises only when the producer is closed."""
+        if self.closed:  # check_open(), inline on the hot path
+            raise IllegalStateError("the producer is closed")
+        if headers or partition is not None or on_delivery is not None:
+            return None
+        if self.sender.fatal_error is not None:
+            return None
+        return self.routes.send(topic, value, key, timestamp)
 
     def prepare_send(
         self,
@@ -201,9 +248,7 @@ class ProducerCore:
         When the returned partition is None, the caller waits for the topic with
         :meth:`wait_for_topic` and gives its partition count to :meth:`admit`.
         """
-        fatal = self.sender.fatal_error
-        if fatal is not None:
-            raise fatal
+        self.check_fatal()
         if self.transactions is not None:
             self.check_transaction()
         return self.route(topic, value, key, headers, partition, timestamp)
@@ -423,7 +468,28 @@ class ProducerCore:
                 attempt += 1
                 await anyio.sleep(min(wait, max(deadline - self.clock(), 0)) / 1000)
 
+    # ---- flush
+
+    @contextlib.contextmanager
+    def flushing(self) -> Iterator[list[BatchResult]]:
+        """A flush: makes every batch queued now ready at once and gives the results to
+        wait for; then raises the sender's error once it failed."""
+        self.check_open()
+        results = self.accumulator.begin_flush()
+        try:
+            yield results
+        finally:
+            self.accumulator.end_flush()
+        self.check_fatal()
+
     # ---- transactions and close (event loop)
+
+    def transaction_runner(self) -> TransactionRunner:
+        """The runner, for a transactional call: the producer is open, and has not failed
+        (then its transaction can only be closed)."""
+        self.check_open()
+        self.check_fatal()
+        return self.runner()
 
     def runner(self) -> TransactionRunner:
         """The transactional producer's runner; IllegalStateError without ``transactional.id``."""

@@ -57,7 +57,7 @@ class AsyncProducer:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._space: anyio.Event | None = None
         self._new_event: Callable[[], anyio.Event] = anyio.Event  # the loop's own, once started
-        self._closed = False
+        self._closed = False  # before it started
 
     async def start(self) -> None:
         """Start the sender task (no connection is opened until the first record)."""
@@ -76,11 +76,13 @@ class AsyncProducer:
             self._space.set()
 
     def _running(self) -> ProducerCore:
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
-        if self._core is None:
+        core = self._core
+        if core is None:
+            if self._closed:
+                raise IllegalStateError("the producer is closed")
             raise IllegalStateError("the producer is not started: use 'async with' or start()")
-        return self._core
+        core.check_open()
+        return core
 
     async def send(
         self,
@@ -99,17 +101,11 @@ class AsyncProducer:
         epoch (default: now).
         """
         core = self._core
-        if core is None or self._closed:
+        if core is None:
             core = self._running()  # raises
-        if (
-            not headers
-            and partition is None
-            and on_delivery is None
-            and core.sender.fatal_error is None
-        ):
-            future = core.routes.send(topic, value, key, timestamp)
-            if future is not None:
-                return future
+        future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
+        if future is not None:
+            return future
         routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
         count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
         chosen = core.admit(topic, routed, partition, count)
@@ -162,26 +158,17 @@ class AsyncProducer:
         Raises :class:`KafkaTimeoutError` if that takes longer than ``timeout`` seconds,
         and the sender's error once it failed (every record pending failed with it).
         """
-        core = self._running()
-        results = core.accumulator.begin_flush()
-        try:
+        with self._running().flushing() as results:
             with anyio.move_on_after(timeout) as scope:
                 for result in results:
                     await result.wait_async()
             if scope.cancelled_caught:
                 raise KafkaTimeoutError(f"flush did not complete within {timeout}s")
-        finally:
-            core.accumulator.end_flush()
-        if core.sender.fatal_error is not None:
-            raise core.sender.fatal_error
 
     # ---- transactions
 
     def _runner(self) -> TransactionRunner:
-        core = self._running()
-        if core.sender.fatal_error is not None:
-            raise core.sender.fatal_error  # the transaction can only be closed
-        return core.runner()
+        return self._running().transaction_runner()
 
     def _timeout_s(self, timeout: float | None) -> float:
         return self._running().timeout_s(timeout)
@@ -233,13 +220,15 @@ class AsyncProducer:
         Records still undelivered after the timeout fail with
         :class:`KafkaTimeoutError`. An open transaction is aborted. Idempotent.
         """
-        if self._closed or self._core is None:
+        core = self._core
+        if core is None:
             self._closed = True
             return
-        self._closed = True
+        if not core.mark_closed():
+            return
         assert self._task_group is not None
         try:
-            await self._core.shutdown(timeout)
+            await core.shutdown(timeout)
         finally:
             await self._task_group.__aexit__(None, None, None)
 

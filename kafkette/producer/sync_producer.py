@@ -25,11 +25,12 @@ from types import TracebackType
 from typing import Any
 
 from kafkette.client.config import ProducerConfig
-from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.client.sync_bridge import BackgroundLoop, documented_as
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
+from kafkette.producer.producer import AsyncProducer
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
@@ -55,7 +56,6 @@ class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = ProducerConfig.from_user(config, **settings)
         self._loop = BackgroundLoop("kafkette producer")
-        self._closed = False
         try:
             self._core = self._loop.call(self._make_core)
         except BaseException:
@@ -95,18 +95,10 @@ class Producer:
         unknown, each up to ``max.block.ms``. ``on_delivery(error, metadata)``
         runs in the producer's background thread.
         """
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
         core = self._core
-        if (
-            not headers
-            and partition is None
-            and on_delivery is None
-            and core.sender.fatal_error is None
-        ):
-            future = core.routes.send(topic, value, key, timestamp)
-            if future is not None:
-                return future
+        future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
+        if future is not None:
+            return future
         routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
         in_loop = threading.get_ident() == self._loop_thread
         if routed[0] is not None:
@@ -134,6 +126,7 @@ class Producer:
                 "buffer.memory is full, and a send from a delivery callback cannot wait"
             ) from None
 
+    @documented_as(AsyncProducer.send_and_wait)
     def send_and_wait(
         self,
         topic: str,
@@ -144,72 +137,37 @@ class Producer:
         timestamp: int | None = None,
         timeout: float | None = None,
     ) -> RecordMetadata:
-        """Send one record and wait for its acknowledgement, up to ``timeout`` seconds
-        (default: no limit but ``delivery.timeout.ms``).
-
-        Raises the record's delivery error, or :class:`KafkaTimeoutError` when the
-        timeout passes first (the record may still be delivered later).
-        """
         future = self.send(topic, value, key, headers, partition, timestamp)
         try:
             return future.result(timeout)
         except TimeoutError:  # the wait's (a delivery error is a KafkaError)
             raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s") from None
 
+    @documented_as(AsyncProducer.flush)
     def flush(self, timeout: float | None = None) -> None:
-        """Send everything queued now and wait until it is acknowledged or failed.
-
-        Raises :class:`KafkaTimeoutError` if that takes longer than ``timeout`` seconds,
-        and the sender's error once it failed (every record pending failed with it).
-        """
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
-        self._flush(timeout)
-        fatal = self._core.sender.fatal_error
-        if fatal is not None:
-            raise fatal
-
-    def _flush(self, timeout: float | None) -> None:
-        accumulator = self._core.accumulator
-        results = accumulator.begin_flush()
-        deadline = None if timeout is None else self._core.clock() + timeout * 1000
-        try:
+        core = self._core
+        with core.flushing() as results:
+            deadline = None if timeout is None else core.clock() + timeout * 1000
             for result in results:
-                remaining = (
-                    None if deadline is None else max(deadline - self._core.clock(), 0) / 1000
-                )
+                remaining = None if deadline is None else max(deadline - core.clock(), 0) / 1000
                 if not result.wait(remaining):
                     raise KafkaTimeoutError(f"flush did not complete within {timeout}s")
-        finally:
-            accumulator.end_flush()
 
     # ---- transactions
 
     def _runner(self) -> TransactionRunner:
-        if self._closed:
-            raise IllegalStateError("the producer is closed")
-        fatal = self._core.sender.fatal_error
-        if fatal is not None:
-            raise fatal  # the transaction can only be closed
-        return self._core.runner()
+        return self._core.transaction_runner()
 
     def _timeout_s(self, timeout: float | None) -> float:
         return self._core.timeout_s(timeout)
 
+    @documented_as(AsyncProducer.init_transactions)
     def init_transactions(self, timeout: float | None = None) -> None:
-        """Get the producer id and epoch of the ``transactional.id`` (fencing older
-        producers with the same id and completing their open transaction).
-
-        Call once, before the first transaction; ``timeout`` in seconds (default
-        ``max.block.ms``). After a timeout, call it again to keep waiting. Also
-        valid after a commit or abort that timed out: the epoch is bumped, so
-        the earlier EndTxn cannot apply to a later transaction.
-        """
         runner = self._runner()
         self._loop.call(runner.init_transactions, self._timeout_s(timeout))
 
+    @documented_as(AsyncProducer.begin_transaction)
     def begin_transaction(self) -> None:
-        """Open a transaction: records sent from now on are part of it."""
         runner = self._runner()
 
         async def begin() -> None:
@@ -217,34 +175,25 @@ class Producer:
 
         self._loop.call(begin)
 
+    @documented_as(AsyncProducer.send_offsets_to_transaction)
     def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: ConsumerGroupMetadata,
         timeout: float | None = None,
     ) -> None:
-        """Commit a consumer group's ``offsets`` as part of the open transaction.
-
-        ``group_metadata`` is the consuming consumer's ``group_metadata()``: a
-        member fenced by a rebalance gets its commit refused.
-        """
         runner = self._runner()
         self._loop.call(
             runner.send_offsets, dict(offsets), group_metadata, self._timeout_s(timeout)
         )
 
+    @documented_as(AsyncProducer.commit_transaction)
     def commit_transaction(self, timeout: float | None = None) -> None:
-        """Send every record of the transaction, then commit it.
-
-        If a record failed, raises its error and the transaction can only be
-        aborted. After a :class:`KafkaTimeoutError`, call it again to wait for
-        the same commit.
-        """
         runner = self._runner()
         self._loop.call(runner.commit, self._timeout_s(timeout))
 
+    @documented_as(AsyncProducer.abort_transaction)
     def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the open transaction: its records never reach read_committed consumers."""
         runner = self._runner()
         self._loop.call(runner.abort, self._timeout_s(timeout))
 
@@ -254,16 +203,15 @@ class Producer:
         Records still undelivered after the timeout fail with
         :class:`KafkaTimeoutError`. An open transaction is aborted. Idempotent.
         """
-        if self._closed:
+        if not self._core.mark_closed():
             return
-        self._closed = True
         try:
             self._loop.call(self._core.shutdown, timeout)
         finally:
             self._loop.close()
 
+    @documented_as(AsyncProducer.metrics)
     def metrics(self) -> dict[str, float]:
-        """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""
         return self._core.metrics()
 
     def __enter__(self) -> Producer:

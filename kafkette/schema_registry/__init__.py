@@ -8,9 +8,11 @@ confluent-kafka's. The registry server is ``kafkette.schema_registry.server``.
 """
 
 from kafkette.schema_registry.client import (
+    AsyncSchemaRegistryClient,
     RegisteredSchema,
     Schema,
     SchemaReference,
+    SchemaRegistryClient,
     SchemaRegistryError,
 )
 from kafkette.schema_registry.serializers import (
@@ -19,6 +21,7 @@ from kafkette.schema_registry.serializers import (
     JSONDeserializer,
     JSONSerializer,
     ProtobufDeserializer,
+    ProtobufDictDeserializer,
     ProtobufSerializer,
     record_subject_name,
     topic_record_subject_name,
@@ -26,15 +29,18 @@ from kafkette.schema_registry.serializers import (
 )
 
 __all__ = [
+    "AsyncSchemaRegistryClient",
     "AvroDeserializer",
     "AvroSerializer",
     "JSONDeserializer",
     "JSONSerializer",
     "ProtobufDeserializer",
+    "ProtobufDictDeserializer",
     "ProtobufSerializer",
     "RegisteredSchema",
     "Schema",
     "SchemaReference",
+    "SchemaRegistryClient",
     "SchemaRegistryError",
     "record_subject_name",
     "topic_record_subject_name",

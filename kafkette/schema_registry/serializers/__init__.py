@@ -8,6 +8,7 @@ from kafkette.schema_registry.serializers.avro import AvroDeserializer, AvroSeri
 from kafkette.schema_registry.serializers.json_schema import JSONDeserializer, JSONSerializer
 from kafkette.schema_registry.serializers.protobuf import (
     ProtobufDeserializer,
+    ProtobufDictDeserializer,
     ProtobufSerializer,
 )
 from kafkette.schema_registry.serializers.serde import (
@@ -27,6 +28,7 @@ __all__ = [
     "JSONDeserializer",
     "JSONSerializer",
     "ProtobufDeserializer",
+    "ProtobufDictDeserializer",
     "ProtobufSerializer",
     "Registry",
     "Serializer",

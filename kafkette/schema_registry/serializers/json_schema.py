@@ -11,14 +11,11 @@ it is imported when a serializer is made, never when kafkette loads.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafkette.errors import SerializationError
 from kafkette.schema_registry.client.types import Schema
 from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
-
-if TYPE_CHECKING:
-    pass
 
 
 def _jsonschema() -> Any:

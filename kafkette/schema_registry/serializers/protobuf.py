@@ -13,28 +13,39 @@ to the message's type in its file.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
 from kafkette.errors import SerializationError
 from kafkette.schema_registry.client.types import Schema, SchemaReference
 from kafkette.schema_registry.serializers.framing import decode_indexes, encode_indexes
 from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
 
-if TYPE_CHECKING:
-    pass
-
 WELL_KNOWN = ("google/protobuf/", "google/type/", "confluent/")
 """Imports that are not registered as references (every registry knows them)."""
 
 
 def _protobuf() -> Any:
+    """Google's protobuf runtime: the modules used here, by name."""
     try:
         import google.protobuf.message  # type: ignore[import-untyped]
+        from google.protobuf import (
+            descriptor_pb2,
+            descriptor_pool,
+            json_format,
+            message_factory,
+        )
     except ImportError:
         raise ImportError(
             "Protobuf serializers need protobuf: pip install kafkette[protobuf]"
         ) from None
-    return google.protobuf.message
+    return SimpleNamespace(
+        Message=google.protobuf.message.Message,
+        descriptor_pb2=descriptor_pb2,
+        descriptor_pool=descriptor_pool,
+        json_format=json_format,
+        message_factory=message_factory,
+    )
 
 
 def message_indexes(descriptor: Any) -> list[int]:
@@ -124,3 +135,69 @@ class ProtobufDeserializer(Deserializer[None]):
     def _decode(self, writer: None, data: memoryview) -> Any:
         _indexes, payload = decode_indexes(data)
         return self.message_type.FromString(bytes(payload))
+
+
+class ProtobufDictDeserializer(Deserializer[Any]):
+    """Framed bytes to dicts, with no generated class: the writer's schema from the
+    registry (a serialized file descriptor, as confluent-kafka registers it, with
+    its references) picked by the message indexes, as
+    ``google.protobuf.json_format.MessageToDict`` gives it (field names as in
+    the ``.proto``). For tools that print what they cannot know in advance
+    (``kafkette consume --value-format protobuf``)."""
+
+    schema_type = "PROTOBUF"
+
+    def __init__(self, registry: Registry) -> None:
+        _protobuf()
+        super().__init__(registry)
+
+    def _parse(self, schema: Schema) -> Any:
+        protobuf = _protobuf()
+        pool = protobuf.descriptor_pool.DescriptorPool()
+        added: set[str] = set()
+
+        def add(schema: Schema) -> Any:
+            for reference in schema.references:
+                if reference.name not in added:
+                    assert self.registry is not None
+                    add(self.registry.get_version(reference.subject, reference.version).schema)
+            try:
+                data = base64.b64decode(schema.schema_str, validate=True)
+                proto = protobuf.descriptor_pb2.FileDescriptorProto.FromString(data)
+            except Exception:
+                raise SerializationError(
+                    "the schema is .proto text: decoding it needs its generated class "
+                    "(ProtobufDeserializer)"
+                ) from None
+            added.add(proto.name)
+            _add_dependencies(protobuf, pool, proto)
+            return pool.Add(proto)
+
+        return add(schema)
+
+    def _decode(self, writer: Any, data: memoryview) -> Any:
+        protobuf = _protobuf()
+        indexes, payload = decode_indexes(data)
+        descriptor = writer.message_types_by_name[list(writer.message_types_by_name)[indexes[0]]]
+        for index in indexes[1:]:
+            descriptor = descriptor.nested_types[index]
+        message_class = protobuf.message_factory.GetMessageClass(descriptor)
+        message = message_class.FromString(bytes(payload))
+        return protobuf.json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _add_dependencies(protobuf: Any, pool: Any, proto: Any) -> None:
+    """Google's well-known types a file imports (never registered as references)."""
+    default = protobuf.descriptor_pool.Default()
+    for name in proto.dependency:
+        try:
+            pool.FindFileByName(name)
+        except KeyError:
+            try:
+                known = default.FindFileByName(name)
+            except KeyError:
+                continue
+            file = protobuf.descriptor_pb2.FileDescriptorProto()
+            known.CopyToProto(file)
+            _add_dependencies(protobuf, pool, file)
+            pool.Add(file)

@@ -25,6 +25,7 @@ from kafkette.schema_registry import (
     JSONDeserializer,
     JSONSerializer,
     ProtobufDeserializer,
+    ProtobufDictDeserializer,
     ProtobufSerializer,
     SchemaRegistryClient,
 )
@@ -87,3 +88,27 @@ def test_json_and_protobuf(clients: tuple[SchemaRegistryClient, CSchemaRegistryC
     assert o == c
     assert ProtobufDeserializer(order_class)(c) == order
     assert sorted(ours.get_subjects()) == ["kt/common.proto", "orders-value", "proto-value"]
+
+
+def test_protobuf_without_the_class(
+    clients: tuple[SchemaRegistryClient, CSchemaRegistryClient],
+) -> None:
+    """ProtobufDictDeserializer reads confluent-kafka's messages, nested and imported types
+    included, from the registry's schema alone."""
+    ours, theirs = clients
+    messages = make_messages()
+    Order, Line, Money, Note = (messages[n] for n in ("Order", "Line", "Money", "Note"))
+    order = Order(
+        id=3,
+        customer="ann",
+        lines=[Line(sku="a", quantity=2, price=Money(currency="EUR", cents=5))],
+    )
+    context = SerializationContext("proto", MessageField.VALUE)
+    reader = ProtobufDictDeserializer(ours)
+    assert reader(CProtobufSerializer(Order, theirs)(order, context)) == {
+        "id": "3",
+        "customer": "ann",
+        "lines": [{"sku": "a", "quantity": 2, "price": {"currency": "EUR", "cents": "5"}}],
+    }
+    note = SerializationContext("notes", MessageField.VALUE)
+    assert reader(CProtobufSerializer(Note, theirs)(Note(text="x"), note)) == {"text": "x"}

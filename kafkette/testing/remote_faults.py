@@ -22,7 +22,16 @@ from typing import Any
 from kafkette.admin import AdminClient, AlterConfigOp, ConfigResource, ResourceType
 from kafkette.errors import KafkaError
 from kafkette.server.faults.hook import ARMED, CLEAR, PREFIX, parse_armed
-from kafkette.server.faults.table import Fault, FaultSpec, FaultTable, api_key, error_code
+from kafkette.server.faults.table import (
+    ALWAYS,
+    Fault,
+    FaultSpec,
+    FaultTable,
+    Times,
+    api_key,
+    error_code,
+    fault_times,
+)
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -50,32 +59,39 @@ class RemoteFaults:
         self,
         api: str | int,
         error: type[KafkaError] | KafkaError | int,
-        times: int | None = 1,
+        times: Times = 1,
         topic: str | None = None,
         partition: int | None = None,
     ) -> None:
-        """Answer the next ``times`` matching requests (None: all) with ``error``, unserved."""
+        """Answer the next ``times`` matching requests (or always) with ``error``, unserved."""
         self._arm(
             FaultSpec(
-                "fail", api_key(api), error_code(error), times, topic=topic, partition=partition
+                "fail",
+                api_key(api),
+                error_code(error),
+                fault_times(times),
+                topic=topic,
+                partition=partition,
             )
         )
 
-    def drop_response(self, api: str | int, times: int | None = 1) -> None:
+    def drop_response(self, api: str | int, times: Times = 1) -> None:
         """Serve the next ``times`` requests of ``api``, then close their connection unanswered."""
-        self._arm(FaultSpec("drop_response", api_key(api), times=times))
+        self._arm(FaultSpec("drop_response", api_key(api), times=fault_times(times)))
 
-    def delay(self, api: str | int, seconds: float, times: int | None = None) -> None:
+    def delay(self, api: str | int, seconds: float, times: Times = ALWAYS) -> None:
         """Hold requests of ``api`` ``seconds`` (real time) before serving them."""
-        self._arm(FaultSpec("delay", api_key(api), times=times, seconds=float(seconds)))
+        self._arm(
+            FaultSpec("delay", api_key(api), times=fault_times(times), seconds=float(seconds))
+        )
 
     def disconnect(
-        self, api: str | int | None = None, times: int | None = 1, *, node: int | None = None
+        self, api: str | int | None = None, times: Times = 1, *, node: int | None = None
     ) -> None:
         """Close the connection of the next ``times`` requests (of ``api``, or any) unserved;
         with ``node``, only requests reaching that node (``kafkette serve --nodes``)."""
         key = None if api is None else api_key(api)
-        self._arm(FaultSpec("disconnect", key, times=times, node=node))
+        self._arm(FaultSpec("disconnect", key, times=fault_times(times), node=node))
 
     def throttle(self, ms: int) -> None:
         """Put ``throttle_time_ms = ms`` in every answer that has it (0 stops)."""

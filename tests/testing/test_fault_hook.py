@@ -257,7 +257,7 @@ def test_remote_faults_checks_arguments_before_sending() -> None:
         faults.fail("Produc", NotEnoughReplicasError)
     with pytest.raises(ValueError, match="Heartbeat requests name no partitions"):
         faults.fail("Heartbeat", 15, topic="t")
-    with pytest.raises(ValueError, match="times is at least 1"):
+    with pytest.raises(ValueError, match="times is a whole number, at least 1, or 'always', got 0"):
         faults.drop_response("Produce", times=0)
     with pytest.raises(ValueError, match="a delay is not negative"):
         faults.delay("Produce", -1)

@@ -87,14 +87,33 @@ def test_delay_drop_and_throttle_combine() -> None:
     assert not table.active
 
 
+def test_always_is_spelled_as_on_the_command_line() -> None:
+    """``times="always"`` (any case) arms a fault until cleared, as ``--fault
+    fail:Produce:NOT_ENOUGH_REPLICAS:always`` does; None means the same."""
+    table = FaultTable()
+    table.fail("Produce", NotEnoughReplicasError, times="always")
+    request = produce("t", 0)
+    for _ in range(5):
+        assert table.plan(0, request) == FaultPlan(error_code=19)
+    table.clear()
+    table.disconnect("Produce", times="ALWAYS")  # type: ignore[arg-type]
+    table.delay("Fetch", 0.5)
+    assert [(f.kind, f.api_key, f.remaining) for f in table.armed()] == [
+        ("disconnect", 0, None),
+        ("delay", 1, None),
+    ]
+
+
 def test_bad_arguments_are_refused() -> None:
     table = FaultTable()
     with pytest.raises(ValueError, match="Heartbeat requests name no partitions"):
         table.fail("Heartbeat", 15, topic="t")
     with pytest.raises(ValueError, match="has no Kafka error code"):
         table.fail("Produce", 0)
-    with pytest.raises(ValueError, match="times is at least 1"):
+    with pytest.raises(ValueError, match="times is a whole number, at least 1, or 'always', got 0"):
         table.drop_response("Produce", times=0)
+    with pytest.raises(ValueError, match="got 'forever'"):
+        table.fail("Produce", 19, times="forever")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="a partition needs its topic"):
         table.fail("Produce", 19, partition=0)
     assert table.armed() == []

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, cast
+from typing import Any, Final, Literal, TypeAlias, cast
 
 import anyio
 import attrs
@@ -58,6 +58,11 @@ from kafkette.protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from kafkette.protocol.schema import Request, Response
+
+ALWAYS: Final = "always"
+Times: TypeAlias = "int | Literal['always'] | None"
+"""How many matching requests a fault takes: a count, or ``"always"`` (None too) until
+cleared."""
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, FIND_COORDINATOR = 0, 1, 2, 8, 10
 _KEYS_BY_NAME = {name.lower(): key for key, name in API_NAMES.items()}
@@ -149,7 +154,7 @@ class FaultTable:
         self,
         api: str | int,
         error: type[KafkaError] | KafkaError | int,
-        times: int | None = 1,
+        times: Times = 1,
         topic: str | None = None,
         partition: int | None = None,
     ) -> None:
@@ -167,25 +172,25 @@ class FaultTable:
             raise ValueError(f"{API_NAMES[key]} requests name no partitions to match a topic on")
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
-        self._arm(Fault("fail", key, _times(times), code, topic=topic, partition=partition))
+        self._arm(Fault("fail", key, fault_times(times), code, topic=topic, partition=partition))
 
-    def drop_response(self, api: str | int, times: int | None = 1) -> None:
+    def drop_response(self, api: str | int, times: Times = 1) -> None:
         """Serve the next ``times`` requests of ``api``, then close their connection unanswered."""
-        self._arm(Fault("drop", api_key(api), _times(times)))
+        self._arm(Fault("drop", api_key(api), fault_times(times)))
 
-    def delay(self, api: str | int, seconds: float, times: int | None = None) -> None:
+    def delay(self, api: str | int, seconds: float, times: Times = ALWAYS) -> None:
         """Hold requests of ``api`` ``seconds`` (real time) before serving them."""
         if seconds < 0:
             raise ValueError(f"a delay is not negative, got {seconds}")
-        self._arm(Fault("delay", api_key(api), _times(times), delay_s=seconds))
+        self._arm(Fault("delay", api_key(api), fault_times(times), delay_s=seconds))
 
     def disconnect(
-        self, api: str | int | None = None, times: int | None = 1, *, node: int | None = None
+        self, api: str | int | None = None, times: Times = 1, *, node: int | None = None
     ) -> None:
         """Close the connection of the next ``times`` requests (of ``api``, or any) unserved;
         with ``node``, only requests reaching that node (a broker unreachable for a while)."""
         key = None if api is None else api_key(api)
-        self._arm(Fault("disconnect", key, _times(times), node=node))
+        self._arm(Fault("disconnect", key, fault_times(times), node=node))
 
     def throttle(self, ms: int) -> None:
         """Put ``throttle_time_ms = ms`` in every answer that has it (0 stops)."""
@@ -288,7 +293,6 @@ _CODES_BY_NAME = {info.name: code for code, info in ERRORS.items()}
 
 KINDS = ("fail", "drop_response", "delay", "disconnect", "throttle")
 """The fault kinds a :class:`FaultSpec` names, as :class:`FaultTable`'s methods do."""
-ALWAYS = "always"
 """TIMES for a fault armed until cleared (``times=None``)."""
 ANY_API = "*"
 """API for a ``disconnect`` of whatever request comes next."""
@@ -518,9 +522,17 @@ def _is_int(text: str) -> bool:
     return text.strip().lstrip("-").isdigit()
 
 
-def _times(times: int | None) -> int | None:
-    if times is not None and times < 1:
-        raise ValueError(f"times is at least 1 (or None for always), got {times}")
+def fault_times(times: Times) -> int | None:
+    """``times`` as the table keeps it: a count of at least 1, or None for always (until
+    cleared), which the text form and the Python methods both spell ``"always"``."""
+    if times is None:
+        return None
+    if isinstance(times, str):
+        if times.lower() == ALWAYS:
+            return None
+        raise ValueError(f"times is a whole number, at least 1, or {ALWAYS!r}, got {times!r}")
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ValueError(f"times is a whole number, at least 1, or {ALWAYS!r}, got {times!r}")
     return times
 
 

@@ -20,6 +20,17 @@ not retriable), a listener that speaks TLS to a plaintext client or the
 other way round, or one that expects SASL from a client without it
 (:class:`~kafkette.errors.IllegalSaslStateError`, found when the broker
 closes the connection at its first request after ApiVersions).
+
+A broker that gives SASL sessions a lifetime (``connections.max.reauth.ms``,
+KIP-368) closes a connection that has not re-authenticated when its session
+ends. The connection re-authenticates itself when its
+:class:`~kafkette.client.sasl.ReauthSchedule` says so (85-95% of the lifetime), at
+the first request from then on: that request and every one made meanwhile wait
+(requests handed to :meth:`BrokerConnection.submit` are held, in order) until
+SaslHandshake and SaslAuthenticate are answered, then go out in the order they
+were made. Requests already sent are not touched: the broker answers them before
+the SaslHandshake. A failed re-authentication closes the connection
+(:class:`KafkaConnectionError`, retriable: a new connection authenticates anew).
 """
 
 from __future__ import annotations
@@ -43,8 +54,9 @@ from kafkette.client.diagnose import (
     speaks_tls,
     ssl_alert,
 )
+from kafkette.client.events import event_factory
 from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe, connect_stream
-from kafkette.client.sasl import SaslCredentials, authenticate
+from kafkette.client.sasl import ReauthSchedule, SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import (
@@ -215,6 +227,17 @@ class BrokerConnection:
         self._endpoint: _Endpoint | None = None  # TCP: asked what it speaks after a failure
         self._failures: FailureLog | None = None
         self._closing = False
+        # KIP-368: set once authenticated with SASL whose session expires.
+        self._sasl: SaslCredentials | None = None
+        self._clock: MonotonicClockMs = monotonic_ms
+        self._reauth = ReauthSchedule()
+        self._reauth_due: float | None = None  # self._reauth.due_ms, read on every request
+        self._reauthenticating: anyio.Event | None = None
+        self._held: list[tuple[Request, OnResponse]] = []  # submitted meanwhile, in order
+        self._spawn: anyio.abc.TaskGroup | None = None
+        self._reauth_task: object = None  # an asyncio task, kept from the garbage collector
+        self.reauthentications = 0
+        """Re-authentications completed on this connection."""
 
     @classmethod
     async def connect(
@@ -287,9 +310,11 @@ class BrokerConnection:
             except KafkaConnectionError as exc:
                 raise await endpoint.negotiation_failure(exc) from exc
             if endpoint.sasl is not None:
-                await authenticate(
+                lifetime_ms = await authenticate(
                     connection._send_versioned, connection.broker_versions, endpoint.sasl, address
                 )
+                connection._clock = clock
+                connection._session_started(endpoint.sasl, lifetime_ms)
         except BaseException:
             await connection.aclose()
             raise
@@ -300,7 +325,129 @@ class BrokerConnection:
         return connection
 
     async def _send_versioned(self, request: Request, version: int) -> Response | None:
-        return await self.request(request, version=version)
+        return await self._exchange(request, version, True)
+
+    # ---- re-authentication (KIP-368)
+
+    def _session_started(self, sasl: SaslCredentials, lifetime_ms: int) -> None:
+        self._sasl = sasl
+        self._reauth.started(self._clock(), lifetime_ms)
+        self._reauth_due = self._reauth.due_ms
+
+    def _must_wait(self) -> bool:
+        """Whether a request must wait for a re-authentication, under way or due now."""
+        if self._reauthenticating is not None:
+            return True
+        due = self._reauth_due
+        return due is not None and self._clock() >= due and self._pipe.failure is None
+
+    async def _wait_reauthenticated(self) -> None:
+        """Re-authenticate, or wait for the re-authentication under way to end."""
+        while self._reauthenticating is not None:
+            await self._reauthenticating.wait()
+        if self._must_wait():
+            await self._reauthenticate(self._begin_reauthentication())
+
+    def _begin_reauthentication(self) -> anyio.Event:
+        """From now on requests wait (the event is set when they may go)."""
+        assert self._sasl is not None and self._reauthenticating is None
+        done = self._reauthenticating = event_factory()()
+        return done
+
+    async def _reauthenticate(self, done: anyio.Event) -> None:
+        """SaslHandshake and SaslAuthenticate again, then release the requests held.
+
+        A failure closes the connection: what waits fails with KafkaConnectionError.
+        """
+        assert self._sasl is not None
+        error: KafkaConnectionError | None = None
+        try:
+            # Shielded: a caller cancelled halfway would leave the exchange half done.
+            # The pipe's request timeout still bounds it.
+            with anyio.CancelScope(shield=True):
+                lifetime_ms = await authenticate(
+                    self._send_in_order, self.broker_versions, self._sasl, self.address
+                )
+        except KafkaError as exc:
+            error = KafkaConnectionError(f"re-authentication with {self.address} failed: {exc}")
+            error.__cause__ = exc
+            await self._pipe.close(error)
+        except BaseException as exc:  # a bug: the connection cannot be used any more
+            error = KafkaConnectionError(f"re-authentication with {self.address} failed: {exc!r}")
+            error.__cause__ = exc
+            with anyio.CancelScope(shield=True):
+                await self._pipe.close(error)
+            raise
+        else:
+            self.reauthentications += 1
+            self._session_started(self._sasl, lifetime_ms)
+            logger.debug(
+                "re-authenticated with %s (%d, session %d ms)",
+                self.address,
+                self.reauthentications,
+                lifetime_ms,
+            )
+        finally:
+            self._reauthenticating = None
+            held, self._held = self._held, []
+            for request, on_response in held:  # in the order they were submitted
+                self._submit_now(request, on_response, error)
+            done.set()
+
+    async def _send_in_order(self, request: Request, version: int) -> Response | None:
+        """Send a request of the re-authentication after every frame submitted before it.
+
+        Submitted frames may not be written yet (corked, or in the pump's queue); were
+        the SaslHandshake to pass them, the broker would see them in the middle of the
+        exchange and close the connection. So it goes the way they went, where they
+        went that way: any asyncio pipe, or a stream pipe with its pump.
+        """
+        if not isinstance(self._pipe, AsyncioPipe) and self._spawn is None:
+            return await self._exchange(request, version, True)
+        done = event_factory()()
+        outcome: list[tuple[Response | None, BaseException | None]] = []
+
+        def on_response(response: Response | None, error: BaseException | None) -> None:
+            outcome.append((response, error))
+            done.set()
+
+        correlation_id, frame = self._wire.send(request, version)
+        self._pipe.submit(frame, correlation_id, on_response)
+        self._pipe.uncork()
+        await done.wait()
+        response, error = outcome[0]
+        if error is not None:
+            raise error
+        return response
+
+    async def _reauthenticate_in_background(self, done: anyio.Event) -> None:
+        try:
+            await self._reauthenticate(done)
+        except KafkaError:
+            pass  # the connection is closed: its requests have failed with it
+        finally:
+            self._reauth_task = None
+
+    def _start_reauthentication(self) -> bool:
+        """Re-authenticate in a task of its own (for :meth:`submit`, which has none);
+        False if there is no task to run it in (off asyncio without :meth:`start_pump`):
+        requests then go out, and the broker closes the connection when the session ends."""
+        done = self._begin_reauthentication()
+        if _running_asyncio():
+            self._reauth_task = asyncio.get_running_loop().create_task(
+                self._reauthenticate_in_background(done)
+            )
+            return True
+        if self._spawn is not None:
+            try:
+                self._spawn.start_soon(self._reauthenticate_in_background, done)
+                return True
+            except RuntimeError:  # that task group is over
+                self._spawn = None
+        self._reauthenticating = None
+        self._reauth_due = None
+        done.set()
+        return False
 
     @classmethod
     async def over_stream(
@@ -392,11 +539,18 @@ class BrokerConnection:
         throttled_ms = self._wire.throttle_delay_ms()
         if throttled_ms > 0:
             await anyio.sleep(throttled_ms / 1000)
+        if self._must_wait():
+            await self._wait_reauthenticated()
+        if version is None:
+            version = self.version_for(request)
+        return await self._exchange(request, version, expect_response)
+
+    async def _exchange(
+        self, request: Request, version: int, expect_response: bool
+    ) -> Response | None:
         failure = self._pipe.failure
         if failure is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed") from failure
-        if version is None:
-            version = self.version_for(request)
         correlation_id, frame = self._wire.send(request, version, expect_response=expect_response)
         try:
             response = await self._pipe.exchange(frame, correlation_id, expect_response)
@@ -439,6 +593,8 @@ class BrokerConnection:
         ``task_group`` writes submitted requests and reads the responses, until the
         connection closes or the group is cancelled. Nothing to do under asyncio."""
         self._pipe.start_pump(task_group)
+        if self._reauth_due is not None:
+            self._spawn = task_group  # where submit starts a re-authentication
 
     def submit(self, request: Request, on_response: OnResponse) -> None:
         """Send ``request`` now, without a task; ``on_response`` gets the outcome later.
@@ -455,8 +611,34 @@ class BrokerConnection:
         version = self._submit_versions.get(type(request))
         if version is None:
             version = self._submit_versions[type(request)] = self.version_for(request)
+        if self._must_wait() and (
+            self._reauthenticating is not None or self._start_reauthentication()
+        ):
+            self._held.append((request, on_response))  # until re-authenticated (KIP-368)
+            return
         correlation_id, frame = self._wire.send(request, version)
         pipe.submit(frame, correlation_id, on_response)
+
+    def _submit_now(
+        self, request: Request, on_response: OnResponse, error: BaseException | None
+    ) -> None:
+        """Send a request held during a re-authentication (or fail it with ``error``)."""
+        failure = error or self._pipe.failure
+        if failure is None:
+            try:
+                correlation_id, frame = self._wire.send(
+                    request, self._submit_versions[type(request)]
+                )
+                self._pipe.submit(frame, correlation_id, on_response)
+                return
+            except KafkaConnectionError as exc:
+                failure = exc
+            except Exception as exc:  # a request that cannot be encoded: its own failure
+                on_response(None, exc)
+                return
+        broken = KafkaConnectionError(f"connection to {self.address} is closed")
+        broken.__cause__ = failure
+        on_response(None, broken)
 
     def cork(self) -> None:
         """Hold submitted requests until :meth:`uncork` writes them together (where

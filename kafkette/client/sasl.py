@@ -9,6 +9,16 @@ raises its error class: :class:`~kafkette.errors.UnsupportedSaslMechanismError`
 (with the mechanisms it offers) or
 :class:`~kafkette.errors.SaslAuthenticationFailedError` (with its message);
 neither is retriable.
+
+Re-authentication (KIP-368): the last SaslAuthenticate answer of an exchange
+carries the session's lifetime (``session_lifetime_ms``, the broker's
+``connections.max.reauth.ms``; 0: the session does not expire), which
+:func:`authenticate` returns. :class:`ReauthSchedule` says when to authenticate
+again on the same connection: as Kafka's ``SaslClientAuthenticator``, at a random
+point between 85% and 95% of the lifetime, so that many connections do not all
+re-authenticate at once and the exchange ends before the broker would close the
+connection. The connection (:mod:`kafkette.client.connection`) runs it between
+requests.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import random
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -192,13 +203,42 @@ def client_mechanism(credentials: SaslCredentials) -> ClientMechanism:
 Send = Callable[[Request, int], Awaitable[Response | None]]
 
 
+REAUTH_WINDOW = (0.85, 0.95)
+"""Where in the session's lifetime a client re-authenticates (Kafka's client: 85%
+for network latency and clock drift, plus up to 10% of jitter)."""
+
+
+class ReauthSchedule:
+    """When a connection re-authenticates, without I/O or a clock of its own."""
+
+    def __init__(self, rng: Callable[[], float] = random.random) -> None:
+        self._rng = rng
+        self.due_ms: float | None = None
+        """When to re-authenticate (the clock of :meth:`started`), None: never."""
+        self.lifetime_ms = 0
+
+    def started(self, now_ms: float, lifetime_ms: int) -> None:
+        """A session of ``lifetime_ms`` (0: without expiry) began at ``now_ms``."""
+        self.lifetime_ms = lifetime_ms
+        if lifetime_ms <= 0:
+            self.due_ms = None
+            return
+        low, high = REAUTH_WINDOW
+        self.due_ms = now_ms + lifetime_ms * (low + (high - low) * self._rng())
+
+    def due(self, now_ms: float) -> bool:
+        due = self.due_ms
+        return due is not None and now_ms >= due
+
+
 async def authenticate(
     send: Send,
     versions: dict[int, tuple[int, int]],
     credentials: SaslCredentials,
     address: str,
-) -> None:
-    """Authenticate a connection whose API versions are ``versions``.
+) -> int:
+    """Authenticate a connection whose API versions are ``versions``; returns the
+    session's lifetime in ms (0: it does not expire).
 
     ``send(request, version)`` sends a request and returns its response.
     """
@@ -223,6 +263,7 @@ async def authenticate(
         )
     auth_version = min(auth[1], SaslAuthenticateRequest.VALID_VERSIONS[1])
     token: bytes | None = mechanism.initial()
+    lifetime_ms = 0
     while token is not None:
         answer = await send(SaslAuthenticateRequest(auth_bytes=token), auth_version)
         assert isinstance(answer, SaslAuthenticateResponse)
@@ -234,7 +275,9 @@ async def authenticate(
                     f"sasl.mechanism={mechanism.name}?"
                 )
             raise make_error(answer.error_code, f"{address}: {reason}")
+        lifetime_ms = answer.session_lifetime_ms
         token = mechanism.respond(answer.auth_bytes)
+    return lifetime_ms
 
 
 def sasl_credentials_for(config: ClientConfig) -> SaslCredentials | None:

@@ -72,7 +72,14 @@ from kafkette.server.data_dir.lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults.table import FaultSpec, RemoteControl, parse_fault_spec
 from kafkette.server.net.listener import serve_tcp
 from kafkette.server.net.tls import PROPERTY_NAMES as TLS_PROPERTIES
-from kafkette.server.net.tls import TlsSettings, server_context
+from kafkette.server.net.tls import (
+    ClientAuth,
+    TlsSettings,
+    client_auth_for,
+    is_listener_tls_property,
+    listener_client_auth_property,
+    server_context,
+)
 from kafkette.server.nodes import numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
 from kafkette.server.sasl.reauth import (
@@ -134,7 +141,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "its security protocol from listener.security.protocol.map (by default the name: "
         "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); TLS settings are the properties "
         "ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.ca.location, "
-        "ssl.client.auth (required, requested, none)",
+        "ssl.client.auth (required, requested, none; SSL listeners only, as Kafka since "
+        "KIP-684) and listener.name.<listener>.ssl.client.auth (one listener's, SASL_SSL too)",
     )
     parser.add_argument(
         "--allow-plaintext-outside",
@@ -251,7 +259,9 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         {
             k: v
             for k, v in properties.items()
-            if k not in SECURITY_PROPERTIES and not is_listener_reauth_property(k)
+            if k not in SECURITY_PROPERTIES
+            and not is_listener_reauth_property(k)
+            and not is_listener_tls_property(k)
         }
     )
     host, port = parse_host_port(args.listen or f"127.0.0.1:{DEFAULT_PORT}", "--listen")
@@ -322,7 +332,7 @@ def build_listeners(
     if sasl is not None:
         sasl = attrs.evolve(sasl, max_receive_size=int(raw_cap))
     tls_settings = TlsSettings.from_properties(properties)
-    context: ssl.SSLContext | None = None
+    contexts: dict[ClientAuth, ssl.SSLContext] = {}
     built = []
     for listener in listeners:
         if listener.uses_sasl and sasl is None:
@@ -330,12 +340,27 @@ def build_listeners(
                 listener.name,
                 f"a {listener.protocol} listener needs SASL users (--sasl-user, --sasl-users-file)",
             )
-        if listener.uses_tls and context is None:
-            context = server_context(tls_settings)
+        context = None
+        if listener.uses_tls:
+            client_auth, left_out = client_auth_for(properties, listener.name, listener.protocol)
+            if left_out:
+                logger.warning(
+                    "kafkette serve: ssl.client.auth applies to SSL listeners only (as in "
+                    "Kafka since KIP-684): %s=%s sets it for the %s listener %s",
+                    listener_client_auth_property(listener.name),
+                    tls_settings.client_auth,
+                    listener.protocol,
+                    listener.name,
+                )
+            if client_auth not in contexts:
+                contexts[client_auth] = server_context(
+                    attrs.evolve(tls_settings, client_auth=client_auth)
+                )
+            context = contexts[client_auth]
         built.append(
             ServeListener(
                 listener,
-                context if listener.uses_tls else None,
+                context,
                 _listener_sasl(sasl, listener.name, properties, config)
                 if listener.uses_sasl
                 else None,

@@ -4,6 +4,7 @@ and the certificate principal's RFC 2253 form."""
 from __future__ import annotations
 
 import argparse
+import ssl
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,13 @@ from kafkette.cli.serve import (
 )
 from kafkette.errors import ConfigError
 from kafkette.server.config.listeners import Listener, parse_listeners, parse_protocol_map
-from kafkette.server.net.tls import TlsSettings, certificate_principal, rfc2253, server_context
+from kafkette.server.net.tls import (
+    TlsSettings,
+    certificate_principal,
+    client_auth_for,
+    rfc2253,
+    server_context,
+)
 from tests.security.servers import Pki
 
 
@@ -212,3 +219,78 @@ def test_principal_is_the_subject_in_rfc2253_form() -> None:
     assert rfc2253(((("commonName", '#x;<>"\\'),),)) == 'CN=\\#x\\;\\<\\>\\"\\\\'
     assert certificate_principal({}) == "User:ANONYMOUS"
     assert certificate_principal(None) == "User:ANONYMOUS"
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        ({}, {"SSL": ("none", False), "SASL_SSL": ("none", False)}),
+        (
+            {"ssl.client.auth": "required"},
+            {"SSL": ("required", False), "SASL_SSL": ("none", True)},
+        ),
+        (
+            {"ssl.client.auth": "required", "listener.name.sasl_ssl.ssl.client.auth": "requested"},
+            {"SSL": ("required", False), "SASL_SSL": ("requested", False)},
+        ),
+        (
+            {"ssl.client.auth": "REQUIRED", "listener.name.ssl.ssl.client.auth": "none"},
+            {"SSL": ("none", False), "SASL_SSL": ("none", True)},
+        ),
+    ],
+)
+def test_ssl_client_auth_of_each_listener_as_kip_684(
+    properties: dict[str, str], expected: dict[str, tuple[str, bool]]
+) -> None:
+    """The listener's own value, else the broker-wide one for SSL only (Kafka's
+    ChannelBuilders since KIP-684); the flag says a broker-wide value was left out."""
+    assert {p: client_auth_for(properties, p, p) for p in ("SSL", "SASL_SSL")} == expected
+
+
+def test_listener_client_auth_is_checked_and_named(tmp_path: Path) -> None:
+    pki = Pki(tmp_path)
+    error = setting_refused(
+        "--listener", "SASL_SSL://127.0.0.1:0", "--sasl-user", "a:b",
+        *pki.server_properties("none"),
+        "--set", "listener.name.sasl_ssl.ssl.client.auth=sometimes",
+    )  # fmt: skip
+    assert error.setting == "listener.name.sasl_ssl.ssl.client.auth"
+    assert "required, requested, none" in str(error)
+
+
+def test_sasl_ssl_listener_takes_only_its_own_client_auth(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the broker-wide ssl.client.auth=required, the SSL listener requires a
+    certificate and the SASL_SSL listener asks for none (a warning names the setting that
+    would); its own listener.name.sasl_ssl.ssl.client.auth applies."""
+    pki = Pki(tmp_path)
+    common = (
+        "--listener", "SSL://127.0.0.1:0", "--listener", "SASL_SSL://127.0.0.1:0",
+        "--sasl-user", "a:b", *pki.server_properties("required"),
+    )  # fmt: skip
+
+    def verify_modes(*extra: str) -> dict[str, int]:
+        args = parse(*common, *extra)
+        config = build_config(args)
+        built = build_listeners(args, config, build_sasl(args, config), build_nodes(args))
+        return {s.listener.name: s.tls.verify_mode for s in built if s.tls is not None}
+
+    with caplog.at_level("WARNING", logger="kafkette.server"):
+        assert verify_modes() == {"SSL": ssl.CERT_REQUIRED, "SASL_SSL": ssl.CERT_NONE}
+    assert (
+        "ssl.client.auth applies to SSL listeners only (as in Kafka since KIP-684): "
+        "listener.name.sasl_ssl.ssl.client.auth=required sets it for the SASL_SSL listener "
+        "SASL_SSL"
+    ) in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kafkette.server"):
+        assert verify_modes("--set", "listener.name.sasl_ssl.ssl.client.auth=required") == {
+            "SSL": ssl.CERT_REQUIRED,
+            "SASL_SSL": ssl.CERT_REQUIRED,
+        }
+        assert verify_modes("--set", "listener.name.sasl_ssl.ssl.client.auth=requested") == {
+            "SSL": ssl.CERT_REQUIRED,
+            "SASL_SSL": ssl.CERT_OPTIONAL,
+        }
+    assert "KIP-684" not in caplog.text

@@ -7,7 +7,15 @@ given) and ``ssl.ca.location`` (the CAs client certificates are checked
 against), with the standard library's :mod:`ssl`. ``ssl.client.auth`` is
 Kafka's: ``required`` (a client without a certificate the CA vouches for is
 refused in the handshake), ``requested`` (a client may present one; without it
-the connection's principal is ``User:ANONYMOUS``), ``none`` (the default).
+the connection's principal is ``User:ANONYMOUS``; a certificate the CA does not
+vouch for is refused in the handshake, as Java's SSLEngine does under
+``setWantClientAuth``), ``none`` (the default).
+
+Which value a listener takes is Kafka's since KIP-684 (``ChannelBuilders``):
+``listener.name.<listener>.ssl.client.auth`` (the name lower-cased) when given;
+else, for an SSL listener, the broker-wide ``ssl.client.auth``; a SASL_SSL
+listener does not take the broker-wide value (its clients authenticate with
+SASL) and asks for no certificate (:func:`client_auth_for`).
 
 A client authenticated by its certificate is ``User:<subject>``, the subject's
 distinguished name in RFC 2253 form as Java's ``X500Principal.getName()`` writes
@@ -18,6 +26,7 @@ it (Kafka's default principal builder): the most specific name first,
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -65,20 +74,54 @@ class TlsSettings:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> TlsSettings:
-        """The settings from broker properties (raises :class:`ConfigError` naming one)."""
-        client_auth = properties.get("ssl.client.auth", "none").strip().lower()
-        if client_auth not in CLIENT_AUTH_VALUES:
-            raise ConfigError(
-                "ssl.client.auth",
-                f"must be one of {', '.join(CLIENT_AUTH_VALUES)}, got {client_auth!r}",
-            )
+        """The settings from broker properties (raises :class:`ConfigError` naming one);
+        ``client_auth`` is the broker-wide value, see :func:`client_auth_for`."""
+        for name in properties:
+            if is_listener_tls_property(name):
+                _client_auth(properties, name)
         return cls(
             certificate_location=properties.get("ssl.certificate.location") or None,
             key_location=properties.get("ssl.key.location") or None,
             key_password=properties.get("ssl.key.password") or None,
             ca_location=properties.get("ssl.ca.location") or None,
-            client_auth=client_auth,
+            client_auth=_client_auth(properties, "ssl.client.auth"),
         )
+
+
+def _client_auth(properties: Mapping[str, str], name: str) -> ClientAuth:
+    value = properties.get(name, "none").strip().lower()
+    for allowed in CLIENT_AUTH_VALUES:
+        if value == allowed:
+            return allowed
+    raise ConfigError(name, f"must be one of {', '.join(CLIENT_AUTH_VALUES)}, got {value!r}")
+
+
+_LISTENER_CLIENT_AUTH = re.compile(r"^listener\.name\.[^.]+\.ssl\.client\.auth$")
+
+
+def is_listener_tls_property(name: str) -> bool:
+    """Whether ``name`` is a listener's own ``ssl.client.auth``."""
+    return _LISTENER_CLIENT_AUTH.match(name) is not None
+
+
+def listener_client_auth_property(listener: str) -> str:
+    """The name of a listener's own ``ssl.client.auth`` (``ListenerName.configPrefix``)."""
+    return f"listener.name.{listener.lower()}.ssl.client.auth"
+
+
+def client_auth_for(
+    properties: Mapping[str, str], listener: str, protocol: str
+) -> tuple[ClientAuth, bool]:
+    """The ``ssl.client.auth`` of the TLS listener ``listener`` speaking ``protocol``
+    (SSL or SASL_SSL), and whether a broker-wide value other than ``none`` was left out
+    (a SASL_SSL listener without its own value, which Kafka logs as a warning)."""
+    own = listener_client_auth_property(listener)
+    if own in properties:
+        return _client_auth(properties, own), False
+    broker_wide = _client_auth(properties, "ssl.client.auth")
+    if protocol == "SSL":
+        return broker_wide, False
+    return "none", broker_wide != "none"
 
 
 PROPERTY_NAMES = frozenset(
@@ -90,7 +133,8 @@ PROPERTY_NAMES = frozenset(
         "ssl.client.auth",
     }
 )
-"""The broker properties :class:`TlsSettings` reads."""
+"""The broker properties :class:`TlsSettings` reads (and each listener's own
+``ssl.client.auth``: :func:`is_listener_tls_property`)."""
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:

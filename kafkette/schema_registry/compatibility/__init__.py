@@ -10,9 +10,10 @@ before it (empty: compatible):
 - ``FULL``: both; the ``_TRANSITIVE`` forms against every earlier version,
   not only the latest; ``NONE``: no check.
 
-Avro follows Avro's schema-resolution rules (``avro.py``). JSON Schema and
-Protobuf are validated for syntax only so far and have no rules yet: every
-change between two of them is compatible (issue #31 lists them as to do).
+Avro follows Avro's schema-resolution rules (``avro.py``), JSON Schema whether
+the reader accepts every document the writer accepts (``json_schema.py``).
+Protobuf is validated for syntax only so far and has no rules yet: every change
+between two Protobuf schemas is compatible (issue #31 lists it as to do).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from kafkette.schema_registry.compatibility import avro
+from kafkette.schema_registry.compatibility import avro, json_schema
 
 LEVELS = (
     "NONE",
@@ -79,6 +80,8 @@ def read_incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[s
         return [f"schema type {writer.schema_type} changed to {reader.schema_type}"]
     if isinstance(reader.model, avro.AvroSchema) and isinstance(writer.model, avro.AvroSchema):
         return avro.read_incompatibilities(reader.model, writer.model)
+    if reader.schema_type == "JSON":
+        return json_schema.read_incompatibilities(reader.model, writer.model)
     return []
 
 

@@ -14,11 +14,15 @@ the command started (with ``read_committed``, its last stable offset), ``-c``
 after COUNT records. Output is ``-f FORMAT`` (kcat's tokens, see
 :mod:`kafkette.cli.formats`), by default the value and a newline (``-K DELIM``:
 key, DELIM, value), or with ``--json`` one JSON object per record and line.
+``--key-format``/``--value-format`` ``avro|json|protobuf`` decode keys or values
+framed for a schema registry (``--schema-registry URL``, see
+:mod:`kafkette.cli.schemas`) and print them as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import sys
@@ -28,6 +32,7 @@ import attrs
 
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.types import OffsetSpec
+from kafkette.cli import schemas
 from kafkette.cli.common import Subcommands, UsageError, add_common_arguments, client_settings
 from kafkette.cli.formats import RecordFormat, unescape
 from kafkette.consumer.consumer import Consumer
@@ -71,6 +76,10 @@ def add_parser(commands: Subcommands) -> None:
     parser.add_argument(
         "--from-time", metavar="ISO8601", help="start at this time (UTC without a zone)"
     )
+    formats = parser.add_argument_group("registry-framed keys and values, printed as JSON")
+    for part in ("key", "value"):
+        formats.add_argument(f"--{part}-format", choices=schemas.FORMATS, default="bytes")
+    schemas.add_registry_arguments(parser)
     add_common_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -163,8 +172,8 @@ def record_json(record: ConsumerRecord) -> dict[str, Any]:
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "key": _text(record.key),
-        "value": _text(record.value),
+        "key": schemas.shown(record.key),
+        "value": schemas.shown(record.value),
         "headers": [[name, _text(value)] for name, value in record.headers],
     }
 
@@ -192,6 +201,24 @@ def run(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise UsageError("-c must be at least 1")
     isolation = args.isolation or "read_uncommitted"
+    decoded = {f"{p}.deserializer": getattr(args, f"{p}_format") for p in ("key", "value")}
+    decoded = {setting: kind for setting, kind in decoded.items() if kind != "bytes"}
+    with contextlib.ExitStack() as stack:
+        if decoded:
+            registry = stack.enter_context(schemas.registry_client(args))
+            for setting, kind in decoded.items():
+                overrides[setting] = schemas.decoder(kind, registry)
+        return _consume(args, printer, start, stop_ms, overrides, isolation)
+
+
+def _consume(
+    args: argparse.Namespace,
+    printer: Printer,
+    start: Start,
+    stop_ms: int | None,
+    overrides: dict[str, Any],
+    isolation: str,
+) -> int:
     with (
         AdminClient(client_settings(args, "admin")) as admin,
         Consumer(client_settings(args, "consumer", **overrides)) as consumer,

@@ -278,3 +278,59 @@ def delete_schemas(args: argparse.Namespace, client: SchemaRegistryClient) -> in
         plural = "s" if len(versions) != 1 else ""
         print(f"{args.subject}: {how} version{plural} {', '.join(map(str, versions))}")
     return 0
+
+
+# ---- decoding records for ``kafkette consume --key-format/--value-format``
+
+FORMATS = ("bytes", "avro", "json", "protobuf")
+"""What ``--key-format``/``--value-format`` take: ``bytes`` prints the data as it is."""
+
+
+class Decoded(bytes):
+    """A decoded key or value: its JSON text (what text output prints) and ``.value``
+    (what ``--json`` output embeds)."""
+
+    value: Any
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what Avro values hold besides JSON's types."""
+    if isinstance(value, bytes):
+        return value.decode("latin-1")  # Avro's JSON encoding of bytes and fixed
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)  # Decimal, UUID
+
+
+def decoder(kind: str, client: SchemaRegistryClient) -> Callable[[bytes], Decoded]:
+    """A deserializer of registry-framed ``kind`` data to :class:`Decoded`."""
+    from kafkette.schema_registry.serializers import (
+        AvroDeserializer,
+        JSONDeserializer,
+        ProtobufDictDeserializer,
+    )
+
+    read: Callable[[bytes], Any]
+    if kind == "avro":
+        read = AvroDeserializer(client)
+    elif kind == "json":
+        read = JSONDeserializer(client, validate=False)
+    elif kind == "protobuf":
+        read = ProtobufDictDeserializer(client)
+    else:
+        raise UsageError(f"unknown format {kind!r}: one of {', '.join(FORMATS)}")
+
+    def decode(data: bytes) -> Decoded:
+        value = read(data)
+        decoded = Decoded(json.dumps(value, default=_plain, ensure_ascii=False).encode())
+        decoded.value = value
+        return decoded
+
+    return decode
+
+
+def shown(data: bytes | None) -> Any:
+    """A key or value for ``--json`` output: a decoded one as its value, else None or text."""
+    if isinstance(data, Decoded):
+        return data.value
+    return None if data is None else data.decode("utf-8", "backslashreplace")

@@ -115,3 +115,40 @@ def test_stdin_and_types(
     assert (code, json.loads(out)["id"]) == (0, 1)
     code, out, _ = run(capsys, registry, "get", "j", "--json")
     assert json.loads(out)["schemaType"] == "JSON"
+
+
+def test_consume_prints_decoded_values(capsys: pytest.CaptureFixture[str]) -> None:
+    """kafkette consume --key-format/--value-format: Avro, JSON and Protobuf as JSON."""
+    from kafkette import Producer
+    from kafkette.schema_registry import (
+        AvroSerializer,
+        JSONSerializer,
+        ProtobufSerializer,
+        SchemaRegistryClient,
+    )
+    from kafkette.testing import MemoryCluster
+    from tests.schema_registry.serializers.peers import make_messages
+
+    order_class = make_messages()["Order"]
+    user = record({"name": "blob", "type": "bytes"})
+    with MemoryCluster() as cluster, SchemaRegistryClient(cluster.schema_registry_url) as client:
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            avro = AvroSerializer(client, user, topic="a")
+            producer.send("a", avro({"id": 1, "blob": b"\x00\xff"}), key=b"k1")
+            as_json = JSONSerializer(client, '{"type": "object"}', topic="j", is_key=True)
+            producer.send("j", b"plain", key=as_json({"n": "é"}))
+            proto = ProtobufSerializer(client, order_class, topic="p")
+            producer.send("p", proto(order_class(id=2, tags=["x"])))
+        registry = cluster.schema_registry_url
+        common = ["-b", cluster.bootstrap_servers, "-e", "--schema-registry", registry]
+
+        assert main(["consume", "a", *common, "--value-format", "avro", "-K", ":"]) == 0
+        assert capsys.readouterr().out == 'k1:{"id": 1, "blob": "\\u0000ÿ"}\n'
+        assert main(["consume", "j", *common, "--key-format", "json", "--json"]) == 0
+        line = json.loads(capsys.readouterr().out)
+        assert (line["key"], line["value"]) == ({"n": "é"}, "plain")
+        assert main(["consume", "p", *common, "--value-format", "protobuf"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"id": "2", "tags": ["x"]}
+        # bytes that are not framed: the command says so
+        assert main(["consume", "j", *common, "--value-format", "avro"]) == 1
+        assert "SERIALIZATION" in capsys.readouterr().err

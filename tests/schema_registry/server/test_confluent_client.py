@@ -225,3 +225,27 @@ def test_references(client: SchemaRegistryClient) -> None:
     unresolved = Schema(json.dumps(customer), "AVRO")
     error = error_of(client.register_schema, "customer2", unresolved)
     assert (error.http_status_code, error.error_code) == (422, 42201)
+
+
+def test_json_schema_evolution(client: SchemaRegistryClient) -> None:
+    """JSON Schema: widening a bound is registered, a typed property added to an open
+    object is Confluent's 409 at BACKWARD, and the same change to a closed one is not."""
+
+    def json_schema(properties: dict[str, Any], **extra: Any) -> Schema:
+        body = {"type": "object", "properties": properties, **extra}
+        return Schema(json.dumps(body), "JSON")
+
+    v1 = json_schema({"sku": {"type": "string", "maxLength": 8}})
+    assert client.register_schema("items-value", v1) == 1
+    wider = json_schema({"sku": {"type": "string", "maxLength": 16}})
+    assert client.register_schema("items-value", wider) == 2
+    added = json_schema({"sku": {"type": "string"}, "qty": {"type": "integer"}})
+    error = error_of(client.register_schema, "items-value", added)
+    assert (error.http_status_code, error.error_code) == (409, 40901)
+    closed = json_schema({"sku": {"type": "string"}}, additionalProperties=False)
+    assert client.register_schema("closed-value", closed) == 3
+    closed_added = json_schema(
+        {"sku": {"type": "string"}, "qty": {"type": "integer"}}, additionalProperties=False
+    )
+    assert client.register_schema("closed-value", closed_added) == 4
+    assert client.get_latest_version("items-value").schema.schema_type == "JSON"

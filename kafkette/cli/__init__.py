@@ -113,11 +113,17 @@ def error_line(error: KafkaError) -> str:
 def _route_logs(*, debug: bool) -> None:
     """The clients' log lines (a producer's fatal error, say) reach stderr only with
     ``--debug``: otherwise Python's last-resort handler would print their warnings
-    beside the command's one-line error."""
+    beside the command's one-line error. A failure to connect is shown at once, each
+    address's once (as kcat does), so a wrong address does not look like a hang."""
     if debug:
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    else:
-        logging.getLogger("kafkette").addHandler(logging.NullHandler())
+        return
+    logging.getLogger("kafkette").addHandler(logging.NullHandler())
+    failures = logging.getLogger("kafkette.client.failures")
+    shown = logging.StreamHandler()
+    shown.setFormatter(logging.Formatter("kafkette: %(message)s"))
+    failures.addHandler(shown)
+    failures.propagate = False
 
 
 def _report(args: argparse.Namespace, line: str) -> None:

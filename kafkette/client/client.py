@@ -43,6 +43,8 @@ from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.schema import Request, Response
 
 logger = logging.getLogger("kafkette.client")
+failure_logger = logging.getLogger("kafkette.client.failures")
+"""Each address's failure to connect, once (the ``kafkette`` command shows these)."""
 
 
 RESOLVE_TIMEOUT_S = 2.0
@@ -119,7 +121,7 @@ class KafkaClient:
         else:
             self._bootstrap = [parse_server(s) for s in config.bootstrap_servers]
             check_resolvable(self._bootstrap, _resolve_timeout_s(config))
-        self._failure_log = FailureLog(logger)
+        self._failure_log = FailureLog(failure_logger)
         """Logs each address's connection failure once (see :class:`FailureLog`)."""
         self._closing: list[BrokerConnection] = []
         self.coordinator_request_timeout_ms: int | None = None

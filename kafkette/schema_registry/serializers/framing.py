@@ -91,5 +91,7 @@ def decode_indexes(data: memoryview) -> tuple[list[int], memoryview]:
     indexes = []
     for _ in range(count):
         index, position = _read_zigzag_varint(data, position)
+        if index < 0:
+            raise SerializationError(f"negative message index {index}")
         indexes.append(index)
     return indexes, data[position:]

@@ -66,9 +66,26 @@ def test_unframe_refuses_what_is_not_framed(data: bytes, message: str) -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"\x80", b"\x04\x02", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\xfe\x0f"],
+    [
+        b"\x80",
+        b"\x04\x02",
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+        b"\xfe\x0f",
+        b"\x02\x01",
+    ],
 )
 def test_corrupt_indexes_are_refused(data: bytes) -> None:
-    """Truncated varints, overlong ones and absurd counts are SerializationErrors."""
+    """Truncated varints, overlong ones, absurd counts, negative indexes: SerializationErrors."""
     with pytest.raises(SerializationError):
         decode_indexes(memoryview(data))
+
+
+@given(data=st.binary(max_size=40))
+def test_any_bytes_unframe_or_raise_serialization_error(data: bytes) -> None:
+    """Whatever the bytes, reading a frame and its indexes gives values or SerializationError."""
+    try:
+        _, rest = unframe(data)
+        indexes, _ = decode_indexes(rest)
+    except SerializationError:
+        return
+    assert indexes and all(i >= 0 for i in indexes)

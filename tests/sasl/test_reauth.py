@@ -4,9 +4,12 @@ rules (Kafka's SaslServerAuthenticator, KafkaChannel and SocketServer), and wher
 
 from __future__ import annotations
 
+import argparse
+
 import attrs
 import pytest
 
+from kafkette.cli.serve import add_arguments, build_config, build_listeners, build_nodes, build_sasl
 from kafkette.client.sasl import ScramClient
 from kafkette.errors import ConfigError
 from kafkette.protocol.messages import (
@@ -206,3 +209,58 @@ def test_the_broker_setting_is_known() -> None:
     assert config.connections_max_reauth_ms == 2000
     with pytest.raises(ConfigError, match=r"connections\.max\.reauth\.ms.*integer"):
         BrokerConfig.from_properties({"connections.max.reauth.ms": "2s"})
+
+
+def serve_listeners(*argv: str) -> dict[str, dict[str, int] | None]:
+    """What ``kafkette serve ARGV`` gives each listener: its settings by mechanism."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    config = build_config(args)
+    built = build_listeners(args, config, build_sasl(args, config), build_nodes(args))
+    return {
+        s.listener.name: None if s.sasl is None else dict(s.sasl.connections_max_reauth_ms)
+        for s in built
+    }
+
+
+def test_serve_reads_the_broker_listener_and_mechanism_names() -> None:
+    listeners = serve_listeners(
+        "--listener",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--listener",
+        "INTERNAL://127.0.0.1:0",
+        "--listener",
+        "PLAINTEXT://127.0.0.1:0",
+        "--set",
+        "listener.security.protocol.map=INTERNAL:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "PLAINTEXT:PLAINTEXT",
+        "--sasl-user",
+        "alice:secret",
+        "--sasl-mechanisms",
+        "PLAIN,SCRAM-SHA-256",
+        "--set",
+        "connections.max.reauth.ms=60000",
+        "--set",
+        "listener.name.internal.connections.max.reauth.ms=0",
+        "--set",
+        "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms=5000",
+    )
+    assert listeners == {
+        "SASL_PLAINTEXT": {"PLAIN": 60000, "SCRAM-SHA-256": 5000},
+        "INTERNAL": {"PLAIN": 0, "SCRAM-SHA-256": 0},
+        "PLAINTEXT": None,
+    }
+    assert serve_listeners("--listen", "127.0.0.1:0", "--sasl-user", "a:b") == {
+        "SASL_PLAINTEXT": {"PLAIN": 0, "SCRAM-SHA-256": 0, "SCRAM-SHA-512": 0}
+    }
+    with pytest.raises(ConfigError) as info:
+        serve_listeners(
+            "--listen",
+            "127.0.0.1:0",
+            "--sasl-user",
+            "a:b",
+            "--set",
+            "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=soon",
+        )
+    assert "listener.name.sasl_plaintext.plain.connections.max.reauth.ms" in str(info.value)

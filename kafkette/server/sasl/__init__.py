@@ -5,7 +5,10 @@
 - :mod:`~kafkette.server.sasl.plain`, :mod:`~kafkette.server.sasl.scram`: the
   PLAIN and SCRAM-SHA-256/512 mechanisms, sans-I/O.
 - :mod:`~kafkette.server.sasl.authenticator`: the per-connection state
-  machine the listener drives before any other request is served.
+  machine the listener drives before any other request is served, and again to
+  re-authenticate (KIP-368) or close a connection whose session expired.
+- :mod:`~kafkette.server.sasl.reauth`: ``connections.max.reauth.ms`` for a
+  listener and each mechanism.
 """
 
 from kafkette.server.sasl.authenticator import SaslSettings, SaslState, ServerAuthenticator, Step

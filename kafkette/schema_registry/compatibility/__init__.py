@@ -11,9 +11,8 @@ before it (empty: compatible):
   not only the latest; ``NONE``: no check.
 
 Avro follows Avro's schema-resolution rules (``avro.py``), JSON Schema whether
-the reader accepts every document the writer accepts (``json_schema.py``).
-Protobuf is validated for syntax only so far and has no rules yet: every change
-between two Protobuf schemas is compatible (issue #31 lists it as to do).
+the reader accepts every document the writer accepts (``json_schema.py``),
+Protobuf what the wire format tolerates, field by number (``protobuf.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from kafkette.schema_registry.compatibility import avro, json_schema
+from kafkette.schema_registry.compatibility import avro, json_schema, protobuf
 
 LEVELS = (
     "NONE",
@@ -68,9 +67,11 @@ def parse(schema_type: str, text: str, references: Sequence[ParsedSchema] = ()) 
             raise InvalidSchema(f"Invalid JSON schema {text}: not an object or a boolean")
         return ParsedSchema(schema_type, json.dumps(document, separators=(",", ":")), document)
     if schema_type == "PROTOBUF":
-        if not text.strip():
-            raise InvalidSchema("Invalid schema: empty Protobuf schema")
-        return ParsedSchema(schema_type, text, text)
+        try:
+            proto = protobuf.parse_text_or_descriptor(text)
+        except protobuf.ProtobufSchemaError as error:
+            raise InvalidSchema(str(error)) from None
+        return ParsedSchema(schema_type, text, proto)
     raise InvalidSchema(f"Invalid schema type {schema_type}")
 
 
@@ -82,6 +83,10 @@ def read_incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[s
         return avro.read_incompatibilities(reader.model, writer.model)
     if reader.schema_type == "JSON":
         return json_schema.read_incompatibilities(reader.model, writer.model)
+    if isinstance(reader.model, protobuf.ProtoFile) and isinstance(
+        writer.model, protobuf.ProtoFile
+    ):
+        return protobuf.read_incompatibilities(reader.model, writer.model)
     return []
 
 

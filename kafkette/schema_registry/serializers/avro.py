@@ -13,7 +13,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from kafkette.schema_registry.client.types import Schema
-from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
+from kafkette.schema_registry.serializers.serde import (
+    AsyncRegistry,
+    Deserializer,
+    Registry,
+    Serializer,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -79,7 +84,9 @@ class AvroSerializer(Serializer[Parsed]):
 
     schema_type = "AVRO"
 
-    def __init__(self, registry: Registry, schema: str | Schema | None, **options: Any) -> None:
+    def __init__(
+        self, registry: Registry | AsyncRegistry, schema: str | Schema | None, **options: Any
+    ) -> None:
         if isinstance(schema, str):
             schema = Schema(declaration(schema), "AVRO")
         super().__init__(registry, schema, **options)
@@ -90,7 +97,7 @@ class AvroSerializer(Serializer[Parsed]):
         )
 
     def _parse(self, schema: Schema) -> Parsed:
-        return parse_schema(schema, self.registry)
+        return parse_schema(schema, self._calls)
 
     def _record_name(self, value: Any) -> str | None:
         return self._name
@@ -113,7 +120,7 @@ class AvroDeserializer(Deserializer[Parsed]):
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Registry | AsyncRegistry,
         reader_schema: str | Schema | None = None,
         *,
         return_record_name: bool = False,
@@ -121,11 +128,11 @@ class AvroDeserializer(Deserializer[Parsed]):
         super().__init__(registry)
         if isinstance(reader_schema, str):
             reader_schema = Schema(reader_schema, "AVRO")
-        self._reader = parse_schema(reader_schema, registry) if reader_schema else None
+        self._reader = parse_schema(reader_schema, self._calls) if reader_schema else None
         self.return_record_name = return_record_name
 
     def _parse(self, schema: Schema) -> Parsed:
-        return parse_schema(schema, self.registry)
+        return parse_schema(schema, self._calls)
 
     def _decode(self, writer: Parsed | None, data: memoryview) -> Any:
         return _fastavro().schemaless_reader(

@@ -15,7 +15,12 @@ from typing import Any
 
 from kafkette.errors import SerializationError
 from kafkette.schema_registry.client.types import Schema
-from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
+from kafkette.schema_registry.serializers.serde import (
+    AsyncRegistry,
+    Deserializer,
+    Registry,
+    Serializer,
+)
 
 
 def _jsonschema() -> Any:
@@ -69,7 +74,7 @@ class JSONSerializer(Serializer[Validator]):
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Registry | AsyncRegistry,
         schema: str | Schema | None,
         *,
         validate: bool = True,
@@ -103,7 +108,7 @@ class JSONDeserializer(Deserializer[Validator]):
 
     def __init__(
         self,
-        registry: Registry | None,
+        registry: Registry | AsyncRegistry | None,
         schema: str | Schema | None = None,
         *,
         validate: bool = True,

@@ -19,7 +19,12 @@ from typing import Any
 from kafkette.errors import SerializationError
 from kafkette.schema_registry.client.types import Schema, SchemaReference
 from kafkette.schema_registry.serializers.framing import decode_indexes, encode_indexes
-from kafkette.schema_registry.serializers.serde import Deserializer, Registry, Serializer
+from kafkette.schema_registry.serializers.serde import (
+    AsyncRegistry,
+    Deserializer,
+    Registry,
+    Serializer,
+)
 
 WELL_KNOWN = ("google/protobuf/", "google/type/", "confluent/")
 """Imports that are not registered as references (every registry knows them)."""
@@ -70,7 +75,9 @@ class ProtobufSerializer(Serializer[None]):
 
     schema_type = "PROTOBUF"
 
-    def __init__(self, registry: Registry, message_type: type[Any], **options: Any) -> None:
+    def __init__(
+        self, registry: Registry | AsyncRegistry, message_type: type[Any], **options: Any
+    ) -> None:
         protobuf = _protobuf()
         if not (isinstance(message_type, type) and issubclass(message_type, protobuf.Message)):
             raise TypeError(f"message_type must be a generated message class, not {message_type!r}")
@@ -99,8 +106,8 @@ class ProtobufSerializer(Serializer[None]):
             schema = file_schema(dependency, self._references(dependency))
             subject = dependency.name
             if self.auto_register_schemas:
-                self.registry.register_schema(subject, schema, self.normalize_schemas)
-            version = self.registry.lookup_schema(subject, schema, self.normalize_schemas).version
+                self._calls.register_schema(subject, schema, self.normalize_schemas)
+            version = self._calls.lookup_schema(subject, schema, self.normalize_schemas).version
             references.append(SchemaReference(dependency.name, subject, version))
         return tuple(references)
 
@@ -125,7 +132,9 @@ class ProtobufDeserializer(Deserializer[None]):
     schema_type = "PROTOBUF"
     _needs_writer = False
 
-    def __init__(self, message_type: type[Any], registry: Registry | None = None) -> None:
+    def __init__(
+        self, message_type: type[Any], registry: Registry | AsyncRegistry | None = None
+    ) -> None:
         protobuf = _protobuf()
         if not (isinstance(message_type, type) and issubclass(message_type, protobuf.Message)):
             raise TypeError(f"message_type must be a generated message class, not {message_type!r}")
@@ -147,7 +156,7 @@ class ProtobufDictDeserializer(Deserializer[Any]):
 
     schema_type = "PROTOBUF"
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry | AsyncRegistry) -> None:
         _protobuf()
         super().__init__(registry)
 
@@ -159,8 +168,8 @@ class ProtobufDictDeserializer(Deserializer[Any]):
         def add(schema: Schema) -> Any:
             for reference in schema.references:
                 if reference.name not in added:
-                    assert self.registry is not None
-                    add(self.registry.get_version(reference.subject, reference.version).schema)
+                    assert self._calls is not None
+                    add(self._calls.get_version(reference.subject, reference.version).schema)
             try:
                 data = base64.b64decode(schema.schema_str, validate=True)
                 proto = protobuf.descriptor_pb2.FileDescriptorProto.FromString(data)

@@ -21,13 +21,27 @@ topic: a serializer whose strategy needs one is given it at construction
 
 They take any registry client with the methods of :class:`Registry`: the sync
 :class:`~kafkette.schema_registry.SchemaRegistryClient`, or one of the caller's.
+
+In an event loop, a registry call must not block it: ``await
+serializer.aserialize(value)`` and ``await deserializer.adeserialize(data)``
+make the calls a cache miss needs in a worker thread, and take the async
+:class:`~kafkette.schema_registry.AsyncSchemaRegistryClient` too (its calls run
+back in the loop). ``await serializer.prepare()`` resolves the subject's id
+ahead, so that the serializer, called by an ``AsyncProducer``, finds it cached
+and never calls the registry. Called synchronously on a cache miss with an
+async client, a serializer raises SerializationError saying so.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
 
 from kafkette.errors import SerializationError
 from kafkette.schema_registry.client.types import RegisteredSchema, Schema, SchemaRegistryError
@@ -52,6 +66,81 @@ class Registry(Protocol):
     def get_version(self, subject_name: str, version: int) -> RegisteredSchema: ...
 
     def get_schema(self, schema_id: int) -> Schema: ...
+
+
+class AsyncRegistry(Protocol):
+    """The same calls, as :class:`~kafkette.schema_registry.AsyncSchemaRegistryClient` has them."""
+
+    async def register_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> int: ...
+
+    async def lookup_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> RegisteredSchema: ...
+
+    async def get_latest_version(self, subject_name: str) -> RegisteredSchema: ...
+
+    async def get_version(self, subject_name: str, version: int) -> RegisteredSchema: ...
+
+    async def get_schema(self, schema_id: int) -> Schema: ...
+
+
+_worker = threading.local()
+"""``active`` in the worker threads that aserialize/adeserialize/prepare start."""
+
+
+async def _in_worker(function: Callable[..., Any], *args: Any) -> Any:
+    def run() -> Any:
+        _worker.active = True
+        try:
+            return function(*args)
+        finally:
+            _worker.active = False
+
+    return await anyio.to_thread.run_sync(run)
+
+
+class _LoopCalls:
+    """An async registry's calls made from our worker threads, each awaited in the loop."""
+
+    def __init__(self, registry: AsyncRegistry) -> None:
+        self._registry = registry
+
+    def _run(self, name: str, *args: Any) -> Any:
+        if not getattr(_worker, "active", False):
+            raise SerializationError(
+                "the registry client is async: a cache miss needs await "
+                "serializer.prepare() / aserialize(value), or await deserializer.adeserialize(data)"
+            )
+        return anyio.from_thread.run(getattr(self._registry, name), *args)
+
+    def register_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> int:
+        return cast(int, self._run("register_schema", subject_name, schema, normalize_schemas))
+
+    def lookup_schema(
+        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
+    ) -> RegisteredSchema:
+        found = self._run("lookup_schema", subject_name, schema, normalize_schemas)
+        return cast(RegisteredSchema, found)
+
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
+        return cast(RegisteredSchema, self._run("get_latest_version", subject_name))
+
+    def get_version(self, subject_name: str, version: int) -> RegisteredSchema:
+        return cast(RegisteredSchema, self._run("get_version", subject_name, version))
+
+    def get_schema(self, schema_id: int) -> Schema:
+        return cast(Schema, self._run("get_schema", schema_id))
+
+
+def calls_of(registry: Registry | AsyncRegistry) -> Registry:
+    """``registry`` as sync calls (an async one's run from worker threads, in its loop)."""
+    if inspect.iscoroutinefunction(getattr(registry, "get_schema", None)):
+        return _LoopCalls(cast(AsyncRegistry, registry))
+    return cast(Registry, registry)
 
 
 SubjectNameStrategy = Callable[[str | None, bool, str | None], str]
@@ -108,7 +197,7 @@ class Serializer(Generic[Parsed]):
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Registry | AsyncRegistry,
         schema: Schema | None,
         *,
         topic: str | None = None,
@@ -126,6 +215,7 @@ class Serializer(Generic[Parsed]):
         if schema is None and not use_latest_version:
             raise ValueError("a serializer needs a schema, or use_latest_version=True")
         self.registry = registry
+        self._calls = calls_of(registry)
         self.schema = schema
         self.topic = topic
         self.is_key = is_key
@@ -139,19 +229,16 @@ class Serializer(Generic[Parsed]):
 
     def __call__(self, value: Any) -> bytes | None:
         """``value`` framed for the configured topic (None stays None)."""
-        return self.serialize(value, self.topic)
+        return self.serialize(value)
 
     def serialize(self, value: Any, topic: str | None = None) -> bytes | None:
-        """``value`` encoded and framed for the subject of ``topic`` (None stays None)."""
+        """``value`` encoded and framed for the subject of ``topic`` (default: the
+        configured one; None stays None)."""
         if value is None:
             return None
+        topic = self.topic if topic is None else topic
         subject = self.subject_name_strategy(topic, self.is_key, self._record_name(value))
-        writer = self._writers.get(subject)
-        if writer is None:
-            with self._lock:
-                writer = self._writers.get(subject) or self._resolve(subject)
-                self._writers[subject] = writer
-        schema_id, parsed = writer
+        schema_id, parsed = self._writers.get(subject) or self._writer(subject)
         try:
             payload = self._encode(parsed, value)
         except SerializationError:
@@ -162,17 +249,41 @@ class Serializer(Generic[Parsed]):
             ) from exc
         return frame(schema_id, payload, self._indexes(value))
 
+    async def aserialize(self, value: Any, topic: str | None = None) -> bytes | None:
+        """:meth:`serialize` whose registry calls (on a cache miss) leave the event loop."""
+        if value is None:
+            return None
+        topic = self.topic if topic is None else topic
+        subject = self.subject_name_strategy(topic, self.is_key, self._record_name(value))
+        if subject not in self._writers:
+            await _in_worker(self._writer, subject)
+        return self.serialize(value, topic)
+
+    async def prepare(self, topic: str | None = None) -> int:
+        """Resolve the schema id for ``topic`` (default: the configured one) now, so
+        that calls find it cached; returns it."""
+        topic = self.topic if topic is None else topic
+        subject = self.subject_name_strategy(topic, self.is_key, self._record_name(None))
+        writer = self._writers.get(subject) or await _in_worker(self._writer, subject)
+        return cast(int, writer[0])
+
+    def _writer(self, subject: str) -> tuple[int, Parsed]:
+        with self._lock:
+            writer = self._writers.get(subject) or self._resolve(subject)
+            self._writers[subject] = writer
+            return writer
+
     def _resolve(self, subject: str) -> tuple[int, Parsed]:
         try:
             if self.use_latest_version:
-                latest = self.registry.get_latest_version(subject)
+                latest = self._calls.get_latest_version(subject)
                 return latest.schema_id, self._parse(latest.schema)
             assert self.schema is not None
             schema = self._with_references(self.schema)
             if self.auto_register_schemas:
-                schema_id = self.registry.register_schema(subject, schema, self.normalize_schemas)
+                schema_id = self._calls.register_schema(subject, schema, self.normalize_schemas)
             else:
-                schema_id = self.registry.lookup_schema(
+                schema_id = self._calls.lookup_schema(
                     subject, schema, self.normalize_schemas
                 ).schema_id
         except SchemaRegistryError as exc:
@@ -204,8 +315,9 @@ class Deserializer(Generic[Parsed]):
 
     schema_type = "AVRO"
 
-    def __init__(self, registry: Registry | None) -> None:
+    def __init__(self, registry: Registry | AsyncRegistry | None) -> None:
         self.registry = registry
+        self._calls = calls_of(registry) if registry is not None else None
         self._writers: dict[int, Parsed] = {}
         self._lock = threading.Lock()
 
@@ -216,9 +328,7 @@ class Deserializer(Generic[Parsed]):
         schema_id, rest = unframe(data)
         writer = self._writers.get(schema_id)
         if writer is None and self._needs_writer:
-            with self._lock:
-                writer = self._writers.get(schema_id) or self._fetch(schema_id)
-                self._writers[schema_id] = writer
+            writer = self._writer(schema_id)
         try:
             return self._decode(writer, rest)
         except SerializationError:
@@ -228,13 +338,28 @@ class Deserializer(Generic[Parsed]):
                 f"cannot decode a {self.schema_type} value of schema id {schema_id}: {exc}"
             ) from exc
 
+    async def adeserialize(self, data: bytes | None) -> Any:
+        """The value ``data`` encodes; the registry call (on a cache miss) leaves the loop."""
+        if data is None:
+            return None
+        schema_id, _ = unframe(data)
+        if self._needs_writer and schema_id not in self._writers:
+            await _in_worker(self._writer, schema_id)
+        return self(data)
+
     _needs_writer = True
 
+    def _writer(self, schema_id: int) -> Parsed:
+        with self._lock:
+            writer = self._writers.get(schema_id) or self._fetch(schema_id)
+            self._writers[schema_id] = writer
+            return writer
+
     def _fetch(self, schema_id: int) -> Parsed:
-        if self.registry is None:
+        if self._calls is None:
             raise SerializationError(f"no registry to fetch schema id {schema_id} from")
         try:
-            schema = self.registry.get_schema(schema_id)
+            schema = self._calls.get_schema(schema_id)
             if schema.schema_type != self.schema_type:
                 raise SerializationError(
                     f"schema id {schema_id} is {schema.schema_type}, not {self.schema_type}"

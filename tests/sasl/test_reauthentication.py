@@ -253,10 +253,12 @@ class Raw:
             data += chunk
         return data
 
-    def receive(self, request: Request, version: int) -> Response:
+    def receive(
+        self, request: Request, version: int, correlation_id: int | None = None
+    ) -> Response:
         (size,) = struct.unpack(">i", self._read(4))
-        correlation_id, response = decode_response(self._read(size), request.API_KEY, version)
-        assert correlation_id == self.correlation_id
+        received, response = decode_response(self._read(size), request.API_KEY, version)
+        assert received == (self.correlation_id if correlation_id is None else correlation_id)
         return response
 
     def request(self, request: Request, version: int) -> Response:
@@ -339,6 +341,21 @@ def test_a_handshake_reauthenticates_even_after_expiry(raw: Raw, server: Listene
     # Within a second of the last start, SaslHandshake is the broker core's: not now.
     refused = raw.handshake("PLAIN")
     assert (refused.error_code, refused.mechanisms) == (34, [])  # ILLEGAL_SASL_STATE
+    assert raw.metadata().brokers
+
+
+def test_requests_sent_before_the_handshake_are_answered_first(raw: Raw) -> None:
+    metadata = MetadataRequest(topics=[])
+    handshake = SaslHandshakeRequest(mechanism="PLAIN")
+    raw.send(metadata, 12)
+    raw.send(metadata, 12)
+    raw.send(handshake, 1)
+    first = raw.correlation_id - 2
+    assert isinstance(raw.receive(metadata, 12, first), MetadataResponse)
+    assert isinstance(raw.receive(metadata, 12, first + 1), MetadataResponse)
+    answer = raw.receive(handshake, 1)
+    assert isinstance(answer, SaslHandshakeResponse) and answer.error_code == 0
+    assert raw.plain("alice", "alice-secret").session_lifetime_ms == LIFETIME_MS
     assert raw.metadata().brokers
 
 

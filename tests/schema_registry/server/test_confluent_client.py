@@ -249,3 +249,22 @@ def test_json_schema_evolution(client: SchemaRegistryClient) -> None:
     )
     assert client.register_schema("closed-value", closed_added) == 4
     assert client.get_latest_version("items-value").schema.schema_type == "JSON"
+
+
+def test_protobuf_evolution(client: SchemaRegistryClient) -> None:
+    """Protobuf: a field added registers, a field's type changed across wire classes is
+    Confluent's 409 at BACKWARD, and a malformed .proto is 422/42201."""
+
+    def proto(fields: str) -> Schema:
+        return Schema(
+            f'syntax = "proto3";\npackage shop;\nmessage Order {{ {fields} }}\n', "PROTOBUF"
+        )
+
+    assert client.register_schema("orders-proto", proto("int64 id = 1;")) == 1
+    assert client.register_schema("orders-proto", proto("int64 id = 1; string note = 2;")) == 2
+    error = error_of(client.register_schema, "orders-proto", proto("string id = 1;"))
+    assert (error.http_status_code, error.error_code) == (409, 40901)
+    error = error_of(client.register_schema, "orders-proto", proto("int64 id = ;"))
+    assert (error.http_status_code, error.error_code) == (422, 42201)
+    latest = client.get_latest_version("orders-proto")
+    assert (latest.version, latest.schema.schema_type) == (2, "PROTOBUF")

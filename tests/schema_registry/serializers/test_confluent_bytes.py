@@ -299,3 +299,37 @@ def test_protobuf_message_indexes_equal_confluents(
     assert ours == theirs
     assert ours is not None and ours[5 : 5 + len(indexes)] == indexes
     assert ProtobufDeserializer(cls)(theirs) == value
+
+
+def test_avro_with_a_reference_equals_confluents(registry: ConfluentRegistry) -> None:
+    """A schema naming a type registered under another subject: same bytes, read back."""
+    from confluent_kafka.schema_registry import Schema as CSchema
+    from confluent_kafka.schema_registry import SchemaReference as CSchemaReference
+
+    from kafkette.schema_registry import Schema, SchemaReference
+
+    money = json.dumps(
+        {
+            "type": "record",
+            "name": "Money",
+            "namespace": "com.acme",
+            "fields": [{"name": "cents", "type": "long"}, {"name": "currency", "type": "string"}],
+        }
+    )
+    invoice = json.dumps(
+        {
+            "type": "record",
+            "name": "Invoice",
+            "namespace": "com.acme",
+            "fields": [{"name": "id", "type": "long"}, {"name": "total", "type": "com.acme.Money"}],
+        }
+    )
+    registry.client.register_schema("money", CSchema(money, "AVRO"))
+    theirs_schema = CSchema(invoice, "AVRO", [CSchemaReference("com.acme.Money", "money", 1)])
+    ours_schema = Schema(invoice, "AVRO", [SchemaReference("com.acme.Money", "money", 1)])
+    value = {"id": 7, "total": {"cents": 1250, "currency": "EUR"}}
+    theirs = CAvroSerializer(registry.client, theirs_schema)(value, VALUE)
+    ours = AvroSerializer(registry, ours_schema, topic=TOPIC)(value)
+    assert ours == theirs
+    assert AvroDeserializer(registry)(theirs) == value
+    assert CAvroDeserializer(registry.client)(ours, VALUE) == value

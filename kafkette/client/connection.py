@@ -236,6 +236,7 @@ class BrokerConnection:
         self._held: list[tuple[Request, OnResponse]] = []  # submitted meanwhile, in order
         self._spawn: anyio.abc.TaskGroup | None = None
         self._reauth_task: object = None  # an asyncio task, kept from the garbage collector
+        self._request_timeout_s = 30.0
         self.reauthentications = 0
         """Re-authentications completed on this connection."""
 
@@ -314,6 +315,7 @@ class BrokerConnection:
                     connection._send_versioned, connection.broker_versions, endpoint.sasl, address
                 )
                 connection._clock = clock
+                connection._request_timeout_s = request_timeout_s
                 connection._session_started(endpoint.sasl, lifetime_ms)
         except BaseException:
             await connection.aclose()
@@ -402,8 +404,14 @@ class BrokerConnection:
         exchange and close the connection. So it goes the way they went, where they
         went that way: any asyncio pipe, or a stream pipe with its pump.
         """
-        if not isinstance(self._pipe, AsyncioPipe) and self._spawn is None:
-            return await self._exchange(request, version, True)
+        pipe = self._pipe
+        if not isinstance(pipe, AsyncioPipe):
+            if self._spawn is not None:  # a pump was started: let it write what it holds
+                with anyio.move_on_after(1.0):
+                    while not pipe.can_submit and pipe.failure is None:
+                        await anyio.sleep(0.005)
+            if not pipe.can_submit:  # no pump (nothing submitted waits), or a stuck one
+                return await self._exchange(request, version, True)
         done = event_factory()()
         outcome: list[tuple[Response | None, BaseException | None]] = []
 
@@ -412,9 +420,15 @@ class BrokerConnection:
             done.set()
 
         correlation_id, frame = self._wire.send(request, version)
-        self._pipe.submit(frame, correlation_id, on_response)
-        self._pipe.uncork()
-        await done.wait()
+        pipe.submit(frame, correlation_id, on_response)
+        pipe.uncork()
+        try:
+            with anyio.fail_after(self._request_timeout_s):
+                await done.wait()
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"no response from {self.address} within {self._request_timeout_s}s"
+            ) from None
         response, error = outcome[0]
         if error is not None:
             raise error

@@ -129,3 +129,20 @@ async def test_a_failed_reauthentication_closes_the_connection(
         assert "re-authentication with" in str(info.value.__cause__)
     finally:
         await connection.aclose()
+
+
+async def test_a_request_alone_reauthenticates(listener: tuple[int, SaslSettings]) -> None:
+    """Without submitted requests (no pump off asyncio), the exchange goes as requests do."""
+    clock = Clock()
+    connection = await connect(listener[0], clock, "SCRAM-SHA-512")
+    try:
+        for round_ in range(1, 3):
+            clock.now += LIFETIME_MS
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(connection.request, MetadataRequest(topics=[]))
+            assert connection.reauthentications == round_
+            if round_ == 1:
+                await anyio.sleep(1.05)  # the broker takes one re-authentication a second
+    finally:
+        await connection.aclose()

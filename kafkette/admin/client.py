@@ -413,13 +413,15 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
         timeout_ms: float | None = None,
         timeout: float | None = None,
     ) -> Results[ConfigResource, dict[str, ConfigEntry]]:
-        """Every config entry of each resource (topic or broker), by name."""
+        """Every config entry of each resource (topic, broker or group), by name."""
         timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
         wanted = list(resources)
         outcomes: dict[ConfigResource, Outcome[dict[str, ConfigEntry]]] = {}
         for node, group in self._group_by_node(wanted).items():
             request = DescribeConfigsRequest(
-                resources=[DescribeConfigsResource(int(r.type), r.name, None) for r in group],
+                resources=[
+                    DescribeConfigsResource(_wire_type(r.type), r.name, None) for r in group
+                ],
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
             )
@@ -428,7 +430,9 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
                 timeout_ms,
             )
             for result in response.results:
-                resource = ConfigResource(ResourceType(result.resource_type), result.resource_name)
+                resource = ConfigResource(
+                    _resource_type(result.resource_type), result.resource_name
+                )
                 if result.error_code:
                     outcomes[resource] = Outcome(
                         error=_error(result.error_code, result.error_message)
@@ -468,7 +472,7 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
             request = IncrementalAlterConfigsRequest(
                 resources=[
                     AlterConfigsResource(
-                        int(r.type),
+                        _wire_type(r.type),
                         r.name,
                         [AlterableConfig(op.name, int(op.op), op.value) for op in changes[r]],
                     )
@@ -483,7 +487,9 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
                 timeout_ms,
             )
             for result in response.responses:
-                resource = ConfigResource(ResourceType(result.resource_type), result.resource_name)
+                resource = ConfigResource(
+                    _resource_type(result.resource_type), result.resource_name
+                )
                 error = (
                     _error(result.error_code, result.error_message) if result.error_code else None
                 )
@@ -646,6 +652,20 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
         if info is not None and tp.partition >= len(info.partitions):
             return Outcome(error=UnknownTopicOrPartitionError(str(tp)))
         return Outcome(error=exc)
+
+
+_GROUP_CONFIG_RESOURCE = 32
+"""Kafka's ConfigResource.Type.GROUP: a config resource's type on the wire, where
+:class:`ResourceType` says GROUP (3) as librdkafka and confluent-kafka do."""
+
+
+def _wire_type(resource_type: ResourceType) -> int:
+    """A config resource's type as DescribeConfigs and the alters carry it."""
+    return _GROUP_CONFIG_RESOURCE if resource_type == ResourceType.GROUP else int(resource_type)
+
+
+def _resource_type(value: int) -> ResourceType:
+    return ResourceType.GROUP if value == _GROUP_CONFIG_RESOURCE else ResourceType(value)
 
 
 def _source(value: int) -> ConfigSource:

@@ -127,6 +127,7 @@ class Broker:
         )
         """Groups of the consumer protocol (KIP-848), kept in ``__consumer_offsets`` as
         Kafka's consumer group records; their committed offsets are kept by :attr:`groups`."""
+        self.consumer_groups.group_configs = self.cluster.group_configs
         if not self.config.read_only:
             self.consumer_groups.record_sink = group_log.write_consumer_group
         self.consumer_groups.restore(loaded.consumer_groups, self.now_ms())

@@ -144,6 +144,10 @@ class Cluster:
         """Dynamic configs of this broker (resource name: its node id)."""
         self.dynamic_default_configs: dict[str, str] = {}
         """Dynamic configs of every broker (resource name: empty)."""
+        self.group_configs: dict[str, dict[str, str]] = {}
+        """Group configs (config resource type 32) by group id, checked by
+        :mod:`kafkette.server.config.group_configs`; kept with the dynamic broker configs.
+        Changed in place, so that the consumer group coordinator can read this dict."""
         self.cluster_id = self._load_cluster_id()
         self._load_broker_configs()
         self._load_topics()
@@ -374,6 +378,14 @@ class Cluster:
                 partition.log.update_config(logs[name])
         self._save_broker_configs()
 
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace one group's configs (already checked; empty: none), kept on disk."""
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._save_broker_configs()
+
     def _dynamic_defaults(self, default: dict[str, str], per_broker: dict[str, str]) -> LogConfig:
         """The topic defaults under these dynamic configs, after Kafka's checks of them.
 
@@ -427,6 +439,8 @@ class Cluster:
         default = {str(k): str(v) for k, v in saved.get("default", {}).items()}
         self.defaults = self._dynamic_defaults(default, broker)
         self.dynamic_broker_configs, self.dynamic_default_configs = broker, default
+        for group_id, configs in saved.get("groups", {}).items():
+            self.group_configs[str(group_id)] = {str(k): str(v) for k, v in configs.items()}
 
     def _save_broker_configs(self) -> None:
         if self.data_dir is None:
@@ -435,6 +449,7 @@ class Cluster:
             "version": 1,
             "broker": self.dynamic_broker_configs,
             "default": self.dynamic_default_configs,
+            "groups": self.group_configs,
         }
         self._write_atomically(
             os.path.join(self.data_dir, BROKER_CONFIGS_FILE),

@@ -124,6 +124,10 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.max.session.timeout.ms": _int(0),
     "group.consumer.session.timeout.ms": _int(1),
     "group.consumer.heartbeat.interval.ms": _int(1),
+    "group.consumer.min.session.timeout.ms": _int(1),
+    "group.consumer.max.session.timeout.ms": _int(1),
+    "group.consumer.min.heartbeat.interval.ms": _int(1),
+    "group.consumer.max.heartbeat.interval.ms": _int(1),
     "group.consumer.max.size": _int(1),
     "group.consumer.assignors": _consumer_assignors,
     "group.consumer.migration.policy": _consumer_migration_policy,
@@ -174,6 +178,12 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    """The bounds of the group configs ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` (:mod:`kafkette.server.config.group_configs`)."""
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_migration_policy: str = "bidirectional"
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")

@@ -54,6 +54,9 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class ConfigType(IntEnum):
@@ -78,6 +81,7 @@ class ResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 _INT_MAX = 2**31 - 1
@@ -566,6 +570,30 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 ConfigType.INT,
                 "5000",
                 "The heartbeat interval given to members of consumer-type groups.",
+            ),
+            _broker(
+                "group.consumer.min.session.timeout.ms",
+                ConfigType.INT,
+                "45000",
+                "The shortest consumer.session.timeout.ms a group config may set.",
+            ),
+            _broker(
+                "group.consumer.max.session.timeout.ms",
+                ConfigType.INT,
+                "60000",
+                "The longest consumer.session.timeout.ms a group config may set.",
+            ),
+            _broker(
+                "group.consumer.min.heartbeat.interval.ms",
+                ConfigType.INT,
+                "5000",
+                "The shortest consumer.heartbeat.interval.ms a group config may set.",
+            ),
+            _broker(
+                "group.consumer.max.heartbeat.interval.ms",
+                ConfigType.INT,
+                "15000",
+                "The longest consumer.heartbeat.interval.ms a group config may set.",
             ),
             _broker(
                 "group.consumer.max.size",

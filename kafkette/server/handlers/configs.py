@@ -1,7 +1,8 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
-Resources are topics (type 2) and this broker (type 4: its node id, or the
-empty name for the cluster-wide default). Every resource succeeds or fails on
+Resources are topics (type 2), this broker (type 4: its node id, or the
+empty name for the cluster-wide default) and groups (type 32: their group configs,
+:mod:`kafkette.server.config.group_configs`). Every resource succeeds or fails on
 its own: an unknown configuration or an invalid value is INVALID_CONFIG, a
 malformed request (null value, duplicate key, APPEND to a non-list
 configuration, unknown operation) INVALID_REQUEST, an unknown topic
@@ -14,13 +15,14 @@ A BROKER resource naming ``kafkette.fault.*`` arms test faults instead
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kafkette import acl
 from kafkette.errors import (
     ApiError,
     ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
     TopicAuthorizationFailedError,
 )
@@ -47,6 +49,12 @@ from kafkette.server.config.catalog import (
     is_list,
 )
 from kafkette.server.config.entries import describe_broker_configs, describe_topic_configs
+from kafkette.server.config.group_configs import (
+    GROUP_CONFIGS,
+    check_group_name,
+    describe_group_configs,
+    validate_group_configs,
+)
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.faults import hook as fault_hook
 from kafkette.server.steps import run_in_steps
@@ -78,11 +86,15 @@ def _check_access(
     ctx: RequestContext, resource_type: int, name: str, operation: acl.AclOperation
 ) -> None:
     """Raise Kafka's error when the principal may not ``operation`` (DESCRIBE_CONFIGS or
-    ALTER_CONFIGS) the configs of the resource: a topic's are the topic's, a broker's
-    the cluster's."""
+    ALTER_CONFIGS) the configs of the resource: a topic's are the topic's, a group's the
+    group's, a broker's the cluster's."""
     if resource_type == ResourceType.TOPIC:
         if not ctx.allows(operation, acl.ResourceType.TOPIC, name):
             raise TopicAuthorizationFailedError()
+        return
+    if resource_type == ResourceType.GROUP:
+        if not ctx.allows(operation, acl.ResourceType.GROUP, name):
+            raise GroupAuthorizationFailedError()
         return
     if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and not ctx.allows(
         operation, acl.ResourceType.CLUSTER, acl.CLUSTER_NAME
@@ -145,6 +157,16 @@ def _describe(
                 legacy=version == 0,
             )
             result.configs += fault_hook.describe_entry(broker.faults, resource.configuration_keys)
+        elif resource.resource_type == ResourceType.GROUP:
+            check_group_name(resource.resource_name, describing=True)
+            result.configs = describe_group_configs(
+                broker.cluster.group_configs.get(resource.resource_name, {}),
+                broker.config,
+                keys=resource.configuration_keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+                legacy=version == 0,
+            )
         else:
             raise _unsupported_type(resource.resource_type)
     except ApiError as exc:
@@ -207,6 +229,12 @@ def _apply(
 ) -> None:
     """Replace the overrides of a resource (validated; applied unless ``validate_only``)."""
     cluster = broker.cluster
+    if resource_type == ResourceType.GROUP:
+        checked = validate_group_configs(new_configs, broker.config)
+        if not validate_only:
+            cluster.set_group_configs(resource_name, checked)
+            logger.info("group %s configuration overrides now %s", resource_name, checked)
+        return
     if resource_type == ResourceType.TOPIC:
         cluster.log_config(new_configs)  # raises InvalidConfigError
         if not validate_only:
@@ -236,6 +264,9 @@ def _current(broker: Broker, resource_type: int, resource_name: str) -> dict[str
         if _check_broker_name(broker, resource_name):
             return dict(cluster.dynamic_default_configs)
         return dict(cluster.dynamic_broker_configs)
+    if resource_type == ResourceType.GROUP:
+        check_group_name(resource_name, describing=False)
+        return dict(cluster.group_configs.get(resource_name, {}))
     raise _unsupported_type(resource_type)
 
 
@@ -310,7 +341,13 @@ def _alter_incremental(
     broker: Broker, resource: incremental_request.AlterConfigsResource, validate_only: bool
 ) -> None:
     current = _current(broker, resource.resource_type, resource.resource_name)
-    known = TOPIC_CONFIGS if resource.resource_type == ResourceType.TOPIC else ALL_BROKER_CONFIGS
+    known: Mapping[str, object] = (
+        TOPIC_CONFIGS
+        if resource.resource_type == ResourceType.TOPIC
+        else GROUP_CONFIGS
+        if resource.resource_type == ResourceType.GROUP
+        else ALL_BROKER_CONFIGS
+    )
     seen: set[str] = set()
     for op in resource.configs:
         name, value = op.name, op.value

@@ -110,6 +110,10 @@ class ConsumerGroupCoordinator:
         self.record_sink: Callable[[str, list[Change]], None] | None = None
         """Takes a group id and the records to append for it (None values: tombstones), in
         order; returns once they are durable. None: the groups live in memory only."""
+        self.group_configs: Mapping[str, Mapping[str, str]] = {}
+        """Group configs by group id (``consumer.session.timeout.ms``,
+        ``consumer.heartbeat.interval.ms``, checked), overriding :attr:`config` for one group;
+        the broker hands the cluster's, which AlterConfigs changes in place."""
         self._written: dict[str, RecordSet] = {}
         """The latest record of each key written, by group id."""
         self._made = RecordCache()
@@ -169,8 +173,25 @@ class ConsumerGroupCoordinator:
         read them back on start); every member's session restarts at ``now_ms``."""
         for group_id, group in rebuild(records, self.config, now_ms).items():
             self.groups[group_id] = group
+            session_timeout_ms = self.session_timeout_ms(group_id)
+            if session_timeout_ms != self.config.session_timeout_ms:
+                for member_id in group.session_deadlines:
+                    group.session_deadlines[member_id] = now_ms + session_timeout_ms
         for key, value in records.items():
             self._written.setdefault(key.group_id, {})[key] = value
+
+    # -- group configs -----------------------------------------------------------------
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's ``consumer.session.timeout.ms``, else the broker's (Kafka's
+        ``consumerGroupSessionTimeoutMs(groupId)``)."""
+        value = self.group_configs.get(group_id, {}).get("consumer.session.timeout.ms")
+        return int(value) if value is not None else self.config.session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's ``consumer.heartbeat.interval.ms``, else the broker's."""
+        value = self.group_configs.get(group_id, {}).get("consumer.heartbeat.interval.ms")
+        return int(value) if value is not None else self.config.heartbeat_interval_ms
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -241,13 +262,13 @@ class ConsumerGroupCoordinator:
 
         # From here on the group changes; everything that can refuse the request is above.
         reconciled = self.update_member(group, updated, replaced, bump, request.owned, now_ms)
-        group.session_deadlines[member_id] = now_ms + self.config.session_timeout_ms
+        group.session_deadlines[member_id] = now_ms + self.session_timeout_ms(group.group_id)
 
         changed = reconciled.assigned != member.assigned
         return HeartbeatResponse(
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=reconciled.assigned if request.is_full or changed else None,
         )
 

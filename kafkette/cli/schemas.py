@@ -14,7 +14,10 @@ confluent-kafka's name (``basic.auth.user.info``, ``ssl.ca.location``...).
 - ``check SUBJECT FILE [-v VERSION]``: whether the schema may be registered
   (exit status 0) or not (1, with the registry's reasons), under the subject's
   compatibility level, against one version or every version the level checks;
-- ``delete SUBJECT [-v VERSION] [--permanent]``: the versions deleted.
+- ``delete SUBJECT [-v VERSION] [--permanent]``: the versions deleted;
+- ``config [SUBJECT] [--compatibility LEVEL | --delete]``: the compatibility
+  level of a subject (its own, else the global one) or the global level; set
+  it, or drop a subject's own.
 
 A registry error is one line on stderr with Confluent's code, exit status 1.
 """
@@ -123,7 +126,14 @@ def add_parser(commands: Subcommands) -> None:
     delete.add_argument("--permanent", action="store_true", help="after a soft delete")
     delete.set_defaults(run=delete_schemas)
 
-    for action in (listing, get, register, check, delete):
+    config = actions.add_parser("config", help="a subject's or the global compatibility level")
+    config.add_argument("subject", nargs="?")
+    change = config.add_mutually_exclusive_group()
+    change.add_argument("--compatibility", type=str.upper, metavar="LEVEL", help="set it")
+    change.add_argument("--delete", action="store_true", help="drop the subject's own level")
+    config.set_defaults(run=configure)
+
+    for action in (listing, get, register, check, delete, config):
         add_registry_arguments(action)
         action.add_argument("--json", action="store_true", help="print JSON instead of text")
         action.add_argument("--debug", action="store_true", help="print a traceback on errors")
@@ -277,6 +287,24 @@ def delete_schemas(args: argparse.Namespace, client: SchemaRegistryClient) -> in
         how = "permanently deleted" if args.permanent else "deleted"
         plural = "s" if len(versions) != 1 else ""
         print(f"{args.subject}: {how} version{plural} {', '.join(map(str, versions))}")
+    return 0
+
+
+def configure(args: argparse.Namespace, client: SchemaRegistryClient) -> int:
+    if args.delete:
+        if args.subject is None:
+            raise UsageError("--delete drops a subject's own level: give the SUBJECT")
+        client.delete_config(args.subject)
+    elif args.compatibility is not None:
+        try:
+            client.set_config(args.subject, compatibility=args.compatibility)
+        except ValueError as exc:
+            raise UsageError(f"--compatibility: {exc}") from None
+    level = client.get_config(args.subject)
+    if args.json:
+        print_json({"subject": args.subject, "compatibility": level})
+    else:
+        print(f"{args.subject or 'global'}: {level}")
     return 0
 
 

@@ -104,6 +104,19 @@ def test_errors(registry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 2 and "missing.avsc" in err
 
 
+def test_config(registry: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Read, set and drop levels, global and per subject."""
+    assert run(capsys, registry, "config") == (0, "global: BACKWARD\n", "")
+    assert run(capsys, registry, "config", "--compatibility", "full") == (0, "global: FULL\n", "")
+    assert run(capsys, registry, "config", "s") == (0, "s: FULL\n", "")
+    assert run(capsys, registry, "config", "s", "--compatibility", "NONE") == (0, "s: NONE\n", "")
+    assert run(capsys, registry, "config", "s", "--delete") == (0, "s: FULL\n", "")
+    code, _, err = run(capsys, registry, "config", "--compatibility", "SIDEWAYS")
+    assert code == 2 and "unknown compatibility level" in err
+    code, _, err = run(capsys, registry, "config", "--delete")
+    assert code == 2 and "give the SUBJECT" in err
+
+
 def test_stdin_and_types(
     registry: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -134,15 +134,36 @@ def parse(text: str, references: Sequence[AvroSchema] = ()) -> AvroSchema:
     return AvroSchema(root, json.dumps(_compact(document), separators=(",", ":")), own)
 
 
-def _compact(document: Any) -> Any:
-    """``{"type": "string"}`` is written ``"string"``, as Avro's own toString does."""
-    if isinstance(document, dict):
-        if set(document) == {"type"} and document["type"] in PRIMITIVES:
-            return document["type"]
-        return {key: _compact(value) for key, value in document.items()}
+SCHEMA_KEY_ORDER = (
+    "type", "name", "namespace", "doc", "fields", "symbols", "items", "values", "size",
+    "default", "aliases",
+)  # fmt: skip
+FIELD_KEY_ORDER = ("name", "type", "doc", "default", "order", "aliases")
+"""The order Avro's own writer (Schema.toString, whose output Confluent stores) puts
+the attributes in; other properties follow in their order."""
+
+
+def _compact(document: Any, keys: tuple[str, ...] = SCHEMA_KEY_ORDER) -> Any:
+    """The canonical form: ``{"type": "string"}`` written ``"string"`` and attributes in
+    Avro's order, so key order and whitespace do not make another schema (or id)."""
     if isinstance(document, list):
         return [_compact(value) for value in document]
-    return document
+    if not isinstance(document, dict):
+        return document
+    if set(document) == {"type"} and document["type"] in PRIMITIVES:
+        return document["type"]
+    ordered = [key for key in keys if key in document]
+    ordered += [key for key in document if key not in keys]
+    result = {}
+    for key in ordered:
+        value = document[key]
+        if key == "fields" and keys is SCHEMA_KEY_ORDER and isinstance(value, list):
+            result[key] = [_compact(field, FIELD_KEY_ORDER) for field in value]
+        elif key in ("type", "items", "values"):
+            result[key] = _compact(value)
+        else:
+            result[key] = value  # defaults, docs, symbols and properties are data
+    return result
 
 
 def _fullname(name: str, namespace: str) -> str:

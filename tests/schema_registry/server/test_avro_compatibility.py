@@ -294,3 +294,30 @@ def test_adding_a_field_with_a_default_is_backward_compatible(
     assert compatibility.check("FULL", new, [old]) == []
     without = schema | {"fields": [*schema["fields"], field("added_field_zz", "long")]}
     assert compatibility.check("BACKWARD", compatibility.parse("AVRO", json.dumps(without)), [old])
+
+
+def test_the_canonical_text_puts_attributes_in_avros_order() -> None:
+    """Key order does not make another schema: attributes follow Avro's writer (type,
+    name, namespace, doc, fields...; a field's name, type, doc, default), other
+    properties after them, kept as they are."""
+    ordered = avro.parse(
+        '{"type": "record", "name": "R", "namespace": "n", "doc": "d",'
+        ' "fields": [{"name": "a", "type": "string", "x-tag": 1}]}'
+    )
+    assert ordered.canonical == (
+        '{"type":"record","name":"R","namespace":"n","doc":"d",'
+        '"fields":[{"name":"a","type":"string","x-tag":1}]}'
+    )
+    reordered = avro.parse(
+        '{"fields": [{"x-tag": 1, "type": {"type": "string"}, "name": "a"}], "doc": "d",'
+        ' "namespace": "n", "name": "R", "type": "record"}'
+    )
+    assert reordered.canonical == ordered.canonical
+    with_default = avro.parse(
+        '{"type": "record", "name": "R", "fields":'
+        ' [{"default": {"k": "v"}, "name": "m", "type": {"values": "string", "type": "map"}}]}'
+    )
+    assert with_default.canonical == (
+        '{"type":"record","name":"R","fields":'
+        '[{"name":"m","type":{"type":"map","values":"string"},"default":{"k":"v"}}]}'
+    )

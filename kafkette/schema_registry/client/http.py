@@ -49,32 +49,23 @@ class ConnectionFailed(Exception):
 
 
 def decode(status: int, body: bytes) -> Any:
-    """The JSON value of a 2xx answer; SchemaRegistryError for any other."""
+    """The JSON value of a 2xx answer; SchemaRegistryError for any other (Confluent's
+    ``error_code`` and ``message`` from an error body, else -1 and the body's text)."""
     try:
         value = json.loads(body) if body else None
     except ValueError:
         value = None
         if 200 <= status < 300:
-            raise SchemaRegistryError(
-                status,
-                SchemaRegistryError.UNKNOWN,
-                f"the registry's answer is not JSON: {body[:200]!r}",
-            ) from None
+            message = f"the registry's answer is not JSON: {body[:200]!r}"
+            raise SchemaRegistryError(status, SchemaRegistryError.UNKNOWN, message) from None
     if 200 <= status < 300:
         return value
     if isinstance(value, dict) and "message" in value:
         code = value.get("error_code")
-        return _raise(status, code if isinstance(code, int) else status, str(value["message"]))
-    text = body[:500].decode("utf-8", "replace") or h11_reason(status)
-    return _raise(status, SchemaRegistryError.UNKNOWN, text)
-
-
-def _raise(status: int, code: int, message: str) -> Any:
-    raise SchemaRegistryError(status, code, message)
-
-
-def h11_reason(status: int) -> str:
-    return f"HTTP {status}"
+        code = code if isinstance(code, int) else status
+        raise SchemaRegistryError(status, code, str(value["message"]))
+    text = body[:500].decode("utf-8", "replace") or f"HTTP {status}"
+    raise SchemaRegistryError(status, SchemaRegistryError.UNKNOWN, text)
 
 
 def backoff(settings: RegistrySettings, attempt: int) -> float:

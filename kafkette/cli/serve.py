@@ -63,7 +63,7 @@ from collections.abc import Sequence
 import anyio
 import attrs
 
-from kafkette.errors import ConfigError
+from kafkette.errors import ConfigError, KafkaError
 from kafkette.server.broker import Broker
 from kafkette.server.config.broker_config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
 from kafkette.server.config.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
@@ -491,7 +491,9 @@ async def run(
     listeners: Sequence[ServeListener] | None = None,
     remote_faults: RemoteControl | None = None,
     schema_registry: tuple[str, int] | None = None,
-) -> None:
+) -> int:
+    """Serve until SIGINT or SIGTERM; the exit status (1: the schema registry failed)."""
+    status = 0
     if listeners is None:  # one listener on config.host:config.port
         protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
         listeners = [
@@ -602,8 +604,11 @@ async def run(
                     len(sasl.store.users),
                 )
             _log_authorizer(broker)
-            if schema_registry is not None:
-                await _start_schema_registry(tg, schema_registry, listeners, [port, *others])
+            if schema_registry is not None and not await _start_schema_registry(
+                tg, schema_registry, listeners, [port, *others]
+            ):
+                tg.cancel_scope.cancel()
+                status = 1
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     logger.info(
@@ -616,6 +621,7 @@ async def run(
         if lock is not None:
             lock.release()
         logger.info("kafkette serve: stopped")
+    return status
 
 
 REGISTRY_NEEDS_PLAINTEXT = "needs a PLAINTEXT listener to reach the broker"
@@ -626,8 +632,9 @@ async def _start_schema_registry(
     address: tuple[str, int],
     listeners: Sequence[ServeListener],
     bound: Sequence[int | tuple[Listener, int]],
-) -> None:
-    """The registry reaches this broker as any client does: on its PLAINTEXT listener."""
+) -> bool:
+    """The registry reaches this broker as any client does: on its PLAINTEXT listener.
+    False (logged) when it cannot: the broker refused it (ACLs) or did not answer."""
     from kafkette.schema_registry.server.http import serve_registry
 
     for serve_listener, where in zip(listeners, bound, strict=True):
@@ -635,11 +642,15 @@ async def _start_schema_registry(
         if listener.protocol == "PLAINTEXT":
             port = where if isinstance(where, int) else where[1]
             host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
-            registry_port = await tg.start(serve_registry, f"{host}:{port}", *address)
+            try:
+                registry_port = await tg.start(serve_registry, f"{host}:{port}", *address)
+            except KafkaError as error:
+                logger.error("kafkette serve: the schema registry could not start: %s", error)
+                return False
             logger.info(
                 "kafkette serve: schema registry listening on %s:%d", address[0], registry_port
             )
-            return
+            return True
     raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)  # main checked it
 
 
@@ -699,10 +710,12 @@ def main(args: argparse.Namespace) -> int:
     # collection (which appends, keeping objects, trigger steadily).
     gc.freeze()
     try:
-        anyio.run(run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry)
+        status = anyio.run(
+            run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry
+        )
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130
     except (OSError, DataDirLockedError, CredentialsFileError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return status

@@ -86,3 +86,33 @@ def test_a_registry_needs_a_plaintext_listener(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "--schema-registry" in result.stderr and "PLAINTEXT" in result.stderr
+
+
+def test_a_registry_the_broker_refuses_stops_the_command(tmp_path: Path) -> None:
+    """With --authorizer and no ACL for the registry's anonymous clients, the registry
+    cannot create _schemas: one error line naming why, then the broker stops, exit 1."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkette",
+            "serve",
+            "--memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--authorizer",
+            "--schema-registry",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1
+    assert (
+        "kafkette serve: the schema registry could not start: TOPIC_AUTHORIZATION_FAILED"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+    assert result.stderr.rstrip().endswith("kafkette serve: stopped")

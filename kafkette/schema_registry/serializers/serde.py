@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from kafkette.errors import SerializationError
+from kafkette.errors import ConfigError, SerializationError
 from kafkette.schema_registry.client.types import RegisteredSchema, Schema, SchemaRegistryError
 from kafkette.schema_registry.serializers.framing import frame, unframe
 
@@ -176,8 +176,31 @@ STRATEGIES: dict[str, SubjectNameStrategy] = {
 """The strategies by name; ``subject_name_strategy`` also takes a callable."""
 
 
-def _strategy(strategy: str | SubjectNameStrategy) -> SubjectNameStrategy:
+class _Context:
+    """What confluent-kafka's strategies read of their SerializationContext."""
+
+    def __init__(self, topic: str | None, is_key: bool) -> None:
+        self.topic = topic
+        self.field = "key" if is_key else "value"
+
+
+def _confluents(strategy: Callable[[Any, str | None], str]) -> SubjectNameStrategy:
+    """A strategy written for confluent-kafka: ``(ctx, record_name) -> subject``."""
+
+    def subject(topic: str | None, is_key: bool, record_name: str | None) -> str:
+        return strategy(_Context(topic, is_key), record_name)
+
+    return subject
+
+
+def _strategy(strategy: str | Callable[..., str]) -> SubjectNameStrategy:
     if callable(strategy):
+        try:
+            parameters = inspect.signature(strategy).parameters
+        except (TypeError, ValueError):
+            return strategy
+        if len(parameters) == 2:  # confluent-kafka's (ctx, record_name)
+            return _confluents(strategy)
         return strategy
     name = strategy.replace("-", "_").lower()
     for suffix in ("_subject_name_strategy", "_name_strategy", "_strategy"):
@@ -190,8 +213,25 @@ def _strategy(strategy: str | SubjectNameStrategy) -> SubjectNameStrategy:
         ) from None
 
 
+CONF_NAMES = {
+    "auto.register.schemas": "auto_register_schemas",
+    "use.latest.version": "use_latest_version",
+    "normalize.schemas": "normalize_schemas",
+    "subject.name.strategy": "subject_name_strategy",
+}
+"""confluent-kafka's serializer settings (``conf={...}``) and the options they set."""
+
+
 class Serializer(Generic[Parsed]):
-    """A format's value to framed bytes; subclasses say how to parse and encode."""
+    """A format's value to framed bytes; subclasses say how to parse and encode.
+
+    Options: ``topic``, ``is_key``, ``subject_name_strategy`` (``"topic"``,
+    ``"record"``, ``"topic_record"``, a function ``(topic, is_key, record_name)``
+    or one written for confluent-kafka, ``(ctx, record_name)``),
+    ``auto_register_schemas``, ``use_latest_version``, ``normalize_schemas``;
+    ``conf`` takes the same by confluent-kafka's names (``{"auto.register.schemas":
+    False}``) and wins over the keywords.
+    """
 
     schema_type = "AVRO"
 
@@ -202,11 +242,29 @@ class Serializer(Generic[Parsed]):
         *,
         topic: str | None = None,
         is_key: bool = False,
-        subject_name_strategy: str | SubjectNameStrategy = "topic",
+        subject_name_strategy: str | Callable[..., str] = "topic",
         auto_register_schemas: bool = True,
         use_latest_version: bool = False,
         normalize_schemas: bool = False,
+        conf: Mapping[str, Any] | None = None,
     ) -> None:
+        for name, value in (conf or {}).items():
+            option = CONF_NAMES.get(name)
+            if option is None:
+                known = ", ".join(sorted(CONF_NAMES))
+                raise ConfigError(name, f"unknown serializer setting (known: {known})")
+            if option == "subject_name_strategy":
+                if not (callable(value) or isinstance(value, str)):
+                    raise ConfigError(name, f"a name or a function, not {value!r}")
+                subject_name_strategy = value
+            elif not isinstance(value, bool):
+                raise ConfigError(name, f"must be True or False, got {value!r}")
+            elif option == "auto_register_schemas":
+                auto_register_schemas = value
+            elif option == "use_latest_version":
+                use_latest_version = value
+            else:
+                normalize_schemas = value
         if use_latest_version and auto_register_schemas:
             raise ValueError(
                 "use_latest_version serializes with the subject's latest schema: "

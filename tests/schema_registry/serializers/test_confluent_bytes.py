@@ -333,3 +333,31 @@ def test_avro_with_a_reference_equals_confluents(registry: ConfluentRegistry) ->
     assert ours == theirs
     assert AvroDeserializer(registry)(theirs) == value
     assert CAvroDeserializer(registry.client)(ours, VALUE) == value
+
+
+def test_confluents_settings_and_strategies(registry: ConfluentRegistry) -> None:
+    """conf= takes confluent-kafka's names and its strategy functions, unchanged."""
+    from confluent_kafka import schema_registry as confluent
+
+    from kafkette.errors import ConfigError
+
+    conf = {
+        "subject.name.strategy": confluent.topic_record_subject_name_strategy,
+        "auto.register.schemas": False,
+    }
+    value = {"name": "ann"}
+    schema = json.dumps(
+        {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+    )
+    CAvroSerializer(registry.client, schema, conf={**conf, "auto.register.schemas": True})(
+        value, KEY
+    )
+    theirs = CAvroSerializer(registry.client, schema, conf=conf)(value, KEY)
+    ours = AvroSerializer(registry, schema, topic=TOPIC, is_key=True, conf=conf)(value)
+    assert ours == theirs
+    assert registry.calls == ["lookup orders-User"]
+    with pytest.raises(ConfigError) as info:
+        AvroSerializer(registry, schema, conf={"auto.register": False})
+    assert info.value.args[0] == "auto.register"
+    with pytest.raises(ConfigError):
+        AvroSerializer(registry, schema, conf={"use.latest.version": "yes"})

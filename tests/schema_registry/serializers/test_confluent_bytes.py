@@ -361,3 +361,35 @@ def test_confluents_settings_and_strategies(registry: ConfluentRegistry) -> None
     assert info.value.args[0] == "auto.register"
     with pytest.raises(ConfigError):
         AvroSerializer(registry, schema, conf={"use.latest.version": "yes"})
+
+
+def test_json_with_a_reference_as_confluent(registry: ConfluentRegistry) -> None:
+    """A JSON schema whose $ref names a schema registered under another subject: the same
+    registration and bytes as confluent-kafka's, and values that break the referenced
+    schema are refused."""
+    from confluent_kafka.schema_registry import Schema as CSchema
+    from confluent_kafka.schema_registry import SchemaReference as CSchemaReference
+
+    from kafkette.errors import SerializationError
+    from kafkette.schema_registry import Schema, SchemaReference
+
+    address = json.dumps(
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    )
+    person = json.dumps(
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}},
+        }
+    )
+    registry.client.register_schema("address", CSchema(address, "JSON"))
+    theirs_schema = CSchema(person, "JSON", [CSchemaReference("address.json", "address", 1)])
+    ours_schema = Schema(person, "JSON", [SchemaReference("address.json", "address", 1)])
+    value = {"name": "ann", "home": {"city": "Lyon"}}
+    theirs = CJSONSerializer(theirs_schema, registry.client)(value, VALUE)
+    serializer = JSONSerializer(registry, ours_schema, topic=TOPIC)
+    assert serializer(value) == theirs
+    assert registry.client.get_subjects() == ["address", "orders-value"]
+    assert JSONDeserializer(registry)(theirs) == value
+    with pytest.raises(SerializationError, match=r"\['home'\].*'city' is a required property"):
+        serializer({"name": "bob", "home": {}})

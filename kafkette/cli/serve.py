@@ -605,7 +605,7 @@ async def run(
                 )
             _log_authorizer(broker)
             if schema_registry is not None and not await _start_schema_registry(
-                tg, schema_registry, listeners, [port, *others]
+                tg, schema_registry, listeners, [port, *others], sasl
             ):
                 tg.cancel_scope.cancel()
                 status = 1
@@ -632,9 +632,12 @@ async def _start_schema_registry(
     address: tuple[str, int],
     listeners: Sequence[ServeListener],
     bound: Sequence[int | tuple[Listener, int]],
+    sasl: SaslSettings | None,
 ) -> bool:
     """The registry reaches this broker as any client does: on its PLAINTEXT listener.
-    False (logged) when it cannot: the broker refused it (ACLs) or did not answer."""
+    It speaks HTTPS with the first TLS listener's certificate, if there is one, and
+    asks for the broker's SASL users as HTTP Basic credentials, if there are some.
+    False (logged) when it cannot start: the broker refused it (ACLs) or did not answer."""
     from kafkette.schema_registry.server.http import serve_registry
 
     for serve_listener, where in zip(listeners, bound, strict=True):
@@ -642,13 +645,23 @@ async def _start_schema_registry(
         if listener.protocol == "PLAINTEXT":
             port = where if isinstance(where, int) else where[1]
             host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
+            tls = next((s.tls for s in listeners if s.tls is not None), None)
+            serve = functools.partial(
+                serve_registry,
+                ssl_context=tls,
+                authenticate=sasl.store.check_plain if sasl is not None else None,
+            )
             try:
-                registry_port = await tg.start(serve_registry, f"{host}:{port}", *address)
+                registry_port = await tg.start(serve, f"{host}:{port}", *address)
             except KafkaError as error:
                 logger.error("kafkette serve: the schema registry could not start: %s", error)
                 return False
             logger.info(
-                "kafkette serve: schema registry listening on %s:%d", address[0], registry_port
+                "kafkette serve: schema registry listening on %s:%d (%s%s)",
+                address[0],
+                registry_port,
+                "HTTPS" if tls is not None else "HTTP",
+                ", Basic authentication" if sasl is not None else "",
             )
             return True
     raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)  # main checked it

@@ -6,6 +6,11 @@ complete request to :meth:`SchemaRegistry.handle
 <kafkette.schema_registry.server.registry.SchemaRegistry.handle>` and writes
 the answer back; connections are kept alive between requests as HTTP/1.1 says.
 
+With ``ssl_context`` it speaks HTTPS (the handshake done per connection, so a
+failing one ends that connection only); with ``authenticate`` every request
+needs HTTP Basic credentials it accepts, else 401 with Confluent's body
+``{"error_code": 401, "message": "Unauthorized"}``.
+
 Bad input never takes the server down: a request h11 cannot parse gets 400, a
 body longer than ``max_body_bytes`` gets 413 (both with Confluent's error body
 shape) and the connection is closed; a connection idle for ``idle_timeout``
@@ -14,13 +19,18 @@ seconds is closed; a peer that goes away ends its connection only.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import ssl
+from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 import anyio
 import anyio.abc
 import h11
+from anyio.streams.tls import TLSStream
 
 from kafkette.schema_registry.server.registry import (
     CONTENT_TYPE,
@@ -34,7 +44,12 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
 """The largest request body read: far above a schema the topic takes (about 1 MB)."""
 IDLE_TIMEOUT_S = 120.0
+HANDSHAKE_TIMEOUT_S = 10.0
 READ_SIZE = 65536
+UNAUTHORIZED = json.dumps({"error_code": 401, "message": "Unauthorized"}).encode()
+
+Authenticate = Callable[[str, str], bool]
+"""Whether a user name and password are valid (the broker's SASL users' check)."""
 
 
 def _error(status: int, message: str) -> Response:
@@ -57,8 +72,12 @@ class RegistryHttpServer:
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
         idle_timeout: float = IDLE_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticate | None = None,
     ) -> None:
         self.registry = registry
+        self.ssl_context = ssl_context
+        self.authenticate = authenticate
         self.host = host
         self.port = port
         self.max_body_bytes = max_body_bytes
@@ -66,7 +85,8 @@ class RegistryHttpServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
@@ -79,17 +99,34 @@ class RegistryHttpServer:
             task_status.started(self.url)
             await listener.serve(self._connection)
 
-    async def _connection(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
+    async def _connection(self, raw: anyio.abc.SocketStream) -> None:
+        stream: anyio.abc.ByteStream = raw
+        if self.ssl_context is not None:
             try:
+                with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
+                    stream = await TLSStream.wrap(
+                        raw, server_side=True, ssl_context=self.ssl_context
+                    )
+            except (OSError, ssl.SSLError, TimeoutError, anyio.BrokenResourceError) as error:
+                logger.debug("schema registry: TLS handshake failed: %s", error)
+                await anyio.aclose_forcefully(raw)
+                return
+            except anyio.EndOfStream:
+                await anyio.aclose_forcefully(raw)
+                return
+        try:
+            async with stream:  # closing TLS may fail too: inside the try
                 await self._serve_connection(stream)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # the peer went away
-            except Exception:  # never let one connection take the listener down
-                logger.exception("schema registry: connection failed")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError):
+            pass  # the peer went away (ssl.SSLError is an OSError)
+        except Exception:  # never let one connection take the listener down
+            logger.exception("schema registry: connection failed")
+        finally:
+            await anyio.aclose_forcefully(raw)
 
-    async def _serve_connection(self, stream: anyio.abc.SocketStream) -> None:
+    async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
         connection = h11.Connection(h11.SERVER)
+        accepted: str | None = None  # the Authorization header accepted on this connection
         while True:
             try:
                 request, body = await self._read_request(connection, stream)
@@ -108,6 +145,15 @@ class RegistryHttpServer:
             headers = {
                 name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers
             }
+            credentials = headers.get("authorization")
+            if self.authenticate is not None and (credentials is None or credentials != accepted):
+                if not self._authenticated(credentials):
+                    await self._send(connection, stream, Response(401, UNAUTHORIZED, CONTENT_TYPE))
+                    if connection.our_state is h11.MUST_CLOSE:
+                        return
+                    connection.start_next_cycle()
+                    continue
+                accepted = credentials
             answer = await self.registry.handle(
                 request.method.decode("latin-1"), path, query, body, headers
             )
@@ -119,8 +165,18 @@ class RegistryHttpServer:
             except h11.LocalProtocolError:
                 return
 
+    def _authenticated(self, header: str | None) -> bool:
+        scheme, _, encoded = (header or "").partition(" ")
+        if scheme.lower() != "basic" or self.authenticate is None:
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, ValueError):
+            return False
+        return bool(sep) and self.authenticate(user, password)
+
     async def _read_request(
-        self, connection: h11.Connection, stream: anyio.abc.SocketStream
+        self, connection: h11.Connection, stream: anyio.abc.ByteStream
     ) -> tuple[h11.Request | None, bytes]:
         request: h11.Request | None = None
         body = bytearray()
@@ -150,19 +206,21 @@ class RegistryHttpServer:
                 return None, b""
 
     async def _send(
-        self, connection: h11.Connection, stream: anyio.abc.SocketStream, answer: Response
+        self, connection: h11.Connection, stream: anyio.abc.ByteStream, answer: Response
     ) -> None:
         headers = [
             ("Content-Type", answer.content_type),
             ("Content-Length", str(len(answer.body))),
         ]
+        if answer.status == 401:
+            headers.append(("WWW-Authenticate", 'Basic realm="SchemaRegistry"'))
         data = connection.send(h11.Response(status_code=answer.status, headers=headers))
         data += connection.send(h11.Data(data=answer.body))
         data += connection.send(h11.EndOfMessage())
         await stream.send(data)
 
     async def _send_error(
-        self, connection: h11.Connection, stream: anyio.abc.SocketStream, answer: Response
+        self, connection: h11.Connection, stream: anyio.abc.ByteStream, answer: Response
     ) -> None:
         if connection.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
@@ -185,11 +243,15 @@ async def serve_registry(
     host: str,
     port: int,
     *,
+    ssl_context: ssl.SSLContext | None = None,
+    authenticate: Authenticate | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """A registry over ``bootstrap_servers``' ``_schemas`` topic, served on ``host:port``
     until cancelled; reports the bound port (``kafkette serve --schema-registry``)."""
     async with open_registry(bootstrap_servers) as registry, anyio.create_task_group() as tg:
-        server = RegistryHttpServer(registry, host, port)
+        server = RegistryHttpServer(
+            registry, host, port, ssl_context=ssl_context, authenticate=authenticate
+        )
         await tg.start(server.serve)
         task_status.started(server.port)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 
@@ -18,7 +19,7 @@ from kafkette.schema_registry.server.http import RegistryHttpServer
 
 
 @contextmanager
-def registry_server(bootstrap: str | None = None, **options: int) -> Iterator[str]:
+def registry_server(bootstrap: str | None = None, **options: Any) -> Iterator[str]:
     """The URL of a registry serving on 127.0.0.1 (state in ``bootstrap``'s topic if given)."""
     with ExitStack() as stack:
         portal = stack.enter_context(start_blocking_portal())

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import trustme
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from tests.schema_registry.server.servers import registry_server
 
@@ -116,3 +121,43 @@ def test_a_body_that_is_not_json_is_400(address: tuple[str, int]) -> None:
         status, answer = status_and_body(exchange(sock, request))
     assert status == 400
     assert isinstance(answer, dict) and answer["error_code"] == 400
+
+
+def test_https_and_basic_auth_with_confluents_client(tmp_path: Path) -> None:
+    """Over TLS with Basic credentials checked: confluent-kafka's client with the CA and
+    the right user registers; a wrong password is 401 with Confluent's body; a plain-HTTP
+    or failed handshake ends only that connection."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    ca_path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    users = {"alice": "secret"}
+
+    def authenticate(user: str, password: str) -> bool:
+        return users.get(user) == password
+
+    schema = Schema('{"type": "record", "name": "R", "fields": []}', "AVRO")
+    with registry_server(ssl_context=context, authenticate=authenticate) as url:
+        assert url.startswith("https://")
+        good = {"url": url, "ssl.ca.location": str(ca_path), "basic.auth.user.info": "alice:secret"}
+        with SchemaRegistryClient(good) as client:
+            assert client.register_schema("s", schema) == 1
+            assert client.get_subjects() == ["s"]
+        bad = {**good, "basic.auth.user.info": "alice:nope"}
+        with SchemaRegistryClient(bad) as client, pytest.raises(SchemaRegistryError) as raised:
+            client.get_subjects()
+        assert (raised.value.http_status_code, raised.value.error_code) == (401, 401)
+        anonymous = {"url": url, "ssl.ca.location": str(ca_path)}
+        with (
+            SchemaRegistryClient(anonymous) as client,
+            pytest.raises(SchemaRegistryError) as raised,
+        ):
+            client.get_subjects()
+        assert (raised.value.http_status_code, raised.value.error_message) == (401, "Unauthorized")
+        parts = urlsplit(url)
+        with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=10) as sock:
+            assert exchange(sock, get("/subjects")) == b""  # not TLS: closed
+        with SchemaRegistryClient(good) as client:
+            assert client.get_subjects() == ["s"]

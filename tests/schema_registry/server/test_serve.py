@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from tests.brokers import BrokerProcess
 
@@ -116,3 +117,38 @@ def test_a_registry_the_broker_refuses_stops_the_command(tmp_path: Path) -> None
     )
     assert "Traceback" not in result.stderr
     assert result.stderr.rstrip().endswith("kafkette serve: stopped")
+
+
+def test_the_registry_asks_for_the_brokers_sasl_users(tmp_path: Path) -> None:
+    """With SASL users, the registry wants one of them as HTTP Basic credentials (401
+    otherwise), while it reaches the broker on the PLAINTEXT listener."""
+    log_path = tmp_path / "serve.log"
+    command = [
+        *(sys.executable, "-m", "kafkette", "serve", "--memory"),
+        *("--listener", "PLAINTEXT://127.0.0.1:0", "--listener", "SASL_PLAINTEXT://127.0.0.1:0"),
+        *("--sasl-user", "alice:alice-secret", "--schema-registry", "127.0.0.1:0"),
+    ]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := REGISTRY_LINE.findall(log_path.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.05)
+        url = f"http://{found[0][0]}:{found[0][1]}"
+        assert "(HTTP, Basic authentication)" in log_path.read_text()
+        conf = {"url": url, "basic.auth.user.info": "alice:alice-secret"}
+        with SchemaRegistryClient(conf) as client:
+            assert client.register_schema("orders-value", schema("id")) == 1
+        with SchemaRegistryClient({"url": url}) as client:
+            try:
+                client.get_subjects()
+            except SchemaRegistryError as error:
+                assert (error.http_status_code, error.error_code) == (401, 401)
+            else:
+                raise AssertionError("no credentials, yet answered")
+    finally:
+        process.terminate()
+        process.wait(15)

@@ -209,11 +209,9 @@ class Api:
         deleted = request.flag("deleted")
         number = parse_version(version_text)
         versions = self.state.versions(subject, deleted=deleted)
-        if not self.state.subjects.get(subject):
+        if not versions:  # none, or only soft-deleted ones: as Confluent, the subject
             raise subject_not_found(subject)
         if number == -1:
-            if not versions:
-                raise subject_not_found(subject)
             return versions[-1]
         found = self.state.version(subject, number)
         if found is None or (found.deleted and not deleted):

@@ -74,14 +74,21 @@ async def test_soft_deleted_versions_show_with_deleted_true() -> None:
     assert (status, body["error_code"]) == (404, 40406)
     assert await call(registry, "GET", "/subjects/s/versions") == (200, [2])
     assert await call(registry, "GET", "/subjects/s/versions", deleted="true") == (200, [1, 2])
-    status, _ = await call(registry, "GET", "/subjects/s/versions/1")
-    assert status == 404
+    status, body = await call(registry, "GET", "/subjects/s/versions/1")
+    assert (status, body["error_code"]) == (404, 40402)
     status, body = await call(registry, "GET", "/subjects/s/versions/1", deleted="true")
     assert (status, body["id"]) == (200, 1)
+    await call(registry, "DELETE", "/subjects/s")  # v2 soft deleted too: no live version
+    assert await call(registry, "GET", "/subjects/s/versions/2") == (
+        404,
+        {"error_code": 40401, "message": "Subject 's' not found."},
+    )
+    status, body = await call(registry, "GET", "/subjects/s/versions/2", deleted="true")
+    assert (status, body["version"]) == (200, 2)
     # re-registering the soft-deleted schema makes a new version with the old id, and
     # removes the soft-deleted version of that id for good (as Confluent)
     assert await call(registry, "POST", "/subjects/s/versions", {"schema": A1}) == (200, {"id": 1})
-    assert await call(registry, "GET", "/subjects/s/versions") == (200, [2, 3])
+    assert await call(registry, "GET", "/subjects/s/versions") == (200, [3])
     assert await call(registry, "GET", "/subjects/s/versions", deleted="true") == (200, [2, 3])
 
 

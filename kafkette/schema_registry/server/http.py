@@ -154,10 +154,12 @@ class RegistryHttpServer:
                     connection.start_next_cycle()
                     continue
                 accepted = credentials
+            method = request.method.decode("latin-1").upper()
+            head = method == "HEAD"  # a GET's headers without its body
             answer = await self.registry.handle(
-                request.method.decode("latin-1"), path, query, body, headers
+                "GET" if head else method, path, query, body, headers
             )
-            await self._send(connection, stream, answer)
+            await self._send(connection, stream, answer, head=head)
             if connection.our_state is h11.MUST_CLOSE or connection.their_state is h11.MUST_CLOSE:
                 return
             try:
@@ -206,7 +208,12 @@ class RegistryHttpServer:
                 return None, b""
 
     async def _send(
-        self, connection: h11.Connection, stream: anyio.abc.ByteStream, answer: Response
+        self,
+        connection: h11.Connection,
+        stream: anyio.abc.ByteStream,
+        answer: Response,
+        *,
+        head: bool = False,
     ) -> None:
         headers = [
             ("Content-Type", answer.content_type),
@@ -215,7 +222,8 @@ class RegistryHttpServer:
         if answer.status == 401:
             headers.append(("WWW-Authenticate", 'Basic realm="SchemaRegistry"'))
         data = connection.send(h11.Response(status_code=answer.status, headers=headers))
-        data += connection.send(h11.Data(data=answer.body))
+        if not head:
+            data += connection.send(h11.Data(data=answer.body))
         data += connection.send(h11.EndOfMessage())
         await stream.send(data)
 

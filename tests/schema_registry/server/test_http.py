@@ -161,3 +161,14 @@ def test_https_and_basic_auth_with_confluents_client(tmp_path: Path) -> None:
             assert exchange(sock, get("/subjects")) == b""  # not TLS: closed
         with SchemaRegistryClient(good) as client:
             assert client.get_subjects() == ["s"]
+
+
+def test_head_is_a_get_without_its_body(address: tuple[str, int]) -> None:
+    """HEAD answers a GET's status and headers, no body; the connection goes on."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(b"HEAD /subjects HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 200 ") and b"Content-Length: 2\r\n" in head
+        assert status_and_body(exchange(sock, get("/subjects"))) == (200, [])

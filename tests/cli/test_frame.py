@@ -96,12 +96,19 @@ def test_kafka_errors_exit_1_with_one_line_or_a_traceback_with_debug(
 
 
 def test_no_broker_is_a_kafka_error() -> None:
+    """The refused connection is shown at once (one line), then the call's timeout as a
+    Kafka error (one line)."""
+    port = free_port()
     result = kafkette(
-        "consume", "t", "-X", "default.api.timeout.ms=500", bootstrap=f"127.0.0.1:{free_port()}"
+        "consume", "t", "-X", "default.api.timeout.ms=500", bootstrap=f"127.0.0.1:{port}"
     )
     assert result.returncode == 1
-    assert result.stderr.startswith("kafkette consume: TIMEOUT: ")
-    assert result.stderr.count("\n") == 1
+    refused, timeout, rest = result.stderr.split("\n", 2)
+    assert refused.startswith(
+        f"kafkette: connecting to 127.0.0.1:{port} failed: Connection refused"
+    )
+    assert timeout.startswith("kafkette consume: TIMEOUT: ")
+    assert rest == ""
 
 
 def test_ctrl_c_and_a_closed_pipe_end_quietly(memory_broker: BrokerProcess) -> None:

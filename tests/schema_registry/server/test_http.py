@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import ssl
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ import pytest
 import trustme
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.schema_registry.server.servers import registry_server
 
@@ -172,3 +175,41 @@ def test_head_is_a_get_without_its_body(address: tuple[str, int]) -> None:
             head += sock.recv(1)
         assert head.startswith(b"HTTP/1.1 200 ") and b"Content-Length: 2\r\n" in head
         assert status_and_body(exchange(sock, get("/subjects"))) == (200, [])
+
+
+REQUEST_PIECES = st.sampled_from(
+    [
+        b"GET /subjects HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /subjects/s/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n",
+        b'{"schema": "\\"int\\""}',
+        b"HEAD / HTTP/1.0\r\n\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"\r\n",
+        b"0\r\n\r\n",
+        b"GET /%%%/\x00 HTTP/1.1\r\n",
+        b"Connection: close\r\n",
+        b"Expect: 100-continue\r\n",
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.one_of(REQUEST_PIECES, st.binary(max_size=30)), max_size=6))
+def test_byte_soup_never_breaks_the_server(
+    address: tuple[str, int], caplog: pytest.LogCaptureFixture, pieces: list[bytes]
+) -> None:
+    """Any bytes, then a close: no error logged by the server, and the next connection
+    is served."""
+    caplog.clear()
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(b"".join(pieces))
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(5)
+        while sock.recv(65536):
+            pass
+    with socket.create_connection(address, timeout=10) as sock:
+        assert status_and_body(exchange(sock, get("/subjects")))[0] == 200
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []

@@ -49,12 +49,15 @@ class ParsedSchema:
     model: object = attrs.field(eq=False)
 
 
-def parse(schema_type: str, text: str, references: Sequence[ParsedSchema] = ()) -> ParsedSchema:
-    """Validate ``text`` as a schema of ``schema_type``, with the schemas it references."""
+def parse(
+    schema_type: str, text: str, references: Sequence[ParsedSchema] = (), *, strict: bool = True
+) -> ParsedSchema:
+    """Validate ``text`` as a schema of ``schema_type``, with the schemas it references
+    (``strict=False``: a stored schema, read without the checks of a new one)."""
     if schema_type == "AVRO":
         models = [ref.model for ref in references if isinstance(ref.model, avro.AvroSchema)]
         try:
-            parsed = avro.parse(text, models)
+            parsed = avro.parse(text, models, strict=strict)
         except avro.AvroSchemaError as error:
             raise InvalidSchema(str(error)) from None
         return ParsedSchema(schema_type, parsed.canonical, parsed)

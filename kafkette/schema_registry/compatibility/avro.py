@@ -117,8 +117,12 @@ class AvroSchema:
     """Every named type it defines, by full name (for schemas referring to it)."""
 
 
-def parse(text: str, references: Sequence[AvroSchema] = ()) -> AvroSchema:
-    """Parse schema text; named types of ``references`` may be used by name."""
+def parse(text: str, references: Sequence[AvroSchema] = (), *, strict: bool = True) -> AvroSchema:
+    """Parse schema text; named types of ``references`` may be used by name.
+
+    ``strict`` (new schemas) also checks names and field defaults, as Confluent's
+    registry does for a schema being registered; a stored schema (``strict=False``)
+    is read as it is, as Confluent reads what is already in its topic."""
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -128,7 +132,7 @@ def parse(text: str, references: Sequence[AvroSchema] = ()) -> AvroSchema:
         names.update(reference.named)
     own: dict[str, Named] = {}
     try:
-        root = _Parser(names, own).schema(document, "")
+        root = _Parser(names, own, strict).schema(document, "")
     except RecursionError:
         raise AvroSchemaError("Invalid schema: nested too deeply") from None
     return AvroSchema(root, json.dumps(_compact(document), separators=(",", ":")), own)
@@ -176,9 +180,10 @@ def _check_name(fullname: str) -> None:
 
 
 class _Parser:
-    def __init__(self, names: dict[str, Named], own: dict[str, Named]) -> None:
+    def __init__(self, names: dict[str, Named], own: dict[str, Named], strict: bool) -> None:
         self.names = names
         self.own = own
+        self.strict = strict
 
     def schema(self, node: Any, namespace: str) -> Schema:
         if isinstance(node, str):
@@ -234,7 +239,8 @@ class _Parser:
         if not isinstance(own_namespace, str):
             raise AvroSchemaError("Invalid schema: namespace is not a string")
         fullname = _fullname(name, own_namespace)
-        _check_name(fullname)
+        if self.strict:
+            _check_name(fullname)
         space = fullname.rpartition(".")[0]
         aliases = self.aliases(node, space)
         schema: Named
@@ -282,13 +288,13 @@ class _Parser:
         if not isinstance(node, dict) or not isinstance(node.get("name"), str):
             raise AvroSchemaError(f"Invalid schema: bad field {json.dumps(node)}")
         name = node["name"]
-        if not _NAME.match(name):
+        if self.strict and not _NAME.match(name):
             raise AvroSchemaError(f"Invalid schema: illegal field name {name!r}")
         if "type" not in node:
             raise AvroSchemaError(f"Invalid schema: field {name} has no type")
         schema = self.schema(node["type"], namespace)
         has_default = "default" in node
-        if has_default and not _valid_default(schema, node["default"]):
+        if self.strict and has_default and not _valid_default(schema, node["default"]):
             raise AvroSchemaError(
                 f"Invalid default for field {name}: {json.dumps(node['default'])} "
                 f"not a {_kind(schema)}"

@@ -285,13 +285,22 @@ class Api:
         return parsed, tuple(references)
 
     def parsed(self, version: Version, depth: int = 0) -> compatibility.ParsedSchema:
-        """A stored version parsed, with its references (stored schemas were valid)."""
+        """A stored version parsed with its references, leniently: Confluent reads its
+        store without the checks of a new schema (another registry may have stored it)."""
         resolved = []
         for ref in version.references if depth < 32 else ():
             target = self.state.version(ref.subject, ref.version)
             if target is not None:
                 resolved.append(self.parsed(target, depth + 1))
-        return compatibility.parse(version.schema_type, version.schema, resolved)
+        try:
+            return compatibility.parse(version.schema_type, version.schema, resolved, strict=False)
+        except compatibility.InvalidSchema as error:  # another registry stored it
+            raise RestError(
+                422,
+                42201,
+                f"Schema {version.subject} version {version.version} in the store cannot "
+                f"be read: {error}",
+            ) from None
 
     # -- subjects and versions
 

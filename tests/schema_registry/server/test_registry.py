@@ -275,3 +275,19 @@ async def test_a_registration_that_loses_a_race_tries_again() -> None:
             replay.apply(key, value)
     assert [(v.version, v.id) for v in replay.versions("s")] == [(1, 1), (2, 2)]
     assert replay.versions("s") == registry.state.versions("s")
+
+
+async def test_stored_schemas_are_read_without_the_checks_of_new_ones() -> None:
+    """A version another registry stored with a default Confluent would not check (its
+    validation off) is still read to check the next version, as Confluent reads its
+    store; a new schema with such a default is 42201."""
+    lax = json.dumps(
+        {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int", "default": "1"}]}
+    )
+    store = LocalStore()
+    store.records.append(schema_record(Version("s", 1, 1, lax)))
+    registry = SchemaRegistry(store)
+    status, body = await call(registry, "POST", "/subjects/s/versions", {"schema": A2})
+    assert (status, body) == (200, {"id": 2})
+    status, body = await call(registry, "POST", "/subjects/t/versions", {"schema": lax})
+    assert (status, body["error_code"]) == (422, 42201)

@@ -18,9 +18,15 @@ Confluent gives. It never raises for a bad request.
 
 The layers (each a module; nothing here imports the client half):
 
-- ``registry.py``: :class:`SchemaRegistry`, the request entry point: routes a
-  request, answers reads from the state and turns writes into records;
-- ``http.py``: the HTTP/1.1 shell (h11 on anyio) serving a registry on a host and port.
+- ``state.py``: the state, rebuilt from the ``_schemas`` records (Confluent's);
+- ``api.py``: the REST API over the state, without I/O: an answer, or records
+  to write and the answer once they are applied;
+- ``registry.py``: :class:`SchemaRegistry`, the request entry point, doing the
+  I/O around the API through a store (``LocalStore`` in this process);
+- ``kafka_store.py``: the store in a broker's ``_schemas`` topic, through
+  kafkette's own clients;
+- ``http.py``: the HTTP/1.1 shell (h11 on anyio), HTTPS and Basic auth optional,
+  serving a registry on a host and port.
 """
 
 from kafkette.schema_registry.server.registry import Response, SchemaRegistry, open_registry

@@ -156,6 +156,10 @@ class Api:
                 routes = {("GET",): lambda: self.raw(self.find(request, parts[1], parts[3]))}
             elif n == 5 and parts[2] == "versions" and parts[4] == "referencedby":
                 routes = {("GET",): lambda: self.referenced_by(request, parts[1], parts[3])}
+        elif parts == ("contexts",):
+            routes = {("GET",): lambda: ok(["."])}
+        elif parts == ("schemas",):
+            routes = {("GET",): lambda: self.list_schemas(request)}
         elif head == "schemas" and n >= 2:
             if parts[1:] == ("types",):
                 routes = {("GET",): lambda: ok(list(compatibility.SCHEMA_TYPES))}
@@ -168,9 +172,8 @@ class Api:
             routes = {
                 ("GET",): lambda: self.get_config(request, subject),
                 ("PUT",): lambda: self.put_config(request, subject),
+                ("DELETE",): lambda: self.delete_config(subject),
             }
-            if subject is not None:
-                routes[("DELETE",)] = lambda: self.delete_config(subject)
         elif head == "mode" and n <= 2:
             subject = parts[1] if n == 2 else None
             routes = {
@@ -468,6 +471,18 @@ class Api:
 
     # -- schemas by id
 
+    def list_schemas(self, request: Request) -> Response:
+        """Every version's schema (``subjectPrefix``, ``deleted``, ``latestOnly``), by
+        subject and version, as Confluent's GET /schemas."""
+        prefix = request.query.get("subjectPrefix", "")
+        deleted, latest_only = request.flag("deleted"), request.flag("latestOnly")
+        found = []
+        for subject in sorted(self.state.subjects):
+            if subject.startswith(prefix):
+                versions = self.state.versions(subject, deleted=deleted)
+                found += versions[-1:] if latest_only else versions
+        return ok([self.version_json(version) for version in found])
+
     def by_id(self, request: Request, id_text: str, tail: str) -> Response:
         try:
             schema_id = int(id_text)
@@ -525,7 +540,13 @@ class Api:
         level = level.upper()
         return Write([config_record(subject, level)], ok({"compatibility": level}))
 
-    def delete_config(self, subject: str) -> Write:
+    def delete_config(self, subject: str | None) -> Response | Write:
+        """Unset a level; the answer is the level it was (global: back to BACKWARD)."""
+        if subject is None:
+            answer = ok({"compatibilityLevel": self.level(None)})
+            if None not in self.state.configs:
+                return answer
+            return Write([config_record(None, None)], answer)
         self.check_writable(subject)
         if subject not in self.state.configs:
             raise subject_not_found(subject)

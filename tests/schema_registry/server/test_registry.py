@@ -291,3 +291,26 @@ async def test_stored_schemas_are_read_without_the_checks_of_new_ones() -> None:
     assert (status, body) == (200, {"id": 2})
     status, body = await call(registry, "POST", "/subjects/t/versions", {"schema": lax})
     assert (status, body["error_code"]) == (422, 42201)
+
+
+async def test_global_config_delete_contexts_and_the_schemas_listing() -> None:
+    """DELETE /config puts the global level back to BACKWARD and says what it was;
+    /contexts is the default context; GET /schemas lists versions (latestOnly, prefix)."""
+    registry = SchemaRegistry()
+    assert await call(registry, "DELETE", "/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    await call(registry, "PUT", "/config", {"compatibility": "NONE"})
+    assert await call(registry, "DELETE", "/config") == (200, {"compatibilityLevel": "NONE"})
+    assert await call(registry, "GET", "/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert await call(registry, "GET", "/contexts") == (200, ["."])
+    await call(registry, "POST", "/subjects/a/versions", {"schema": A1})
+    await call(registry, "POST", "/subjects/a/versions", {"schema": A2})
+    await call(registry, "POST", "/subjects/b/versions", {"schema": A1})
+    status, listed = await call(registry, "GET", "/schemas")
+    assert status == 200
+    assert [(s["subject"], s["version"], s["id"]) for s in listed] == [
+        ("a", 1, 1),
+        ("a", 2, 2),
+        ("b", 1, 1),
+    ]
+    listed = (await call(registry, "GET", "/schemas", latestOnly="true", subjectPrefix="a"))[1]
+    assert [(s["subject"], s["version"]) for s in listed] == [("a", 2)]

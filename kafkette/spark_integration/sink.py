@@ -151,12 +151,21 @@ class KafkaSink:
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         """Write ``batch_df``, the micro-batch ``batch_id`` (called by Spark)."""
-        partitions = self.partitions_for(batch_df)
-        hashed = [batch_df[c] for c in batch_df.columns if c in SINK_COLUMNS]
-        (
-            batch_df.repartition(partitions, *hashed)
-            .write.format(self.format_name)
-            .mode("append")
-            .options(**self.options(batch_id))
-            .save()
-        )
+        counted = self.num_partitions is None
+        if counted:
+            # the count and the write are two jobs: cached, the micro-batch is read from
+            # its source once (and counted once in the query's numInputRows)
+            batch_df = batch_df.persist()
+        try:
+            partitions = self.partitions_for(batch_df)
+            hashed = [batch_df[c] for c in batch_df.columns if c in SINK_COLUMNS]
+            (
+                batch_df.repartition(partitions, *hashed)
+                .write.format(self.format_name)
+                .mode("append")
+                .options(**self.options(batch_id))
+                .save()
+            )
+        finally:
+            if counted:
+                batch_df.unpersist()

@@ -293,15 +293,17 @@ class Sender:
             self._task_group.cancel_scope.cancel()
         self.wakeup()
 
-    def fail_fatally(self, error: BaseException) -> None:
+    def fail_fatally(self, error: BaseException, *, log: bool = True) -> None:
         """Stop for good after ``error`` escaped the sender (a bug, a codec that cannot
         run): every record not yet acknowledged fails with it, later sends raise it
         (:attr:`fatal_error`), and :meth:`run` returns, as Java's KafkaProducer
         does after a fatal error of its sender thread. A transaction can only be
-        closed then."""
+        closed then. ``log=False``: nothing was lost, say nothing (a cancelled idle
+        sender)."""
         if self.fatal_error is None:
             self.fatal_error = error
-            logger.error("producer sender failed", exc_info=error)
+            if log:
+                logger.error("producer sender failed", exc_info=error)
         self.accumulator.close(self.fatal_error)
         if self.txn is not None:
             self.txn.fatal(self.fatal_error)
@@ -367,7 +369,12 @@ class Sender:
             if self._abort_error is None and not (
                 self._stopping and self.accumulator.incomplete == 0
             ):
-                self.fail_fatally(IllegalStateError("the producer's sender was cancelled"))
+                # cancelled from outside (its owner's task group ending): an error
+                # only for the records it leaves unacknowledged
+                self.fail_fatally(
+                    IllegalStateError("the producer's sender was cancelled"),
+                    log=self.accumulator.incomplete > 0,
+                )
             self.finished.set()
 
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:

@@ -43,6 +43,11 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """An answer longer than this is refused (a registry's largest is a schema list)."""
 READ_SIZE = 65536
 
+_CLOSED = (
+    "the registry closed the connection before answering (one that serves HTTPS closes "
+    "plain HTTP requests: is the URL's scheme right?)"
+)
+
 
 class ConnectionFailed(Exception):
     """No answer: connecting, sending or reading failed (retried, then SchemaRegistryError)."""
@@ -116,10 +121,12 @@ class Exchange:
             try:
                 event = self.connection.next_event()
             except h11.RemoteProtocolError as exc:
+                if data == b"":  # h11 names an early close as its own state error
+                    raise ConnectionFailed(_CLOSED) from None
                 raise ConnectionFailed(f"the registry's answer is not HTTP/1.1: {exc}") from None
             if event is h11.NEED_DATA:
                 if data == b"":
-                    raise ConnectionFailed("the registry closed the connection before answering")
+                    raise ConnectionFailed(_CLOSED)
                 return None
             if isinstance(event, h11.Response):
                 self._status = event.status_code
@@ -131,7 +138,7 @@ class Exchange:
                 assert self._status is not None
                 return self._status, bytes(self._body)
             elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionFailed("the registry closed the connection before answering")
+                raise ConnectionFailed(_CLOSED)
 
     @property
     def reusable(self) -> bool:

@@ -214,6 +214,32 @@ def test_tls(tls_server: tuple[str, str]) -> None:
         client.get_subjects()
 
 
+def test_a_close_before_answering_names_the_scheme() -> None:
+    """A server that reads the request and closes without answering (what a registry
+    serving HTTPS does to plain HTTP): the error says so and points at the URL's
+    scheme (it quoted h11's state error)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def close_each() -> None:
+            for _ in range(2):  # the first try and its one retry
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(65536)
+
+        closer = threading.Thread(target=close_each, daemon=True)
+        closer.start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with (
+            SchemaRegistryClient(url, retries_wait_ms=1, max_retries=1) as client,
+            pytest.raises(
+                SchemaRegistryError,
+                match=r"closed the connection before answering .*is the URL's scheme right\?",
+            ),
+        ):
+            client.get_subjects()
+        closer.join(10)
+
+
 @pytest.mark.anyio
 async def test_async_tls(tls_server: tuple[str, str]) -> None:
     """The async edge over TLS."""

@@ -19,6 +19,20 @@ Consumers: ``bench/consumer.py`` (its docstring says how), 200,000 records of
 
     .venv/bin/python bench/clients.py [--records 200000] [--repeat 3] [--only kafkette-sync]
         [--batch-size 16384] [--producers | --consumers]
+
+Equal settings (#30): ``--equal`` runs instead the producer tables where
+kafkette and confluent-kafka are given the same settings: *safe*
+(``acks=all``, idempotent, 5 requests in flight) and *fast* (``acks=1``, not
+idempotent, 1,000,000 in flight: librdkafka's default), each at ``batch.size``
+16 KiB and 1 MiB, with 100 B and 1 KiB records (``linger.ms=5``, each client's
+default ``buffer.memory``). kafkette sync, kafkette async and confluent-kafka
+run alternately, ``--rounds`` times each, the order rotating from round to
+round, each on a new one-partition topic deleted after its run (whose end
+offset is checked first). Each table gives the median and best records/s, the
+median records per CPU-second, and the ratios to confluent-kafka's median and
+best; a summary of every cell's ratios closes the run:
+
+    .venv/bin/python bench/clients.py --equal [--records 200000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -26,15 +40,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.consumer import CONSUMERS, bench_consumers, print_table
-from kafkette import AsyncProducer, Producer
+from kafkette import AdminClient, AsyncProducer, NewTopic, Producer, TopicPartition
+from kafkette.admin import OffsetSpec
 from tests.brokers import BrokerProcess
 
 Timing = tuple[float, float]
@@ -44,8 +62,48 @@ LINGER_MS = 5
 _topic_numbers = itertools.count()
 
 
-def _batch(name: str) -> dict[str, int]:
-    return {name: BATCH["size"]} if BATCH else {}
+@dataclass(frozen=True)
+class Settings:
+    """What a producer is given; None: the client's own default."""
+
+    acks: int = 1
+    idempotence: bool | None = None
+    max_in_flight: int | None = None
+    batch_size: int | None = None
+
+    def describe(self) -> str:
+        acks = "all" if self.acks == -1 else str(self.acks)
+        text = f"acks={acks}"
+        if self.idempotence is not None:
+            text += ", idempotent" if self.idempotence else ", not idempotent"
+        if self.max_in_flight is not None:
+            text += f", {self.max_in_flight:,} in flight"
+        if self.batch_size is not None:
+            text += f", batch.size {_bytes(self.batch_size)}"
+        return text
+
+
+DEFAULTS = Settings()
+"""The first table's: ``acks=1``, everything else each client's default (``--batch-size``)."""
+SAFE = Settings(acks=-1, idempotence=True, max_in_flight=5)
+FAST = Settings(acks=1, idempotence=False, max_in_flight=1_000_000)
+EQUAL_BATCH_SIZES = (16_384, 1 << 20)
+EQUAL_CLIENTS = ("kafkette-sync", "kafkette-async", "confluent-kafka")
+
+
+def _bytes(size: int) -> str:
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+
+
+def _kafkette_options(settings: Settings) -> dict[str, Any]:
+    options: dict[str, Any] = {"acks": settings.acks, "linger_ms": LINGER_MS}
+    if settings.idempotence is not None:
+        options["enable_idempotence"] = settings.idempotence
+    if settings.max_in_flight is not None:
+        options["max_in_flight_requests_per_connection"] = settings.max_in_flight
+    if settings.batch_size is not None:
+        options["batch_size"] = settings.batch_size
+    return options
 
 
 def timed(run: Callable[[], None]) -> Timing:
@@ -57,14 +115,10 @@ def timed(run: Callable[[], None]) -> Timing:
 # ---- producers: each sends `records` copies of `value` to `topic`, returns when all are acked
 
 
-BATCH: dict[str, int] = {}
-"""``--batch-size`` given: the one batch size every client uses (each client's default if not)."""
-
-
-def kafkette_sync(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
-    with Producer(
-        bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
-    ) as producer:
+def kafkette_sync(
+    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+) -> Timing:
+    with Producer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as producer:
         producer.send(topic, b"warm-up").result(30)
 
         def run() -> None:
@@ -76,11 +130,11 @@ def kafkette_sync(bootstrap: str, topic: str, value: bytes, records: int) -> Tim
         return timed(run)
 
 
-def kafkette_async(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+def kafkette_async(
+    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+) -> Timing:
     async def main() -> Timing:
-        async with AsyncProducer(
-            bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
-        ) as p:
+        async with AsyncProducer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as p:
             await (await p.send(topic, b"warm-up"))
             wall, cpu = time.perf_counter(), time.process_time()
             send = p.send
@@ -92,18 +146,24 @@ def kafkette_async(bootstrap: str, topic: str, value: bytes, records: int) -> Ti
     return asyncio.run(main())
 
 
-def confluent(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+def confluent(
+    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+) -> Timing:
     from confluent_kafka import Producer as ConfluentProducer
 
-    producer = ConfluentProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": 1,
-            "linger.ms": LINGER_MS,
-            "queue.buffering.max.messages": 1_000_000,
-            **_batch("batch.size"),
-        }
-    )
+    config: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "acks": settings.acks,
+        "linger.ms": LINGER_MS,
+        "queue.buffering.max.messages": 1_000_000,
+    }
+    if settings.idempotence is not None:
+        config["enable.idempotence"] = settings.idempotence
+    if settings.max_in_flight is not None:
+        config["max.in.flight.requests.per.connection"] = settings.max_in_flight
+    if settings.batch_size is not None:
+        config["batch.size"] = settings.batch_size
+    producer = ConfluentProducer(config)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
 
@@ -120,12 +180,16 @@ def confluent(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
     return timed(run)
 
 
-def aiokafka(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+def aiokafka(
+    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+) -> Timing:
     from aiokafka import AIOKafkaProducer
+
+    batch = {} if settings.batch_size is None else {"max_batch_size": settings.batch_size}
 
     async def main() -> Timing:
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("max_batch_size")
+            bootstrap_servers=bootstrap, acks=settings.acks, linger_ms=LINGER_MS, **batch
         )
         await producer.start()
         try:
@@ -141,11 +205,14 @@ def aiokafka(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
     return asyncio.run(main())
 
 
-def kafka_python(bootstrap: str, topic: str, value: bytes, records: int) -> Timing:
+def kafka_python(
+    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+) -> Timing:
     from kafka import KafkaProducer
 
+    batch = {} if settings.batch_size is None else {"batch_size": settings.batch_size}
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, **_batch("batch_size")
+        bootstrap_servers=bootstrap, acks=settings.acks, linger_ms=LINGER_MS, **batch
     )
     producer.send(topic, b"warm-up").get(30)
 
@@ -161,7 +228,7 @@ def kafka_python(bootstrap: str, topic: str, value: bytes, records: int) -> Timi
         producer.close()
 
 
-PRODUCERS: dict[str, Callable[[str, str, bytes, int], Timing]] = {
+PRODUCERS: dict[str, Callable[[str, str, bytes, int, Settings], Timing]] = {
     "kafkette-sync": kafkette_sync,
     "kafkette-async": kafkette_async,
     "confluent-kafka": confluent,
@@ -170,7 +237,9 @@ PRODUCERS: dict[str, Callable[[str, str, bytes, int], Timing]] = {
 }
 
 
-def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) -> None:
+def bench_producers(
+    bootstrap: str, records: int, repeat: int, only: list[str], settings: Settings = DEFAULTS
+) -> None:
     names = [n for n in PRODUCERS if not only or n in only]
     for label, size in SIZES.items():
         value = b"v" * size
@@ -178,15 +247,106 @@ def bench_producers(bootstrap: str, records: int, repeat: int, only: list[str]) 
         for _ in range(repeat):
             for name in names:
                 topic = f"bench-{name}-{size}-{next(_topic_numbers)}"
-                wall, cpu = PRODUCERS[name](bootstrap, topic, value, records)
+                wall, cpu = PRODUCERS[name](bootstrap, topic, value, records, settings)
                 old = best.get(name)
                 best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
-        batch = f"batch size {BATCH['size']}" if BATCH else "default batch sizes"
+        batch = (
+            f"batch size {settings.batch_size}" if settings.batch_size else "default batch sizes"
+        )
         title = (
             f"producer, {records} records of {label}, acks=1, one partition, {batch} "
             f"(best of {repeat})"
         )
         print_table(title, records, size, best)
+
+
+# ---- equal settings (#30): kafkette and confluent-kafka given the same settings
+
+
+@dataclass
+class Cell:
+    """One table of the equal-settings run: each client's (wall, CPU) seconds per round."""
+
+    settings: Settings
+    label: str
+    runs: dict[str, list[Timing]]
+
+
+def run_checked(
+    admin: AdminClient, bootstrap: str, name: str, value: bytes, records: int, settings: Settings
+) -> Timing:
+    """One producer's run on a new one-partition topic, deleted after its end offset is checked
+    (the memory broker keeps every record: 120 runs would not fit otherwise)."""
+    topic = f"bench-{name}-{len(value)}-{next(_topic_numbers)}"
+    admin.create_topics([NewTopic(topic, 1)]).all()
+    try:
+        timing = PRODUCERS[name](bootstrap, topic, value, records, settings)
+        tp = TopicPartition(topic, 0)
+        end = admin.list_offsets({tp: OffsetSpec.LATEST}).all()[tp].offset
+        if end != records + 1:  # and the warm-up record
+            raise AssertionError(f"{name}: {topic} ends at {end}, expected {records + 1}")
+        return timing
+    finally:
+        admin.delete_topics([topic]).all()
+
+
+def print_cell(cell: Cell, records: int) -> None:
+    """Median and best records/s, median records per CPU-second, ratios to confluent-kafka."""
+    print(f"\n{cell.settings.describe()}, {records:,} records of {cell.label}")
+    print(
+        f"{'client':<16}{'median/s':>12}{'best/s':>12}{'rec/CPU-s':>12}"
+        f"{'x median':>10}{'x best':>9}{'x CPU':>8}"
+    )
+    peer = cell.runs["confluent-kafka"]
+    peer_median = records / statistics.median(w for w, _ in peer)
+    peer_best = records / min(w for w, _ in peer)
+    peer_cpu = records / statistics.median(c for _, c in peer)
+    for name, runs in cell.runs.items():
+        median = records / statistics.median(w for w, _ in runs)
+        best = records / min(w for w, _ in runs)
+        cpu = records / statistics.median(c for _, c in runs)
+        print(
+            f"{name:<16}{median:>12,.0f}{best:>12,.0f}{cpu:>12,.0f}"
+            f"{median / peer_median:>9.2f}x{best / peer_best:>8.2f}x{cpu / peer_cpu:>7.2f}x"
+        )
+
+
+def print_summary(cells: list[Cell], records: int) -> None:
+    """Every cell's ratios to confluent-kafka: median (best), per kafkette client."""
+    ours = [n for n in EQUAL_CLIENTS if n != "confluent-kafka"]
+    print(f"\nsummary: kafkette / confluent-kafka records/s, median (best), {records:,} records")
+    labels = [f"{cell.settings.describe()}, {cell.label}" for cell in cells]
+    width = max(map(len, labels), default=0) + 2
+    print(f"{'settings':<{width}}" + "".join(f"{n:>18}" for n in ours))
+    for cell, label in zip(cells, labels, strict=True):
+        peer = cell.runs["confluent-kafka"]
+        line = f"{label:<{width}}"
+        for name in ours:
+            runs = cell.runs[name]
+            median = statistics.median(w for w, _ in peer) / statistics.median(w for w, _ in runs)
+            best = min(w for w, _ in peer) / min(w for w, _ in runs)
+            line += f"{f'{median:.2f}x ({best:.2f}x)':>18}"
+        print(line, flush=True)
+
+
+def bench_equal(bootstrap: str, records: int, rounds: int) -> None:
+    """The safe and fast tables, each at both batch sizes and both record sizes."""
+    cells: list[Cell] = []
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        for base in (SAFE, FAST):
+            for batch_size in EQUAL_BATCH_SIZES:
+                settings = replace(base, batch_size=batch_size)
+                for label, size in SIZES.items():
+                    value = b"v" * size
+                    cell = Cell(settings, label, {name: [] for name in EQUAL_CLIENTS})
+                    for number in range(rounds):
+                        shift = number % len(EQUAL_CLIENTS)
+                        for name in EQUAL_CLIENTS[shift:] + EQUAL_CLIENTS[:shift]:
+                            timing = run_checked(admin, bootstrap, name, value, records, settings)
+                            cell.runs[name].append(timing)
+                    print_cell(cell, records)
+                    cells.append(cell)
+    print_summary(cells, records)
 
 
 def main() -> None:
@@ -199,17 +359,23 @@ def main() -> None:
     half = parser.add_mutually_exclusive_group()
     half.add_argument("--producers", action="store_true", help="producers only")
     half.add_argument("--consumers", action="store_true", help="consumers only")
+    half.add_argument(
+        "--equal", action="store_true", help="the equal-settings producer tables only (#30)"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --equal")
     parser.add_argument(
         "--batch-size",
         type=int,
         help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
     )
     args = parser.parse_args()
-    if args.batch_size:
-        BATCH["size"] = args.batch_size
+    settings = replace(DEFAULTS, batch_size=args.batch_size)
     with BrokerProcess() as broker:
+        if args.equal:
+            bench_equal(broker.bootstrap, args.records, args.rounds)
+            return
         if not args.consumers:
-            bench_producers(broker.bootstrap, args.records, args.repeat, args.only)
+            bench_producers(broker.bootstrap, args.records, args.repeat, args.only, settings)
         if not args.producers:
             bench_consumers(broker.bootstrap, args.records, args.repeat, args.only)
 

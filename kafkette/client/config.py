@@ -133,6 +133,21 @@ def _any(value: Any) -> Any:
     return value
 
 
+def _provider(method: str) -> Callable[[Any], Any]:
+    """An OpenTelemetry provider (None: off): an object with ``method``, as the API's."""
+
+    def parse(value: Any) -> Any:
+        if value is not None and not callable(getattr(value, method, None)):
+            raise ValueError(f"expected an OpenTelemetry provider (with {method}()), got {value!r}")
+        return value
+
+    return parse
+
+
+_TRACER_PROVIDER = _provider("get_tracer")
+_METER_PROVIDER = _provider("get_meter")
+
+
 def setting(kafka_name: str, default: Any, parse: Callable[[Any], Any]) -> Any:
     """An attrs field for one setting, carrying its Kafka name and parser."""
     return attrs.field(default=default, metadata={"kafka": kafka_name, "parse": parse})
@@ -249,6 +264,13 @@ class ProducerConfig(ClientConfig):
     partitioner: Any = setting("partitioner", None, _callable_or_none)
     key_serializer: Any = setting("key.serializer", None, _callable_or_none)
     value_serializer: Any = setting("value.serializer", None, _callable_or_none)
+    tracer_provider: Any = setting("tracer.provider", None, _TRACER_PROVIDER)
+    """OpenTelemetry traces (docs/observability.md): spans go to this ``TracerProvider``."""
+    meter_provider: Any = setting("meter.provider", None, _METER_PROVIDER)
+    """OpenTelemetry metrics: instruments are made with this ``MeterProvider``."""
+    opentelemetry: bool = setting("opentelemetry.enabled", False, _bool)
+    """OpenTelemetry with the global providers for those not given (``opentelemetry.trace``'s
+    and ``opentelemetry.metrics``'s); off by default, as when no provider is given."""
 
     KIND: ClassVar[str] = "producer"
 
@@ -339,6 +361,13 @@ class ConsumerConfig(ClientConfig):
     default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, _int(0, INT_MAX))
     key_deserializer: Any = setting("key.deserializer", None, _callable_or_none)
     value_deserializer: Any = setting("value.deserializer", None, _callable_or_none)
+    tracer_provider: Any = setting("tracer.provider", None, _TRACER_PROVIDER)
+    """OpenTelemetry traces (docs/observability.md): spans go to this ``TracerProvider``."""
+    meter_provider: Any = setting("meter.provider", None, _METER_PROVIDER)
+    """OpenTelemetry metrics: instruments are made with this ``MeterProvider``."""
+    opentelemetry: bool = setting("opentelemetry.enabled", False, _bool)
+    """OpenTelemetry with the global providers for those not given (``opentelemetry.trace``'s
+    and ``opentelemetry.metrics``'s); off by default, as when no provider is given."""
 
     KIND: ClassVar[str] = "consumer"
 

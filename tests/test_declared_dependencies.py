@@ -33,7 +33,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kafkette"
 
-SUBPACKAGE_EXTRAS = {"spark_integration": "spark"}
+SUBPACKAGE_EXTRAS = {"spark_integration": "spark", "otel": "otel"}
 """Subpackages that belong to an extra: their module-level imports may use it."""
 
 RUNNING_EVENT_LOOP = frozenset({"trio"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -297,7 +297,12 @@ class AsyncConsumer:
         core = self._c
         return await _poll(core.buffer, core.poll_batches(max_offsets, wait_ms))
 
-    def __aiter__(self) -> AsyncConsumer:
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        """The records, polled as needed, until the consumer is closed; with OpenTelemetry,
+        each in a ``process`` span until the next is asked for (docs/observability.md)."""
+        telemetry = self._core.telemetry if self._core is not None else None
+        if telemetry is not None:
+            return telemetry.processing_async(self.__anext__)
         return self
 
     async def __anext__(self) -> ConsumerRecord:

@@ -294,6 +294,11 @@ class Consumer:
         )
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
+        """The records, polled as needed, until the consumer is closed; with OpenTelemetry,
+        each in a ``process`` span while the loop's body runs (docs/observability.md)."""
+        telemetry = self._core.telemetry
+        if telemetry is not None:
+            return telemetry.processing(self.__next__)
         return self
 
     def __next__(self) -> ConsumerRecord:

@@ -26,7 +26,7 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import attrs
@@ -56,6 +56,9 @@ from kafkette.consumer.subscription import (
 )
 from kafkette.errors import CorruptMessageError, IllegalStateError, KafkaTimeoutError
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kafkette.otel.consumer import ConsumerTelemetry
 
 T = TypeVar("T")
 
@@ -128,6 +131,18 @@ class ConsumerCore:
         self.start_task: Callable[[Callable[[], Coroutine[Any, Any, None]]], object] | None = None
         self.group: GroupMember | HeartbeatMember | None = None
         self.closed = False
+        self.telemetry: ConsumerTelemetry | None = None
+        """OpenTelemetry's spans and metrics (docs/observability.md); None when off. Then
+        polls, commits and the consumers' iteration go through it, never per record."""
+        if (
+            config.tracer_provider is not None
+            or config.meter_provider is not None
+            or (config.opentelemetry)
+        ):
+            from kafkette.otel import consumer_telemetry
+
+            self.telemetry = consumer_telemetry(config)
+            self.telemetry.watch_lag(lambda: self.metrics().records_lag)
 
     def check_open(self) -> None:
         if self.closed:
@@ -260,7 +275,11 @@ class ConsumerCore:
         member = self.member()
         wanted = self.offsets_to_commit(offsets)
         budget = self.timeout(timeout_ms)
-        await self.within("commit", budget, lambda: member.commit(wanted, budget))
+        if self.telemetry is None:
+            await self.within("commit", budget, lambda: member.commit(wanted, budget))
+            return
+        with self.telemetry.committing(wanted):
+            await self.within("commit", budget, lambda: member.commit(wanted, budget))
 
     def commit_async(
         self,
@@ -405,6 +424,8 @@ class ConsumerCore:
         if self.closed:
             return
         self.closed = True
+        if self.telemetry is not None:
+            self.telemetry.close()
         if self.group is not None:
             self.group.stop()
         self.fetcher.close()
@@ -421,7 +442,10 @@ class ConsumerCore:
         limit = self.config.max_poll_records if max_records is None else max_records
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
-        return PollRun(self._poll(lambda: self.drain(limit), timeout_ms or 0))
+        steps = self._poll(lambda: self.drain(limit), timeout_ms or 0)
+        if self.telemetry is not None:
+            steps = self.telemetry.traced_poll(steps)
+        return PollRun(steps)
 
     def poll_batches(self, max_offsets: int, timeout_ms: float | None) -> PollRun[FetchedBatch]:
         """The steps of ``poll_batches``: whole batches until they hold ``max_offsets``

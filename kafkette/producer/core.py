@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -55,6 +55,9 @@ from kafkette.producer.speedups import RouteState
 from kafkette.producer.transactions import TransactionManager
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.protocol.records import codec_id
+
+if TYPE_CHECKING:
+    from kafkette.otel.producer import ProducerTelemetry
 
 HeadersArg = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
 Headers = Sequence[tuple[str, bytes | None]]
@@ -134,6 +137,7 @@ class ProducerCore:
         "partitioner",
         "routes",
         "sender",
+        "telemetry",
         "transactions",
         "value_serializer",
     )
@@ -174,14 +178,28 @@ class ProducerCore:
         self.key_serializer: Callable[[Any], Any] | None = config.key_serializer
         self.value_serializer: Callable[[Any], Any] | None = config.value_serializer
         self.partitioner: Callable[[bytes | None, int], int] | None = config.partitioner
+        self.telemetry: ProducerTelemetry | None = None
+        """OpenTelemetry's spans and metrics (docs/observability.md); None when off. The
+        producers' send then starts each record's trace (:meth:`ProducerTelemetry.start_send
+        <kafkette.otel.producer.ProducerTelemetry.start_send>`), on the general path: the
+        common send is turned off."""
+        if (
+            config.tracer_provider is not None
+            or config.meter_provider is not None
+            or (config.opentelemetry)
+        ):
+            from kafkette.otel import producer_telemetry
+
+            self.telemetry = producer_telemetry(config)
         self.routes = RouteState(
             self.client.metadata,
             self.accumulator,
             StickyPartitioner(config.batch_size),
             keyed_partition,
-            # whether the common send may take records: no transactions, serializers
-            # or user partitioner to go through
+            # whether the common send may take records: no transactions, serializers,
+            # user partitioner or telemetry to go through
             self.transactions is None
+            and self.telemetry is None
             and self.key_serializer is None
             and self.value_serializer is None
             and self.partitioner is None,

@@ -106,30 +106,46 @@ class AsyncProducer:
         future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
         if future is not None:
             return future
-        routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
-        count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
-        chosen = core.admit(topic, routed, partition, count)
-        _, key_b, value_b, headers_l, timestamp = routed
-        append = core.accumulator.append
+        trace = None
+        if core.telemetry is not None:  # the record's span; its end is the delivery callback
+            trace = core.telemetry.start_send(topic, key, value, headers, on_delivery)
+            headers, on_delivery = trace.headers, trace
         try:
-            return append(
-                topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
-            )
-        except BufferFull:
-            pass
-        deadline = core.clock() + self.config.max_block_ms
-        while True:
-            self._space = self._new_event()
+            routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+            count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
+            chosen = core.admit(topic, routed, partition, count)
+            _, key_b, value_b, headers_l, timestamp = routed
+            append = core.accumulator.append
             try:
                 return append(
                     topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
                 )
-            except BufferFull as full:
-                remaining = deadline - core.clock()
-                if remaining <= 0:
-                    raise core.buffer_exhausted(full) from None
-                with anyio.move_on_after(remaining / 1000):
-                    await self._space.wait()
+            except BufferFull:
+                pass
+            deadline = core.clock() + self.config.max_block_ms
+            while True:
+                self._space = self._new_event()
+                try:
+                    return append(
+                        topic,
+                        chosen,
+                        timestamp,
+                        key_b,
+                        value_b,
+                        headers_l,
+                        on_delivery,
+                        block=False,
+                    )
+                except BufferFull as full:
+                    remaining = deadline - core.clock()
+                    if remaining <= 0:
+                        raise core.buffer_exhausted(full) from None
+                    with anyio.move_on_after(remaining / 1000):
+                        await self._space.wait()
+        except BaseException as exc:
+            if trace is not None:
+                trace.abandon(exc)
+            raise
 
     async def send_and_wait(
         self,

@@ -99,32 +99,41 @@ class Producer:
         future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
         if future is not None:
             return future
-        routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
-        in_loop = threading.get_ident() == self._loop_thread
-        if routed[0] is not None:
-            count = 0
-        elif in_loop:
-            raise IllegalStateError(
-                f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
-            )
-        else:
-            count = self._loop.call(core.wait_for_topic, topic, partition)
-        chosen = core.admit(topic, routed, partition, count)
-        _, key_b, value_b, headers_l, timestamp = routed
-        if not in_loop:
-            return core.accumulator.append(
-                topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
-            )
-        # a send from a delivery callback: waiting for room would block the very
-        # thread that frees it
+        trace = None
+        if core.telemetry is not None:  # the record's span; its end is the delivery callback
+            trace = core.telemetry.start_send(topic, key, value, headers, on_delivery)
+            headers, on_delivery = trace.headers, trace
         try:
-            return core.accumulator.append(
-                topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
-            )
-        except BufferFull:
-            raise BufferExhaustedError(
-                "buffer.memory is full, and a send from a delivery callback cannot wait"
-            ) from None
+            routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+            in_loop = threading.get_ident() == self._loop_thread
+            if routed[0] is not None:
+                count = 0
+            elif in_loop:
+                raise IllegalStateError(
+                    f"cannot wait for the metadata of topic {topic!r} in the producer's own thread"
+                )
+            else:
+                count = self._loop.call(core.wait_for_topic, topic, partition)
+            chosen = core.admit(topic, routed, partition, count)
+            _, key_b, value_b, headers_l, timestamp = routed
+            if not in_loop:
+                return core.accumulator.append(
+                    topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery
+                )
+            # a send from a delivery callback: waiting for room would block the very
+            # thread that frees it
+            try:
+                return core.accumulator.append(
+                    topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
+                )
+            except BufferFull:
+                raise BufferExhaustedError(
+                    "buffer.memory is full, and a send from a delivery callback cannot wait"
+                ) from None
+        except BaseException as exc:
+            if trace is not None:
+                trace.abandon(exc)
+            raise
 
     @documented_as(AsyncProducer.send_and_wait)
     def send_and_wait(

@@ -280,6 +280,10 @@ class Generator:
             "response": "_s.Response",
             "header": "_s.Header",
             "data": "_s.Data",
+            # Kafka 4's coordinator records: the key's version on the wire is the
+            # record type (``apiKey``), the value's is its own version.
+            "coordinator-key": "_s.Data",
+            "coordinator-value": "_s.Data",
         }
         base = bases[kind] if top else "_s.Struct"
         out = [
@@ -294,12 +298,16 @@ class Generator:
             title = f"{struct.name}"
             if "apiKey" in spec and kind in ("request", "response"):
                 title += f" (API key {spec['apiKey']})"
+            if kind in ("coordinator-key", "coordinator-value"):
+                title += f" (record type {spec['apiKey']})"
             title += f", versions {versions_text(valid)}, flexible {versions_text(flexible)}."
             out += self.docstring(title, "    ")
             out.append("")
             out.append(f"    NAME: ClassVar[str] = {struct.name!r}")
             if kind in ("request", "response"):
                 out.append(f"    API_KEY: ClassVar[int] = {spec['apiKey']}")
+            if kind in ("coordinator-key", "coordinator-value"):
+                out.append(f"    RECORD_TYPE: ClassVar[int] = {spec['apiKey']}")
             out.append(f"    VALID_VERSIONS: ClassVar[_s.VersionRange] = {versions_repr(valid)}")
             out.append(
                 f"    FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = {versions_repr(flexible)}"

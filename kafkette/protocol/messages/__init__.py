@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from kafkette.protocol.messages.alter_partition_response import AlterPartitionResponse
     from kafkette.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
     from kafkette.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+    from kafkette.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+    from kafkette.protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
     from kafkette.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
     from kafkette.protocol.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
     from kafkette.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -81,6 +83,8 @@ if TYPE_CHECKING:
     from kafkette.protocol.messages.delete_groups_response import DeleteGroupsResponse
     from kafkette.protocol.messages.delete_records_request import DeleteRecordsRequest
     from kafkette.protocol.messages.delete_records_response import DeleteRecordsResponse
+    from kafkette.protocol.messages.delete_share_group_offsets_request import DeleteShareGroupOffsetsRequest
+    from kafkette.protocol.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
     from kafkette.protocol.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
     from kafkette.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
     from kafkette.protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -103,6 +107,8 @@ if TYPE_CHECKING:
     from kafkette.protocol.messages.describe_producers_response import DescribeProducersResponse
     from kafkette.protocol.messages.describe_quorum_request import DescribeQuorumRequest
     from kafkette.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+    from kafkette.protocol.messages.describe_share_group_offsets_request import DescribeShareGroupOffsetsRequest
+    from kafkette.protocol.messages.describe_share_group_offsets_response import DescribeShareGroupOffsetsResponse
     from kafkette.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
     from kafkette.protocol.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
     from kafkette.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -193,6 +199,10 @@ if TYPE_CHECKING:
     from kafkette.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
     from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
     from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+    from kafkette.protocol.messages.share_snapshot_key import ShareSnapshotKey
+    from kafkette.protocol.messages.share_snapshot_value import ShareSnapshotValue
+    from kafkette.protocol.messages.share_update_key import ShareUpdateKey
+    from kafkette.protocol.messages.share_update_value import ShareUpdateValue
     from kafkette.protocol.messages.snapshot_footer_record import SnapshotFooterRecord
     from kafkette.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
     from kafkette.protocol.messages.stop_replica_request import StopReplicaRequest
@@ -238,6 +248,8 @@ _MODULES: dict[str, str] = {
     "AlterPartitionResponse": "alter_partition_response",
     "AlterReplicaLogDirsRequest": "alter_replica_log_dirs_request",
     "AlterReplicaLogDirsResponse": "alter_replica_log_dirs_response",
+    "AlterShareGroupOffsetsRequest": "alter_share_group_offsets_request",
+    "AlterShareGroupOffsetsResponse": "alter_share_group_offsets_response",
     "AlterUserScramCredentialsRequest": "alter_user_scram_credentials_request",
     "AlterUserScramCredentialsResponse": "alter_user_scram_credentials_response",
     "ApiVersionsRequest": "api_versions_request",
@@ -287,6 +299,8 @@ _MODULES: dict[str, str] = {
     "DeleteGroupsResponse": "delete_groups_response",
     "DeleteRecordsRequest": "delete_records_request",
     "DeleteRecordsResponse": "delete_records_response",
+    "DeleteShareGroupOffsetsRequest": "delete_share_group_offsets_request",
+    "DeleteShareGroupOffsetsResponse": "delete_share_group_offsets_response",
     "DeleteShareGroupStateRequest": "delete_share_group_state_request",
     "DeleteShareGroupStateResponse": "delete_share_group_state_response",
     "DeleteTopicsRequest": "delete_topics_request",
@@ -309,6 +323,8 @@ _MODULES: dict[str, str] = {
     "DescribeProducersResponse": "describe_producers_response",
     "DescribeQuorumRequest": "describe_quorum_request",
     "DescribeQuorumResponse": "describe_quorum_response",
+    "DescribeShareGroupOffsetsRequest": "describe_share_group_offsets_request",
+    "DescribeShareGroupOffsetsResponse": "describe_share_group_offsets_response",
     "DescribeTopicPartitionsRequest": "describe_topic_partitions_request",
     "DescribeTopicPartitionsResponse": "describe_topic_partitions_response",
     "DescribeTransactionsRequest": "describe_transactions_request",
@@ -399,6 +415,10 @@ _MODULES: dict[str, str] = {
     "ShareGroupDescribeResponse": "share_group_describe_response",
     "ShareGroupHeartbeatRequest": "share_group_heartbeat_request",
     "ShareGroupHeartbeatResponse": "share_group_heartbeat_response",
+    "ShareSnapshotKey": "share_snapshot_key",
+    "ShareSnapshotValue": "share_snapshot_value",
+    "ShareUpdateKey": "share_update_key",
+    "ShareUpdateValue": "share_update_value",
     "SnapshotFooterRecord": "snapshot_footer_record",
     "SnapshotHeaderRecord": "snapshot_header_record",
     "StopReplicaRequest": "stop_replica_request",
@@ -515,6 +535,9 @@ REQUESTS: _s.LazyClassMap[_s.Request] = _s.LazyClassMap(__name__, {
     85: ("write_share_group_state_request", "WriteShareGroupStateRequest"),
     86: ("delete_share_group_state_request", "DeleteShareGroupStateRequest"),
     87: ("read_share_group_state_summary_request", "ReadShareGroupStateSummaryRequest"),
+    90: ("describe_share_group_offsets_request", "DescribeShareGroupOffsetsRequest"),
+    91: ("alter_share_group_offsets_request", "AlterShareGroupOffsetsRequest"),
+    92: ("delete_share_group_offsets_request", "DeleteShareGroupOffsetsRequest"),
 })
 """Request classes by API key."""
 
@@ -607,6 +630,9 @@ RESPONSES: _s.LazyClassMap[_s.Response] = _s.LazyClassMap(__name__, {
     85: ("write_share_group_state_response", "WriteShareGroupStateResponse"),
     86: ("delete_share_group_state_response", "DeleteShareGroupStateResponse"),
     87: ("read_share_group_state_summary_response", "ReadShareGroupStateSummaryResponse"),
+    90: ("describe_share_group_offsets_response", "DescribeShareGroupOffsetsResponse"),
+    91: ("alter_share_group_offsets_response", "AlterShareGroupOffsetsResponse"),
+    92: ("delete_share_group_offsets_response", "DeleteShareGroupOffsetsResponse"),
 })
 """Response classes by API key."""
 
@@ -699,6 +725,9 @@ API_NAMES: dict[int, str] = {
     85: "WriteShareGroupState",
     86: "DeleteShareGroupState",
     87: "ReadShareGroupStateSummary",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }
 """API names (as Kafka spells them) by API key."""
 
@@ -734,6 +763,8 @@ __all__ = [
     "AlterPartitionResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -783,6 +814,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
     "DeleteShareGroupStateRequest",
     "DeleteShareGroupStateResponse",
     "DeleteTopicsRequest",
@@ -805,6 +838,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
@@ -895,6 +930,10 @@ __all__ = [
     "ShareGroupDescribeResponse",
     "ShareGroupHeartbeatRequest",
     "ShareGroupHeartbeatResponse",
+    "ShareSnapshotKey",
+    "ShareSnapshotValue",
+    "ShareUpdateKey",
+    "ShareUpdateValue",
     "SnapshotFooterRecord",
     "SnapshotHeaderRecord",
     "StopReplicaRequest",

@@ -26,10 +26,10 @@ class PartitionResult(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class DeleteStateResult(_s.Struct):
-    """The delete results"""
+    """The delete results."""
 
     topic_id: uuid.UUID = _s.ZERO_UUID
-    """The topic identifier (Versions 0+.)"""
+    """The topic identifier. (Versions 0+.)"""
     partitions: list[PartitionResult] = attrs.Factory(list)
     """The results for the partitions. (Versions 0+.)"""
 
@@ -44,7 +44,7 @@ class DeleteShareGroupStateResponse(_s.Response):
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[DeleteStateResult] = attrs.Factory(list)
-    """The delete results (Versions 0+.)"""
+    """The delete results. (Versions 0+.)"""
 
 
 PartitionResult.FIELDS = (

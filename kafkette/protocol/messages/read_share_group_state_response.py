@@ -14,14 +14,14 @@ from kafkette.protocol import schema as _s
 
 @attrs.define(slots=True, eq=True, repr=True)
 class StateBatch(_s.Struct):
-    """A StateBatch entry."""
+    """The state batches for this share-partition."""
 
     first_offset: int = 0
-    """The base offset of this state batch. (Versions 0+.)"""
+    """The first offset of this state batch. (Versions 0+.)"""
     last_offset: int = 0
     """The last offset of this state batch. (Versions 0+.)"""
     delivery_state: int = 0
-    """The state - 0:Available,2:Acked,4:Archived. (Versions 0+.)"""
+    """The delivery state - 0:Available,2:Acked,4:Archived. (Versions 0+.)"""
     delivery_count: int = 0
     """The delivery count. (Versions 0+.)"""
 
@@ -37,21 +37,21 @@ class PartitionResult(_s.Struct):
     error_message: str | None = None
     """The error message, or null if there was no error. (Versions 0+, nullable 0+.)"""
     state_epoch: int = 0
-    """The state epoch for this share-partition. (Versions 0+.)"""
+    """The state epoch of the share-partition. (Versions 0+.)"""
     start_offset: int = 0
     """The share-partition start offset, which can be -1 if it is not yet initialized.
     (Versions 0+.)
     """
     state_batches: list[StateBatch] = attrs.Factory(list)
-    """(Versions 0+.)"""
+    """The state batches for this share-partition. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ReadStateResult(_s.Struct):
-    """The read results"""
+    """The read results."""
 
     topic_id: uuid.UUID = _s.ZERO_UUID
-    """The topic identifier (Versions 0+.)"""
+    """The topic identifier. (Versions 0+.)"""
     partitions: list[PartitionResult] = attrs.Factory(list)
     """The results for the partitions. (Versions 0+.)"""
 
@@ -66,7 +66,7 @@ class ReadShareGroupStateResponse(_s.Response):
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[ReadStateResult] = attrs.Factory(list)
-    """The read results (Versions 0+.)"""
+    """The read results. (Versions 0+.)"""
 
 
 StateBatch.FIELDS = (

@@ -24,16 +24,18 @@ class PartitionResult(_s.Struct):
     """The error message, or null if there was no error. (Versions 0+, nullable 0+.)"""
     state_epoch: int = 0
     """The state epoch of the share-partition. (Versions 0+.)"""
+    leader_epoch: int = 0
+    """The leader epoch of the share-partition. (Versions 0+.)"""
     start_offset: int = 0
     """The share-partition start offset. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ReadStateSummaryResult(_s.Struct):
-    """The read results"""
+    """The read results."""
 
     topic_id: uuid.UUID = _s.ZERO_UUID
-    """The topic identifier (Versions 0+.)"""
+    """The topic identifier. (Versions 0+.)"""
     partitions: list[PartitionResult] = attrs.Factory(list)
     """The results for the partitions. (Versions 0+.)"""
 
@@ -48,7 +50,7 @@ class ReadShareGroupStateSummaryResponse(_s.Response):
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[ReadStateSummaryResult] = attrs.Factory(list)
-    """The read results (Versions 0+.)"""
+    """The read results. (Versions 0+.)"""
 
 
 PartitionResult.FIELDS = (
@@ -56,6 +58,7 @@ PartitionResult.FIELDS = (
     _s.Field('error_code', 'ErrorCode', 'int16', (0, _s.MAX_VERSION), default=0),
     _s.Field('error_message', 'ErrorMessage', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
     _s.Field('state_epoch', 'StateEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
+    _s.Field('leader_epoch', 'LeaderEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('start_offset', 'StartOffset', 'int64', (0, _s.MAX_VERSION), default=0),
 )
 ReadStateSummaryResult.FIELDS = (

@@ -22,7 +22,7 @@ class AcknowledgementBatch(_s.Struct):
     last_offset: int = 0
     """Last offset (inclusive) of batch of records to acknowledge. (Versions 0+.)"""
     acknowledge_types: list[int] = attrs.Factory(list)
-    """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject. (Versions 0+.)"""
+    """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)
@@ -47,11 +47,11 @@ class AcknowledgeTopic(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareAcknowledgeRequest(_s.Request):
-    """ShareAcknowledgeRequest (API key 79), versions 0, flexible 0+."""
+    """ShareAcknowledgeRequest (API key 79), versions 1-2, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareAcknowledgeRequest'
     API_KEY: ClassVar[int] = 79
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 2)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = ShareAcknowledgeResponse
 
@@ -63,6 +63,8 @@ class ShareAcknowledgeRequest(_s.Request):
     """The current share session epoch: 0 to open a share session; -1 to close it; otherwise
     increments for consecutive requests. (Versions 0+.)
     """
+    is_renew_ack: bool = False
+    """Whether Renew type acknowledgements present in AcknowledgementBatches. (Versions 2+.)"""
     topics: list[AcknowledgeTopic] = attrs.Factory(list)
     """The topics containing records to acknowledge. (Versions 0+.)"""
 
@@ -84,6 +86,7 @@ ShareAcknowledgeRequest.FIELDS = (
     _s.Field('group_id', 'GroupId', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
     _s.Field('member_id', 'MemberId', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=''),
     _s.Field('share_session_epoch', 'ShareSessionEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
+    _s.Field('is_renew_ack', 'IsRenewAck', 'bool', (2, _s.MAX_VERSION), default=False),
     _s.Field('topics', 'Topics', _s.Array(AcknowledgeTopic), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )
 

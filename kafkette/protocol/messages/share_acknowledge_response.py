@@ -14,7 +14,7 @@ from kafkette.protocol import schema as _s
 
 @attrs.define(slots=True, eq=True, repr=True)
 class LeaderIdAndEpoch(_s.Struct):
-    """A LeaderIdAndEpoch entry."""
+    """The current leader of the partition."""
 
     leader_id: int = 0
     """The ID of the current leader or -1 if the leader is unknown. (Versions 0+.)"""
@@ -33,7 +33,7 @@ class PartitionData(_s.Struct):
     error_message: str | None = None
     """The error message, or null if there was no error. (Versions 0+, nullable 0+.)"""
     current_leader: LeaderIdAndEpoch = attrs.Factory(LeaderIdAndEpoch)
-    """(Versions 0+.)"""
+    """The current leader of the partition. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)
@@ -66,11 +66,11 @@ class NodeEndpoint(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareAcknowledgeResponse(_s.Response):
-    """ShareAcknowledgeResponse (API key 79), versions 0, flexible 0+."""
+    """ShareAcknowledgeResponse (API key 79), versions 1-2, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareAcknowledgeResponse'
     API_KEY: ClassVar[int] = 79
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 2)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     throttle_time_ms: int = 0
@@ -83,6 +83,8 @@ class ShareAcknowledgeResponse(_s.Response):
     """The top-level error message, or null if there was no error. (Versions 0+, nullable
     0+.)
     """
+    acquisition_lock_timeout_ms: int = 0
+    """The time in milliseconds for which the acquired records are locked. (Versions 2+.)"""
     responses: list[ShareAcknowledgeTopicResponse] = attrs.Factory(list)
     """The response topics. (Versions 0+.)"""
     node_endpoints: list[NodeEndpoint] = attrs.Factory(list)
@@ -102,7 +104,7 @@ PartitionData.FIELDS = (
     _s.Field('current_leader', 'CurrentLeader', LeaderIdAndEpoch, (0, _s.MAX_VERSION), default=_s.NEW_STRUCT),
 )
 ShareAcknowledgeTopicResponse.FIELDS = (
-    _s.Field('topic_id', 'TopicId', 'uuid', (0, _s.MAX_VERSION), default=_s.ZERO_UUID, ignorable=True),
+    _s.Field('topic_id', 'TopicId', 'uuid', (0, _s.MAX_VERSION), default=_s.ZERO_UUID),
     _s.Field('partitions', 'Partitions', _s.Array(PartitionData), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )
 NodeEndpoint.FIELDS = (
@@ -112,9 +114,10 @@ NodeEndpoint.FIELDS = (
     _s.Field('rack', 'Rack', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
 )
 ShareAcknowledgeResponse.FIELDS = (
-    _s.Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, _s.MAX_VERSION), default=0, ignorable=True),
-    _s.Field('error_code', 'ErrorCode', 'int16', (0, _s.MAX_VERSION), default=0, ignorable=True),
+    _s.Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, _s.MAX_VERSION), default=0),
+    _s.Field('error_code', 'ErrorCode', 'int16', (0, _s.MAX_VERSION), default=0),
     _s.Field('error_message', 'ErrorMessage', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
+    _s.Field('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', (2, _s.MAX_VERSION), default=0, ignorable=True),
     _s.Field('responses', 'Responses', _s.Array(ShareAcknowledgeTopicResponse), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
     _s.Field('node_endpoints', 'NodeEndpoints', _s.Array(NodeEndpoint), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )

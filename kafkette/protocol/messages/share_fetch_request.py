@@ -22,7 +22,7 @@ class AcknowledgementBatch(_s.Struct):
     last_offset: int = 0
     """Last offset (inclusive) of batch of records to acknowledge. (Versions 0+.)"""
     acknowledge_types: list[int] = attrs.Factory(list)
-    """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject. (Versions 0+.)"""
+    """Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)
@@ -34,7 +34,7 @@ class FetchPartition(_s.Struct):
     partition_max_bytes: int = 0
     """The maximum bytes to fetch from this partition. 0 when only acknowledgement with no
     fetching is required. See KIP-74 for cases where this limit may not be honored.
-    (Versions 0+.)
+    (Versions 0.)
     """
     acknowledgement_batches: list[AcknowledgementBatch] = attrs.Factory(list)
     """Record batches to acknowledge. (Versions 0+.)"""
@@ -62,11 +62,11 @@ class ForgottenTopic(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareFetchRequest(_s.Request):
-    """ShareFetchRequest (API key 78), versions 0, flexible 0+."""
+    """ShareFetchRequest (API key 78), versions 1-2, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareFetchRequest'
     API_KEY: ClassVar[int] = 78
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 2)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = ShareFetchResponse
 
@@ -86,6 +86,18 @@ class ShareFetchRequest(_s.Request):
     """The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
     (Versions 0+.)
     """
+    max_records: int = 0
+    """The maximum number of records to fetch. This limit can be exceeded for alignment of
+    batch boundaries. (Versions 1+.)
+    """
+    batch_size: int = 0
+    """The optimal number of records for batches of acquired records and acknowledgements.
+    (Versions 1+.)
+    """
+    share_acquire_mode: int = 0
+    """The acquire mode to control the fetch behavior: 0:Batch-optimized,1:Record-
+    limit,255:Renew. (Versions 2+.)
+    """
     topics: list[FetchTopic] = attrs.Factory(list)
     """The topics to fetch. (Versions 0+.)"""
     forgotten_topics_data: list[ForgottenTopic] = attrs.Factory(list)
@@ -99,7 +111,7 @@ AcknowledgementBatch.FIELDS = (
 )
 FetchPartition.FIELDS = (
     _s.Field('partition_index', 'PartitionIndex', 'int32', (0, _s.MAX_VERSION), default=0),
-    _s.Field('partition_max_bytes', 'PartitionMaxBytes', 'int32', (0, _s.MAX_VERSION), default=0),
+    _s.Field('partition_max_bytes', 'PartitionMaxBytes', 'int32', (0, 0), default=0),
     _s.Field('acknowledgement_batches', 'AcknowledgementBatches', _s.Array(AcknowledgementBatch), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )
 FetchTopic.FIELDS = (
@@ -117,6 +129,9 @@ ShareFetchRequest.FIELDS = (
     _s.Field('max_wait_ms', 'MaxWaitMs', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('min_bytes', 'MinBytes', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('max_bytes', 'MaxBytes', 'int32', (0, _s.MAX_VERSION), default=2147483647),
+    _s.Field('max_records', 'MaxRecords', 'int32', (1, _s.MAX_VERSION), default=0),
+    _s.Field('batch_size', 'BatchSize', 'int32', (1, _s.MAX_VERSION), default=0),
+    _s.Field('share_acquire_mode', 'ShareAcquireMode', 'int8', (2, _s.MAX_VERSION), default=0),
     _s.Field('topics', 'Topics', _s.Array(FetchTopic), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
     _s.Field('forgotten_topics_data', 'ForgottenTopicsData', _s.Array(ForgottenTopic), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )

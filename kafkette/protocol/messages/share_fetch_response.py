@@ -14,7 +14,7 @@ from kafkette.protocol import schema as _s
 
 @attrs.define(slots=True, eq=True, repr=True)
 class LeaderIdAndEpoch(_s.Struct):
-    """A LeaderIdAndEpoch entry."""
+    """The current leader of the partition."""
 
     leader_id: int = 0
     """The ID of the current leader or -1 if the leader is unknown. (Versions 0+.)"""
@@ -53,9 +53,9 @@ class PartitionData(_s.Struct):
     0+, nullable 0+.)
     """
     current_leader: LeaderIdAndEpoch = attrs.Factory(LeaderIdAndEpoch)
-    """(Versions 0+.)"""
+    """The current leader of the partition. (Versions 0+.)"""
     records: _s.RecordsData | None = None
-    """The record data. (Versions 0+, nullable 0+.)"""
+    """The record data. (Versions 0+, nullable 0.)"""
     acquired_records: list[AcquiredRecords] = attrs.Factory(list)
     """The acquired records. (Versions 0+.)"""
 
@@ -90,11 +90,11 @@ class NodeEndpoint(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareFetchResponse(_s.Response):
-    """ShareFetchResponse (API key 78), versions 0, flexible 0+."""
+    """ShareFetchResponse (API key 78), versions 1-2, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareFetchResponse'
     API_KEY: ClassVar[int] = 78
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 2)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     throttle_time_ms: int = 0
@@ -107,6 +107,8 @@ class ShareFetchResponse(_s.Response):
     """The top-level error message, or null if there was no error. (Versions 0+, nullable
     0+.)
     """
+    acquisition_lock_timeout_ms: int = 0
+    """The time in milliseconds for which the acquired records are locked. (Versions 1+.)"""
     responses: list[ShareFetchableTopicResponse] = attrs.Factory(list)
     """The response topics. (Versions 0+.)"""
     node_endpoints: list[NodeEndpoint] = attrs.Factory(list)
@@ -131,7 +133,7 @@ PartitionData.FIELDS = (
     _s.Field('acknowledge_error_code', 'AcknowledgeErrorCode', 'int16', (0, _s.MAX_VERSION), default=0),
     _s.Field('acknowledge_error_message', 'AcknowledgeErrorMessage', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
     _s.Field('current_leader', 'CurrentLeader', LeaderIdAndEpoch, (0, _s.MAX_VERSION), default=_s.NEW_STRUCT),
-    _s.Field('records', 'Records', 'records', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
+    _s.Field('records', 'Records', 'records', (0, _s.MAX_VERSION), nullable=(0, 0), default=None),
     _s.Field('acquired_records', 'AcquiredRecords', _s.Array(AcquiredRecords), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )
 ShareFetchableTopicResponse.FIELDS = (
@@ -148,6 +150,7 @@ ShareFetchResponse.FIELDS = (
     _s.Field('throttle_time_ms', 'ThrottleTimeMs', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('error_code', 'ErrorCode', 'int16', (0, _s.MAX_VERSION), default=0),
     _s.Field('error_message', 'ErrorMessage', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
+    _s.Field('acquisition_lock_timeout_ms', 'AcquisitionLockTimeoutMs', 'int32', (1, _s.MAX_VERSION), default=0),
     _s.Field('responses', 'Responses', _s.Array(ShareFetchableTopicResponse), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
     _s.Field('node_endpoints', 'NodeEndpoints', _s.Array(NodeEndpoint), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )

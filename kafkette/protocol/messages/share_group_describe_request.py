@@ -14,16 +14,16 @@ from kafkette.protocol.messages.share_group_describe_response import ShareGroupD
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareGroupDescribeRequest(_s.Request):
-    """ShareGroupDescribeRequest (API key 77), versions 0, flexible 0+."""
+    """ShareGroupDescribeRequest (API key 77), versions 1, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareGroupDescribeRequest'
     API_KEY: ClassVar[int] = 77
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = ShareGroupDescribeResponse
 
     group_ids: list[str] = attrs.Factory(list)
-    """The ids of the groups to describe (Versions 0+.)"""
+    """The ids of the groups to describe. (Versions 0+.)"""
     include_authorized_operations: bool = False
     """Whether to include authorized operations. (Versions 0+.)"""
 

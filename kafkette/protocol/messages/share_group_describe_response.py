@@ -80,11 +80,11 @@ class DescribedGroup(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ShareGroupDescribeResponse(_s.Response):
-    """ShareGroupDescribeResponse (API key 77), versions 0, flexible 0+."""
+    """ShareGroupDescribeResponse (API key 77), versions 1, flexible 0+."""
 
     NAME: ClassVar[str] = 'ShareGroupDescribeResponse'
     API_KEY: ClassVar[int] = 77
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (1, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     throttle_time_ms: int = 0

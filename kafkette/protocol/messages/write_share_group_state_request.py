@@ -15,14 +15,14 @@ from kafkette.protocol.messages.write_share_group_state_response import WriteSha
 
 @attrs.define(slots=True, eq=True, repr=True)
 class StateBatch(_s.Struct):
-    """A StateBatch entry."""
+    """The state batches for the share-partition."""
 
     first_offset: int = 0
-    """The base offset of this state batch. (Versions 0+.)"""
+    """The first offset of this state batch. (Versions 0+.)"""
     last_offset: int = 0
     """The last offset of this state batch. (Versions 0+.)"""
     delivery_state: int = 0
-    """The state - 0:Available,2:Acked,4:Archived (Versions 0+.)"""
+    """The delivery state - 0:Available,2:Acked,4:Archived. (Versions 0+.)"""
     delivery_count: int = 0
     """The delivery count. (Versions 0+.)"""
 
@@ -34,7 +34,7 @@ class PartitionData(_s.Struct):
     partition: int = 0
     """The partition index. (Versions 0+.)"""
     state_epoch: int = 0
-    """The state epoch for this share-partition. (Versions 0+.)"""
+    """The state epoch of the share-partition. (Versions 0+.)"""
     leader_epoch: int = 0
     """The leader epoch of the share-partition. (Versions 0+.)"""
     start_offset: int = 0
@@ -42,7 +42,7 @@ class PartitionData(_s.Struct):
     (Versions 0+.)
     """
     state_batches: list[StateBatch] = attrs.Factory(list)
-    """(Versions 0+.)"""
+    """The state batches for the share-partition. (Versions 0+.)"""
 
 
 @attrs.define(slots=True, eq=True, repr=True)

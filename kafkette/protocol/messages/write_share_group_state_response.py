@@ -26,10 +26,10 @@ class PartitionResult(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class WriteStateResult(_s.Struct):
-    """The write results"""
+    """The write results."""
 
     topic_id: uuid.UUID = _s.ZERO_UUID
-    """The topic identifier (Versions 0+.)"""
+    """The topic identifier. (Versions 0+.)"""
     partitions: list[PartitionResult] = attrs.Factory(list)
     """The results for the partitions. (Versions 0+.)"""
 
@@ -44,7 +44,7 @@ class WriteShareGroupStateResponse(_s.Response):
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[WriteStateResult] = attrs.Factory(list)
-    """The write results (Versions 0+.)"""
+    """The write results. (Versions 0+.)"""
 
 
 PartitionResult.FIELDS = (

@@ -170,20 +170,34 @@ def test_only_the_edge_imports_the_broker() -> None:
 
 
 SERVER = "kafkette.server"
-SERVER_ROOMS = ("net", "config", "faults", "data_dir", "handlers", "groups", "txn", "sasl", "acl")
+SERVER_ROOMS = (
+    "net",
+    "config",
+    "faults",
+    "data_dir",
+    "handlers",
+    "groups",
+    "txn",
+    "sasl",
+    "acl",
+    "metrics",
+)
 """The rooms of ``kafkette/server/``; its top-level modules are the core."""
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
-    "core": frozenset({"config", "faults", "handlers", "groups", "txn", "sasl", "acl"}),
-    "net": frozenset({"core", "config", "faults", "data_dir", "handlers", "sasl", "acl"}),
+    "core": frozenset({"config", "faults", "handlers", "groups", "txn", "sasl", "acl", "metrics"}),
+    "net": frozenset(
+        {"core", "config", "faults", "data_dir", "handlers", "sasl", "acl", "metrics"}
+    ),
     "config": frozenset({"core", "groups", "sasl"}),
     "faults": frozenset({"acl"}),
     "data_dir": frozenset({"core"}),
-    "handlers": frozenset({"core", "config", "faults", "groups", "sasl", "acl"}),
+    "handlers": frozenset({"core", "config", "faults", "groups", "sasl", "acl", "metrics"}),
     "groups": frozenset({"core", "config"}),
     "txn": frozenset({"core", "groups"}),
     "sasl": frozenset(),
     "acl": frozenset(),
+    "metrics": frozenset({"core", "groups", "txn"}),
 }
 """Which rooms of the server each room may import (annotations included), as each
 room's docstring says. The network edge is imported by no other room."""

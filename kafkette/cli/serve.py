@@ -70,6 +70,7 @@ from kafkette.server.config.listeners import PROPERTY_NAMES as LISTENER_PROPERTI
 from kafkette.server.config.listeners import Listener, SecurityProtocol, listeners_from_properties
 from kafkette.server.data_dir.lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults.table import FaultSpec, RemoteControl, parse_fault_spec
+from kafkette.server.metrics.http import serve_metrics
 from kafkette.server.net.listener import serve_tcp
 from kafkette.server.net.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.net.tls import (
@@ -163,6 +164,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="also serve a schema registry (Confluent's REST API) on this address, its "
         "schemas in the _schemas topic; off by default (needs a PLAINTEXT listener)",
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve the broker's metrics in Prometheus' text format on http://HOST:PORT/metrics "
+        "(requests, traffic per topic, logs, groups and lag, transactions, metrics clients "
+        "push by KIP-714); off by default",
     )
     parser.add_argument("--config", metavar="FILE", help="a server.properties file")
     parser.add_argument(
@@ -491,6 +499,7 @@ async def run(
     listeners: Sequence[ServeListener] | None = None,
     remote_faults: RemoteControl | None = None,
     schema_registry: tuple[str, int] | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> int:
     """Serve until SIGINT or SIGTERM; the exit status (1: the schema registry failed)."""
     status = 0
@@ -537,6 +546,7 @@ async def run(
                     node=first_node,
                     tls=first.tls,
                     advertised=_advertised(first.listener, config) if several else None,
+                    name=first.listener.name,
                 ),
                 broker,
                 config.host,
@@ -555,6 +565,7 @@ async def run(
                         sasl=extra.sasl,
                         tls=extra.tls,
                         advertised=_advertised(extra.listener, config),
+                        name=extra.listener.name,
                     ),
                     broker,
                     extra.listener.host,
@@ -562,6 +573,11 @@ async def run(
                 )
                 others.append((extra.listener, bound))
             tg.start_soon(broker.run_background)
+            if metrics is not None:
+                metrics_port = await tg.start(serve_metrics, broker.metrics.text, *metrics)
+                logger.info(
+                    "kafkette serve: metrics on http://%s:%d/metrics", metrics[0], metrics_port
+                )
             if config.port == 0:
                 config.port = port
             where = f"in {config.data_dir}" if config.data_dir else "in memory"
@@ -707,6 +723,7 @@ def main(args: argparse.Namespace) -> int:
         remote_faults = build_remote_control(args, config, sasl)
         nodes = build_nodes(args)
         listeners = build_listeners(args, config, sasl, nodes)
+        metrics = parse_host_port(args.metrics, "--metrics") if args.metrics else None
         schema_registry = None
         if args.schema_registry:
             schema_registry = parse_host_port(args.schema_registry, "--schema-registry")
@@ -724,7 +741,7 @@ def main(args: argparse.Namespace) -> int:
     gc.freeze()
     try:
         status = anyio.run(
-            run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry
+            run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry, metrics
         )
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130

@@ -33,6 +33,7 @@ from kafkette.server.groups.coordinator import GroupCoordinator
 from kafkette.server.groups.log_store import LogGroupStore, offsets_topic
 from kafkette.server.groups.timer import Timed, group_timer_loop
 from kafkette.server.maintenance import maintenance_loop
+from kafkette.server.metrics import BrokerMetrics, BrokerState
 from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.sasl.credentials import CredentialStore
@@ -155,6 +156,13 @@ class Broker:
         )
         """Transactional ids and their transactions, kept in ``__transaction_state``."""
         self.transactions.load(finish_prepared=not self.config.read_only)
+        self.metrics = BrokerMetrics(
+            BrokerState(self.cluster, self.groups, self.consumer_groups, self.transactions),
+            self.now_ms,
+            self._topic_name,
+        )
+        """What the metrics endpoint shows (``kafkette serve --metrics``), KIP-714's
+        client metrics subscriptions and what clients pushed."""
 
     @property
     def topic_changes(self) -> anyio.Lock:

@@ -306,6 +306,12 @@ class MemoryCluster:
             m.member_id: set(decode_assignment(m.assignment).partitions) for m in summary.members
         }
 
+    def metrics_text(self) -> str:
+        """What ``kafkette serve --metrics`` would show for this cluster now: Prometheus'
+        text format (requests, traffic per topic, logs, groups and lag, transactions,
+        metrics clients pushed), read without HTTP."""
+        return self._cluster.run(self._broker.metrics.text)
+
     def transactions(self) -> dict[str, str]:
         """Each live transactional id and its state as Kafka names it (``Ongoing``,
         ``CompleteCommit`` ...)."""

@@ -131,10 +131,12 @@ async def process_frame(
             raise CloseConnection(str(exc)) from None
     else:
         response = await entry.func(broker, ctx, request)
+    elapsed = time.perf_counter() - started
+    broker.metrics.served(header.request_api_key, version, request, response, elapsed)
     # A long handler most likely made a long answer (DescribeConfigs naming a
     # broker 100,000 times in a 100 KB frame answers 150 MB): encode it off the loop too.
     if offload and not large and header.request_api_key not in _HOT_KEYS:
-        large = time.perf_counter() - started >= STEP_BUDGET_S
+        large = elapsed >= STEP_BUDGET_S
     if response is None:
         return ()
     if not external_records:
@@ -177,6 +179,7 @@ async def authenticate_frame(
         if step.close is not None or step.token is None:
             return (), step.close or "SASL exchange ended"
         if auth.complete:
+            broker.metrics.connections.authenticated(auth.mechanism, True)
             _log_authenticated(auth, peer, reauthenticating, " (SaslHandshake v0, unframed tokens)")
         return frame_parts([step.token]), None
     try:
@@ -200,6 +203,7 @@ async def authenticate_frame(
         body = encode_response(step.response, version, header.correlation_id)
         parts = frame_parts([body])
     if auth.complete:
+        broker.metrics.connections.authenticated(auth.mechanism, True)
         _log_authenticated(auth, peer, reauthenticating)
     return parts, step.close
 
@@ -261,5 +265,6 @@ async def serve_sasl_frame(
         await send(parts)
     if close is not None:
         if auth.failed:
+            broker.metrics.connections.authenticated(auth.mechanism, False)
             await anyio.sleep(delay_s)
         raise CloseConnection(close)

@@ -61,6 +61,7 @@ from kafkette.server.broker import Broker
 from kafkette.server.config.listeners import advertised_address
 from kafkette.server.connection_quotas import ConnectionQuotas
 from kafkette.server.dispatch import CloseConnection
+from kafkette.server.metrics.requests import ConnectionStats
 from kafkette.server.net.asyncio_connection import serve_asyncio_connection
 from kafkette.server.net.frames import authenticate_frame, process_frame
 from kafkette.server.net.socket_connection import RECEIVE_SIZE, SocketIO, serve_connection
@@ -96,12 +97,20 @@ def _asyncio_running() -> bool:
     return True
 
 
-async def _counted(serve: Awaitable[None], quotas: ConnectionQuotas, address: str) -> None:
-    """Serve one connection, counted against its address until it closes."""
+async def _counted(
+    serve: Awaitable[None],
+    quotas: ConnectionQuotas,
+    address: str,
+    connections: ConnectionStats,
+    listener: str,
+) -> None:
+    """Serve one connection, counted against its address and its listener until it closes."""
+    connections.opened(listener)
     try:
         await serve
     finally:
         quotas.release(address)
+        connections.closed(listener)
 
 
 async def serve_tcp(
@@ -114,6 +123,7 @@ async def serve_tcp(
     node: int | None = None,
     tls: ssl.SSLContext | None = None,
     advertised: tuple[str, int] | None = None,
+    name: str | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host:port`` (0 picks a free port) until cancelled.
@@ -125,7 +135,8 @@ async def serve_tcp(
     (``kafkette serve --nodes``): its connections' requests are served as that node.
     With ``tls`` (asyncio only) every connection is TLS first (SSL, or SASL_SSL with
     ``sasl``). ``advertised`` is the address this listener's clients are told to
-    connect to (port 0: the bound port); None leaves the broker's own.
+    connect to (port 0: the bound port); None leaves the broker's own. ``name`` is the
+    listener's name in the metrics (default: its security protocol).
     """
     if node is not None:
         serving_node.set(node)  # this task's context: every connection task copies it
@@ -135,6 +146,8 @@ async def serve_tcp(
     use_protocol = connections == "protocol" or (connections == "auto" and asyncio_running)
     if tls is not None and not use_protocol:
         raise ValueError("TLS listeners are served under asyncio only")
+    if name is None:
+        name = ("SASL_" if sasl is not None else "") + ("SSL" if tls is not None else "PLAINTEXT")
     listener = socket.create_server((host, port), backlog=LISTEN_BACKLOG)
     listener.setblocking(False)
     bound: int = listener.getsockname()[1]
@@ -170,7 +183,8 @@ async def serve_tcp(
                     serve = serve_asyncio_connection(broker, sock, peer, sasl, tls)
                 else:
                     serve = serve_connection(broker, sock, peer, sasl)
-                tg.start_soon(_counted, serve, quotas, address[0])
+                stats = broker.metrics.connections
+                tg.start_soon(_counted, serve, quotas, address[0], stats, name)
     finally:
         anyio.notify_closing(listener)
         listener.close()

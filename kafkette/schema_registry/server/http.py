@@ -100,6 +100,14 @@ class RegistryHttpServer:
             await listener.serve(self._connection)
 
     async def _connection(self, raw: anyio.abc.SocketStream) -> None:
+        # the socket is closed however this ends, also when the server is stopped
+        # (cancelled) during the TLS handshake
+        try:
+            await self._serve_socket(raw)
+        finally:
+            await anyio.aclose_forcefully(raw)
+
+    async def _serve_socket(self, raw: anyio.abc.SocketStream) -> None:
         stream: anyio.abc.ByteStream = raw
         if self.ssl_context is not None:
             try:
@@ -109,10 +117,8 @@ class RegistryHttpServer:
                     )
             except (OSError, ssl.SSLError, TimeoutError, anyio.BrokenResourceError) as error:
                 logger.debug("schema registry: TLS handshake failed: %s", error)
-                await anyio.aclose_forcefully(raw)
                 return
             except anyio.EndOfStream:
-                await anyio.aclose_forcefully(raw)
                 return
         try:
             async with stream:  # closing TLS may fail too: inside the try
@@ -121,8 +127,6 @@ class RegistryHttpServer:
             pass  # the peer went away (ssl.SSLError is an OSError)
         except Exception:  # never let one connection take the listener down
             logger.exception("schema registry: connection failed")
-        finally:
-            await anyio.aclose_forcefully(raw)
 
     async def _serve_connection(self, stream: anyio.abc.ByteStream) -> None:
         connection = h11.Connection(h11.SERVER)

@@ -27,6 +27,15 @@ One pass:
    delta and producer fields. Keyless records (left from before the log
    became compacted) are removed, as Kafka's cleaner does.
 5. The cleaner checkpoint moves to the first uncleanable offset.
+
+A pass runs in steps (:func:`clean_steps`, :data:`~kafkette.backends.log.Steps`):
+a step reads or writes one batch, and the fsyncs and file creations are handed to
+the driver (a worker thread, on the broker's event loop), so that cleaning a large
+log never holds the loop for long. The log stays in use meanwhile: the steps after
+a pause check that the segment they work on is still in the log (retention,
+DeleteRecords or the topic's deletion may have taken it) and stop the pass when it
+is not; what they replace is replaced on the log's own thread. :func:`clean` runs
+a pass at once.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import TYPE_CHECKING
 from kafkette.backends.batches import empty_batch
 from kafkette.backends.config import LONG_MAX
 from kafkette.backends.header import StoredHeader, parse_header
+from kafkette.backends.log import Steps, run_steps
 from kafkette.backends.records import rebuild_batch, records_of
 from kafkette.backends.segment import BufferLike
 from kafkette.backends.types import CleanerStats
@@ -80,6 +90,12 @@ def _is_aborted(header: StoredHeader, ranges: dict[int, list[tuple[int, int]]]) 
 
 def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats | None:
     """Run one compaction pass over ``log``; None when it was not due."""
+    return run_steps(clean_steps(log, now, force=force))
+
+
+def clean_steps(log: SegmentedLog, now: int, *, force: bool = False) -> Steps[CleanerStats | None]:
+    """One compaction pass over ``log`` in steps; None when it was not due, or when a
+    segment it was cleaning left the log meanwhile (the pass stops there)."""
     config = log.config
     if not config.compact:
         return None
@@ -111,6 +127,9 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
             for record in records_of(data):
                 if record.offset >= first_dirty and record.key is not None:
                     offset_map[record.key] = record.offset
+            yield None
+            if not log._holds(segment):
+                return None
 
     last_data_offset = {
         pid: entry.last_offset for pid, entry in log.producer_state().producers.items()
@@ -139,6 +158,9 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
                 else:
                     removed += header.record_count
                     changed = True
+                yield None
+                if not log._holds(segment):
+                    return None
                 continue
             records = records_of(data)
             dropped_txn = _is_aborted(header, aborted)
@@ -172,12 +194,17 @@ def clean(log: SegmentedLog, now: int, *, force: bool = False) -> CleanerStats |
             ):
                 empty = empty_batch(data, 0)
                 kept.append(((empty,), parse_header(empty)))
+            yield None
+            if not log._holds(segment):
+                return None
         if not kept and segment is not segments[0]:
-            log._drop_segment(segment)  # emptied: its offsets now fall to the segment before
-        elif changed:
-            log._swap_segment(segment, kept)
+            # emptied: its offsets now fall to the segment before
+            if not (yield from log._drop_segment(segment)):
+                return None
+        elif changed and not (yield from log._swap_segment(segment, kept)):
+            return None
         written += sum(h.size for _, h in kept)
-    log._set_first_dirty_offset(end)
+    yield from log._set_first_dirty_offset(end)
     return CleanerStats(
         segments=len(segments),
         bytes_read=bytes_read,

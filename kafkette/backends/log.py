@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import TypeAlias, TypeVar
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.producer_state import ProducerStateTable
@@ -15,6 +16,35 @@ from kafkette.backends.types import (
     LogSlice,
     TimestampOffset,
 )
+
+_T = TypeVar("_T")
+
+BlockingWork: TypeAlias = Callable[[], object]
+"""File work that may block for milliseconds (an fsync, creating a file)."""
+
+Steps: TypeAlias = Generator[BlockingWork | None, None, _T]
+"""Work done in steps: the generator yields None where its driver may let others run,
+or :data:`BlockingWork` for the driver to run before the next step (an event loop runs
+it in a worker thread, where it may overlap other uses of the log: the steps after it
+check what changed); its return value is the result. :func:`run_steps` drives one at
+once; ``server/maintenance.py`` drives them on the broker's event loop."""
+
+
+def run_steps(steps: Steps[_T]) -> _T:
+    """Run ``steps`` to its end in this thread (blocking work included); its result."""
+    try:
+        item = next(steps)
+        while True:
+            if item is not None:
+                try:
+                    item()
+                except Exception as exc:
+                    item = steps.throw(exc)
+                    continue
+            item = next(steps)
+    except StopIteration as stop:
+        result: _T = stop.value
+        return result
 
 
 class Log(abc.ABC):
@@ -126,6 +156,12 @@ class Log(abc.ABC):
         """Run one compaction pass if the log is compacted and dirty enough
         (``force`` ignores ``min.cleanable.dirty.ratio``); None when nothing was cleaned."""
 
+    def compaction_steps(self, *, force: bool = False) -> Steps[CleanerStats | None]:
+        """:meth:`compact` as :data:`Steps`, so that an event loop can run a pass without
+        stopping for it (the default: the whole pass in one step)."""
+        return self.compact(force=force)
+        yield  # a generator
+
     @abc.abstractmethod
     def roll(self) -> None:
         """Start a new active segment now (a no-op when the active one is empty)."""
@@ -183,7 +219,19 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Close every log opened through this storage."""
+        """Close every log opened through this storage (and finish :meth:`reap`'s work)."""
+
+    @property
+    def reap_pending(self) -> bool:
+        """Whether deleted logs or segments wait for :meth:`reap`."""
+        return False
+
+    def reap(self) -> int:
+        """Finish deleting what :meth:`delete_log`, retention, DeleteRecords and compaction
+        deleted: free the files' blocks (on disk, about 0.3 s per GiB here). Blocks for as
+        long as that takes, so an event loop calls it in a worker thread; safe to call
+        there while the owner uses the logs. Returns the number of items freed."""
+        return 0
 
     def open_logs(
         self, configs: Mapping[str, LogConfig] | None = None

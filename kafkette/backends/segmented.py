@@ -19,7 +19,7 @@ from crc32c import crc32c
 from kafkette.backends.batches import batch_info, split_batches
 from kafkette.backends.config import LONG_MAX, LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
-from kafkette.backends.log import Log
+from kafkette.backends.log import BlockingWork, Log, Steps, run_steps
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.records import control_marker, first_record_at_or_after, require_keys
 from kafkette.backends.segment import BufferLike, Segment
@@ -647,36 +647,88 @@ class SegmentedLog(Log):
         return deleted
 
     # -- compaction ------------------------------------------------------------
+    # A pass runs in steps (see compaction.py): what it changes is changed here, on the
+    # owner's thread, and the file work that may block (fsyncs, file creation) is yielded
+    # for the driver to run; the log may change meanwhile (appends, rolls, retention,
+    # deletion), so each change first checks that its segment is still there.
+
+    def _checkpoint_work(self) -> BlockingWork | None:
+        """Make the checkpoints durable: now (None returned), or in the returned work."""
+        self._checkpoint()
+        return None
+
+    def _write_replacement(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
+    ) -> Steps[Segment]:
+        """A segment with ``old``'s base offset and ``batches``, made durable, not yet
+        in the log (its files, if any, under a temporary name)."""
+        return self._replace_segment(old, batches)
+        yield  # a generator: this backend has no step to yield
+
+    def _install_replacement(self, old: Segment, new: Segment) -> BlockingWork | None:
+        """Give ``new`` (from :meth:`_write_replacement`) ``old``'s place on storage;
+        returns the work that makes that durable, if any."""
+        return None
+
+    def _discard_replacement(self, new: Segment) -> None:
+        """Forget a replacement that will not be installed."""
+
+    def _holds(self, segment: Segment) -> bool:
+        return not self._closed and any(s is segment for s in self._segments)
 
     def _swap_segment(
         self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
-    ) -> None:
-        """Put a compacted copy of ``old`` (same base offset) in its place."""
-        index = self._segments.index(old)
-        self._checkpoint()  # epochs first: the batches they could be re-derived from go
-        new = self._replace_segment(old, batches)
+    ) -> Steps[bool]:
+        """Put a compacted copy of ``old`` (same base offset) in its place; False (nothing
+        changed) when ``old`` left the log meanwhile."""
         if old is self._active:
             raise AssertionError("the active segment is never compacted")
-        self._segments[index] = new
+        work = self._checkpoint_work()  # epochs first: the batches they could come from go
+        if work is not None:
+            yield work
+        new = yield from self._write_replacement(old, batches)
+        if not self._holds(old):
+            self._discard_replacement(new)
+            return False
+        durable = self._install_replacement(old, new)
+        self._segments[self._segments.index(old)] = new
+        if durable is not None:
+            yield durable
+        return True
 
-    def _drop_segment(self, segment: Segment) -> None:
-        """Delete a non-active, non-first segment that compaction emptied."""
+    def _drop_segment(self, segment: Segment) -> Steps[bool]:
+        """Delete a non-active, non-first segment that compaction emptied; False when it
+        left the log (or became its first segment) meanwhile."""
+        if segment is self._active:
+            raise AssertionError("the active segment is never dropped")
+        if not self._holds(segment) or segment is self._segments[0]:
+            return False
+        work = self._checkpoint_work()  # epochs first: the batches they could come from go
+        if work is not None:
+            yield work
+        if not self._holds(segment) or segment is self._segments[0]:
+            return False
         index = self._segments.index(segment)
-        if index == 0 or segment is self._active:
-            raise AssertionError("only a middle segment can be dropped")
-        self._checkpoint()  # epochs first: the batches they could be re-derived from go
         del self._segments[index], self._bases[index]
         segment.delete()
+        return True
 
-    def _set_first_dirty_offset(self, offset: int) -> None:
+    def _set_first_dirty_offset(self, offset: int) -> Steps[None]:
+        if self._closed:
+            return
         self._first_dirty_offset = offset
-        self._checkpoint()
+        work = self._checkpoint_work()
+        if work is not None:
+            yield work
 
     def compact(self, *, force: bool = False) -> CleanerStats | None:
-        self._check_open()
-        from kafkette.backends.compaction import clean
+        return run_steps(self.compaction_steps(force=force))
 
-        return clean(self, self._clock(), force=force)
+    def compaction_steps(self, *, force: bool = False) -> Steps[CleanerStats | None]:
+        self._check_open()
+        from kafkette.backends.compaction import clean_steps
+
+        return clean_steps(self, self._clock(), force=force)
 
     def close(self) -> None:
         if self._closed:

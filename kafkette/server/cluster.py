@@ -283,15 +283,18 @@ class Cluster:
         return topic
 
     def remove_topic(self, topic: Topic) -> Generator[None, None, None]:
-        """Delete ``topic``: gone from :attr:`topics` at once, then its logs one per step.
+        """Delete ``topic``: gone from :attr:`topics` and the topics file at once, then
+        its logs one per step.
 
-        The topics file is written once every log is deleted; if the caller stops
-        early (cancelled), the remaining logs are deleted at once, so that a topic
-        is never half deleted.
+        The topics file is the commit point: a crash after it leaves logs that no topic
+        names, which the next start deletes (:meth:`_load_topics`), so a deleted topic
+        never comes back, not even in part. If the caller stops early (cancelled), the
+        remaining logs are deleted at once.
         """
         del self.topics[topic.name]
         del self.topics_by_id[topic.topic_id]
         self.topics_version += 1
+        self._save_topics()
         remaining = list(topic.partitions)
         try:
             while remaining:
@@ -300,7 +303,6 @@ class Cluster:
         finally:
             for partition in remaining:
                 self.storage.delete_log(topic.name, partition.index)
-            self._save_topics()
 
     def check_new_partition_count(self, name: str, total: int) -> Topic:
         """The topic, if ``total`` partitions would be an increase (else InvalidPartitionsError)."""
@@ -500,6 +502,14 @@ class Cluster:
                 topic.partitions.append(Partition(name, index, log, int(entry.get("epoch", 0))))
             self.topics[name] = topic
             self.topics_by_id[topic.topic_id] = topic
+        if not self.read_only:
+            # Logs no topic names: a deletion or creation a crash interrupted after (or
+            # before) the topics file was written. Kept, they would come back with a
+            # new topic of that name.
+            for name, index in self.storage.list_partitions():
+                known = self.topics.get(name)
+                if known is None or index >= len(known.partitions):
+                    self.storage.delete_log(name, index)
 
     def _save_topics(self) -> None:
         if self.data_dir is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 
 from kafkette.backends.config import LogConfig
@@ -15,6 +16,7 @@ from kafkette.backends.disk.checkpoint import (
     write_atomically,
     write_checkpoint,
 )
+from kafkette.backends.disk.reaper import FileReaper
 from kafkette.backends.disk.segment import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
@@ -22,6 +24,7 @@ from kafkette.backends.disk.segment import (
     segment_stem,
 )
 from kafkette.backends.header import StoredHeader
+from kafkette.backends.log import BlockingWork, Steps, run_steps
 from kafkette.backends.producer_state import ProducerStateTable, SnapshotError
 from kafkette.backends.segment import BufferLike, Segment
 from kafkette.backends.segmented import EpochEntry, SegmentedLog
@@ -57,6 +60,7 @@ class DiskLog(SegmentedLog):
         clock: LogClockMs = wall_ms_int,
         write_buffer_bytes: int = 0,
         parent_sync: DirectorySync | None = None,
+        reaper: FileReaper | None = None,
     ) -> None:
         """Open (recovering if needed) or create the log in ``directory``.
 
@@ -71,10 +75,18 @@ class DiskLog(SegmentedLog):
         system calls for small batches, but a process crash then loses the
         gathered appends as an OS crash loses unflushed ones. 0 (the default)
         writes every append to the file before :meth:`append` returns.
+
+        A ``reaper`` (the storage's) gets the descriptors of the segments retention,
+        DeleteRecords and compaction delete, so that freeing their blocks happens in
+        its thread (:mod:`~kafkette.backends.disk.reaper`).
         """
         super().__init__(topic, partition, config or LogConfig(), clock)
         self.directory = directory
         self._write_buffer = write_buffer_bytes
+        self._reaper = reaper
+        self._files_lock = threading.RLock()
+        """Held while a worker thread writes in the directory (compaction's checkpoints),
+        and by the owner's writes of the same files and by closing."""
         self.recovery_point = 0
         self.recovered_bytes_truncated = 0
         """Bytes dropped by recovery when this log was opened (0 after a clean shutdown)."""
@@ -109,6 +121,7 @@ class DiskLog(SegmentedLog):
             suffix=suffix,
             write_buffer=self._write_buffer if not suffix else 0,
             read_only=self.read_only,
+            reaper=self._reaper,
         )
 
     def _make_directory(self) -> None:
@@ -318,21 +331,72 @@ class DiskLog(SegmentedLog):
     def _replace_segment(
         self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Segment:
+        new = run_steps(self._write_replacement(old, batches))
+        durable = self._install_replacement(old, new)
+        if durable is not None:
+            durable()
+        return new
+
+    def _checkpoint_work(self) -> BlockingWork | None:
+        def write() -> None:
+            with self._files_lock:
+                if not self._closed:
+                    self._write_checkpoints(sync_directory=False)
+
+        return write
+
+    def _write_replacement(
+        self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
+    ) -> Steps[Segment]:
+        """The compacted copy of ``old`` as ``<base>.log.cleaned`` (and its indexes): made
+        and made durable in blocking work, written in steps of one batch."""
         assert isinstance(old, FileSegment)
-        new = self._segment(old.base_offset, CLEANED_SUFFIX)
-        if new.size:
-            os.ftruncate(new.file.fileno(), 0)
-            new.size = 0
-        for parts, header in batches:
-            new.append_batch(parts, header, header.base_offset)
-        new.seal()
-        new.txn_index.reset(list(old.aborted))
-        new.flush()
+        made: list[FileSegment] = []
+
+        def make() -> None:
+            segment = self._segment(old.base_offset, CLEANED_SUFFIX)
+            made.append(segment)
+            if segment.size:  # a leftover of an interrupted pass
+                os.ftruncate(segment.file.fileno(), 0)
+                segment.size = 0
+
+        done = False
+        try:
+            yield make
+            new = made[0]
+            for parts, header in batches:
+                new.append_batch(parts, header, header.base_offset)
+                yield None
+            aborted = list(old.aborted)
+
+            def seal() -> None:
+                new.seal()
+                new.txn_index.reset(aborted)
+                new.flush()
+
+            yield seal
+            done = True
+            return new
+        finally:
+            if not done and made:
+                self._discard_replacement(made[0])
+
+    def _install_replacement(self, old: Segment, new: Segment) -> BlockingWork | None:
+        assert isinstance(old, FileSegment) and isinstance(new, FileSegment)
         new.rename(SWAP_SUFFIX)  # once the .log is a .swap, the swap is committed
         old.delete()
         new.rename("")
-        fsync_dir(self.directory)
-        return new
+
+        def sync() -> None:
+            with self._files_lock:
+                if not self._closed:
+                    fsync_dir(self.directory)
+
+        return sync
+
+    def _discard_replacement(self, new: Segment) -> None:
+        new.delete()  # its descriptor to the reaper first, if there is one
+        new.close()
 
     def _checkpoint_rows(self) -> dict[str, list[list[int]]]:
         return {
@@ -347,17 +411,18 @@ class DiskLog(SegmentedLog):
     def _write_checkpoints(self, *, sync_directory: bool) -> None:
         """Write the checkpoints that changed, then fsync the directory once (also
         when ``sync_directory``, for new segment files)."""
-        changed = [
-            (name, rows)
-            for name, rows in self._checkpoint_rows().items()
-            if self._written.get(name) != rows
-        ]
-        for name, rows in changed:
-            self._written.pop(name, None)  # not known to be on disk until the sync
-            write_checkpoint(self._path(name), rows, sync_dir=False)
-        if changed or sync_directory:
-            self._sync_directory()
-            self._written.update(changed)
+        with self._files_lock:
+            changed = [
+                (name, rows)
+                for name, rows in self._checkpoint_rows().items()
+                if self._written.get(name) != rows
+            ]
+            for name, rows in changed:
+                self._written.pop(name, None)  # not known to be on disk until the sync
+                write_checkpoint(self._path(name), rows, sync_dir=False)
+            if changed or sync_directory:
+                self._sync_directory()
+                self._written.update(changed)
 
     def _sync_directory(self) -> None:
         """fsync the directory (its new files, renames), the first time also its parent's
@@ -380,7 +445,8 @@ class DiskLog(SegmentedLog):
         # leader epoch) must be on disk before the recovery point passes what they cover.
         self._write_checkpoints(sync_directory=self._directory_dirty)
         # An older recovery point survives if this rename is lost: recovery then does more.
-        write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
+        with self._files_lock:
+            write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
         self.recovery_point = end
 
     def truncate_to(self, offset: int) -> None:
@@ -403,20 +469,22 @@ class DiskLog(SegmentedLog):
             return
         self.flush()
         self._save_snapshot(self._next_offset, self._producers)
-        self._checkpoint()
-        for segment in self._segments:
-            segment.close()
-        write_atomically(self._path(CLEAN_SHUTDOWN_FILE), b"")
-        self._closed = True
+        with self._files_lock:
+            self._checkpoint()
+            for segment in self._segments:
+                segment.close()
+            write_atomically(self._path(CLEAN_SHUTDOWN_FILE), b"")
+            self._closed = True
 
     def abandon(self) -> None:
         """Release the files without flushing or marking a clean shutdown (a simulated crash:
         buffered appends are lost)."""
-        for segment in self._segments:
-            assert isinstance(segment, FileSegment)
-            segment.drop_buffer()
-            segment.close()
-        self._closed = True
+        with self._files_lock:
+            for segment in self._segments:
+                assert isinstance(segment, FileSegment)
+                segment.drop_buffer()
+                segment.close()
+            self._closed = True
 
     def delete(self) -> None:
         """Close the log and remove its directory."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 from kafkette.backends.disk.index import OffsetIndex, TimeIndex, TxnIndex
+from kafkette.backends.disk.reaper import FileReaper
 from kafkette.backends.header import StoredHeader, parse_header, verify_batch
 from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
 from kafkette.backends.speedups import write_batch as _write_batch
@@ -37,6 +38,17 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 _BATCH_LENGTH = 1
 _LAST_OFFSET_DELTA = 6
 _MAX_TIMESTAMP = 8
+
+
+_DELETED: list[FileRef] = []
+
+
+def _deleted_file() -> FileRef:
+    """What a deleted segment reads from once its descriptor went to the reaper:
+    an empty file (one ``/dev/null`` descriptor shared by all)."""
+    if not _DELETED:
+        _DELETED.append(FileRef(os.devnull))
+    return _DELETED[0]
 
 
 def segment_stem(base_offset: int) -> str:
@@ -93,6 +105,7 @@ class FileSegment(Segment):
         "log_path",
         "next_offset",
         "read_only",
+        "reaper",
         "sealed",
         "size",
         "time_index",
@@ -110,9 +123,13 @@ class FileSegment(Segment):
         suffix: str = "",
         write_buffer: int = 0,
         read_only: bool = False,
+        reaper: FileReaper | None = None,
     ) -> None:
         self.directory = directory
         self.read_only = read_only
+        self.reaper = reaper
+        """Where :meth:`delete` leaves the log file's descriptor to be closed (its blocks
+        freed) off the caller's thread; None: it closes when the segment goes."""
         self.base_offset = base_offset
         self.next_offset = base_offset
         stem = os.path.join(directory, segment_stem(base_offset))
@@ -584,20 +601,28 @@ class FileSegment(Segment):
         self.txn_index.flush()
 
     def close(self) -> None:
-        if not self.file.closed:
-            self._drain()
-        self.file.close()
+        if not _DELETED or self.file is not _DELETED[0]:  # the shared one stays open
+            if not self.file.closed:
+                self._drain()
+            self.file.close()
         self._fd = -1
         self.index.close()
         self.time_index.close()
         self.txn_index.close()
 
     def delete(self) -> None:
+        """Remove the segment's files. With a reaper, the log file's descriptor goes to
+        it: unlinking an open file is quick, its last close frees the blocks (slow for
+        a large file), and that close then happens in the reaper's thread."""
         self._buffered = 0
         for index in (self.index, self.time_index, self.txn_index):
             index.delete()  # raises when read-only, before the log file goes
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
+        if self.reaper is not None and not self.file.closed:
+            self.reaper.release(self.file)
+            self.file = _deleted_file()
+            self._fd = -1
 
     def rename(self, suffix: str) -> None:
         """Move the segment's files to ``<stem><kind><suffix>``."""

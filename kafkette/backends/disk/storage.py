@@ -8,12 +8,12 @@ a missing root has no partitions.
 from __future__ import annotations
 
 import os
-import shutil
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.checkpoint import DirectorySync
 from kafkette.backends.disk.log import DiskLog
 from kafkette.backends.disk.read_only import ReadOnlyDiskLog
+from kafkette.backends.disk.reaper import FileReaper, doomed_name, leftover_trees
 from kafkette.backends.log import Log, Storage
 from kafkette.clocks import LogClockMs, wall_ms_int
 from kafkette.errors import PolicyViolationError
@@ -61,8 +61,12 @@ class DiskStorage(Storage):
         self._logs: dict[tuple[str, int], DiskLog] = {}
         self._root_sync = DirectorySync(root)
         """One fsync of ``root`` covers every partition directory made before it."""
+        self._reaper = FileReaper()
+        """What deletions leave to free off the owner's thread (see :meth:`reap`)."""
         if not read_only:
             os.makedirs(root, exist_ok=True)
+            for path in leftover_trees(root):
+                self._reaper.remove_tree(path)
 
     def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         key = (topic, partition)
@@ -79,6 +83,7 @@ class DiskStorage(Storage):
             clock=self._clock,
             write_buffer_bytes=self._write_buffer,
             parent_sync=self._root_sync,
+            reaper=self._reaper,
         )
         self._logs[key] = log
         return log
@@ -94,6 +99,9 @@ class DiskStorage(Storage):
         return sorted(found)
 
     def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and rename its directory to ``<name>.<id>-delete`` (quick: the
+        partition is gone from :meth:`list_partitions` at once, a new log of that name
+        starts empty); :meth:`reap` removes the directory and its files."""
         if self.read_only:
             raise PolicyViolationError(
                 f"cannot delete {topic}-{partition}: {self.root} is opened read-only"
@@ -101,11 +109,23 @@ class DiskStorage(Storage):
         log = self._logs.pop((topic, partition), None)
         if log is not None:
             log.abandon()
-        shutil.rmtree(
-            os.path.join(self.root, partition_dir_name(topic, partition)), ignore_errors=True
-        )
+        directory = os.path.join(self.root, partition_dir_name(topic, partition))
+        doomed = doomed_name(directory)
+        try:
+            os.rename(directory, doomed)
+        except FileNotFoundError:
+            return
+        self._reaper.remove_tree(doomed)
+
+    @property
+    def reap_pending(self) -> bool:
+        return self._reaper.pending
+
+    def reap(self) -> int:
+        return self._reaper.reap()
 
     def close(self) -> None:
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+        self._reaper.reap()

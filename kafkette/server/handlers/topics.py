@@ -10,7 +10,9 @@ A request is bounded before any work is done (Kafka's limits, see
 topic fails with POLICY_VIOLATION. The partition logs are then opened (or
 deleted) in steps, so that creating thousands of
 partitions (a few fsyncs each on disk) does not stop the broker serving other
-connections; requests that change topics are served one at a time.
+connections; requests that change topics are served one at a time. A deleted
+disk log's directory is renamed away at once and its files freed in a worker
+thread before DeleteTopics answers.
 
 The internal topics ``__consumer_offsets`` and ``__transaction_state``
 belong to the group and transaction coordinators: clients cannot create or
@@ -57,6 +59,7 @@ from kafkette.protocol.schema import ZERO_UUID
 from kafkette.server.cluster import INTERNAL_TOPICS, Topic
 from kafkette.server.config.entries import describe_topic_configs
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.maintenance import reap
 from kafkette.server.request_limits import (
     MAX_PARTITIONS_PER_REQUEST,
     MAX_RECORDS_PER_REQUEST,
@@ -298,6 +301,9 @@ async def handle_delete_topics(
                 )
                 continue
             results.append(await _delete_one(broker, ctx, name, topic_id))
+    # The logs' directories were renamed away; their files are freed here, off the loop
+    # (a multi-GiB log takes a second or more), before the answer: the space is free then.
+    await reap(broker.cluster.storage)
     if version < 6:
         for result in results:
             result.topic_id = ZERO_UUID

@@ -101,6 +101,7 @@ class ResourceType(enum.IntEnum):
     GROUP = 3
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
 
 
 @attrs.frozen

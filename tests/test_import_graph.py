@@ -197,7 +197,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "txn": frozenset({"core", "groups"}),
     "sasl": frozenset(),
     "acl": frozenset(),
-    "metrics": frozenset({"core", "groups", "txn"}),
+    "metrics": frozenset({"core", "config", "groups", "txn"}),
 }
 """Which rooms of the server each room may import (annotations included), as each
 room's docstring says. The network edge is imported by no other room."""

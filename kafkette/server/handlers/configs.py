@@ -1,8 +1,9 @@
 """DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
 
 Resources are topics (type 2), this broker (type 4: its node id, or the
-empty name for the cluster-wide default) and groups (type 32: their group configs,
-:mod:`kafkette.server.config.group_configs`). Every resource succeeds or fails on
+empty name for the cluster-wide default), client metrics subscriptions (type 16,
+KIP-714: :mod:`kafkette.server.metrics.client_metrics`) and groups (type 32: their
+group configs, :mod:`kafkette.server.config.group_configs`). Every resource succeeds or fails on
 its own: an unknown configuration or an invalid value is INVALID_CONFIG, a
 malformed request (null value, duplicate key, APPEND to a non-list
 configuration, unknown operation) INVALID_REQUEST, an unknown topic
@@ -57,6 +58,12 @@ from kafkette.server.config.group_configs import (
 )
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.faults import hook as fault_hook
+from kafkette.server.metrics.client_metrics_configs import (
+    CLIENT_METRICS,
+    CLIENT_METRICS_CONFIGS,
+    LIST_CONFIGS,
+    describe_client_metrics_configs,
+)
 from kafkette.server.steps import run_in_steps
 
 if TYPE_CHECKING:
@@ -96,10 +103,16 @@ def _check_access(
         if not ctx.allows(operation, acl.ResourceType.GROUP, name):
             raise GroupAuthorizationFailedError()
         return
-    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and not ctx.allows(
+    cluster_wide = (ResourceType.BROKER, ResourceType.BROKER_LOGGER, CLIENT_METRICS)
+    if resource_type in cluster_wide and not ctx.allows(
         operation, acl.ResourceType.CLUSTER, acl.CLUSTER_NAME
     ):
         raise ClusterAuthorizationFailedError()
+
+
+def _check_subscription_name(name: str) -> None:
+    if not name:
+        raise InvalidRequestError("Subscription name can't be empty")
 
 
 def _unsupported_type(resource_type: int) -> InvalidRequestError:
@@ -157,6 +170,15 @@ def _describe(
                 legacy=version == 0,
             )
             result.configs += fault_hook.describe_entry(broker.faults, resource.configuration_keys)
+        elif resource.resource_type == CLIENT_METRICS:
+            _check_subscription_name(resource.resource_name)
+            result.configs = describe_client_metrics_configs(
+                broker.metrics.client_metrics,
+                resource.resource_name,
+                keys=resource.configuration_keys,
+                include_synonyms=synonyms,
+                include_documentation=documentation,
+            )
         elif resource.resource_type == ResourceType.GROUP:
             check_group_name(resource.resource_name, describing=True)
             result.configs = describe_group_configs(
@@ -229,6 +251,13 @@ def _apply(
 ) -> None:
     """Replace the overrides of a resource (validated; applied unless ``validate_only``)."""
     cluster = broker.cluster
+    if resource_type == CLIENT_METRICS:
+        broker.metrics.client_metrics.update(
+            resource_name, new_configs, validate_only=validate_only
+        )
+        if not validate_only:
+            logger.info("client metrics subscription %s now %s", resource_name, new_configs)
+        return
     if resource_type == ResourceType.GROUP:
         checked = validate_group_configs(new_configs, broker.config)
         if not validate_only:
@@ -267,6 +296,9 @@ def _current(broker: Broker, resource_type: int, resource_name: str) -> dict[str
     if resource_type == ResourceType.GROUP:
         check_group_name(resource_name, describing=False)
         return dict(cluster.group_configs.get(resource_name, {}))
+    if resource_type == CLIENT_METRICS:
+        _check_subscription_name(resource_name)
+        return broker.metrics.client_metrics.configs(resource_name)
     raise _unsupported_type(resource_type)
 
 
@@ -341,11 +373,13 @@ def _alter_incremental(
     broker: Broker, resource: incremental_request.AlterConfigsResource, validate_only: bool
 ) -> None:
     current = _current(broker, resource.resource_type, resource.resource_name)
-    known: Mapping[str, object] = (
+    known: Mapping[str, object] | frozenset[str] = (
         TOPIC_CONFIGS
         if resource.resource_type == ResourceType.TOPIC
         else GROUP_CONFIGS
         if resource.resource_type == ResourceType.GROUP
+        else CLIENT_METRICS_CONFIGS
+        if resource.resource_type == CLIENT_METRICS
         else ALL_BROKER_CONFIGS
     )
     seen: set[str] = set()
@@ -364,7 +398,8 @@ def _alter_incremental(
         if op.config_operation == SET:
             current[name] = value
             continue
-        if name in known and not is_list(name):
+        listed = name in LIST_CONFIGS if resource.resource_type == CLIENT_METRICS else is_list(name)
+        if name in known and not listed:
             verb = "append" if op.config_operation == APPEND else "subtract"
             raise InvalidRequestError(f"Config value {verb} is not allowed for config key: {name}")
         if name not in known:

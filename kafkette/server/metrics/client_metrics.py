@@ -19,7 +19,8 @@ THROTTLING_QUOTA_EXCEEDED within the interval (the first push after a
 GetTelemetrySubscriptions is always accepted, a terminating one too),
 UNKNOWN_SUBSCRIPTION_ID for another subscription id, UNSUPPORTED_COMPRESSION_TYPE and
 TELEMETRY_TOO_LARGE. An instance not heard from for three push intervals (at least a
-minute) is forgotten.
+minute) is forgotten, and the least recently heard from when there are
+:data:`MAX_INSTANCES`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ ACCEPTED_COMPRESSION = (4, 3, 1, 2)
 """zstd, lz4, gzip, snappy: Kafka's order of preference (clients pick the first they have)."""
 _COMPRESSION_IDS = frozenset({0, 1, 2, 3, 4})
 CACHE_EXPIRY_MS = 60_000
+MAX_INSTANCES = 16_384
+"""Client instances kept at most (Kafka's cache size); the least recently heard from goes."""
 
 
 def _list(value: str) -> list[str]:
@@ -168,28 +171,30 @@ class ClientMetricsManager:
     def __init__(self) -> None:
         self.subscriptions: dict[str, Subscription] = {}
         self.instances: dict[uuid.UUID, ClientInstance] = {}
+        self._configs: dict[str, dict[str, str]] = {}
         self._version = 0
+        self.forgotten: list[uuid.UUID] = []
+        """Instances forgotten since the caller last emptied this (their pushed metrics go)."""
 
     # -- subscriptions (CLIENT_METRICS resources) --------------------------------------
 
     def configs(self, name: str) -> dict[str, str]:
         """The configurations set on subscription ``name`` (none: an empty dict)."""
-        found = self.subscriptions.get(name)
-        if found is None:
-            return {}
-        configs = {METRICS: ",".join(found.metrics), INTERVAL_MS: str(found.interval_ms)}
-        configs[MATCH] = ",".join(f"{key}={pattern.pattern}" for key, pattern in found.match)
-        return configs
+        return dict(self._configs.get(name, {}))
 
     def update(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
-        """Set subscription ``name`` to ``configs`` (empty: remove it)."""
+        """Set subscription ``name`` to ``configs`` (empty: remove it); raises Kafka's
+        error for invalid ones."""
         subscription = parse_subscription(name, configs)
         if validate_only:
             return
         if configs:
             self.subscriptions[name] = subscription
+            self._configs[name] = dict(configs)
         elif self.subscriptions.pop(name, None) is None:
             return
+        else:
+            del self._configs[name]
         self._version += 1
 
     # -- client instances --------------------------------------------------------------
@@ -204,6 +209,10 @@ class ClientMetricsManager:
         if found is not None and found.version == self._version:
             found.last_seen_ms = now_ms
             return found
+        if found is None and len(self.instances) >= MAX_INSTANCES:
+            oldest = min(self.instances.values(), key=lambda i: i.last_seen_ms)
+            del self.instances[oldest.instance_id]
+            self.forgotten.append(oldest.instance_id)
         known = dict(found.attributes) if found is not None else dict(attributes)
         known["client_instance_id"] = str(instance_id)
         metrics: set[str] = set()
@@ -233,6 +242,7 @@ class ClientMetricsManager:
         ]
         for key in gone:
             del self.instances[key]
+        self.forgotten.extend(gone)
         return gone
 
     def get_subscriptions(

@@ -10,6 +10,7 @@ from kafkette.protocol.headers import PRODUCE_KEY
 from kafkette.server.dispatch import HANDLERS
 from kafkette.server.metrics.client_metrics import ClientMetricsManager
 from kafkette.server.metrics.exposition import Family, histogram_samples, render
+from kafkette.server.metrics.otlp import Point
 from kafkette.server.metrics.pushed import PushedMetrics
 from kafkette.server.metrics.requests import LATENCY_BUCKETS_S, ConnectionStats, RequestStats
 from kafkette.server.metrics.state import BrokerState
@@ -55,9 +56,21 @@ class BrokerMetrics:
         elif api_key == FETCH_KEY and response is not None:
             self.traffic.fetched(response)
 
+    def record_push(self, instance_id: uuid.UUID, client_id: str, points: list[Point]) -> None:
+        """Keep what a client instance pushed (and drop what forgotten instances pushed)."""
+        self._drop_forgotten()
+        self.pushed.record(instance_id, client_id, points)
+
+    def _drop_forgotten(self) -> None:
+        forgotten = self.client_metrics.forgotten
+        if forgotten:
+            self.pushed.forget(forgotten)
+            forgotten.clear()
+
     def text(self) -> str:
         """The scrape: Prometheus' text format (call on the broker's event loop)."""
-        self.pushed.forget(self.client_metrics.expire(self.clock()))
+        self.client_metrics.expire(self.clock())
+        self._drop_forgotten()
         return render(self.families())
 
     def families(self) -> Iterator[Family]:

@@ -20,12 +20,15 @@ partition, ``acks=1``, no compression. For each broker, on the same run:
   a disk segment's pages to the socket, vmsplice and splice a memory log's
   arena pages (kafkette.server.net.zero_copy): neither copies the stored bytes.
 
-Each broker is a child process on a free loopback port; runs alternate
-between brokers and the best of ``--repeat`` rounds is kept for each, so all
-see the same machine load. Targets: kafkette produce >= 1.0x Tansu, consume
->= 1.0x Tansu.
+Each broker is a fresh child process on a free loopback port in each round;
+rounds alternate between brokers, so all see the same machine load, and the
+summary gives the best and the median of the ``--repeat`` rounds. Targets:
+kafkette produce >= 1.0x Tansu, consume >= 1.0x Tansu, and memory produce >= disk
+produce in every round (``--produce-only``: memory and disk produce alone, the
+ratio of each round printed)::
 
     .venv/bin/python bench/broker.py [--records 100000] [--repeat 3]
+    .venv/bin/python bench/broker.py --produce-only --records 150000 --repeat 5
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ RECORD_SIZE = 1024
 TIMEOUT_S = 120.0
 CONSUMER_SETTINGS: dict[str, int] = {}
 """Consumer settings from the command line (librdkafka's defaults otherwise)."""
+PRODUCE_ONLY = False
+"""Whether rounds measure produce alone (``--produce-only``)."""
 
 
 def produce(bootstrap: str, topic: str, records: int) -> float:
@@ -189,18 +194,22 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_fetch(bootstrap: str, topic: str, records: int, pid: int) -> Timing:
+    cpu_before = cpu_seconds(pid)
     produce_s = produce(bootstrap, topic, records)
+    produce_cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000
+    if PRODUCE_ONLY:
+        return produce_s, produce_cpu_ms, math.nan, math.nan, math.nan
     consume_s = consume(bootstrap, topic, records)
     cpu_before = cpu_seconds(pid)
     passes = [raw_fetch(bootstrap, topic, records + 1) for _ in range(FETCH_PASSES)]
     cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / FETCH_PASSES
     fetch_s, received = min(passes)
-    return produce_s, consume_s, received / fetch_s / 1e6, cpu_ms
+    return produce_s, produce_cpu_ms, consume_s, received / fetch_s / 1e6, cpu_ms
 
 
-Timing = tuple[float, float, float, float]
-"""produce seconds, consume seconds, raw fetch MB/s (best of 3 reads), broker CPU ms
-per raw fetch pass"""
+Timing = tuple[float, float, float, float, float]
+"""produce seconds, the broker's CPU ms over the produce, consume seconds, raw fetch MB/s
+(best of 3 reads), broker CPU ms per raw fetch pass"""
 
 
 def run_kafkette(data_dir: str | None, topic: str, records: int) -> Timing:
@@ -219,10 +228,28 @@ def run_tansu(topic: str, records: int) -> Timing:
         tansu.stop()
 
 
+Rates = tuple[float, float, float, float, float]
+"""produce, consume and raw fetch MB/s, the broker's CPU ms per raw fetch pass and over
+the produce"""
+
+
+def median(values: list[float]) -> float:
+    """The median of ``values`` (the mean of the middle two for an even count)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def main() -> None:
+    global PRODUCE_ONLY
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--produce-only",
+        action="store_true",
+        help="kafkette memory and disk produce alone, alternating (no Tansu, no reads)",
+    )
     parser.add_argument(
         "--partition-fetch-bytes",
         type=int,
@@ -236,11 +263,14 @@ def main() -> None:
         help="the consumer's fetch.queue.backoff.ms (librdkafka's default: 1000)",
     )
     args = parser.parse_args()
+    PRODUCE_ONLY = args.produce_only
     CONSUMER_SETTINGS["max.partition.fetch.bytes"] = args.partition_fetch_bytes
     if args.fetch_queue_backoff_ms is not None:
         CONSUMER_SETTINGS["fetch.queue.backoff.ms"] = args.fetch_queue_backoff_ms
     records: int = args.records
     megabytes = records * RECORD_SIZE / 1e6
+    # MB/s (produce, consume, raw fetch) and CPU ms per round, by broker
+    rounds: dict[str, list[Rates]] = {}
     with tempfile.TemporaryDirectory(prefix="kafkette-bench-") as tmp:
         brokers: dict[str, Callable[[str], Timing]] = {
             "tansu (memory)": lambda topic: run_tansu(topic, records),
@@ -249,41 +279,95 @@ def main() -> None:
                 os.path.join(tmp, f"data-{topic}"), topic, records
             ),
         }
-        best: dict[str, Timing] = {}
+        if PRODUCE_ONLY:
+            del brokers["tansu (memory)"]
         for round_ in range(args.repeat):
             for name, run in brokers.items():
-                produce_s, consume_s, fetch_mb_s, cpu_ms = run(f"bench-{round_}")
-                old = best.get(name, (math.inf, math.inf, 0.0, math.inf))
-                best[name] = (
-                    min(old[0], produce_s),
-                    min(old[1], consume_s),
-                    max(old[2], fetch_mb_s),
-                    min(old[3], cpu_ms),
+                produce_s, produce_cpu_ms, consume_s, fetch_mb_s, cpu_ms = run(f"bench-{round_}")
+                rates = (
+                    megabytes / produce_s,
+                    megabytes / consume_s,
+                    fetch_mb_s,
+                    cpu_ms,
+                    produce_cpu_ms,
                 )
+                rounds.setdefault(name, []).append(rates)
+                line = (
+                    f"round {round_ + 1} {name:18} produce {rates[0]:7.1f} MB/s"
+                    f" (broker CPU {produce_cpu_ms:5.0f} ms)"
+                )
+                if not PRODUCE_ONLY:
+                    line += (
+                        f"  consume {rates[1]:7.1f} MB/s"
+                        f"  raw fetch {fetch_mb_s:7.1f} MB/s, broker CPU {cpu_ms:5.1f} ms/pass"
+                    )
+                print(line, file=sys.stderr)
+            if PRODUCE_ONLY:
+                memory, disk = rounds["kafkette (memory)"][-1][0], rounds["kafkette (disk)"][-1][0]
                 print(
-                    f"round {round_ + 1} {name:18} produce {megabytes / produce_s:7.1f} MB/s"
-                    f"  consume {megabytes / consume_s:7.1f} MB/s"
-                    f"  raw fetch {fetch_mb_s:7.1f} MB/s, broker CPU {cpu_ms:5.1f} ms/pass",
-                    file=sys.stderr,
+                    f"round {round_ + 1} memory/disk produce {memory / disk:.2f}x", file=sys.stderr
                 )
-    tansu_produce, tansu_consume, tansu_fetch, _ = best["tansu (memory)"]
+    if PRODUCE_ONLY:
+        report_produce_only(rounds, records, args.repeat)
+    else:
+        report(rounds, records, args.repeat)
+
+
+def report_produce_only(rounds: dict[str, list[Rates]], records: int, repeat: int) -> None:
+    """Memory against disk produce: each round's ratio, best and median."""
+    memory = [r[0] for r in rounds["kafkette (memory)"]]
+    disk = [r[0] for r in rounds["kafkette (disk)"]]
+    ratios = [m / d for m, d in zip(memory, disk, strict=True)]
+    memory_cpu = [r[4] for r in rounds["kafkette (memory)"]]
+    disk_cpu = [r[4] for r in rounds["kafkette (disk)"]]
+    print(f"\n{records} records of {RECORD_SIZE} B, one partition, acks=1, confluent-kafka")
+    print(f"{'broker':18} {'produce MB/s, each round':>44} {'best':>7} {'median':>7}")
+    for name, values in (("kafkette (memory)", memory), ("kafkette (disk)", disk)):
+        each = " ".join(f"{v:7.1f}" for v in values)
+        print(f"{name:18} {each:>44} {max(values):7.1f} {median(values):7.1f}")
+    each = " ".join(f"{r:6.2f}x" for r in ratios)
+    print(
+        f"{'memory/disk':18} {each:>44} {max(memory) / max(disk):6.2f}x"
+        f" {median(memory) / median(disk):6.2f}x"
+    )
+    print(f"{'broker CPU ms':18} {'each round':>44} {'least':>7} {'median':>7}")
+    for name, values in (("kafkette (memory)", memory_cpu), ("kafkette (disk)", disk_cpu)):
+        each = " ".join(f"{v:7.0f}" for v in values)
+        print(f"{name:18} {each:>44} {min(values):7.0f} {median(values):7.0f}")
+    won = sum(r >= 1.0 for r in ratios)
+    print(f"memory produce >= disk produce in {won} of {repeat} alternating rounds")
+
+
+def report(rounds: dict[str, list[Rates]], records: int, repeat: int) -> None:
+    """Every broker against Tansu: best and median of the rounds."""
     print(
         f"\n{records} records of {RECORD_SIZE} B, one partition, acks=1, confluent-kafka "
-        f"({', '.join(f'{k} {v}' for k, v in CONSUMER_SETTINGS.items())}), best of {args.repeat}"
+        f"({', '.join(f'{k} {v}' for k, v in CONSUMER_SETTINGS.items())}), {repeat} rounds"
     )
-    print(
-        f"{'broker':18} {'produce MB/s':>12} {'vs tansu':>9} {'consume MB/s':>13} {'vs tansu':>9}"
-        f" {'raw fetch MB/s':>14} {'vs tansu':>9} {'CPU ms/pass':>11}"
-    )
-    for name, (produce_s, consume_s, fetch_mb_s, cpu_ms) in best.items():
+    for label, pick in (("best", max), ("median", median)):
+        summary = {
+            name: (
+                pick([r[0] for r in values]),
+                pick([r[1] for r in values]),
+                pick([r[2] for r in values]),
+                (min if pick is max else median)([r[3] for r in values]),
+            )
+            for name, values in rounds.items()
+        }
+        tansu_produce, tansu_consume, tansu_fetch, _ = summary["tansu (memory)"]
         print(
-            f"{name:18} {megabytes / produce_s:12.1f} {tansu_produce / produce_s:8.2f}x"
-            f" {megabytes / consume_s:13.1f} {tansu_consume / consume_s:8.2f}x"
-            f" {fetch_mb_s:14.1f} {fetch_mb_s / tansu_fetch:8.2f}x {cpu_ms:11.1f}"
+            f"\n{label:18} {'produce MB/s':>12} {'vs tansu':>9} {'consume MB/s':>13}"
+            f" {'vs tansu':>9} {'raw fetch MB/s':>14} {'vs tansu':>9} {'CPU ms/pass':>11}"
         )
+        for name, (produce_mb_s, consume_mb_s, fetch_mb_s, cpu_ms) in summary.items():
+            print(
+                f"{name:18} {produce_mb_s:12.1f} {produce_mb_s / tansu_produce:8.2f}x"
+                f" {consume_mb_s:13.1f} {consume_mb_s / tansu_consume:8.2f}x"
+                f" {fetch_mb_s:14.1f} {fetch_mb_s / tansu_fetch:8.2f}x {cpu_ms:11.1f}"
+            )
     print(
         f"(raw fetch: Fetch v{FETCH_VERSION} by hand, {FETCH_BYTES >> 20} MiB per fetch;"
-        f" CPU: the broker's per raw fetch pass, least of {FETCH_PASSES}-pass averages)"
+        f" CPU: the broker's per raw fetch pass, averaged over {FETCH_PASSES} passes)"
     )
 
 

@@ -1,0 +1,9 @@
+"""Share groups (KIP-932, Kafka's queues): the rules, without I/O.
+
+``state`` names a record's states and the values passed around, ``partition``
+is one share partition's records in flight (acquisition, locks, delivery
+counts, acknowledgements, the start offset), and ``persistence`` turns its
+changes into ``__share_group_state`` records (ShareSnapshot, ShareUpdate) and
+back. This room imports nothing from the rest of the server: the broker will
+drive it with requests, time and the records of its internal topic.
+"""

@@ -181,6 +181,7 @@ SERVER_ROOMS = (
     "sasl",
     "acl",
     "metrics",
+    "share",
 )
 """The rooms of ``kafkette/server/``; its top-level modules are the core."""
 
@@ -198,6 +199,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "sasl": frozenset(),
     "acl": frozenset(),
     "metrics": frozenset({"core", "config", "groups", "txn"}),
+    "share": frozenset(),
 }
 """Which rooms of the server each room may import (annotations included), as each
 room's docstring says. The network edge is imported by no other room."""

@@ -2,27 +2,27 @@
 
 Each batch is copied once, as stored (base offset, length and leader epoch
 rewritten): into a ``bytes`` of its own, or, once a segment holds
-:data:`ARENA_FROM` bytes, into an arena: an anonymous mapping the segment's
-next batches are copied into one after the other (see
-:meth:`MemorySegment._arena_copy`). Reads return read-only memoryviews of the
-stored batches (no copy). Segments, rolls, retention, DeleteRecords and
-compaction behave as on disk; nothing survives the process.
+:data:`ARENA_FROM` bytes, into an arena (:mod:`kafkette.backends.arenas`): a
+mapping the segment's next batches are copied into one after the other, taken
+from an :class:`~kafkette.backends.arenas.ArenaPool` that reuses the arenas of
+deleted segments. Reads return read-only memoryviews of the stored batches (no
+copy). Segments, rolls, retention, DeleteRecords and compaction behave as on
+disk; nothing survives the process.
 
 Arena memory is never written again once a batch is in it, nor reused while
 any view of it lives: a read of arena batches says so
 (:attr:`~kafkette.backends.types.LogSlice.spliceable`), and the TCP server
 then hands their pages to the kernel by reference instead of copying them
-(:mod:`kafkette.server.net.zero_copy`), as sendfile does for a disk segment.
+(:mod:`kafkette.server.net.zero_copy`), as sendfile does for a disk segment;
+the arenas such a read covers are never reused.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
-import errno
-import mmap
 from collections.abc import Iterator, Sequence
 
+from kafkette.backends.arenas import ARENA_POOL, Arena, ArenaPool, arena_size
 from kafkette.backends.config import LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.log import Log, Storage
@@ -36,21 +36,6 @@ from kafkette.protocol.records.batch_header import LOG_OVERHEAD
 ARENA_FROM = 4 << 20
 """Bytes a segment holds before its batches are copied into arenas (small and quiet
 partitions keep exact-size allocations)."""
-HUGE_PAGE = 2 << 20
-"""Arenas are reserved and populated in steps of this size: a transparent huge page
-on x86-64 and arm64, which the kernel hands to a socket as one piece."""
-ARENA_MIN = HUGE_PAGE
-ARENA_MAX = 64 << 20
-"""Address space reserved for one arena: an eighth of the segment's size, within these
-bounds (or a larger batch's size). Only what batches fill is populated, one huge page
-at a time, so an arena left behind wastes less than one."""
-
-_MADV_POPULATE_WRITE = 23
-"""Linux 5.14's ``madvise`` to allocate a range's pages now (Python 3.11's mmap module
-does not name it): one system call for 2 MiB costs a fraction of the page faults that
-copying into fresh memory takes, which dominate the cost of keeping a batch."""
-_ARENAS = hasattr(mmap, "MAP_ANONYMOUS") and hasattr(mmap.mmap, "madvise")
-_populate_works = True
 
 # Header fields by index in the tuple the append fast path passes.
 _LAST_OFFSET_DELTA = 6
@@ -65,7 +50,7 @@ class MemorySegment(Segment):
     makes no header object.
     """
 
-    def __init__(self, base_offset: int) -> None:
+    def __init__(self, base_offset: int, arenas: ArenaPool = ARENA_POOL) -> None:
         self.base_offset = base_offset
         self.next_offset = base_offset
         self.size = 0
@@ -81,10 +66,16 @@ class MemorySegment(Segment):
         self._max_so_far: list[int] = []
         # The batches from this index on are all in arenas.
         self._arena_batches_from = 0
-        self._region: mmap.mmap | None = None
+        self._pool = arenas
+        # The arenas holding batches, oldest first, and the index of each one's first
+        # batch (arena k holds batches from _arena_firsts[k] to the next one's first).
+        self._arenas: list[Arena] = []
+        self._arena_firsts: list[int] = []
+        # The arena being filled (the last of _arenas), a writable view of it, and
+        # where its next batch goes.
+        self._writing: Arena | None = None
         self._arena: memoryview | None = None
         self._arena_pos = 0
-        self._arena_populated = 0
 
     def append_batch(
         self, parts: Sequence[BufferLike], header: tuple[int, ...], base_offset: int
@@ -136,8 +127,10 @@ class MemorySegment(Segment):
                 return None
             pos = 0
         end = pos + size
-        if end > self._arena_populated:
-            self._populate(end)
+        writing = self._writing
+        assert writing is not None
+        if end > writing.populated:
+            writing.populate(end)
         at = pos
         for part in parts:
             arena[at : at + len(part)] = part
@@ -146,38 +139,15 @@ class MemorySegment(Segment):
         return arena[pos:end].toreadonly()
 
     def _new_arena(self, batch_size: int) -> memoryview | None:
-        if not _ARENAS:
+        taken = self._pool.take(arena_size(self.size, batch_size))
+        if taken is None:
             return None
-        # Growing with the segment (an eighth of it) keeps the number of mappings of
-        # a large log small without reserving much for a small one.
-        size = max(min(max(ARENA_MIN, self.size // 8), ARENA_MAX), batch_size)
-        size = -(-size // HUGE_PAGE) * HUGE_PAGE
-        try:
-            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        except (OSError, ValueError):
-            return None
-        # (not on Linux, or without transparent huge pages, 4 KiB pages serve too)
-        with contextlib.suppress(OSError, AttributeError):
-            region.madvise(mmap.MADV_HUGEPAGE)
-        self._region = region
-        self._arena = memoryview(region)
-        self._arena_pos = self._arena_populated = 0
+        self._arenas.append(taken)
+        self._arena_firsts.append(len(self._data))
+        self._writing = taken
+        self._arena = memoryview(taken.region)
+        self._arena_pos = 0
         return self._arena
-
-    def _populate(self, end: int) -> None:
-        """Allocate the arena's pages up to ``end`` (rounded up to a huge page) now."""
-        global _populate_works
-        assert self._region is not None
-        start = self._arena_populated
-        stop = min(-(-end // HUGE_PAGE) * HUGE_PAGE, len(self._region))
-        self._arena_populated = stop
-        if not _populate_works:
-            return  # the copy's page faults allocate them
-        try:
-            self._region.madvise(_MADV_POPULATE_WRITE, start, stop - start)
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:  # a kernel before 5.14
-                _populate_works = False
 
     def _add(self, data: memoryview, base_offset: int, last_delta: int, max_ts: int) -> None:
         if not self._data:
@@ -208,7 +178,14 @@ class MemorySegment(Segment):
             views.append(view)
             total += len(view)
             index += 1
-        return LogSlice(total, tuple(views), spliceable=first >= self._arena_batches_from)
+        spliceable = first >= self._arena_batches_from
+        if spliceable and views:
+            # The kernel may keep these pages: the arenas holding them are never reused.
+            firsts = self._arena_firsts
+            low = bisect.bisect_right(firsts, first) - 1
+            for arena in self._arenas[low : bisect.bisect_right(firsts, index - 1)]:
+                arena.exposed = True
+        return LogSlice(total, tuple(views), spliceable=spliceable)
 
     def headers(self, start_offset: int | None = None) -> Iterator[tuple[int, StoredHeader]]:
         index = 0 if start_offset is None else bisect.bisect_left(self._lasts, start_offset)
@@ -228,6 +205,7 @@ class MemorySegment(Segment):
         # (a running maximum: the entries of the batches kept stay right)
         del self._data[index:], self._lasts[index:], self._max_so_far[index:]
         self._arena_batches_from = min(self._arena_batches_from, index)
+        self._drop_arenas_from(index)
         self._recompute()
         self.drop_aborted_from(offset)
 
@@ -245,11 +223,34 @@ class MemorySegment(Segment):
                 self.max_timestamp = highest
                 self.offset_of_max_timestamp = parse_header(data[first]).base_offset
 
+    def _drop_arenas_from(self, index: int) -> None:
+        """Retire the arenas all of whose batches (those from ``index`` on) went; the one
+        being filled stays, its next batch at ``index`` (the regions handed out are not
+        written again)."""
+        cut = bisect.bisect_left(self._arena_firsts, index)
+        for arena in self._arenas[cut:]:
+            if arena is not self._writing:
+                self._pool.retire(arena)
+        del self._arenas[cut:], self._arena_firsts[cut:]
+        if self._writing is not None and (
+            not self._arenas or self._arenas[-1] is not self._writing
+        ):
+            self._arenas.append(self._writing)
+            self._arena_firsts.append(index)
+
     def add_aborted(self, txn: AbortedTxn) -> None:
         self.aborted.append(txn)
 
     def seal(self) -> None:
-        self._arena = self._region = None  # its regions live on in the batches kept
+        self._arena = self._writing = None  # its arenas live on in the batches kept
+
+    def delete(self) -> None:
+        """The segment left its log: its arenas go to the pool, to be reused once no view
+        of them lives."""
+        self._arena = self._writing = None
+        arenas, self._arenas, self._arena_firsts = self._arenas, [], []
+        for arena in arenas:
+            self._pool.retire(arena)
 
 
 class MemoryLog(SegmentedLog):
@@ -263,16 +264,18 @@ class MemoryLog(SegmentedLog):
         *,
         clock: LogClockMs = wall_ms_int,
         start_offset: int = 0,
+        arenas: ArenaPool = ARENA_POOL,
     ) -> None:
         super().__init__(topic, partition, config or LogConfig(), clock)
+        self._arena_pool = arenas
         self._snapshots: dict[int, bytes] = {}
-        self._segments = [MemorySegment(start_offset)]
+        self._segments = [MemorySegment(start_offset, arenas)]
         self._bases = [start_offset]
         self._log_start = self._next_offset = self._high_watermark = start_offset
         self._first_dirty_offset = start_offset
 
     def _new_segment(self, base_offset: int) -> Segment:
-        return MemorySegment(base_offset)
+        return MemorySegment(base_offset, self._arena_pool)
 
     def _save_snapshot(self, offset: int, table: ProducerStateTable) -> None:
         self._snapshots[offset] = table.to_bytes()
@@ -298,7 +301,7 @@ class MemoryLog(SegmentedLog):
     def _replace_segment(
         self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Segment:
-        segment = MemorySegment(old.base_offset)
+        segment = MemorySegment(old.base_offset, self._arena_pool)
         for parts, header in batches:
             segment.append_batch(parts, header, header.base_offset)
         segment.aborted = list(old.aborted)
@@ -309,17 +312,24 @@ class MemoryStorage(Storage):
     """Logs kept in memory, by topic-partition."""
 
     def __init__(
-        self, *, clock: LogClockMs = wall_ms_int, default_config: LogConfig | None = None
+        self,
+        *,
+        clock: LogClockMs = wall_ms_int,
+        default_config: LogConfig | None = None,
+        arenas: ArenaPool = ARENA_POOL,
     ) -> None:
         self._clock = clock
         self._default = default_config or LogConfig()
+        self._arenas = arenas
         self._logs: dict[tuple[str, int], MemoryLog] = {}
 
     def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         key = (topic, partition)
         log = self._logs.get(key)
         if log is None:
-            log = MemoryLog(topic, partition, config or self._default, clock=self._clock)
+            log = MemoryLog(
+                topic, partition, config or self._default, clock=self._clock, arenas=self._arenas
+            )
             self._logs[key] = log
             return log
         log._closed = False  # reopening keeps the data, as a disk log would
@@ -334,6 +344,8 @@ class MemoryStorage(Storage):
         log = self._logs.pop((topic, partition), None)
         if log is not None:
             log.close()
+            for segment in log.segments:
+                segment.delete()  # (its arenas to the pool)
 
     def close(self) -> None:
         for log in self._logs.values():

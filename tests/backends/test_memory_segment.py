@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.backends import memory
+from kafkette.backends import arenas, memory
 from kafkette.backends.config import LogConfig
 from kafkette.backends.memory import MemoryLog, MemorySegment
 from kafkette.backends.types import TimestampOffset
@@ -100,7 +100,7 @@ def test_batches_past_arena_from_are_kept_in_arenas_unchanged() -> None:
     log = MemoryLog("t", 0, LogConfig(max_message_bytes=8 << 20), clock=FakeClock())
     count = memory.ARENA_FROM // 16_000 + 30
     batches = [_stored_batch(i, 16_000) for i in range(count)]
-    batches.append(_stored_batch(count, memory.ARENA_MIN + 1000))
+    batches.append(_stored_batch(count, arenas.ARENA_MIN + 1000))
     batches.append(_stored_batch(count + 1, 16_000))
     for data in batches:
         log.append(data, leader_epoch=3)
@@ -113,7 +113,7 @@ def test_batches_past_arena_from_are_kept_in_arenas_unchanged() -> None:
     first_in_arena = [type(o) for o in owners].index(mmap.mmap)
     assert first_in_arena == -(-memory.ARENA_FROM // len(expected[0]))
     assert {type(o) for o in owners[first_in_arena:]} == {mmap.mmap}
-    assert len(owners[-2]) == 2 * memory.HUGE_PAGE  # its own, in huge pages
+    assert len(owners[-2]) == 2 * arenas.POPULATE_STEP  # its own, in whole steps
     assert owners[-2] is not owners[-3] and owners[-1] is owners[-2]
     assert not whole.spliceable
     assert not log.read(first_in_arena - 1, 1 << 30).spliceable
@@ -143,7 +143,7 @@ def test_a_read_after_a_batch_kept_alone_is_spliceable_only_past_it(
     first_in_arena = -(-memory.ARENA_FROM // len(_stored_batch(0, 16_000)))
     refused = memory.MemorySegment._new_arena
     monkeypatch.setattr(memory.MemorySegment, "_new_arena", lambda self, size: None)
-    log.append(_stored_batch(count, memory.ARENA_MIN), leader_epoch=0)  # needs a new arena
+    log.append(_stored_batch(count, arenas.ARENA_MIN), leader_epoch=0)  # needs a new arena
     monkeypatch.setattr(memory.MemorySegment, "_new_arena", refused)
     log.append(_stored_batch(count + 1, 16_000), leader_epoch=0)
     views = log.read(0, 1 << 30).buffers

@@ -26,6 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -46,11 +47,12 @@ HEADERS_TYPE = ArrayType(
 """Spark's type of the ``headers`` column, read and written (nullability aside)."""
 
 
-def kafka_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka source schema; with ``include_headers``, the ``headers`` column too."""
+def kafka_schema(include_headers: bool, value_type: DataType | None = None) -> StructType:
+    """Spark's Kafka source schema; with ``include_headers``, the ``headers`` column too;
+    ``value_type``: the ``value`` column's when it is decoded (``valueFormat=avro``)."""
     fields = [
         StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("value", BinaryType() if value_type is None else value_type),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),

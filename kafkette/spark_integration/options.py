@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from kafkette.spark_integration.avro.options import AvroValues
 from kafkette.structs import TopicPartition
 
 KAFKA_PREFIX = "kafka."
@@ -205,6 +206,8 @@ class ReaderOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     group_id_prefix: str | None = None
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    value_avro: AvroValues | None = None
+    """``valueFormat=avro``: the reader's schema, found on the driver (:mod:`.avro`)."""
 
     @property
     def group_id(self) -> str | None:
@@ -298,6 +301,22 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
 def include_headers(options: Mapping[str, str]) -> bool:
     """``includeHeaders`` alone (the schema depends on it and nothing else)."""
     return _bool({k.lower(): v for k, v in options.items()}, INCLUDE_HEADERS, False)
+
+
+def single_topic(options: Mapping[str, str]) -> str | None:
+    """The one topic ``subscribe`` or ``assign`` names; None for several, a pattern, or
+    options that name none (their error is the reader's to raise)."""
+    try:
+        strategy = _strategy({k.lower(): v for k, v in options.items()})
+    except ValueError:
+        return None
+    if isinstance(strategy, Subscribe):
+        topics = set(strategy.topics)
+    elif isinstance(strategy, Assign):
+        topics = {tp.topic for tp in strategy.partitions}
+    else:
+        return None
+    return topics.pop() if len(topics) == 1 else None
 
 
 def offset_limit(

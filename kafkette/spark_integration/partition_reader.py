@@ -150,14 +150,26 @@ def read_partition(options: ReaderOptions, partition: InputPartition) -> Iterato
     """What a reader's ``read(partition)`` yields: the Arrow batches of its offset range.
 
     Spark calls ``read`` with a stand-in partition when planning found nothing
-    to read; that yields nothing.
+    to read; that yields nothing. With ``valueFormat=avro`` the values are
+    decoded (:class:`~kafkette.spark_integration.avro.values.ValueDecoder`).
     """
     if not isinstance(partition, KafkaInputPartition):
         return
-    yield from read_range(
+    batches = read_range(
         options.client,
         partition.range,
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_ms=options.poll_timeout_ms,
     )
+    if options.value_avro is None:
+        yield from batches
+        return
+    from kafkette.spark_integration.avro.values import ValueDecoder
+
+    decoder = ValueDecoder(options.value_avro, options.include_headers)
+    try:
+        for batch in batches:
+            yield decoder.decode(batch)
+    finally:
+        decoder.close()

@@ -65,6 +65,12 @@ class KafkaSink:
     ``producer_config``: more producer settings (Kafka names, without the
     ``kafka.`` prefix); ``marker_topic``: where the exactly-once markers go
     (partition 0), needed only when ``topic`` is not given.
+
+    ``value_format="avro"`` writes the ``value`` column (a struct, or any type the
+    schema has) as registry-framed Avro: ``schema_registry`` is the registry's URL
+    or confluent-kafka's configuration dict; ``value_schema`` (Avro JSON) is
+    registered under ``value_subject`` (default ``TOPIC-value``), else the
+    subject's latest schema is used.
     """
 
     format_name = "kafkette"
@@ -82,6 +88,10 @@ class KafkaSink:
         bytes_per_transaction: int = BYTES_PER_TRANSACTION,
         producer_config: Mapping[str, Any] | None = None,
         marker_topic: str | None = None,
+        value_format: str = "binary",
+        schema_registry: str | Mapping[str, Any] | None = None,
+        value_schema: str | None = None,
+        value_subject: str | None = None,
     ) -> None:
         if not isinstance(bootstrap_servers, str):
             bootstrap_servers = ",".join(bootstrap_servers)
@@ -106,10 +116,14 @@ class KafkaSink:
         self.bytes_per_transaction = bytes_per_transaction
         self.producer_config = {k: str(v) for k, v in (producer_config or {}).items()}
         self.marker_topic = marker_topic
+        self.avro_options = _avro_options(
+            value_format, schema_registry, value_schema, value_subject
+        )
 
     def options(self, batch_id: int) -> dict[str, str]:
         """The data source options the batch ``batch_id`` is written with."""
         options = {f"kafka.{k}": v for k, v in self.producer_config.items()}
+        options.update(self.avro_options)
         options["kafka.bootstrap.servers"] = self.bootstrap_servers
         if self.topic is not None:
             options["topic"] = self.topic
@@ -169,3 +183,34 @@ class KafkaSink:
         finally:
             if counted:
                 batch_df.unpersist()
+
+
+def _avro_options(
+    value_format: str,
+    schema_registry: str | Mapping[str, Any] | None,
+    value_schema: str | None,
+    value_subject: str | None,
+) -> dict[str, str]:
+    """KafkaSink's Avro arguments as the data source's options (checked now)."""
+    if value_format not in ("binary", "avro"):
+        raise ValueError(f"value_format must be 'binary' or 'avro', got {value_format!r}")
+    if value_format == "binary":
+        if schema_registry is not None or value_schema is not None or value_subject is not None:
+            raise ValueError(
+                "schema_registry, value_schema and value_subject go with value_format='avro'"
+            )
+        return {}
+    if schema_registry is None:
+        raise ValueError("value_format='avro' needs schema_registry (the registry's URL)")
+    conf = (
+        {"url": schema_registry}
+        if isinstance(schema_registry, str)
+        else {k.replace("_", "."): v for k, v in schema_registry.items()}
+    )
+    options = {f"schema.registry.{k}": str(v) for k, v in conf.items()}
+    options["valueFormat"] = "avro"
+    if value_schema is not None:
+        options["avroSchema"] = value_schema
+    if value_subject is not None:
+        options["valueSubject"] = value_subject
+    return options

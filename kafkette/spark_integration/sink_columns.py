@@ -55,9 +55,15 @@ def _same_type(a: DataType, b: DataType) -> bool:
 
 
 def _column(
-    schema: StructType, name: str, desired: Sequence[DataType], *, required: str | None
+    schema: StructType,
+    name: str,
+    desired: Sequence[DataType],
+    *,
+    required: str | None,
+    any_type: bool = False,
 ) -> str | None:
-    """The column ``name`` if present (checked against ``desired``); None if absent.
+    """The column ``name`` if present (checked against ``desired`` unless ``any_type``);
+    None if absent.
 
     ``required``: the message when it must be present.
     """
@@ -66,7 +72,7 @@ def _column(
         if required is not None:
             raise SinkSchemaError(required)
         return None
-    if not any(_same_type(d, field.dataType) for d in desired):
+    if not any_type and not any(_same_type(d, field.dataType) for d in desired):
         wanted = " or ".join(d.simpleString() for d in desired)
         raise SinkSchemaError(
             f"{name} attribute unsupported type {field.dataType.simpleString()}. "
@@ -88,8 +94,13 @@ class SinkColumns:
     timestamp: str | None
 
     @classmethod
-    def check(cls, schema: StructType, topic_option: str | None) -> SinkColumns:
-        """Check ``schema`` as Spark's Kafka sink does; raises :class:`SinkSchemaError`."""
+    def check(
+        cls, schema: StructType, topic_option: str | None, *, any_value: bool = False
+    ) -> SinkColumns:
+        """Check ``schema`` as Spark's Kafka sink does; raises :class:`SinkSchemaError`.
+
+        ``any_value``: the ``value`` column may be of any type (it is encoded before it
+        is sent: ``valueFormat=avro``)."""
         topic = None
         if topic_option is None:
             topic = _column(
@@ -107,6 +118,7 @@ class SinkColumns:
             "value",
             [StringType(), BinaryType()],
             required="Required attribute 'value' not found",
+            any_type=any_value,
         )
         assert value is not None
         headers = _column(schema, "headers", [HEADERS_TYPE], required=None)
@@ -114,10 +126,12 @@ class SinkColumns:
         timestamp = _column(schema, "timestamp", [DoubleType(), TimestampType()], required=None)
         return cls(value, topic_option, topic, key, headers, partition, timestamp)
 
-    def records(self, batch: Any) -> Iterator[tuple[Any, ...]]:
+    def records(
+        self, batch: Any, values: list[bytes | None] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
         """The records of an Arrow ``batch``: ``(topic, value, key, headers, partition,
         timestamp_ms)`` tuples, values and keys as bytes, headers as (str, bytes) pairs
-        (None for absent columns and null cells)."""
+        (None for absent columns and null cells); ``values``: the values already encoded."""
         n = batch.num_rows
         if n == 0:
             return iter(())
@@ -129,7 +143,8 @@ class SinkColumns:
             topics = _pylist(batch, self.topic)
             if None in topics:
                 raise NullTopicError(NULL_TOPIC_MESSAGE)
-        values = _bytes_list(batch, self.value)
+        if values is None:
+            values = _bytes_list(batch, self.value)
         keys = nones if self.key is None else _bytes_list(batch, self.key)
         headers = nones if self.headers is None else _headers_list(batch, self.headers)
         partitions = nones if self.partition is None else _pylist(batch, self.partition)

@@ -13,7 +13,8 @@ Options (keys arrive lower-cased): ``kafka.bootstrap.servers`` and any other
 streaming query id); ``markerTopic`` (the topic holding the exactly-once
 markers, default the ``topic`` option); ``batchId`` (set by
 :class:`~kafkette.spark_integration.sink.KafkaSink`: the micro-batch of a
-``foreachBatch`` write).
+``foreachBatch`` write); ``valueFormat=avro`` with its registry options
+(:mod:`.avro.options`): the ``value`` column encoded in Confluent's framing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafkette.spark_integration.avro.options import AvroValues, avro_request, writer_schema
+from kafkette.spark_integration.avro.types import check_writable
 from kafkette.spark_integration.exactly_once import (
     KafketteSession,
     PartitionPlan,
@@ -107,12 +110,29 @@ class _TaskWriter:
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.write_options = WriteOptions.parse(options)
-        self.columns = SinkColumns.check(schema, self.write_options.topic)
+        request = avro_request(options, self.write_options.topic)
+        self.columns = SinkColumns.check(
+            schema, self.write_options.topic, any_value=request is not None
+        )
+        self.value_avro: AvroValues | None = None
+        if request is not None:
+            found = writer_schema(request)
+            value_type = next(f.dataType for f in schema.fields if f.name == "value")
+            check_writable(value_type, found.spark_type()[0])
+            self.value_avro = AvroValues(request, found)
 
     def _records(self, batches: Iterator[Any]) -> Iterator[Record]:
         columns = self.columns
+        if self.value_avro is None:
+            for batch in batches:
+                yield from columns.records(batch)
+            return
+        from kafkette.spark_integration.avro.values import ValueEncoder
+
+        encoder = ValueEncoder(self.value_avro)
         for batch in batches:
-            yield from columns.records(batch)
+            values = encoder.encode(batch.column(batch.schema.get_field_index(columns.value)))
+            yield from columns.records(batch, values)
 
     def write_task(self, batches: Iterator[Any]) -> KafkaWriteMessage:
         from pyspark import TaskContext

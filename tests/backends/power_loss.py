@@ -6,7 +6,9 @@ log, recording what each fsync made durable:
 - a checkpoint, snapshot or marker file (``write_atomically``: temporary file,
   fsync, rename) is durable in the version that was last renamed before an
   fsync of its directory; any later version may survive too, or not, each
-  file independently (renames not yet synced may persist in any order);
+  file independently (renames not yet synced may persist in any order); a
+  version written without the fsync (a producer snapshot at a roll) may
+  survive cut short, until ``fsync_file`` syncs the file;
 - a segment's ``.log`` file keeps at least the bytes it held at its last
   fsync (``FileSegment.flush``) and loses any part of what was written after.
 
@@ -46,11 +48,24 @@ class PowerLoss:
         real_fsync_dir = checkpoint.fsync_dir
         real_flush = FileSegment.flush
 
-        def write_atomically(path: str, data: bytes, *, sync_dir: bool = True) -> None:
-            real_write(path, data, sync_dir=False)
+        self.unsynced: dict[str, int] = {}
+        """Per file, the first version written without an fsync of its content since
+        (``sync_file=False``): a power loss may leave that one or later ones torn."""
+        real_fsync_file = checkpoint.fsync_file
+
+        def write_atomically(
+            path: str, data: bytes, *, sync_dir: bool = True, sync_file: bool = True
+        ) -> None:
+            real_write(path, data, sync_dir=False, sync_file=sync_file)
             self.versions.setdefault(path, []).append(bytes(data))
+            if not sync_file:
+                self.unsynced.setdefault(path, len(self.versions[path]) - 1)
             if sync_dir:
                 fsync_dir(os.path.dirname(path) or ".")
+
+        def fsync_file(path: str) -> None:
+            real_fsync_file(path)
+            self.unsynced.pop(path, None)
 
         def fsync_dir(directory: str) -> None:
             real_fsync_dir(directory)
@@ -66,6 +81,7 @@ class PowerLoss:
         for module in (checkpoint, disk_log):
             monkeypatch.setattr(module, "write_atomically", write_atomically)
             monkeypatch.setattr(module, "fsync_dir", fsync_dir)
+            monkeypatch.setattr(module, "fsync_file", fsync_file)
         monkeypatch.setattr(FileSegment, "flush", flush)
 
     def strike(self, directory: str, rng: random.Random) -> None:
@@ -78,8 +94,11 @@ class PowerLoss:
             if chosen < 0:
                 os.unlink(path)
             else:
+                data = versions[chosen]
+                if chosen >= self.unsynced.get(path, len(versions)):
+                    data = data[: rng.randint(0, len(data))]  # its content never synced
                 with open(path, "wb") as f:
-                    f.write(versions[chosen])
+                    f.write(data)
         for name in os.listdir(directory):
             path = os.path.join(directory, name)
             if name.endswith(".log"):

@@ -82,7 +82,9 @@ def damage(path: str, how: str, log: DiskLog) -> None:
         with open(os.path.join(path, f"{active:020d}.log"), "ab") as f:
             f.write(simple_batch(3)[:50])
     elif how == "bad_index" and sealed:
-        with open(os.path.join(path, f"{sealed[0]:020d}.index"), "r+b") as f:
+        # (a segment rolled and not flushed since may have no index file yet)
+        index = os.path.join(path, f"{sealed[0]:020d}.index")
+        with open(index, "r+b" if os.path.exists(index) else "wb") as f:
             f.write(b"\xff" * 8)
     elif how == "pending_swap" and sealed:
         # Compaction had committed the swap (the cleaned copy's .log is a .swap) when the

@@ -22,6 +22,18 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str) -> None:
+    """Make the content of the file at ``path`` durable (absent: nothing to do)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class DirectorySync:
     """The fsync of one directory, shared by the entries made in it.
 
@@ -57,15 +69,19 @@ class DirectorySync:
             self._synced = max(self._synced, covered)
 
 
-def write_atomically(path: str, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves the old or the new content."""
+def write_atomically(
+    path: str, data: bytes, *, sync_dir: bool = True, sync_file: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old or the new content
+    (``sync_file=False``: or, until :func:`fsync_file`, a damaged one)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync_file:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

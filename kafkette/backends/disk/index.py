@@ -111,8 +111,16 @@ class _IndexFile:
 
     def flush(self) -> None:
         self.write_pending()
-        if self._fd >= 0 and self._dirty:
-            os.fsync(self._fd)
+        if self._dirty:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+            elif not self.read_only:
+                # written and closed by close(): synced through a descriptor of its own
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             self._dirty = False
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.checkpoint import (
     DirectorySync,
     fsync_dir,
+    fsync_file,
     read_checkpoint,
     write_atomically,
     write_checkpoint,
@@ -84,6 +85,8 @@ class DiskLog(SegmentedLog):
         self.directory = directory
         self._write_buffer = write_buffer_bytes
         self._reaper = reaper
+        self._unsynced_snapshots: list[str] = []
+        """Producer snapshots written since the last checkpoint write (see _save_snapshot)."""
         self._files_lock = threading.RLock()
         """Held while a worker thread writes in the directory (compaction's checkpoints),
         and by the owner's writes of the same files and by closing."""
@@ -306,7 +309,13 @@ class DiskLog(SegmentedLog):
         return self._path(segment_stem(offset) + SNAPSHOT_SUFFIX)
 
     def _save_snapshot(self, offset: int, table: ProducerStateTable) -> None:
-        write_atomically(self._snapshot_path(offset), table.to_bytes(), sync_dir=False)
+        # Not synced here (a roll, on the append path, saves one): the next checkpoint
+        # write or flush syncs it before the recovery point can pass it; one a crash
+        # damaged fails its CRC when read, and an older one is used.
+        path = self._snapshot_path(offset)
+        write_atomically(path, table.to_bytes(), sync_dir=False, sync_file=False)
+        with self._files_lock:
+            self._unsynced_snapshots.append(path)
 
     def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:
         for offset in reversed(self._snapshot_offsets()):
@@ -412,6 +421,11 @@ class DiskLog(SegmentedLog):
         """Write the checkpoints that changed, then fsync the directory once (also
         when ``sync_directory``, for new segment files)."""
         with self._files_lock:
+            if self._unsynced_snapshots:
+                for path in self._unsynced_snapshots:
+                    fsync_file(path)
+                self._unsynced_snapshots.clear()
+                sync_directory = True
             changed = [
                 (name, rows)
                 for name, rows in self._checkpoint_rows().items()

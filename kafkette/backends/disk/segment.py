@@ -326,15 +326,15 @@ class FileSegment(Segment):
             self._index_files = True
 
     def seal(self) -> None:
+        """Stop being the active segment: the last time index entry is added, and what
+        its indexes hold reaches their files, made durable, at the next :meth:`flush`
+        (a roll, on the append path, waits for no file work; recovery rebuilds the
+        indexes of every segment after the recovery point)."""
         self._drain()
-        self._make_index_files()
         self.sealed = True
         self.time_index.maybe_append(
             self._tracker.max_timestamp, self._tracker.offset_of_max_timestamp - self.base_offset
         )
-        self.index.release()
-        self.time_index.release()
-        self.txn_index.release()
 
     def add_aborted(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -596,9 +596,14 @@ class FileSegment(Segment):
             os.fsync(self.file.fileno())
             self._dirty = False
         self._make_index_files()
-        self.index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        if self.sealed:  # durable, then closed until the next write: sealed keeps none open
+            self.index.release()
+            self.time_index.release()
+            self.txn_index.release()
+        else:
+            self.index.flush()
+            self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         if not _DELETED or self.file is not _DELETED[0]:  # the shared one stays open

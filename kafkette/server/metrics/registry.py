@@ -141,7 +141,6 @@ class BrokerMetrics:
             ("kafkette_topic_bytes_in_total", "Record batch bytes appended.", traffic.bytes_in),
             ("kafkette_topic_records_in_total", "Records appended.", traffic.records_in),
             ("kafkette_topic_bytes_out_total", "Record batch bytes fetched.", traffic.bytes_out),
-            ("kafkette_topic_records_out_total", "Records fetched.", traffic.records_out),
         )
         for name, text, table in tables:
             family = Family(name, "counter", text + " By topic.")

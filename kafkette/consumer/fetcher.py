@@ -9,7 +9,9 @@ per broker is in flight). Requests are session-less (session id 0, epoch -1).
 Partitions are fetched ahead: a partition whose previous records are still
 buffered is fetched again from the end of those records (up to two completed
 fetches per partition), so while the application works on one batch of
-records, the next is already on its way or waiting.
+records, the next is already on its way or waiting. The next fetch from a
+broker is sent as soon as its answer is buffered, in the same step, not in a
+later round: the broker reads while ``poll`` parses.
 """
 
 from __future__ import annotations
@@ -281,7 +283,10 @@ class Fetcher:
         self, node: int, partitions: dict[TopicPartition, tuple[PartitionState, int]]
     ) -> None:
         try:
-            await self._fetch_from(node, partitions)
+            while partitions:
+                await self._fetch_from(node, partitions)
+                self.wake()  # a round for the other nodes' news; this node stays busy
+                partitions = self._next_from(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("fetch from node %d failed: %s", node, exc)
             self.client.metadata.request_update()
@@ -294,6 +299,20 @@ class Fetcher:
         finally:
             self._busy_nodes.discard(node)
             self.wake()
+
+    def _next_from(self, node: int) -> dict[TopicPartition, tuple[PartitionState, int]]:
+        """What to fetch from ``node`` next, right after its answer: sent in the same step
+        as the answer's records were buffered, so the broker reads the next records while
+        ``poll`` works on these (a round would wait for the loop's next turn, and the sync
+        consumer's thread holds the interpreter meanwhile). Nothing when closed or when the
+        node is backing off."""
+        if self._closed:
+            return {}
+        _, not_before = self._node_retry_at.get(node, (0, 0.0))
+        if not_before > self.client.clock():
+            return {}
+        plan, _ = self._plan()
+        return plan.get(node, {})
 
     def _report(self, exc: Exception, partitions: Iterable[TopicPartition]) -> None:
         """Hand ``exc`` to the application: ``poll`` raises it (once per partition)."""

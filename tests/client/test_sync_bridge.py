@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import anyio
@@ -64,6 +65,29 @@ def test_wake_and_close_are_idempotent() -> None:
     loop.close()
     with pytest.raises(RuntimeError, match="closed"):
         loop.call(anyio.sleep, 0)
+
+
+def seen_in_thread(seen: list[tuple[int, int]], i: int) -> None:
+    seen.append((i, threading.get_ident()))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_wake_runs_in_the_loop_thread_in_order(backend: str) -> None:
+    """wake() hands plain functions to the loop's thread, in the order given."""
+    loop = BackgroundLoop("test", backend=backend)
+    seen: list[tuple[int, int]] = []
+    done = threading.Event()
+    try:
+        for i in range(5):
+            loop.wake(functools.partial(seen_in_thread, seen, i))
+        loop.wake(done.set)
+        assert done.wait(5)
+        assert [i for i, _ in seen] == [0, 1, 2, 3, 4]
+        assert {ident for _, ident in seen} == {loop._thread.ident}
+    finally:
+        loop.close()
+    loop.wake(done.clear)  # closed: nothing runs, nothing raises
+    assert done.is_set()
 
 
 def test_close_cancels_background_tasks() -> None:

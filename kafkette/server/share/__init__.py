@@ -4,6 +4,8 @@
 is one share partition's records in flight (acquisition, locks, delivery
 counts, acknowledgements, the start offset), and ``persistence`` turns its
 changes into ``__share_group_state`` records (ShareSnapshot, ShareUpdate) and
-back. This room imports nothing from the rest of the server: the broker will
-drive it with requests, time and the records of its internal topic.
+back. ``group`` is one share group's membership (ShareGroupHeartbeat: epochs,
+sessions, the target assignment) and ``assignor`` Kafka's simple share
+assignor. This room imports nothing from the rest of the server: the broker
+will drive it with requests, time and the records of its internal topics.
 """

@@ -25,7 +25,8 @@ Theory of operation, following Kafka's ``SharePartition``:
   (``release_member``) gives its records back with their count lowered by one,
   as they were not delivered.
 - The start offset moves past every ACKNOWLEDGED or ARCHIVED record at its
-  front, and those records are forgotten.
+  front, and those records are forgotten; and to the log's start offset when
+  retention or DeleteRecords moves it (``move_log_start``).
 
 Every change but an acquisition or a RENEW returns a :class:`StateWrite` for
 the share coordinator to persist (``persistence``); the written start offset is
@@ -294,6 +295,18 @@ class SharePartition:
                 self._give_back(record, lowered=True)
                 changed[offset] = (record.state, record.delivery_count)
         return self._written(changed)
+
+    def move_log_start(self, log_start_offset: int) -> None:
+        """The log's start offset moved (retention, DeleteRecords) to
+        ``log_start_offset``: what lies below is gone, acquired or not. As Kafka,
+        nothing is written now; the next write carries the new start offset."""
+        if log_start_offset <= self._start:
+            return
+        self._records = {o: r for o, r in self._records.items() if o >= log_start_offset}
+        self._unknown = [o for o in self._unknown if o >= log_start_offset]
+        self._start = log_start_offset
+        self._end = max(self._end, log_start_offset)
+        self._advance()
 
     # ---- inside
 

@@ -231,3 +231,18 @@ def test_unknown_offsets_the_log_skips_hold_no_record() -> None:
 def test_an_impossible_written_state_is_refused(batches: list[StateBatch]) -> None:
     with pytest.raises(ValueError):
         SharePartition(batches=batches)
+
+
+def test_a_moved_log_start_drops_what_lies_below_acquired_or_not() -> None:
+    """Retention or DeleteRecords past in-flight records: acknowledgements of them
+    are ignored, their expiry writes nothing, the start offset is the log's."""
+    p = SharePartition()
+    acquire(p, "a", 0, 5)
+    p.acknowledge("a", [ack(4, 4, RELEASE)], 1, lock_duration_ms=LOCK)
+    p.move_log_start(5)
+    assert (p.start_offset, p.end_offset, sorted(p.records())) == (5, 6, [5])
+    assert p.acknowledge("a", [ack(0, 3, ACCEPT)], 2, lock_duration_ms=LOCK) is None
+    assert p.expire_locks(LOCK) == StateWrite(5, (StateBatch(5, 5, RecordState.AVAILABLE, 1),))
+    p.move_log_start(9)
+    assert (p.start_offset, p.end_offset, p.records()) == (9, 9, {})
+    assert acquire(p, "a", 9, 9) == [AcquiredRecords(9, 9, 1)]

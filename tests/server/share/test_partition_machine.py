@@ -78,6 +78,13 @@ class Model:
             record.state = RecordState.AVAILABLE
         record.member, record.deadline = "", 0
 
+    def move_log_start(self, log_start: int) -> None:
+        if log_start > self.start:
+            self.records = {o: r for o, r in self.records.items() if o >= log_start}
+            self.start = log_start
+            self.end = max(self.end, log_start)
+            self.advance()
+
     def restart(self) -> None:
         self.records = {
             o: Record(state, count)
@@ -97,6 +104,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.book.initialize(KEY, 0, 0, now_ms=0)
         self.records: list[tuple[bytes, bytes | None]] = []
         self.log_end = 0
+        self.log_start = 0
         self.now = 0
 
     def persist(self, write: StateWrite | None, changed: list[int]) -> None:
@@ -110,6 +118,13 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @rule(n=st.integers(1, 6))
     def produce(self, n: int) -> None:
         self.log_end += n
+
+    @rule(data=st.data())
+    def log_start_moves(self, data: st.DataObject) -> None:
+        """Retention or DeleteRecords: the records below are gone."""
+        self.log_start = data.draw(st.integers(self.log_start, self.log_end))
+        self.partition.move_log_start(self.log_start)
+        self.model.move_log_start(self.log_start)
 
     @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5))
     def acquire(self, member: str, max_records: int) -> None:
@@ -243,7 +258,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
             max_delivery_count=LIMIT,
             max_in_flight=10**6,
         )
+        self.partition.move_log_start(self.log_start)
         self.model.restart()
+        self.model.move_log_start(self.log_start)
 
     @invariant()
     def same_as_the_model(self) -> None:

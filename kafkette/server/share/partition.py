@@ -51,6 +51,11 @@ from kafkette.server.share.state import (
     runs,
 )
 
+MAX_WINDOW = 100_000
+"""The most offsets a restored state may span: a state this class writes spans at
+most ``max_in_flight`` (at most 10,000 in Kafka), so a wider one is corrupt, and
+tracking it offset by offset would take the broker's memory and time."""
+
 _ACK_STATES = {
     AcknowledgeType.GAP: RecordState.ARCHIVED,
     AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED,
@@ -104,6 +109,11 @@ class SharePartition:
         for batch in sorted(batches, key=lambda b: b.first_offset):
             if batch.first_offset > batch.last_offset or batch.delivery_count < 0:
                 raise ValueError(f"invalid state batch {batch}")
+            if batch.last_offset - start_offset >= MAX_WINDOW:
+                raise ValueError(
+                    f"state batch {batch} lies more than {MAX_WINDOW} offsets past the "
+                    f"start offset {start_offset}"
+                )
             if batch.state == RecordState.ACQUIRED:
                 raise ValueError(f"state batch {batch} is ACQUIRED: that state is never written")
             for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):

@@ -223,7 +223,7 @@ class ShareStateBook:
         """The state of ``key``, None when it has none (never initialized, or deleted)."""
         return self._states.get(key)
 
-    def keys(self) -> list[ShareKey]:
+    def share_keys(self) -> list[ShareKey]:
         """Every share partition with a state."""
         return list(self._states)
 

@@ -226,6 +226,7 @@ def test_unknown_offsets_the_log_skips_hold_no_record() -> None:
         [StateBatch(0, 1, RecordState.ACQUIRED, 1)],
         [StateBatch(0, 3, RecordState.AVAILABLE, 1), StateBatch(3, 4, RecordState.ARCHIVED, 1)],
         [StateBatch(4, 3, RecordState.AVAILABLE, 1)],
+        [StateBatch(0, 2**62, RecordState.ACKNOWLEDGED, 1)],
     ],
 )
 def test_an_impossible_written_state_is_refused(batches: list[StateBatch]) -> None:

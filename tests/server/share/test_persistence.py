@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkette.protocol.errors import ProtocolError
+from kafkette.server.share.partition import SharePartition
 from kafkette.server.share.persistence import (
     SNAPSHOT,
     UPDATE,
@@ -112,7 +116,7 @@ def test_a_tombstone_deletes_the_state() -> None:
     book.initialize(KEY, 0, 0, now_ms=0)
     key, value = book.delete(KEY)
     assert key == encode_key(KEY, SNAPSHOT)
-    assert value is None and book.state(KEY) is None and book.keys() == []
+    assert value is None and book.state(KEY) is None and book.share_keys() == []
 
 
 @pytest.mark.parametrize(
@@ -140,3 +144,35 @@ def test_an_acquired_state_is_never_read_from_a_record() -> None:
     value[state_at] = 1
     with pytest.raises(ProtocolError, match="state 1"):
         ShareStateBook().replay(encode_key(KEY, UPDATE), bytes(value))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.one_of(
+        st.binary(max_size=40),
+        st.sampled_from([encode_key(KEY, SNAPSHOT), encode_key(KEY, UPDATE)]),
+    ),
+    value=st.one_of(
+        st.none(),
+        st.binary(max_size=80),
+        st.builds(lambda tail: b"\x00\x00" + tail, st.binary(max_size=80)),
+    ),
+)
+def test_any_bytes_are_read_or_refused_with_a_protocol_error(
+    key: bytes, value: bytes | None
+) -> None:
+    """Whatever a __share_group_state record holds, replay reads it or raises
+    ProtocolError and keeps the state as it was; a state it reads restores."""
+    book = ShareStateBook()
+    book.initialize(KEY, 4, 0, now_ms=0)
+    before = {k: book.state(k) for k in book.share_keys()}
+    try:
+        book.replay(key, value)
+    except ProtocolError:
+        assert {k: book.state(k) for k in book.share_keys()} == before
+        return
+    for k in book.share_keys():
+        state = book.state(k)
+        assert state is not None
+        with contextlib.suppress(ValueError):  # refused by name, never a hang
+            SharePartition(start_offset=max(state.start_offset, 0), batches=state.batches)

@@ -26,7 +26,10 @@ The layers (each a module; nothing here imports the client half):
 - ``kafka_store.py``: the store in a broker's ``_schemas`` topic, through
   kafkette's own clients;
 - ``http.py``: the HTTP/1.1 shell (h11 on anyio), HTTPS and Basic auth optional,
-  serving a registry on a host and port.
+  serving a registry on a host and port;
+- ``broker_access.py``: which of its broker's listeners ``kafkette serve``'s
+  registry uses, and its client settings there (its own SASL user, the broker's
+  certificate as the one it trusts).
 """
 
 from kafkette.schema_registry.server.registry import Response, SchemaRegistry, open_registry

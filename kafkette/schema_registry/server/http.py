@@ -24,7 +24,8 @@ import binascii
 import json
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
@@ -257,11 +258,16 @@ async def serve_registry(
     *,
     ssl_context: ssl.SSLContext | None = None,
     authenticate: Authenticate | None = None,
+    client_config: Mapping[str, Any] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """A registry over ``bootstrap_servers``' ``_schemas`` topic, served on ``host:port``
-    until cancelled; reports the bound port (``kafkette serve --schema-registry``)."""
-    async with open_registry(bootstrap_servers) as registry, anyio.create_task_group() as tg:
+    until cancelled; reports the bound port (``kafkette serve --schema-registry``).
+    ``client_config``: how its clients reach the broker (:mod:`.broker_access`)."""
+    async with (
+        open_registry(bootstrap_servers, client_config) as registry,
+        anyio.create_task_group() as tg,
+    ):
         server = RegistryHttpServer(
             registry, host, port, ssl_context=ssl_context, authenticate=authenticate
         )

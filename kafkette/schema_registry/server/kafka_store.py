@@ -11,8 +11,9 @@ past its own records, as Confluent's KafkaStore waits for its reader thread.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 
@@ -53,15 +54,18 @@ class KafkaStore:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, bootstrap_servers: str, topic: str = TOPIC) -> AsyncIterator[KafkaStore]:
-        """Create the topic if missing (one partition, compacted) and connect to it."""
-        admin = AsyncAdminClient(bootstrap_servers=bootstrap_servers)
-        producer = AsyncProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=0)
-        consumer = AsyncConsumer(
-            bootstrap_servers=bootstrap_servers,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        )
+    async def open(
+        cls,
+        bootstrap_servers: str,
+        topic: str = TOPIC,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[KafkaStore]:
+        """Create the topic if missing (one partition, compacted) and connect to it;
+        ``client_config``: more settings of the clients (security, credentials)."""
+        settings = {**(client_config or {}), "bootstrap.servers": bootstrap_servers}
+        admin = AsyncAdminClient(settings)
+        producer = AsyncProducer(settings, acks="all", linger_ms=0)
+        consumer = AsyncConsumer(settings, enable_auto_commit=False, auto_offset_reset="earliest")
         async with admin, producer, consumer:
             configs = {"cleanup.policy": "compact"}
             results = await admin.create_topics([NewTopic(topic, 1, -1, configs)])

@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import anyio
@@ -125,12 +125,15 @@ class SchemaRegistry:
 
 
 @asynccontextmanager
-async def open_registry(bootstrap_servers: str) -> AsyncIterator[SchemaRegistry]:
+async def open_registry(
+    bootstrap_servers: str, client_config: Mapping[str, Any] | None = None
+) -> AsyncIterator[SchemaRegistry]:
     """A registry whose state lives in the ``_schemas`` topic of ``bootstrap_servers``
-    (``memory://NAME`` for the in-process fake), closed on exit."""
+    (``memory://NAME`` for the in-process fake), closed on exit; ``client_config``: more
+    settings of its clients (``security.protocol``, SASL credentials, ``ssl.context``)."""
     from kafkette.schema_registry.server.kafka_store import KafkaStore
 
-    async with KafkaStore.open(bootstrap_servers) as store:
+    async with KafkaStore.open(bootstrap_servers, client_config=client_config) as store:
         registry = SchemaRegistry(store)
         await store.catch_up(registry.state)
         yield registry

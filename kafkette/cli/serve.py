@@ -64,6 +64,7 @@ import anyio
 import attrs
 
 from kafkette.errors import ConfigError, KafkaError
+from kafkette.schema_registry.server.broker_access import BrokerTls
 from kafkette.server.broker import Broker
 from kafkette.server.config.broker_config import DEFAULT_PORT, STANDARD_AUTHORIZER, BrokerConfig
 from kafkette.server.config.listeners import PROPERTY_NAMES as LISTENER_PROPERTIES
@@ -163,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--schema-registry",
         metavar="HOST:PORT",
         help="also serve a schema registry (Confluent's REST API) on this address, its "
-        "schemas in the _schemas topic; off by default (needs a PLAINTEXT listener)",
+        "schemas in the _schemas topic; off by default",
     )
     parser.add_argument(
         "--metrics",
@@ -500,9 +501,11 @@ async def run(
     remote_faults: RemoteControl | None = None,
     schema_registry: tuple[str, int] | None = None,
     metrics: tuple[str, int] | None = None,
+    registry_tls: BrokerTls | None = None,
 ) -> int:
     """Serve until SIGINT or SIGTERM; the exit status (1: the schema registry failed)."""
     status = 0
+    registry_tls = registry_tls or BrokerTls(None, None)
     if listeners is None:  # one listener on config.host:config.port
         protocol: SecurityProtocol = "SASL_PLAINTEXT" if sasl is not None else "PLAINTEXT"
         listeners = [
@@ -621,7 +624,7 @@ async def run(
                 )
             _log_authorizer(broker)
             if schema_registry is not None and not await _start_schema_registry(
-                tg, schema_registry, listeners, [port, *others], sasl
+                tg, schema_registry, listeners, [port, *others], sasl, broker, registry_tls
             ):
                 tg.cancel_scope.cancel()
                 status = 1
@@ -640,47 +643,80 @@ async def run(
     return status
 
 
-REGISTRY_NEEDS_PLAINTEXT = "needs a PLAINTEXT listener to reach the broker"
-
-
 async def _start_schema_registry(
     tg: anyio.abc.TaskGroup,
     address: tuple[str, int],
     listeners: Sequence[ServeListener],
     bound: Sequence[int | tuple[Listener, int]],
     sasl: SaslSettings | None,
+    broker: Broker,
+    broker_tls: BrokerTls,
 ) -> bool:
-    """The registry reaches this broker as any client does: on its PLAINTEXT listener.
-    It speaks HTTPS with the first TLS listener's certificate, if there is one, and
-    asks for the broker's SASL users as HTTP Basic credentials, if there are some.
-    False (logged) when it cannot start: the broker refused it (ACLs) or did not answer."""
+    """The registry reaches this broker as any client does, on one of its listeners
+    (:mod:`kafkette.schema_registry.server.broker_access`: with ACLs on, a SASL one as
+    its own super user). It speaks HTTPS with the first TLS listener's certificate, if
+    there is one, and asks for the broker's SASL users as HTTP Basic credentials, if
+    there are some. False (logged) when it cannot start: the broker refused it (ACLs),
+    did not answer, or its TLS material cannot be used."""
+    from kafkette.schema_registry.server import broker_access
     from kafkette.schema_registry.server.http import serve_registry
 
-    for serve_listener, where in zip(listeners, bound, strict=True):
-        listener = serve_listener.listener
-        if listener.protocol == "PLAINTEXT":
-            port = where if isinstance(where, int) else where[1]
-            host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
-            tls = next((s.tls for s in listeners if s.tls is not None), None)
-            serve = functools.partial(
+    doors = [
+        broker_access.Door(
+            s.listener.protocol,
+            "127.0.0.1" if s.listener.host in ("0.0.0.0", "::", "") else s.listener.host,
+            where if isinstance(where, int) else where[1],
+            tuple(s.sasl.mechanisms) if s.sasl is not None else (),
+            s.tls is not None and s.tls.verify_mode != ssl.CERT_NONE,
+        )
+        for s, where in zip(listeners, bound, strict=True)
+    ]
+    door = broker_access.choose_listener(doors, acls=broker.authorizer is not None)
+    assert door is not None  # a broker has a listener
+    password = None
+    if door.sasl:
+        assert sasl is not None  # a SASL listener has users
+        password = broker_access.registry_password()
+        sasl.store.add_user(broker_access.REGISTRY_USER, password)
+        if broker.authorizer is not None:
+            authorizer = broker.authorizer
+            authorizer.super_users = authorizer.super_users | {broker_access.REGISTRY_PRINCIPAL}
+    tls = next((s.tls for s in listeners if s.tls is not None), None)
+    try:
+        client = broker_access.client_settings(door, broker_tls, password)
+        registry_port = await tg.start(
+            functools.partial(
                 serve_registry,
                 ssl_context=tls,
                 authenticate=sasl.store.check_plain if sasl is not None else None,
+                client_config=client,
+            ),
+            client["bootstrap.servers"],
+            *address,
+        )
+    except (KafkaError, ValueError, OSError) as error:  # ssl.SSLError is an OSError
+        hint = ""
+        if isinstance(error, KafkaError) and broker.authorizer is not None and not door.sasl:
+            hint = (
+                f" (on the {door.protocol} listener it is a client like any other: give it "
+                "ACLs on the _schemas topic, or give the broker a SASL listener, where it is "
+                "its own super user)"
             )
-            try:
-                registry_port = await tg.start(serve, f"{host}:{port}", *address)
-            except KafkaError as error:
-                logger.error("kafkette serve: the schema registry could not start: %s", error)
-                return False
-            logger.info(
-                "kafkette serve: schema registry listening on %s:%d (%s%s)",
-                address[0],
-                registry_port,
-                "HTTPS" if tls is not None else "HTTP",
-                ", Basic authentication" if sasl is not None else "",
-            )
-            return True
-    raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)  # main checked it
+        logger.error("kafkette serve: the schema registry could not start: %s%s", error, hint)
+        return False
+    logger.info(
+        "kafkette serve: schema registry listening on %s:%d (%s%s), reaching the broker on "
+        "%s %s:%d%s",
+        address[0],
+        registry_port,
+        "HTTPS" if tls is not None else "HTTP",
+        ", Basic authentication" if sasl is not None else "",
+        door.protocol,
+        door.host,
+        door.port,
+        f" as {broker_access.REGISTRY_PRINCIPAL}" if door.sasl else "",
+    )
+    return True
 
 
 def _log_authorizer(broker: Broker) -> None:
@@ -727,8 +763,12 @@ def main(args: argparse.Namespace) -> int:
         schema_registry = None
         if args.schema_registry:
             schema_registry = parse_host_port(args.schema_registry, "--schema-registry")
-            if not any(s.listener.protocol == "PLAINTEXT" for s in listeners):
-                raise ConfigError("--schema-registry", REGISTRY_NEEDS_PLAINTEXT)
+        tls_settings = TlsSettings.from_properties(_all_properties(args))
+        registry_tls = BrokerTls(
+            tls_settings.certificate_location,
+            tls_settings.key_location,
+            tls_settings.key_password,
+        )
     except (ConfigError, OSError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 2
@@ -741,7 +781,16 @@ def main(args: argparse.Namespace) -> int:
     gc.freeze()
     try:
         status = anyio.run(
-            run, config, sasl, faults, nodes, listeners, remote_faults, schema_registry, metrics
+            run,
+            config,
+            sasl,
+            faults,
+            nodes,
+            listeners,
+            remote_faults,
+            schema_registry,
+            metrics,
+            registry_tls,
         )
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         return 130

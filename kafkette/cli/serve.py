@@ -71,7 +71,7 @@ from kafkette.server.config.listeners import PROPERTY_NAMES as LISTENER_PROPERTI
 from kafkette.server.config.listeners import Listener, SecurityProtocol, listeners_from_properties
 from kafkette.server.data_dir.lock import DataDirLock, DataDirLockedError
 from kafkette.server.faults.table import FaultSpec, RemoteControl, parse_fault_spec
-from kafkette.server.metrics.http import serve_metrics
+from kafkette.server.metrics.http import open_metrics_listener, serve_metrics
 from kafkette.server.net.listener import serve_tcp
 from kafkette.server.net.tls import PROPERTY_NAMES as TLS_PROPERTIES
 from kafkette.server.net.tls import (
@@ -525,6 +525,10 @@ async def run(
             lock.release()
         raise
     try:
+        metrics_at = metrics or ("", 0)
+        # Bound before anything is served: an address in use is one error line, not a
+        # traceback from the task group.
+        metrics_listener = await open_metrics_listener(*metrics) if metrics else None
         if sasl is not None:  # users added over the protocol authenticate on the listeners
             broker.use_credentials(sasl.store)
         for spec in faults:  # armed and logged before the listening line
@@ -576,10 +580,14 @@ async def run(
                 )
                 others.append((extra.listener, bound))
             tg.start_soon(broker.run_background)
-            if metrics is not None:
-                metrics_port = await tg.start(serve_metrics, broker.metrics.text, *metrics)
+            if metrics_listener is not None:
+                metrics_port = await tg.start(
+                    functools.partial(serve_metrics, listener=metrics_listener),
+                    broker.metrics.text,
+                    *metrics_at,
+                )
                 logger.info(
-                    "kafkette serve: metrics on http://%s:%d/metrics", metrics[0], metrics_port
+                    "kafkette serve: metrics on http://%s:%d/metrics", metrics_at[0], metrics_port
                 )
             if config.port == 0:
                 config.port = port

@@ -93,17 +93,27 @@ async def _guarded(stream: anyio.abc.ByteStream, text: Callable[[], str]) -> Non
             pass
 
 
+async def open_metrics_listener(host: str, port: int) -> anyio.abc.Listener[anyio.abc.SocketStream]:
+    """The endpoint's listening socket (port 0: a free one); an OSError naming the address
+    when it cannot be bound."""
+    try:
+        return await anyio.create_tcp_listener(local_host=host, local_port=port)
+    except OSError as exc:
+        raise OSError(exc.errno, f"metrics endpoint {host}:{port}: {exc.strerror}") from None
+
+
 async def serve_metrics(
     text: Callable[[], str],
     host: str,
     port: int,
     *,
+    listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``text()`` on ``http://host:port/metrics`` until cancelled; ``task_status``
-    gets the bound port (0 picks a free one)."""
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port, reuse_port=False)
+    """Serve ``text()`` on ``http://host:port/metrics`` (or on ``listener``, opened with
+    :func:`open_metrics_listener`) until cancelled; ``task_status`` gets the bound port."""
+    if listener is None:
+        listener = await open_metrics_listener(host, port)
     async with listener:
-        bound = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_status.started(bound)
+        task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
         await listener.serve(lambda stream: _guarded(stream, text))

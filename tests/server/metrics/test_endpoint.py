@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 import anyio
+import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
@@ -88,3 +89,17 @@ async def test_other_paths_methods_and_garbage() -> None:
                     while b"kafkette_client_metrics_instances 0\n" not in received:
                         received += await stream.receive()
         tg.cancel_scope.cancel()
+
+
+async def test_serve_refuses_a_metrics_address_in_use_before_serving() -> None:
+    """kafkette serve's run() fails with one OSError naming the endpoint (main prints it and
+    exits 1), not a task group's traceback, and serves nothing meanwhile."""
+    from kafkette.cli.serve import run
+    from kafkette.server import BrokerConfig
+
+    taken = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    async with taken:
+        port = taken.extra(anyio.abc.SocketAttribute.local_port)
+        config = BrokerConfig(host="127.0.0.1", port=0)
+        with pytest.raises(OSError, match=rf"metrics endpoint 127\.0\.0\.1:{port}: "):
+            await run(config, metrics=("127.0.0.1", port))

@@ -252,7 +252,9 @@ class ConsumerTelemetry:
 
     @contextlib.contextmanager
     def committing(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Iterator[None]:
-        """A ``commit()`` of ``offsets``: its span and duration, and its error if it fails."""
+        """A ``commit()`` of ``offsets``: its span (child of the current one: the sync
+        consumer's blocking portal carries the caller's context into the event loop) and
+        duration, and its error if it fails."""
         topics = {tp.topic for tp in offsets}
         topic = next(iter(topics)) if len(topics) == 1 else None
         attributes = {

@@ -222,3 +222,31 @@ def test_the_async_iteration_processes_each_record_in_a_span(
     ]
     assert [parent_id(w) for w in telemetry.spans("work")] == [span_id(loop_span)] * 2
     assert "messaging.kafka.message.key" not in processes[0].attributes  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("api", API)
+def test_a_commit_span_is_a_child_of_the_callers_span(api: str, telemetry: Telemetry) -> None:
+    """``commit()`` inside the application's span: the commit span is its child, also for
+    the sync consumer, whose commit runs in its event loop's thread."""
+    app = telemetry.tracer_provider.get_tracer("app")
+    with MemoryCluster() as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            producer.send("orders", b"v").result(10)  # the topic, for the commit
+        settings = consumer_settings(cluster, telemetry)
+        if api == "sync":
+            with Consumer(**settings) as consumer, app.start_as_current_span("save"):
+                consumer.commit({P0: 0})
+        else:
+
+            async def main() -> None:
+                async with AsyncConsumer(**settings) as consumer:
+                    with app.start_as_current_span("save"):
+                        await consumer.commit({P0: 0})
+
+            anyio.run(main, backend=api)
+    (save,) = telemetry.spans("save")
+    (commit,) = telemetry.spans("commit orders")
+    assert (parent_id(commit), commit.attributes["messaging.destination.partition.id"]) == (  # type: ignore[index]
+        span_id(save),
+        "0",
+    )

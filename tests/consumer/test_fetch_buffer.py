@@ -7,7 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, end_offset
-from kafkette.consumer.record import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
+from kafkette.consumer.record import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP_TYPE,
+    ConsumerRecord,
+)
 from kafkette.consumer.subscription import PartitionState
 from kafkette.errors import CorruptMessageError
 from kafkette.protocol.records import (
@@ -15,7 +20,9 @@ from kafkette.protocol.records import (
     ControlRecordType,
     LegacyBatchBuilder,
     RecordBatchBuilder,
+    _speedups,
     build_control_batch,
+    speedups,
 )
 from kafkette.structs import TopicPartition
 
@@ -219,6 +226,62 @@ def test_read_committed_drops_aborted_transactions() -> None:
     assert state.position == 11
     got, _ = drain(data, 0, read_committed=False, aborted=aborted)
     assert got == [0, 1, 2, 3, 6, 7, 8, 10]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+    start=st.integers(0, 6),
+    limit=st.integers(1, 7),
+    log_append_time=st.booleans(),
+    epoch=st.sampled_from([-1, 0, 9]),
+    compression=st.sampled_from([0, GZIP]),
+)
+def test_extension_and_python_make_the_same_records(
+    sizes: list[int],
+    start: int,
+    limit: int,
+    log_append_time: bool,
+    epoch: int,
+    compression: int,
+) -> None:
+    """The C extension makes the consumer's records whole (topic and partition, the
+    record, timestamp type and leader epoch): the same records, of the same type, as
+    the Python path, also from a position inside a batch and in takes of any size."""
+    data = b""
+    base = 0
+    for size in sizes:
+        builder = RecordBatchBuilder(
+            base_offset=base,
+            compression=compression,
+            log_append_time=log_append_time,
+            partition_leader_epoch=epoch,
+        )
+        for i in range(size):
+            headers = [("h", b"%d" % i), ("n", None)] if i % 2 else []
+            builder.append(100 + base + i, b"k%d" % i if i % 3 else None, b"v%d" % i, headers)
+        data += builder.build()
+        base += size
+    start = min(start, base - 1)
+
+    def take_all() -> list[tuple[type, tuple[object, ...]]]:
+        fetch = CompletedFetch(TP, PartitionState(position=start), start, data, base)
+        got: list[ConsumerRecord] = []
+        done = False
+        while not done:
+            records, done = fetch.take(limit, None, None)
+            got += records
+        return [(type(r), tuple(r)) for r in got]
+
+    with pytest.MonkeyPatch.context() as patch:  # also under KAFKETTE_NO_EXTENSIONS=1
+        patch.setattr(speedups, "parse_records", _speedups.parse_records)
+        with_extension = take_all()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(speedups, "parse_records", None)
+        without = take_all()
+    assert with_extension == without
+    assert [fields[2] for _, fields in without] == list(range(start, base))
+    assert {kind for kind, _ in without} == {ConsumerRecord}
 
 
 @pytest.mark.anyio

@@ -3,7 +3,10 @@
  *
  * parse_records() does what record_parser._parse does record by record, for
  * the records section of a (decompressed) magic 2 batch, and makes the Record
- * objects directly.
+ * objects directly. Given a prefix and a suffix (tuples), it makes each record
+ * as record_type(*prefix, offset, timestamp, key, value, headers, *suffix)
+ * instead: the consumer's records (topic and partition before, the batch's
+ * timestamp type and leader epoch after) in one allocation, not three.
  *
  * Errors. This code never raises for bad data: whenever the input is not a
  * well-formed records section it can represent (a length or varint out of
@@ -185,18 +188,18 @@ has_tuple_layout(PyTypeObject *record_type)
 }
 
 /*
- * A new, untracked record_type instance of five items, all still to be set
+ * A new, untracked record_type instance of `size` items, all still to be set
  * by the caller before anything else runs. With a plain tuple layout it is
  * allocated directly: tp_alloc would zero the items and track the object,
  * only for us to untrack it (see the top comment), which costs about a
  * tenth of the parse.
  */
 static PyObject *
-new_record(PyTypeObject *record_type, int plain_layout)
+new_record(PyTypeObject *record_type, int plain_layout, Py_ssize_t size)
 {
     if (plain_layout)
-        return (PyObject *)PyObject_GC_NewVar(PyTupleObject, record_type, 5);
-    PyObject *record = record_type->tp_alloc(record_type, 5);
+        return (PyObject *)PyObject_GC_NewVar(PyTupleObject, record_type, size);
+    PyObject *record = record_type->tp_alloc(record_type, size);
     return record == NULL ? NULL : untracked(record);
 }
 
@@ -210,6 +213,8 @@ typedef struct {
     PyObject *empty;        /* (), the headers of most records */
     PyObject *last_ts;      /* the previous record's timestamp int, or NULL */
     int64_t last_ts_value;
+    PyObject *prefix;       /* items before the record's five: a tuple, maybe empty */
+    PyObject *suffix;       /* items after them: a tuple, maybe empty */
 } Section;
 
 /*
@@ -274,17 +279,25 @@ read_record(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end, Section *s
         }
         ts_obj = section->last_ts;
     }
-    PyObject *record = new_record(section->record_type, section->plain_layout);
+    Py_ssize_t before = PyTuple_GET_SIZE(section->prefix);
+    Py_ssize_t after = PyTuple_GET_SIZE(section->suffix);
+    PyObject *record = new_record(section->record_type, section->plain_layout,
+                                  before + 5 + after);
     if (record == NULL) {
         status = -1;
         goto fail;
     }
+    for (Py_ssize_t i = 0; i < before; i++)
+        PyTuple_SET_ITEM(record, i, Py_NewRef(PyTuple_GET_ITEM(section->prefix, i)));
     Py_INCREF(ts_obj);
-    PyTuple_SET_ITEM(record, 0, offset_obj);
-    PyTuple_SET_ITEM(record, 1, ts_obj);
-    PyTuple_SET_ITEM(record, 2, key);
-    PyTuple_SET_ITEM(record, 3, value);
-    PyTuple_SET_ITEM(record, 4, headers);
+    PyTuple_SET_ITEM(record, before, offset_obj);
+    PyTuple_SET_ITEM(record, before + 1, ts_obj);
+    PyTuple_SET_ITEM(record, before + 2, key);
+    PyTuple_SET_ITEM(record, before + 3, value);
+    PyTuple_SET_ITEM(record, before + 4, headers);
+    for (Py_ssize_t i = 0; i < after; i++)
+        PyTuple_SET_ITEM(record, before + 5 + i,
+                         Py_NewRef(PyTuple_GET_ITEM(section->suffix, i)));
     *out = record;
     return OK;
 
@@ -302,17 +315,31 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer view;
     Py_ssize_t count;
     long long base_offset, base_ts;
-    PyObject *fixed_ts, *record_type;
+    PyObject *fixed_ts, *record_type, *prefix = NULL, *suffix = NULL;
     PyObject *records = NULL;
     Section section = {.last_ts = NULL, .empty = NULL};
 
-    if (!PyArg_ParseTuple(args, "y*nLLOO:parse_records", &view, &count, &base_offset,
-                          &base_ts, &fixed_ts, &record_type))
+    if (!PyArg_ParseTuple(args, "y*nLLOO|O!O!:parse_records", &view, &count, &base_offset,
+                          &base_ts, &fixed_ts, &record_type, &PyTuple_Type, &prefix,
+                          &PyTuple_Type, &suffix))
         return NULL;
     if (!PyType_Check(record_type)
         || !PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
         goto error;
+    }
+    /* The records are untracked (see the top comment), so what they hold must never
+       be part of a cycle: the prefix and suffix may hold str, int and None only. */
+    for (int side = 0; side < 2; side++) {
+        PyObject *items = side == 0 ? prefix : suffix;
+        for (Py_ssize_t i = 0; items != NULL && i < PyTuple_GET_SIZE(items); i++) {
+            PyObject *item = PyTuple_GET_ITEM(items, i);
+            if (item != Py_None && !PyLong_CheckExact(item) && !PyUnicode_CheckExact(item)) {
+                PyErr_SetString(PyExc_TypeError,
+                                "prefix and suffix items must be str, int or None");
+                goto error;
+            }
+        }
     }
     if (fixed_ts != Py_None && !PyLong_Check(fixed_ts)) {
         PyErr_SetString(PyExc_TypeError, "fixed_timestamp must be an int or None");
@@ -326,6 +353,8 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
     section.empty = PyTuple_New(0);
     if (section.empty == NULL)
         goto error;
+    section.prefix = prefix != NULL ? prefix : section.empty;
+    section.suffix = suffix != NULL ? suffix : section.empty;
     section.record_type = (PyTypeObject *)record_type;
     section.plain_layout = has_tuple_layout(section.record_type);
     section.base_offset = base_offset;
@@ -475,10 +504,13 @@ static PyMethodDef speedups_methods[] = {
      "The bytes of a record without headers (length prefix included), or None\n"
      "when a delta does not fit 64 bits or the key or value is not bytes or None."},
     {"parse_records", parse_records, METH_VARARGS,
-     "parse_records(data, count, base_offset, base_timestamp, fixed_timestamp, record_type)\n"
+     "parse_records(data, count, base_offset, base_timestamp, fixed_timestamp, record_type,\n"
+     "              prefix=(), suffix=())\n"
      "--\n\n"
-     "The records of a magic 2 records section as a list of record_type, or None\n"
-     "when the data is not well formed (the pure-Python parser then raises)."},
+     "The records of a magic 2 records section as a list of record_type, each\n"
+     "(*prefix, offset, timestamp, key, value, headers, *suffix), or None when the\n"
+     "data is not well formed (the pure-Python parser then raises). The items of\n"
+     "prefix and suffix must be str, int or None."},
     {NULL, NULL, 0, NULL},
 };
 

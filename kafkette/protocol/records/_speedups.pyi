@@ -9,9 +9,12 @@ def parse_records(
     base_timestamp: int,
     fixed_timestamp: int | None,
     record_type: type[tuple[Any, ...]],
+    prefix: tuple[str | int | None, ...] = (),
+    suffix: tuple[str | int | None, ...] = (),
     /,
 ) -> list[Any] | None:
-    """The records of a magic 2 records section, or None for data not well formed."""
+    """The records of a magic 2 records section, each ``(*prefix, offset, timestamp, key,
+    value, headers, *suffix)``, or None for data not well formed."""
 
 def encode_record(
     timestamp_delta: int, offset_delta: int, key: object, value: object, /

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Final, NoReturn
+from typing import Final, NoReturn, TypeVar
 
 from crc32c import crc32c
 
@@ -64,6 +64,7 @@ _NULL: Final = b"\x01"  # varint -1: a null key, value or header value
 _TABLE_LIMIT: Final = len(ENCODED)
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _tuple_new: Final = tuple.__new__
+R = TypeVar("R", bound=tuple[object, ...])
 
 
 class RecordBatchBuilder:
@@ -443,6 +444,25 @@ class RecordBatch:
         if codec != NO_COMPRESSION:
             data = decompress(codec, data, max_size=self._max_decompressed)
         return data
+
+    def records_as(
+        self, record_type: type[R], prefix: tuple[object, ...], suffix: tuple[object, ...]
+    ) -> list[R] | None:
+        """The records made as ``record_type((*prefix, *record, *suffix))`` in one pass of
+        the C extension, each in one allocation (the consumer's records: topic and
+        partition before a Record's fields, timestamp type and leader epoch after).
+
+        None without the extension, once the records were parsed otherwise, or for data
+        the extension leaves to Python: iterating the batch then gives the records (or
+        raises the error). ``prefix`` and ``suffix`` may hold str, int and None only.
+        """
+        c_parse = speedups.parse_records
+        if c_parse is None or self._segments is not None:
+            return None
+        base_offset, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count = self.header
+        fixed = max_ts if attributes & TIMESTAMP_TYPE_MASK else None
+        data = self.records_data()
+        return c_parse(data, count, base_offset, base_ts, fixed, record_type, prefix, suffix)
 
     def _parsed(self) -> list[Segment]:
         segments = self._segments

@@ -14,7 +14,7 @@ from typing import Any
 
 from kafkette.protocol.extensions import load_extension
 
-ParseRecords = Callable[[Any, int, int, int, "int | None", type], "list[Any] | None"]
+ParseRecords = Callable[..., "list[Any] | None"]
 EncodeRecord = Callable[[int, int, Any, Any], "bytes | None"]
 
 
@@ -25,8 +25,9 @@ def _load() -> ModuleType | None:
 _module = _load()
 
 parse_records: ParseRecords | None = None if _module is None else _module.parse_records
-"""``(data, count, base_offset, base_timestamp, fixed_timestamp, record_type)``:
-the Records of a records section, or None for data not well formed."""
+"""``(data, count, base_offset, base_timestamp, fixed_timestamp, record_type[, prefix,
+suffix])``: the Records of a records section (each ``record_type((*prefix, *fields,
+*suffix))``), or None for data not well formed."""
 
 encode_record: EncodeRecord | None = None if _module is None else _module.encode_record
 """``(timestamp_delta, offset_delta, key, value)``: the bytes of a record

@@ -267,6 +267,67 @@ def test_record_types(record_type: type[tuple[Any, ...]]) -> None:
     assert sys.getrefcount(record_type) == refs - 5  # each record held its type
 
 
+class Wide(tuple):  # type: ignore[type-arg]
+    """A tuple subclass of nine items laid out as a tuple, like the consumer's records."""
+
+    __slots__ = ()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    records=st.lists(fields, max_size=12),
+    prefix=st.tuples(st.text(max_size=5), st.integers(0, 1 << 31)),
+    suffix=st.tuples(st.integers(-1, 1), st.one_of(st.none(), st.integers(0, 1 << 31))),
+    fixed=st.one_of(st.none(), st.integers(0, 1 << 45)),
+)
+def test_prefix_and_suffix_wrap_each_record(
+    records: list[Fields],
+    prefix: tuple[str, int],
+    suffix: tuple[int, int | None],
+    fixed: int | None,
+) -> None:
+    """With a prefix and a suffix, each record is ``(*prefix, *record, *suffix)`` of the
+    given type, the Python parser's record in the middle; untracked and freed as Records."""
+    data = b"".join(encode_record(f, 0) for f in records)
+    expected = python_outcome(data, len(records), 7, 1000, fixed)
+    made = _speedups.parse_records(data, len(records), 7, 1000, fixed, Wide, prefix, suffix)
+    if not isinstance(expected, list):
+        assert made is None
+        return
+    assert made is not None
+    assert [tuple(r) for r in made] == [(*prefix, *r, *suffix) for r in expected]
+    assert all(type(r) is Wide for r in made)
+    assert not gc.is_tracked(made) and not any(gc.is_tracked(r) for r in made)
+
+
+def test_prefix_and_suffix_items_are_shared_and_released() -> None:
+    """Every record holds the prefix's and suffix's own objects, and lets go of them."""
+    topic = "".join(["to", "pic"])  # not interned: its reference count is this test's
+    data = b"".join(encode_record((i, i, b"k", b"v", ()), 0) for i in range(3))
+    held = sys.getrefcount(topic)
+    made = _speedups.parse_records(data, 3, 0, 0, None, Wide, (topic, 4), (0, None))
+    assert made is not None
+    assert all(r[0] is topic for r in made)
+    assert sys.getrefcount(topic) == held + 3
+    del made
+    assert sys.getrefcount(topic) == held
+    assert _speedups.parse_records(data, 3, 0, 0, None, Record, (), ()) == [
+        Record(i, i, b"k", b"v", ()) for i in range(3)
+    ]
+
+
+def test_prefix_and_suffix_take_atomic_items_only() -> None:
+    """Records are untracked by the collector, so they may not hold what could make a
+    cycle: a list in the prefix or suffix is a TypeError, as is a prefix not a tuple."""
+    data = encode_record((0, 0, b"k", b"v", ()), 0)
+    with pytest.raises(TypeError, match="str, int or None"):
+        _speedups.parse_records(data, 1, 0, 0, None, Wide, ([],), ())
+    with pytest.raises(TypeError, match="str, int or None"):
+        _speedups.parse_records(data, 1, 0, 0, None, Wide, (), (1.5,))
+    with pytest.raises(TypeError):
+        _speedups.parse_records(data, 1, 0, 0, None, Wide, ["t", 0], ())
+
+
 LEAK_SCRIPT = """
 import resource, sys
 from kafkette.protocol.records import Record, _speedups
@@ -277,6 +338,8 @@ good = b"".join(
     for i in range(20)
 )
 bad = good[:-1]
+class Wide(tuple):
+    __slots__ = ()
 def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 for _ in range(20_000):
@@ -287,12 +350,15 @@ for _ in range(100_000):
     _speedups.parse_records(good, 20, 0, 0, None, Record)
     _speedups.parse_records(bad, 20, 0, 0, None, Record)
     _speedups.parse_records(bytearray(good), 20, 0, 0, 5, Record)
+    _speedups.parse_records(good, 20, 0, 0, None, Wide, ("topic", 3), (0, None))
+    _speedups.parse_records(bad, 20, 0, 0, None, Wide, ("topic", 3), (0, None))
 print(rss() - before)
 """
 
 
 def test_no_leak() -> None:
-    """1e5 rounds of good, truncated and bytearray input: the peak RSS does not grow.
+    """1e5 rounds of good, truncated and bytearray input, with and without a prefix and a
+    suffix: the peak RSS does not grow.
 
     Run in a child process so that the peak is this loop's alone.
     """

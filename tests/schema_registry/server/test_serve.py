@@ -65,30 +65,6 @@ def test_serve_with_a_registry_survives_a_kill(tmp_path: Path) -> None:
         broker.close()
 
 
-def test_a_registry_needs_a_plaintext_listener(tmp_path: Path) -> None:
-    """With only a SASL listener the command refuses at start, naming the option."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kafkette",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--sasl-user",
-            "alice:secret",
-            "--schema-registry",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 2
-    assert "--schema-registry" in result.stderr and "PLAINTEXT" in result.stderr
-
-
 def test_a_registry_the_broker_refuses_stops_the_command(tmp_path: Path) -> None:
     """With --authorizer and no ACL for the registry's anonymous clients, the registry
     cannot create _schemas: one error line naming why, then the broker stops, exit 1."""

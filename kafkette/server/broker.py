@@ -163,6 +163,8 @@ class Broker:
         )
         """What the metrics endpoint shows (``kafkette serve --metrics``), KIP-714's
         client metrics subscriptions and what clients pushed."""
+        self.metrics.client_metrics.restore(self.cluster.client_metrics_configs)
+        self.metrics.client_metrics.on_change = self.cluster.set_client_metrics_configs
 
     @property
     def topic_changes(self) -> anyio.Lock:

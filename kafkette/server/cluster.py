@@ -148,6 +148,10 @@ class Cluster:
         """Group configs (config resource type 32) by group id, checked by
         :mod:`kafkette.server.config.group_configs`; kept with the dynamic broker configs.
         Changed in place, so that the consumer group coordinator can read this dict."""
+        self.client_metrics_configs: dict[str, dict[str, str]] = {}
+        """Client metrics subscriptions (config resource type 16, KIP-714) by name, as set
+        (checked by :mod:`kafkette.server.metrics.client_metrics`); kept with the dynamic
+        broker configs."""
         self.cluster_id = self._load_cluster_id()
         self._load_broker_configs()
         self._load_topics()
@@ -388,6 +392,14 @@ class Cluster:
             self.group_configs.pop(group_id, None)
         self._save_broker_configs()
 
+    def set_client_metrics_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace one client metrics subscription's configs (empty: none), kept on disk."""
+        if configs:
+            self.client_metrics_configs[name] = dict(configs)
+        else:
+            self.client_metrics_configs.pop(name, None)
+        self._save_broker_configs()
+
     def _dynamic_defaults(self, default: dict[str, str], per_broker: dict[str, str]) -> LogConfig:
         """The topic defaults under these dynamic configs, after Kafka's checks of them.
 
@@ -443,6 +455,8 @@ class Cluster:
         self.dynamic_broker_configs, self.dynamic_default_configs = broker, default
         for group_id, configs in saved.get("groups", {}).items():
             self.group_configs[str(group_id)] = {str(k): str(v) for k, v in configs.items()}
+        for name, configs in saved.get("client_metrics", {}).items():
+            self.client_metrics_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
 
     def _save_broker_configs(self) -> None:
         if self.data_dir is None:
@@ -452,6 +466,7 @@ class Cluster:
             "broker": self.dynamic_broker_configs,
             "default": self.dynamic_default_configs,
             "groups": self.group_configs,
+            "client_metrics": self.client_metrics_configs,
         }
         self._write_atomically(
             os.path.join(self.data_dir, BROKER_CONFIGS_FILE),
@@ -497,8 +512,9 @@ class Cluster:
             configs = dict(entry.get("configs", {}))
             log_config = self.log_config(configs)
             topic = Topic(name, uuid.UUID(entry["id"]), [], configs)
-            for index in range(int(entry["partitions"])):
-                log = self.storage.open_log(name, index, log_config)
+            count = int(entry["partitions"])
+            logs = self.storage.open_many([(name, i, log_config) for i in range(count)])
+            for index, log in enumerate(logs):
                 topic.partitions.append(Partition(name, index, log, int(entry.get("epoch", 0))))
             self.topics[name] = topic
             self.topics_by_id[topic.topic_id] = topic

@@ -25,9 +25,10 @@ minute) is forgotten, and the least recently heard from when there are
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 import crc32c
@@ -41,6 +42,8 @@ from kafkette.errors import (
     UnknownSubscriptionIdError,
     UnsupportedCompressionTypeError,
 )
+
+logger = logging.getLogger("kafkette.server.metrics")
 
 METRICS = "metrics"
 INTERVAL_MS = "interval.ms"
@@ -173,6 +176,8 @@ class ClientMetricsManager:
         self.instances: dict[uuid.UUID, ClientInstance] = {}
         self._configs: dict[str, dict[str, str]] = {}
         self._version = 0
+        self.on_change: Callable[[str, dict[str, str]], None] | None = None
+        """Called with a subscription's new configs (empty: removed), to keep them."""
         self.forgotten: list[uuid.UUID] = []
         """Instances forgotten since the caller last emptied this (their pushed metrics go)."""
 
@@ -182,12 +187,23 @@ class ClientMetricsManager:
         """The configurations set on subscription ``name`` (none: an empty dict)."""
         return dict(self._configs.get(name, {}))
 
+    def restore(self, saved: Mapping[str, Mapping[str, str]]) -> None:
+        """Take the subscriptions a data directory kept (one that no longer parses is
+        left out, logged)."""
+        for name, configs in saved.items():
+            try:
+                self.update(name, configs)
+            except ApiError as error:
+                logger.warning("client metrics subscription %s left out: %s", name, error)
+
     def update(self, name: str, configs: Mapping[str, str], *, validate_only: bool = False) -> None:
         """Set subscription ``name`` to ``configs`` (empty: remove it); raises Kafka's
-        error for invalid ones."""
+        error for invalid ones. :attr:`on_change` is told of the change."""
         subscription = parse_subscription(name, configs)
         if validate_only:
             return
+        if self.on_change is not None:
+            self.on_change(name, dict(configs))
         if configs:
             self.subscriptions[name] = subscription
             self._configs[name] = dict(configs)

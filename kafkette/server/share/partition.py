@@ -56,6 +56,7 @@ MAX_WINDOW = 100_000
 most ``max_in_flight`` (at most 10,000 in Kafka), so a wider one is corrupt, and
 tracking it offset by offset would take the broker's memory and time."""
 
+_TERMINAL = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
 _ACK_STATES = {
     AcknowledgeType.GAP: RecordState.ARCHIVED,
     AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED,
@@ -223,7 +224,7 @@ class SharePartition:
             if record.state == RecordState.AVAILABLE:
                 taken += 1
                 record.delivery_count += 1
-                if _in_ranges(offset, aborted):
+                if aborted and _in_ranges(offset, aborted):
                     record.state = RecordState.ARCHIVED
                 else:
                     record.state = RecordState.ACQUIRED
@@ -339,17 +340,18 @@ class SharePartition:
 
     def _advance(self) -> None:
         """Move the start offset past the done records at the front."""
-        first_unknown = self._unknown[0] if self._unknown else self._end
-        new_start = first_unknown
-        for offset in sorted(o for o in self._records if o < first_unknown):
-            if not self._records[offset].state.terminal:
-                new_start = offset
+        limit = self._unknown[0] if self._unknown else self._end
+        offset = self._start
+        while offset < limit:
+            record = self._records.get(offset)
+            if record is None:
+                offset = min(self._next_tracked(offset), limit)  # a hole: no record there
+            elif record.state in _TERMINAL:
+                del self._records[offset]
+                offset += 1
+            else:
                 break
-        if new_start <= self._start:
-            return
-        for offset in [o for o in self._records if o < new_start]:
-            del self._records[offset]
-        self._start = new_start
+        self._start = max(self._start, offset)
 
     def _take_unknown(self, offset: int) -> bool:
         """Whether ``offset`` was unknown (it is not any more)."""
@@ -376,7 +378,10 @@ class SharePartition:
         """The tracked and unknown offsets in ``low``-``high``, in order."""
         if low > high:
             return []
-        found = {o for o in self._records if low <= o <= high}
+        if high - low < len(self._records):
+            found = {o for o in range(low, high + 1) if o in self._records}
+        else:
+            found = {o for o in self._records if low <= o <= high}
         found.update(o for o in self._unknown if low <= o <= high)
         return sorted(found)
 
@@ -405,11 +410,10 @@ def _in_ranges(offset: int, ranges: Sequence[tuple[int, int]]) -> bool:
 
 
 def _ranges(given: list[tuple[int, int]]) -> list[AcquiredRecords]:
-    out: list[AcquiredRecords] = []
+    spans: list[list[int]] = []  # [first, last, count]
     for offset, count in given:
-        last = out[-1] if out else None
-        if last is not None and last.last_offset + 1 == offset and last.delivery_count == count:
-            out[-1] = attrs.evolve(last, last_offset=offset)
+        if spans and spans[-1][1] + 1 == offset and spans[-1][2] == count:
+            spans[-1][1] = offset
         else:
-            out.append(AcquiredRecords(offset, offset, count))
-    return out
+            spans.append([offset, offset, count])
+    return [AcquiredRecords(first, last, count) for first, last, count in spans]

@@ -86,17 +86,11 @@ class StateWrite:
 def runs(states: dict[int, tuple[RecordState, int]]) -> tuple[StateBatch, ...]:
     """The offsets of ``states`` (offset -> (state, delivery count)) as batches:
     consecutive offsets with equal state and count share one batch."""
-    batches: list[StateBatch] = []
+    spans: list[list[int]] = []  # [first, last, state, count]
     for offset in sorted(states):
         state, count = states[offset]
-        last = batches[-1] if batches else None
-        if (
-            last is not None
-            and last.last_offset + 1 == offset
-            and last.state == state
-            and last.delivery_count == count
-        ):
-            batches[-1] = attrs.evolve(last, last_offset=offset)
+        if spans and spans[-1][1] + 1 == offset and spans[-1][2:] == [state, count]:
+            spans[-1][1] = offset
         else:
-            batches.append(StateBatch(offset, offset, state, count))
-    return tuple(batches)
+            spans.append([offset, offset, state, count])
+    return tuple(StateBatch(f, last, RecordState(st), c) for f, last, st, c in spans)

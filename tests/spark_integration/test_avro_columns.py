@@ -25,6 +25,7 @@ from kafkette.spark_integration.avro.options import (
 from kafkette.spark_integration.avro.types import AvroTypeError, check_writable, spark_type
 from kafkette.spark_integration.avro.values import ValueDecoder, ValueEncoder
 from kafkette.spark_integration.sink import KafkaSink
+from kafkette.spark_integration.source import KafketteDataSource
 from kafkette.spark_integration.writer import KafketteBatchWriter
 from kafkette.testing import MemoryCluster
 
@@ -196,3 +197,29 @@ def test_a_writer_refuses_a_column_the_schema_lacks(
         KafketteBatchWriter(options, extra)
     registered = client.get_latest_version("points-value").schema
     assert json.loads(registered.schema_str) == POINT
+
+
+def test_the_source_schema_follows_the_subject(registry: tuple[str, SchemaRegistryClient]) -> None:
+    """The data source's schema has the subject's latest schema as its value column; its
+    batch and stream readers carry that schema to the executors, and refuse a plan made
+    before the subject moved on (naming it) rather than decode to another type."""
+    url, client = registry
+    AvroSerializer(client, json.dumps(POINT), topic="points")({"x": 1})
+    options = {
+        "kafka.bootstrap.servers": "127.0.0.1:9",
+        "subscribe": "points",
+        "valueFormat": "avro",
+        "schema.registry.url": url,
+    }
+    source = KafketteDataSource(options)
+    schema = source.schema()
+    assert schema["value"].dataType.simpleString() == "struct<x:int,label:string,id:string>"
+    batch = source.reader(schema)
+    stream = source.streamReader(schema)
+    for reader in (batch, stream):
+        avro = reader.options.value_avro  # type: ignore[attr-defined]
+        assert avro is not None and json.loads(avro.schema.schema.schema_str) == POINT
+    wider = {**POINT, "fields": [*POINT["fields"], {"name": "y", "type": "int", "default": 0}]}  # type: ignore[list-item]
+    AvroSerializer(client, json.dumps(wider), topic="points")({"x": 1})
+    with pytest.raises(ValueError, match="Avro schema changed while the query was planned"):
+        source.reader(schema)

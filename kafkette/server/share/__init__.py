@@ -7,7 +7,8 @@ changes into ``__share_group_state`` records (ShareSnapshot, ShareUpdate) and
 back. ``group`` is one share group's membership (ShareGroupHeartbeat: epochs,
 sessions, the target assignment) and ``assignor`` Kafka's simple share
 assignor. ``sessions`` keeps the share sessions that ShareFetch and
-ShareAcknowledge open, follow by epoch and close. This room imports nothing
-from the rest of the server: the broker will drive it with requests, time and
-the records of its internal topics.
+ShareAcknowledge open, follow by epoch and close; ``wire`` maps them to and
+from the generated messages. This room imports nothing from the rest of the
+server: the broker will drive it with requests, time and the records of its
+internal topics.
 """

@@ -1,0 +1,104 @@
+"""The share room over the generated messages, through their bytes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafkette.errors import (
+    ApiError,
+    FencedMemberEpochError,
+    InvalidRequestError,
+    UnknownMemberIdError,
+)
+from kafkette.protocol.messages.share_acknowledge_request import (
+    AcknowledgementBatch as AckRequestBatch,
+)
+from kafkette.protocol.messages.share_fetch_request import AcknowledgementBatch
+from kafkette.protocol.messages.share_fetch_response import AcquiredRecords as WireAcquired
+from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from kafkette.server.share import wire
+from kafkette.server.share.group import ShareGroup, TopicImage
+from kafkette.server.share.state import Acknowledgement, AcquiredRecords
+
+T = uuid.UUID("5d4c3b2a-1908-4f6e-8d7c-6b5a49382716")
+TOPICS = {"orders": TopicImage(T, 3)}
+
+
+def over_the_wire(
+    group: ShareGroup, request: ShareGroupHeartbeatRequest, now: int = 0
+) -> ShareGroupHeartbeatResponse:
+    decoded = ShareGroupHeartbeatRequest.decode(request.encode(1), 1)
+    response = wire.heartbeat(group, decoded, now, TOPICS, client_id="c", client_host="/127.0.0.1")
+    return ShareGroupHeartbeatResponse.decode(response.encode(1), 1)
+
+
+def test_a_heartbeat_joins_and_the_answer_carries_the_assignment() -> None:
+    group = ShareGroup("g")
+    member = str(uuid.UUID(int=9))
+    request = ShareGroupHeartbeatRequest(
+        group_id="g", member_id=member, member_epoch=0, subscribed_topic_names=["orders"]
+    )
+    response = over_the_wire(group, request)
+    assert (response.error_code, response.member_id, response.member_epoch) == (0, member, 1)
+    assert response.heartbeat_interval_ms == 5000
+    assert wire.assignment_by_topic(response) == {T: [0, 1, 2]}
+    assert group.members[member].client_host == "/127.0.0.1"
+    again = over_the_wire(
+        group, ShareGroupHeartbeatRequest(group_id="g", member_id=member, member_epoch=1)
+    )
+    assert (again.error_code, again.member_epoch, again.assignment) == (0, 1, None)
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        (
+            ShareGroupHeartbeatRequest(group_id="", member_id="m", member_epoch=1),
+            InvalidRequestError,
+        ),
+        (
+            ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0),
+            InvalidRequestError,
+        ),
+        (
+            ShareGroupHeartbeatRequest(group_id="g", member_id="x", member_epoch=2),
+            UnknownMemberIdError,
+        ),
+        (
+            ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=7),
+            FencedMemberEpochError,
+        ),
+    ],
+)
+def test_refusals_are_error_codes_with_kafkas_messages(
+    request_: ShareGroupHeartbeatRequest, error: type[ApiError]
+) -> None:
+    group = ShareGroup("g")
+    over_the_wire(
+        group,
+        ShareGroupHeartbeatRequest(
+            group_id="g", member_id="m", member_epoch=0, subscribed_topic_names=["orders"]
+        ),
+    )
+    response = over_the_wire(group, request_)
+    assert response.error_code == error.code
+    assert response.error_message and response.assignment is None
+
+
+def test_acknowledgement_batches_and_renew_from_version_2() -> None:
+    batches = [AcknowledgementBatch(0, 2, [1]), AcknowledgementBatch(4, 5, [2, 4])]
+    assert wire.acknowledgements(batches, 2) == [
+        Acknowledgement(0, 2, (1,)),
+        Acknowledgement(4, 5, (2, 4)),
+    ]
+    with pytest.raises(InvalidRequestError, match="RENEW needs version 2"):
+        wire.acknowledgements(batches, 1)
+    with pytest.raises(InvalidRequestError, match="has no types"):
+        wire.acknowledgements([AckRequestBatch(3, 3, [])], 2)
+
+
+def test_acquired_records_as_the_response_carries_them() -> None:
+    assert wire.acquired_records([AcquiredRecords(3, 9, 2)]) == [WireAcquired(3, 9, 2)]

@@ -98,6 +98,8 @@ class ShareFetchRequest(_s.Request):
     """The acquire mode to control the fetch behavior: 0:Batch-optimized,1:Record-
     limit,255:Renew. (Versions 2+.)
     """
+    is_renew_ack: bool = False
+    """Whether Renew type acknowledgements present in AcknowledgementBatches. (Versions 2+.)"""
     topics: list[FetchTopic] = attrs.Factory(list)
     """The topics to fetch. (Versions 0+.)"""
     forgotten_topics_data: list[ForgottenTopic] = attrs.Factory(list)
@@ -132,6 +134,7 @@ ShareFetchRequest.FIELDS = (
     _s.Field('max_records', 'MaxRecords', 'int32', (1, _s.MAX_VERSION), default=0),
     _s.Field('batch_size', 'BatchSize', 'int32', (1, _s.MAX_VERSION), default=0),
     _s.Field('share_acquire_mode', 'ShareAcquireMode', 'int8', (2, _s.MAX_VERSION), default=0),
+    _s.Field('is_renew_ack', 'IsRenewAck', 'bool', (2, _s.MAX_VERSION), default=False),
     _s.Field('topics', 'Topics', _s.Array(FetchTopic), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
     _s.Field('forgotten_topics_data', 'ForgottenTopicsData', _s.Array(ForgottenTopic), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 import uuid
 
+import attrs
 import pytest
 
 from kafkette.errors import (
@@ -15,7 +17,12 @@ from kafkette.errors import (
 from kafkette.protocol.messages.share_acknowledge_request import (
     AcknowledgementBatch as AckRequestBatch,
 )
-from kafkette.protocol.messages.share_fetch_request import AcknowledgementBatch
+from kafkette.protocol.messages.share_fetch_request import (
+    AcknowledgementBatch,
+    FetchPartition,
+    FetchTopic,
+    ShareFetchRequest,
+)
 from kafkette.protocol.messages.share_fetch_response import AcquiredRecords as WireAcquired
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
@@ -102,3 +109,51 @@ def test_acknowledgement_batches_and_renew_from_version_2() -> None:
 
 def test_acquired_records_as_the_response_carries_them() -> None:
     assert wire.acquired_records([AcquiredRecords(3, 9, 2)]) == [WireAcquired(3, 9, 2)]
+
+
+def test_share_fetch_v2_bytes_carry_the_acquire_mode_then_the_renew_flag() -> None:
+    """Kafka 4.2's ShareFetch v2 layout (franz-go's definition 78_share_fetch agrees):
+    ..., MaxRecords, BatchSize, ShareAcquireMode int8, IsRenewAck bool, Topics, ..."""
+    request = ShareFetchRequest(
+        group_id="g",
+        member_id="m",
+        share_session_epoch=3,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=0,
+        max_records=0,
+        batch_size=0,
+        share_acquire_mode=1,
+        is_renew_ack=True,
+        topics=[
+            FetchTopic(
+                T,
+                [
+                    FetchPartition(
+                        partition_index=2, acknowledgement_batches=[AcknowledgementBatch(5, 5, [4])]
+                    )
+                ],
+            )
+        ],
+    )
+    expected = (
+        b"\x02g\x02m"  # compact strings
+        + struct.pack(">iiiiii", 3, 0, 0, 0, 0, 0)
+        + b"\x01\x01"  # ShareAcquireMode 1, IsRenewAck true
+        + b"\x02"
+        + T.bytes  # one topic
+        + b"\x02"
+        + struct.pack(">i", 2)  # one partition (no PartitionMaxBytes after v0)
+        + b"\x02"
+        + struct.pack(">qq", 5, 5)
+        + b"\x02\x04"
+        + b"\x00"  # one batch: RENEW
+        + b"\x00"  # partition tagged fields
+        + b"\x00"  # topic tagged fields
+        + b"\x01"  # no forgotten topics
+        + b"\x00"  # tagged fields
+    )
+    assert request.encode(2) == expected
+    assert ShareFetchRequest.decode(expected, 2) == request
+    plain = attrs.evolve(request, share_acquire_mode=0, is_renew_ack=False)
+    assert plain.encode(1) == expected[:28] + expected[30:]  # v1 has neither field

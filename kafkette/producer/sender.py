@@ -262,6 +262,11 @@ class Sender:
         """Called at each pass of a transactional producer, before it drains: the
         transaction's I/O starts what the state asks for (AddPartitionsToTxn)."""
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._outside_task = False
+        """Whether a pass runs from a plain event-loop callback (:meth:`_pass_after_responses`)."""
+        self._deferred: deque[tuple[Callable[..., Coroutine[Any, Any, object]], tuple[Any, ...]]]
+        self._deferred = deque()
+        """Tasks such a pass needs, started by the sender's task when it wakes up."""
 
     # ---- control (event loop thread only)
 
@@ -327,7 +332,15 @@ class Sender:
         *args: object,
     ) -> None:
         """Start ``task(*args)`` in the sender's task group; an exception that escapes it
-        stops the sender (:meth:`fail_fatally`) instead of leaving the task group."""
+        stops the sender (:meth:`fail_fatally`) instead of leaving the task group.
+
+        From a pass run by a plain event-loop callback the sender's task starts it
+        instead, woken for that: anyio cannot start a task where no task runs (it
+        finds no event loop there under ``asyncio.run``)."""
+        if self._outside_task:
+            self._deferred.append((task, args))
+            self.wakeup()
+            return
         tg.start_soon(self._guarded, task, *args)
 
     async def _guarded(
@@ -379,6 +392,10 @@ class Sender:
 
     async def _turn(self, tg: anyio.abc.TaskGroup) -> None:
         self._wake = self._new_event()
+        deferred = self._deferred
+        while deferred:
+            task, args = deferred.popleft()
+            tg.start_soon(self._guarded, task, *args)
         timeout_ms = self._pass(tg)
         if timeout_ms > 0:
             self._asleep_until = self.clock() + timeout_ms
@@ -488,11 +505,14 @@ class Sender:
         if tg is None or asleep_until is None or self._stopping or self._abort_error is not None:
             self.wakeup()
             return
+        self._outside_task = True
         try:
             timeout_ms = self._pass(tg)
         except Exception as exc:  # a bug: fail what is pending rather than hang
             self.fail_fatally(exc)
             return
+        finally:
+            self._outside_task = False
         if self.clock() + timeout_ms < asleep_until:
             self.wakeup()
 
@@ -508,7 +528,8 @@ class Sender:
         connection = self.client.open_connection(node)
         if connection is None:
             return None
-        connection.start_pump(tg)
+        if not self._outside_task:  # else the sender's task starts it, at its next pass
+            connection.start_pump(tg)
         if not connection.can_submit:
             return None
         connection.cork()

@@ -10,6 +10,7 @@ and written at once with ``BrokerConnection.submit`` (TCP under asyncio).
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Awaitable, Callable
@@ -683,3 +684,48 @@ async def test_the_places_freed_by_responses_read_together_go_out_in_one_write()
     await run_sender(client, config(batch_size=100, max_in_flight_requests_per_connection=2), body)
     assert client.writes == [[0, 1], [2, 3]]
     assert broker.log[0] == [bytes([i]) * 100 for i in range(4)]
+
+
+def test_a_pass_after_responses_starts_workers_when_the_socket_falls_behind() -> None:
+    """The pass run from the event loop's callback after responses (no task of its own)
+    finds the connection no longer keeping up, and stale metadata: the worker and the
+    refresh it needs start in the sender's task, and every record is delivered in order.
+
+    Under ``asyncio.run`` (an application's loop, the sync producer's thread), not
+    ``anyio.run``: anyio finds no event loop in a plain callback there, and the sender
+    failed with its NoEventLoopError before."""
+    asyncio.run(_pass_after_responses_needs_a_worker())
+
+
+async def _pass_after_responses_needs_a_worker() -> None:
+    broker = FakeBroker()
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        data = request.topic_data[0].partition_data[0].records
+        assert data is not None
+        return answer(broker.append(0, bytes(data)))
+
+    client = FakeClient(handler)
+    connection = HeldAnswers(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    refreshes = client.refreshes
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(4)]
+        while len(connection.held) < 2:  # the other two wait for a place in flight
+            await anyio.sleep(0)
+        connection.can_submit = False  # the socket's buffer is past its high-water mark
+        client.submitting = False  # so the rest goes through workers (client.send)
+        client.metadata.request_update()
+        connection.release()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == [0, 1, 2, 3]
+
+    sender = await run_sender(
+        client, config(batch_size=100, max_in_flight_requests_per_connection=2), body
+    )
+    assert sender.fatal_error is None
+    assert broker.log[0] == [bytes([i]) * 100 for i in range(4)]
+    assert client.writes == [[0, 1]]  # the other two: one request per worker
+    assert len(client.requests) == 4
+    assert client.refreshes > refreshes

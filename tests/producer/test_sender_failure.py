@@ -52,8 +52,8 @@ build: building a batch raises; answer: handling a Produce answer raises (in the
 callback of a request written at once); answer-acks0: the same in one of the
 sender's worker tasks (acks=0 requests go through them); group: a task that the
 sender did not start itself fails in its task group (one started as a
-connection's pump, where the real pump would start) while the requests of
-that pass wait for their answers."""
+connection's pump would be, by the sender's task as it wakes for the records
+sent) while the requests of that pass wait for their answers."""
 
 TOPICS = ("events", "audit")
 RECORDS = 12
@@ -82,13 +82,20 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
         async def broken_task() -> None:
             fail()
 
-        def start_pump(connection: BrokerConnection, task_group: anyio.abc.TaskGroup) -> None:
-            task_group.start_soon(broken_task)
+        real_turn = Sender._turn
+        started: list[Sender] = []
+
+        async def turn(sender: Sender, task_group: anyio.abc.TaskGroup) -> None:
+            # the sender's task wakes for the records sent next: a pump's start there
+            if not started:
+                started.append(sender)
+                task_group.start_soon(broken_task)
+            await real_turn(sender, task_group)
 
         def submit(connection: BrokerConnection, request: Any, on_response: Any) -> None:
             pass  # held, as if not answered yet: the failure comes first
 
-        monkeypatch.setattr(BrokerConnection, "start_pump", start_pump)
+        monkeypatch.setattr(Sender, "_turn", turn)
         monkeypatch.setattr(BrokerConnection, "submit", submit)
     else:
         monkeypatch.setattr(Sender, "_succeeded", fail)

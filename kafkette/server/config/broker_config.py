@@ -152,6 +152,7 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "fetch.max.bytes": _int(0),
     "log.retention.check.interval.ms": _int(1),
     "log.cleaner.backoff.ms": _int(1),
+    "telemetry.max.bytes": _int(1),
 }
 
 
@@ -217,6 +218,9 @@ class BrokerConfig:
     fetch_max_bytes: int = 57_671_680
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
+    telemetry_max_bytes: int = 1_048_576
+    """The largest metrics payload a client may push (KIP-714), before and after
+    decompression."""
     log: LogConfig = attrs.Factory(LogConfig)
     """Defaults of every topic's log settings (the ``log.*`` broker properties)."""
     overrides: dict[str, str] = attrs.Factory(dict)

@@ -750,6 +750,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "15000",
                 "How long the log cleaner sleeps between compaction passes.",
             ),
+            _broker(
+                "telemetry.max.bytes",
+                ConfigType.INT,
+                "1048576",
+                "The largest metrics payload a client may push to the broker (KIP-714).",
+            ),
         ],
         key=lambda d: d.name,
     )

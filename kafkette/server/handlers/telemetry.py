@@ -22,7 +22,7 @@ from kafkette.protocol.messages import (
     PushTelemetryResponse,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.metrics.client_metrics import ACCEPTED_COMPRESSION, TELEMETRY_MAX_BYTES
+from kafkette.server.metrics.client_metrics import ACCEPTED_COMPRESSION
 from kafkette.server.metrics.otlp import decode_metrics
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ async def handle_get_telemetry_subscriptions(
         subscription_id=subscribed.subscription_id,
         accepted_compression_types=list(ACCEPTED_COMPRESSION),
         push_interval_ms=subscribed.interval_ms,
-        telemetry_max_bytes=TELEMETRY_MAX_BYTES,
+        telemetry_max_bytes=broker.config.telemetry_max_bytes,
         delta_temporality=True,
         requested_metrics=list(subscribed.metrics),
     )
@@ -69,6 +69,7 @@ async def handle_push_telemetry(
     broker: Broker, ctx: RequestContext, request: PushTelemetryRequest
 ) -> PushTelemetryResponse:
     metrics = broker.metrics
+    max_bytes = broker.config.telemetry_max_bytes
     try:
         instance = metrics.client_metrics.push(
             request.client_instance_id,
@@ -78,13 +79,14 @@ async def handle_push_telemetry(
             request.compression_type,
             len(request.metrics),
             broker.now_ms(),
+            max_bytes,
         )
     except ApiError as error:
         logger.debug("PushTelemetry from %s refused: %s", ctx.client_host, error)
         return PushTelemetryResponse(error_code=error.code)
     if request.metrics:
         try:
-            points = decode_metrics(request.compression_type, request.metrics, TELEMETRY_MAX_BYTES)
+            points = decode_metrics(request.compression_type, request.metrics, max_bytes)
         except ApiError as error:
             instance.last_error = error.code
             logger.warning(

@@ -63,7 +63,8 @@ MATCH_KEYS = (
     "client_source_port",
 )
 TELEMETRY_MAX_BYTES = 1_048_576
-"""Kafka's ``telemetry.max.bytes`` default: the largest metrics payload accepted."""
+"""Kafka's ``telemetry.max.bytes`` default: the largest metrics payload accepted (before
+and after decompression)."""
 ACCEPTED_COMPRESSION = (4, 3, 1, 2)
 """zstd, lz4, gzip, snappy: Kafka's order of preference (clients pick the first they have)."""
 _COMPRESSION_IDS = frozenset({0, 1, 2, 3, 4})
@@ -296,15 +297,19 @@ class ClientMetricsManager:
         compression_type: int,
         size: int,
         now_ms: int,
+        max_bytes: int = TELEMETRY_MAX_BYTES,
     ) -> ClientInstance:
-        """PushTelemetry's checks; the instance, when its metrics are to be read."""
+        """PushTelemetry's checks (``max_bytes``: ``telemetry.max.bytes``); the instance,
+        when its metrics are to be read."""
         if instance_id.int == 0:
             raise InvalidRequestError(
                 f"Invalid request from the client [{instance_id}], invalid client instance id"
             )
         instance = self._instance(instance_id, attributes, now_ms)
         try:
-            self._check_push(instance, subscription_id, terminating, compression_type, size, now_ms)
+            self._check_push(
+                instance, subscription_id, terminating, compression_type, size, now_ms, max_bytes
+            )
         except ApiError as error:
             instance.last_error = error.code
             raise
@@ -321,6 +326,7 @@ class ClientMetricsManager:
         compression_type: int,
         size: int,
         now_ms: int,
+        max_bytes: int,
     ) -> None:
         who = instance.instance_id
         if instance.terminating:
@@ -347,8 +353,8 @@ class ClientMetricsManager:
                 f"Unknown compression type [{compression_type}] is received in telemetry "
                 f"request from [{who}]"
             )
-        if size > TELEMETRY_MAX_BYTES:
+        if size > max_bytes:
             raise TelemetryTooLargeError(
                 f"Telemetry request from [{who}] is larger than the maximum allowed size "
-                f"[{TELEMETRY_MAX_BYTES}]"
+                f"[{max_bytes}]"
             )

@@ -24,7 +24,7 @@ from kafkette.protocol.messages import (
     PushTelemetryResponse,
 )
 from kafkette.protocol.records.compression import compress
-from kafkette.server import Broker
+from kafkette.server import Broker, BrokerConfig
 from kafkette.server.net.listener import serve_tcp
 from kafkette.testing import ManualClock
 from tests.server.metrics.otlp_payloads import payload
@@ -132,3 +132,28 @@ async def test_pushed_metrics_are_on_the_endpoint(served: tuple[Broker, int], co
     assert value(scraped, "kafkette_client_metrics_instances") == 1
     CLOCK.advance(1)
     assert "pay-1" not in broker.metrics.text()
+
+
+async def test_telemetry_max_bytes_is_the_brokers_property() -> None:
+    """GetTelemetrySubscriptions tells ``telemetry.max.bytes``; a larger push, or one larger
+    once decompressed, is TELEMETRY_TOO_LARGE."""
+    config = BrokerConfig.from_properties({"telemetry.max.bytes": "200"})
+    broker = Broker(config, clock=CLOCK)
+    broker.metrics.client_metrics.update("all", {"metrics": "*", "interval.ms": "100"})
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(functools.partial(serve_tcp, broker, "127.0.0.1", 0))
+        async with await BrokerConnection.connect("127.0.0.1", port) as connection:
+            got = await connection.request(GetTelemetrySubscriptionsRequest())
+            assert isinstance(got, GetTelemetrySubscriptionsResponse)
+            assert got.telemetry_max_bytes == 200
+            for data in (b"\x00" * 201, compress(4, b"\x00" * 201)):
+                push = PushTelemetryRequest(
+                    client_instance_id=got.client_instance_id,
+                    subscription_id=got.subscription_id,
+                    compression_type=0 if len(data) == 201 else 4,
+                    metrics=data,
+                )
+                answer = await connection.request(push)
+                assert answer == PushTelemetryResponse(error_code=118)  # TELEMETRY_TOO_LARGE
+                CLOCK.advance(100)
+        tg.cancel_scope.cancel()

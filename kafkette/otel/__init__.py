@@ -42,15 +42,6 @@ if TYPE_CHECKING:
 EXTRA_HINT = "OpenTelemetry's API is not installed: pip install kafkette[otel]"
 
 
-def enabled(config: ProducerConfig | ConsumerConfig) -> bool:
-    """Whether the client's settings ask for OpenTelemetry."""
-    return (
-        config.tracer_provider is not None
-        or config.meter_provider is not None
-        or config.opentelemetry
-    )
-
-
 def producer_telemetry(config: ProducerConfig) -> ProducerTelemetry:
     """The producer's telemetry; ConfigError when OpenTelemetry's API is missing."""
     try:

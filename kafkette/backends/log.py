@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import TypeAlias, TypeVar
 
 from kafkette.backends.config import LogConfig
@@ -238,7 +238,10 @@ class Storage(abc.ABC):
     ) -> dict[tuple[str, int], Log]:
         """Open every existing partition log, with its topic's config from ``configs``."""
         configs = configs or {}
-        return {
-            (topic, partition): self.open_log(topic, partition, configs.get(topic))
-            for topic, partition in self.list_partitions()
-        }
+        wanted = [(t, p, configs.get(t)) for t, p in self.list_partitions()]
+        return {(t, p): log for (t, p, _), log in zip(wanted, self.open_many(wanted), strict=True)}
+
+    def open_many(self, wanted: Sequence[tuple[str, int, LogConfig | None]]) -> list[Log]:
+        """:meth:`open_log` of each ``(topic, partition, config)``, in order (a storage whose
+        opening blocks may open several at once)."""
+        return [self.open_log(topic, partition, config) for topic, partition, config in wanted]

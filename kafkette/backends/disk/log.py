@@ -188,6 +188,9 @@ class DiskLog(SegmentedLog):
             return  # what recovery found stays in memory; the files stay as they are
         if clean:
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
+            # Durably gone before anything is appended: a marker a crash brought back
+            # would let the next open trust a torn tail without recovering it.
+            fsync_dir(self.directory)
             # close() wrote them durably; an absent one means what was loaded from it.
             self._written = self._checkpoint_rows()
             for name, rows in found.items():
@@ -481,8 +484,8 @@ class DiskLog(SegmentedLog):
         """Flush, write a producer snapshot and the clean-shutdown marker, release files."""
         if self._closed:
             return
+        self._save_snapshot(self._next_offset, self._producers)  # the flush syncs it
         self.flush()
-        self._save_snapshot(self._next_offset, self._producers)
         with self._files_lock:
             self._checkpoint()
             for segment in self._segments:

@@ -36,11 +36,11 @@ class DescribeShareGroupOffsetsRequestGroup(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class DescribeShareGroupOffsetsRequest(_s.Request):
-    """DescribeShareGroupOffsetsRequest (API key 90), versions 0, flexible 0+."""
+    """DescribeShareGroupOffsetsRequest (API key 90), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'DescribeShareGroupOffsetsRequest'
     API_KEY: ClassVar[int] = 90
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = DescribeShareGroupOffsetsResponse
 

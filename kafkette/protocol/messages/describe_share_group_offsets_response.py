@@ -22,6 +22,8 @@ class DescribeShareGroupOffsetsResponsePartition(_s.Struct):
     """The share-partition start offset. (Versions 0+.)"""
     leader_epoch: int = 0
     """The leader epoch of the partition. (Versions 0+.)"""
+    lag: int = -1
+    """The share-partition lag. (Versions 1+.)"""
     error_code: int = 0
     """The partition-level error code, or 0 if there was no error. (Versions 0+.)"""
     error_message: str | None = None
@@ -60,11 +62,11 @@ class DescribeShareGroupOffsetsResponseGroup(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class DescribeShareGroupOffsetsResponse(_s.Response):
-    """DescribeShareGroupOffsetsResponse (API key 90), versions 0, flexible 0+."""
+    """DescribeShareGroupOffsetsResponse (API key 90), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'DescribeShareGroupOffsetsResponse'
     API_KEY: ClassVar[int] = 90
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     throttle_time_ms: int = 0
@@ -79,6 +81,7 @@ DescribeShareGroupOffsetsResponsePartition.FIELDS = (
     _s.Field('partition_index', 'PartitionIndex', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('start_offset', 'StartOffset', 'int64', (0, _s.MAX_VERSION), default=0),
     _s.Field('leader_epoch', 'LeaderEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
+    _s.Field('lag', 'Lag', 'int64', (1, _s.MAX_VERSION), default=-1),
     _s.Field('error_code', 'ErrorCode', 'int16', (0, _s.MAX_VERSION), default=0),
     _s.Field('error_message', 'ErrorMessage', 'string', (0, _s.MAX_VERSION), nullable=(0, _s.MAX_VERSION), default=None),
 )

@@ -35,11 +35,11 @@ class ReadStateSummaryData(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ReadShareGroupStateSummaryRequest(_s.Request):
-    """ReadShareGroupStateSummaryRequest (API key 87), versions 0, flexible 0+."""
+    """ReadShareGroupStateSummaryRequest (API key 87), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'ReadShareGroupStateSummaryRequest'
     API_KEY: ClassVar[int] = 87
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = ReadShareGroupStateSummaryResponse
 

@@ -28,6 +28,10 @@ class PartitionResult(_s.Struct):
     """The leader epoch of the share-partition. (Versions 0+.)"""
     start_offset: int = 0
     """The share-partition start offset. (Versions 0+.)"""
+    delivery_complete_count: int = -1
+    """The number of offsets greater than or equal to share-partition start offset for which
+    delivery has been completed. (Versions 1+.)
+    """
 
 
 @attrs.define(slots=True, eq=True, repr=True)
@@ -42,11 +46,11 @@ class ReadStateSummaryResult(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class ReadShareGroupStateSummaryResponse(_s.Response):
-    """ReadShareGroupStateSummaryResponse (API key 87), versions 0, flexible 0+."""
+    """ReadShareGroupStateSummaryResponse (API key 87), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'ReadShareGroupStateSummaryResponse'
     API_KEY: ClassVar[int] = 87
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[ReadStateSummaryResult] = attrs.Factory(list)
@@ -60,6 +64,7 @@ PartitionResult.FIELDS = (
     _s.Field('state_epoch', 'StateEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('leader_epoch', 'LeaderEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('start_offset', 'StartOffset', 'int64', (0, _s.MAX_VERSION), default=0),
+    _s.Field('delivery_complete_count', 'DeliveryCompleteCount', 'int32', (1, _s.MAX_VERSION), default=-1),
 )
 ReadStateSummaryResult.FIELDS = (
     _s.Field('topic_id', 'TopicId', 'uuid', (0, _s.MAX_VERSION), default=_s.ZERO_UUID),

@@ -41,6 +41,10 @@ class PartitionData(_s.Struct):
     """The share-partition start offset, or -1 if the start offset is not being written.
     (Versions 0+.)
     """
+    delivery_complete_count: int = -1
+    """The number of offsets greater than or equal to share-partition start offset for which
+    delivery has been completed. (Versions 1+.)
+    """
     state_batches: list[StateBatch] = attrs.Factory(list)
     """The state batches for the share-partition. (Versions 0+.)"""
 
@@ -57,11 +61,11 @@ class WriteStateData(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class WriteShareGroupStateRequest(_s.Request):
-    """WriteShareGroupStateRequest (API key 85), versions 0, flexible 0+."""
+    """WriteShareGroupStateRequest (API key 85), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'WriteShareGroupStateRequest'
     API_KEY: ClassVar[int] = 85
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
     RESPONSE: ClassVar[type[_s.Response]] = WriteShareGroupStateResponse
 
@@ -82,6 +86,7 @@ PartitionData.FIELDS = (
     _s.Field('state_epoch', 'StateEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('leader_epoch', 'LeaderEpoch', 'int32', (0, _s.MAX_VERSION), default=0),
     _s.Field('start_offset', 'StartOffset', 'int64', (0, _s.MAX_VERSION), default=0),
+    _s.Field('delivery_complete_count', 'DeliveryCompleteCount', 'int32', (1, _s.MAX_VERSION), default=-1),
     _s.Field('state_batches', 'StateBatches', _s.Array(StateBatch), (0, _s.MAX_VERSION), default=_s.EMPTY_LIST),
 )
 WriteStateData.FIELDS = (

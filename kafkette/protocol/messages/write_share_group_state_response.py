@@ -36,11 +36,11 @@ class WriteStateResult(_s.Struct):
 
 @attrs.define(slots=True, eq=True, repr=True)
 class WriteShareGroupStateResponse(_s.Response):
-    """WriteShareGroupStateResponse (API key 85), versions 0, flexible 0+."""
+    """WriteShareGroupStateResponse (API key 85), versions 0-1, flexible 0+."""
 
     NAME: ClassVar[str] = 'WriteShareGroupStateResponse'
     API_KEY: ClassVar[int] = 85
-    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 0)
+    VALID_VERSIONS: ClassVar[_s.VersionRange] = (0, 1)
     FLEXIBLE_VERSIONS: ClassVar[_s.VersionRange] = (0, _s.MAX_VERSION)
 
     results: list[WriteStateResult] = attrs.Factory(list)

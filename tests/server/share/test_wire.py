@@ -157,3 +157,59 @@ def test_share_fetch_v2_bytes_carry_the_acquire_mode_then_the_renew_flag() -> No
     assert ShareFetchRequest.decode(expected, 2) == request
     plain = attrs.evolve(request, share_acquire_mode=0, is_renew_ack=False)
     assert plain.encode(1) == expected[:28] + expected[30:]  # v1 has neither field
+
+
+def test_kip_1226_fields_sit_where_kafka_4_2_puts_them() -> None:
+    """WriteShareGroupState v1: DeliveryCompleteCount after StartOffset;
+    DescribeShareGroupOffsets v1: Lag after LeaderEpoch (franz-go's definitions)."""
+    from kafkette.protocol.messages import (
+        describe_share_group_offsets_response as dsgo,
+    )
+    from kafkette.protocol.messages import write_share_group_state_request as wsgs
+
+    write = wsgs.WriteShareGroupStateRequest(
+        group_id="g",
+        topics=[
+            wsgs.WriteStateData(
+                T,
+                [
+                    wsgs.PartitionData(
+                        partition=1,
+                        state_epoch=2,
+                        leader_epoch=3,
+                        start_offset=4,
+                        delivery_complete_count=5,
+                    )
+                ],
+            )
+        ],
+    )
+    partition = struct.pack(">iiiq", 1, 2, 3, 4)
+    head = b"\x02g" + b"\x02" + T.bytes + b"\x02"
+    assert write.encode(1) == head + partition + struct.pack(">i", 5) + b"\x01\x00\x00\x00"
+    write.topics[0].partitions[0].delivery_complete_count = -1
+    assert write.encode(0) == head + partition + b"\x01\x00\x00\x00"
+    offsets = dsgo.DescribeShareGroupOffsetsResponse(
+        groups=[
+            dsgo.DescribeShareGroupOffsetsResponseGroup(
+                group_id="g",
+                topics=[
+                    dsgo.DescribeShareGroupOffsetsResponseTopic(
+                        topic_name="t",
+                        topic_id=T,
+                        partitions=[
+                            dsgo.DescribeShareGroupOffsetsResponsePartition(
+                                partition_index=0, start_offset=7, leader_epoch=1, lag=9
+                            )
+                        ],
+                    )
+                ],
+            )
+        ]
+    )
+    encoded = offsets.encode(1)
+    assert struct.pack(">iqiqh", 0, 7, 1, 9, 0) in encoded
+    assert dsgo.DescribeShareGroupOffsetsResponse.decode(encoded, 1) == offsets
+    offsets.groups[0].topics[0].partitions[0].lag = -1
+    v0 = dsgo.DescribeShareGroupOffsetsResponse.decode(offsets.encode(0), 0)
+    assert v0 == offsets and struct.pack(">iqih", 0, 7, 1, 0) in offsets.encode(0)

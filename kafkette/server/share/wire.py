@@ -1,5 +1,6 @@
 """The share room's values to and from the generated ShareGroupHeartbeat,
-ShareFetch and ShareAcknowledge messages: what the handlers will call."""
+ShareGroupDescribe, ShareFetch and ShareAcknowledge messages: what the handlers
+will call."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from kafkette.errors import ApiError, InvalidRequestError
+from kafkette.protocol.messages import share_group_describe_response as describe
 from kafkette.protocol.messages.share_fetch_response import (
     AcquiredRecords as WireAcquiredRecords,
 )
@@ -110,3 +112,43 @@ def assignment_by_topic(response: ShareGroupHeartbeatResponse) -> dict[uuid.UUID
     if response.assignment is None:
         return None
     return {tp.topic_id: list(tp.partitions) for tp in response.assignment.topic_partitions}
+
+
+def described_group(
+    group: ShareGroup,
+    topic_names: Mapping[uuid.UUID, str],
+    authorized_operations: int = -2147483648,
+) -> describe.DescribedGroup:
+    """A ShareGroupDescribe entry for ``group`` (assignor ``simple``): its state,
+    epochs and members with their current assignments, topics named by
+    ``topic_names`` (a topic id it lacks is named "")."""
+    members = []
+    for member in group.members.values():
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in sorted(member.assignment, key=lambda tp: (str(tp[0]), tp[1])):
+            by_topic.setdefault(topic_id, []).append(index)
+        members.append(
+            describe.Member(
+                member_id=member.member_id,
+                rack_id=member.rack_id,
+                member_epoch=member.member_epoch,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=list(member.subscribed_topic_names),
+                assignment=describe.Assignment(
+                    [
+                        describe.TopicPartitions(topic_id, topic_names.get(topic_id, ""), parts)
+                        for topic_id, parts in by_topic.items()
+                    ]
+                ),
+            )
+        )
+    return describe.DescribedGroup(
+        group_id=group.group_id,
+        group_state=group.state.value,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name="simple",
+        members=members,
+        authorized_operations=authorized_operations,
+    )

@@ -213,3 +213,41 @@ def test_kip_1226_fields_sit_where_kafka_4_2_puts_them() -> None:
     offsets.groups[0].topics[0].partitions[0].lag = -1
     v0 = dsgo.DescribeShareGroupOffsetsResponse.decode(offsets.encode(0), 0)
     assert v0 == offsets and struct.pack(">iqih", 0, 7, 1, 0) in offsets.encode(0)
+
+
+def test_a_described_group_names_its_members_and_their_partitions() -> None:
+    from kafkette.protocol.messages import share_group_describe_response as describe
+
+    group = ShareGroup("g")
+    over_the_wire(
+        group,
+        ShareGroupHeartbeatRequest(
+            group_id="g",
+            member_id="m1",
+            member_epoch=0,
+            subscribed_topic_names=["orders"],
+            rack_id="r1",
+        ),
+    )
+    got = wire.described_group(group, {T: "orders"})
+    assert got == describe.DescribedGroup(
+        group_id="g",
+        group_state="Stable",
+        group_epoch=1,
+        assignment_epoch=1,
+        assignor_name="simple",
+        members=[
+            describe.Member(
+                member_id="m1",
+                rack_id="r1",
+                member_epoch=1,
+                client_id="c",
+                client_host="/127.0.0.1",
+                subscribed_topic_names=["orders"],
+                assignment=describe.Assignment([describe.TopicPartitions(T, "orders", [0, 1, 2])]),
+            )
+        ],
+    )
+    response = describe.ShareGroupDescribeResponse(groups=[got])
+    assert describe.ShareGroupDescribeResponse.decode(response.encode(1), 1) == response
+    assert wire.described_group(ShareGroup("empty"), {}).group_state == "Empty"

@@ -583,7 +583,7 @@ async def run(
             if metrics_listener is not None:
                 metrics_port = await tg.start(
                     functools.partial(serve_metrics, listener=metrics_listener),
-                    broker.metrics.text,
+                    broker.metrics.scrape,
                     *metrics_at,
                 )
                 logger.info(

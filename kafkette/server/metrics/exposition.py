@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
@@ -83,17 +83,30 @@ def _labels(labels: Labels) -> str:
     return "{" + ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels) + "}"
 
 
+STEP_LINES = 1000
+"""Sample lines :func:`render_steps` writes between two steps."""
+
+
+def render_steps(family: Family, out: list[str]) -> Iterator[None]:
+    """Append ``family``'s text to ``out`` (nothing without samples), yielding every
+    :data:`STEP_LINES` lines."""
+    if not family.samples:
+        return
+    name = family.name
+    out.append(f"# HELP {name} {_escape_help(family.help)}\n# TYPE {name} {family.type}\n")
+    for index, (suffix, labels, value) in enumerate(family.samples, 1):
+        out.append(f"{name}{suffix}{_labels(labels)} {format_value(value)}\n")
+        if index % STEP_LINES == 0:
+            yield
+
+
 def render(families: Iterable[Family]) -> str:
     """The text of a scrape: every family that has samples, in the order given."""
-    lines: list[str] = []
+    out: list[str] = []
     for family in families:
-        if not family.samples:
-            continue
-        lines.append(f"# HELP {family.name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.type}")
-        for suffix, labels, value in family.samples:
-            lines.append(f"{family.name}{suffix}{_labels(labels)} {format_value(value)}")
-    return "\n".join(lines) + "\n" if lines else ""
+        for _ in render_steps(family, out):
+            pass
+    return "".join(out)
 
 
 def histogram_samples(

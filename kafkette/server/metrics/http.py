@@ -1,5 +1,6 @@
 """The scrape endpoint: HTTP on the broker's event loop, ``GET /metrics`` answered with
-Prometheus' text format (h11 parses; every wait is a non-blocking socket read).
+Prometheus' text format (h11 parses; every wait is a non-blocking socket read; the
+scrape itself lets other tasks run every few milliseconds).
 
 Any other path is 404, any other method 405. A connection may ask again (keep-alive);
 one that sends nothing for :data:`IDLE_TIMEOUT_S` is closed, as is one that sends
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -36,7 +37,9 @@ def _response(status: int, body: bytes, content_type: str) -> tuple[h11.Response
     return response, h11.Data(data=body)
 
 
-async def _serve_connection(stream: anyio.abc.ByteStream, text: Callable[[], str]) -> None:
+async def _serve_connection(
+    stream: anyio.abc.ByteStream, scrape: Callable[[], Awaitable[str]]
+) -> None:
     connection = h11.Connection(h11.SERVER)
     while True:
         event = connection.next_event()
@@ -57,7 +60,7 @@ async def _serve_connection(stream: anyio.abc.ByteStream, text: Callable[[], str
             elif path not in PATHS:
                 answer = _response(404, b"the metrics are at /metrics\n", "text/plain")
             else:
-                answer = _response(200, text().encode(), CONTENT_TYPE)
+                answer = _response(200, (await scrape()).encode(), CONTENT_TYPE)
             head, body = answer
             out = connection.send(head) or b""
             if event.method != b"HEAD":
@@ -80,11 +83,11 @@ async def _serve_connection(stream: anyio.abc.ByteStream, text: Callable[[], str
 _BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-async def _guarded(stream: anyio.abc.ByteStream, text: Callable[[], str]) -> None:
+async def _guarded(stream: anyio.abc.ByteStream, scrape: Callable[[], Awaitable[str]]) -> None:
     """Serve one connection; a malformed request is answered 400 and the connection closed."""
     async with stream:
         try:
-            await _serve_connection(stream, text)
+            await _serve_connection(stream, scrape)
         except h11.RemoteProtocolError as exc:
             logger.info("metrics endpoint: a malformed request (%s): connection closed", exc)
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -103,17 +106,17 @@ async def open_metrics_listener(host: str, port: int) -> anyio.abc.Listener[anyi
 
 
 async def serve_metrics(
-    text: Callable[[], str],
+    scrape: Callable[[], Awaitable[str]],
     host: str,
     port: int,
     *,
     listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``text()`` on ``http://host:port/metrics`` (or on ``listener``, opened with
+    """Serve ``await scrape()`` on ``http://host:port/metrics`` (or on ``listener``, opened with
     :func:`open_metrics_listener`) until cancelled; ``task_status`` gets the bound port."""
     if listener is None:
         listener = await open_metrics_listener(host, port)
     async with listener:
         task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
-        await listener.serve(lambda stream: _guarded(stream, text))
+        await listener.serve(lambda stream: _guarded(stream, scrape))

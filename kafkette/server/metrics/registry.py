@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from kafkette.protocol.headers import PRODUCE_KEY
 from kafkette.server.dispatch import HANDLERS
 from kafkette.server.metrics.client_metrics import ClientMetricsManager
-from kafkette.server.metrics.exposition import Family, histogram_samples, render
+from kafkette.server.metrics.exposition import Family, histogram_samples, render_steps
 from kafkette.server.metrics.otlp import Point
 from kafkette.server.metrics.pushed import PushedMetrics
 from kafkette.server.metrics.requests import LATENCY_BUCKETS_S, ConnectionStats, RequestStats
 from kafkette.server.metrics.state import BrokerState
 from kafkette.server.metrics.traffic import TopicTraffic
+from kafkette.server.steps import run_in_steps
 
 FETCH_KEY = 1
 
@@ -68,12 +69,29 @@ class BrokerMetrics:
             forgotten.clear()
 
     def text(self) -> str:
-        """The scrape: Prometheus' text format (call on the broker's event loop)."""
+        """The scrape: Prometheus' text format, in one go (call on the broker's event loop)."""
+        out: list[str] = []
+        for _ in self._render(out):
+            pass
+        return "".join(out)
+
+    async def scrape(self) -> str:
+        """:meth:`text`, letting other tasks of the loop run every few milliseconds."""
+        out: list[str] = []
+        await run_in_steps(self._render(out))
+        return "".join(out)
+
+    def _render(self, out: list[str]) -> Generator[None, None, None]:
         self.client_metrics.expire(self.clock())
         self._drop_forgotten()
-        return render(self.families())
+        for family in self.families():
+            if family is None:
+                yield
+                continue
+            yield from render_steps(family, out)
 
-    def families(self) -> Iterator[Family]:
+    def families(self) -> Iterator[Family | None]:
+        """Every family of a scrape, its samples read now; None between steps."""
         yield from self._requests()
         yield from self._connections()
         yield from self._traffic()

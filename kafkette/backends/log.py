@@ -151,6 +151,11 @@ class Log(abc.ABC):
         """Delete whole non-active segments past ``retention.ms``/``retention.bytes``
         or below the log start offset; returns the number of segments deleted."""
 
+    def retention_steps(self) -> Steps[int]:
+        """:meth:`enforce_retention` as :data:`Steps` (the default: all in one step)."""
+        return self.enforce_retention()
+        yield  # a generator
+
     @abc.abstractmethod
     def compact(self, *, force: bool = False) -> CleanerStats | None:
         """Run one compaction pass if the log is compacted and dirty enough

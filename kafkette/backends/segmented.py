@@ -103,6 +103,9 @@ class SegmentedLog(Log):
         self._last_flush_ms = clock()
         self._first_dirty_offset = 0
         self._closed = False
+        self._log_start_deferred: bool | None = None
+        """While retention runs in steps: False, and True once the log start moved (its
+        snapshot and checkpoint then wait for :meth:`_log_start_work`)."""
 
     # -- hooks -----------------------------------------------------------------
 
@@ -601,9 +604,19 @@ class SegmentedLog(Log):
             if covering:
                 kept.insert(0, EpochEntry(covering[-1].epoch, offset))
             self._epochs = kept
+        if self._log_start_deferred is not None:
+            self._log_start_deferred = True
+            return
         # The batches below the new start can no longer rebuild producer state: keep it.
         self._save_snapshot(self._next_offset, self._producers)
         self._checkpoint()
+
+    def _log_start_work(self) -> BlockingWork | None:
+        """Keep the producer state and the checkpoints after the log start moved: now
+        (None returned), or in the returned work."""
+        self._save_snapshot(self._next_offset, self._producers)
+        self._checkpoint()
+        return None
 
     def _delete_prefix(self, predicate: Callable[[Segment, Segment], bool]) -> int:
         """Delete leading non-active segments while ``predicate(segment, next)`` holds."""
@@ -620,6 +633,22 @@ class SegmentedLog(Log):
                 self._set_log_start(following.base_offset)
         if deleted:
             self._drop_snapshots(below=self._log_start)
+        return deleted
+
+    def retention_steps(self) -> Steps[int]:
+        # The segments go at once (their files' blocks are freed by the storage's reap);
+        # the snapshot and checkpoints of the new log start are written after, as when
+        # a segment is deleted at once, but in the yielded work.
+        self._log_start_deferred = False
+        try:
+            deleted = self.enforce_retention()
+            moved = self._log_start_deferred
+        finally:
+            self._log_start_deferred = None
+        if moved:
+            work = self._log_start_work()
+            if work is not None:
+                yield work
         return deleted
 
     def enforce_retention(self) -> int:

@@ -69,7 +69,7 @@ def round_steps(
         try:
             log.tick()
             if retention:
-                stats.segments_deleted += log.enforce_retention()
+                stats.segments_deleted += yield from log.retention_steps()
             if compaction and (yield from log.compaction_steps()) is not None:
                 stats.logs_compacted += 1
         except Exception:

@@ -357,6 +357,20 @@ class DiskLog(SegmentedLog):
 
         return write
 
+    def _log_start_work(self) -> BlockingWork | None:
+        offset, state = self._next_offset, self._producers.to_bytes()
+        path = self._snapshot_path(offset)
+
+        def write() -> None:
+            with self._files_lock:
+                if self._closed:
+                    return
+                write_atomically(path, state, sync_dir=False, sync_file=False)
+                self._unsynced_snapshots.append(path)
+                self._write_checkpoints(sync_directory=False)
+
+        return write
+
     def _write_replacement(
         self, old: Segment, batches: Sequence[tuple[Sequence[BufferLike], StoredHeader]]
     ) -> Steps[Segment]:

@@ -43,3 +43,30 @@ def test_retention_steps_sync_only_in_their_work(
     reopened = DiskLog(str(path), "t", 0, CONFIG, clock=clock)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (60, 63)
     reopened.close()
+
+
+def test_snapshots_are_written_under_the_files_lock(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A roll's snapshot and a retention pass's work (in a worker thread) may write the
+    same snapshot file: both write it holding the log's file lock."""
+    import kafkette.backends.disk.log as disk_log
+
+    log = DiskLog(str(tmp_path / "t-0"), "t", 0, CONFIG, clock=clock)
+    real = disk_log.write_atomically
+    held: list[bool] = []
+
+    def write_atomically(path: str, data: bytes, **kwargs: bool) -> None:
+        if path.endswith(".snapshot"):
+            held.append(log._files_lock._is_owned())  # type: ignore[attr-defined]
+        real(path, data, **kwargs)
+
+    monkeypatch.setattr(disk_log, "write_atomically", write_atomically)
+    for _ in range(5):
+        log.append(BATCH)  # two rolls
+    log.update_high_watermark(log.log_end_offset)
+    for work in log.retention_steps():
+        if work is not None:
+            work()
+    assert held == [True, True, True]
+    log.close()

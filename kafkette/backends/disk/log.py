@@ -316,8 +316,9 @@ class DiskLog(SegmentedLog):
         # write or flush syncs it before the recovery point can pass it; one a crash
         # damaged fails its CRC when read, and an older one is used.
         path = self._snapshot_path(offset)
-        write_atomically(path, table.to_bytes(), sync_dir=False, sync_file=False)
-        with self._files_lock:
+        data = table.to_bytes()
+        with self._files_lock:  # a retention pass's work may write the same one
+            write_atomically(path, data, sync_dir=False, sync_file=False)
             self._unsynced_snapshots.append(path)
 
     def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:

@@ -20,6 +20,9 @@ from kafkette.protocol.schema import Request, Response
 
 DEFAULT_MAX_RESPONSE_SIZE = 2**31 - 1
 API_VERSIONS_KEY = 18
+SPARE_RESPONSE_BUFFERS = 3
+"""Buffers of large responses (fetches) kept to receive later ones into, once the records
+viewing them are dropped: fresh memory faults in page by page (see FrameDecoder)."""
 
 
 class UnexpectedResponseError(DecodeError):
@@ -45,7 +48,7 @@ class ClientWire:
         self.client_id = client_id
         self._next_id = 0
         self._in_flight: dict[int, InFlight] = {}
-        self._decoder = FrameDecoder(max_response_size)
+        self._decoder = FrameDecoder(max_response_size, spare_buffers=SPARE_RESPONSE_BUFFERS)
         self._clock = clock
         self.throttled_until_ms = 0.0
         """Until when the broker asked for no more requests on this connection (KIP-219:

@@ -42,6 +42,12 @@ _SIZE = struct.Struct(">i")
 # this many and at least half the buffer, so the memmove is amortised.
 _COMPACT_THRESHOLD = 64 * 1024
 
+# Buffers handed over with a frame that are kept to receive later frames into
+# (spare_buffers): from this size on (smaller ones come from the allocator's
+# reused memory anyway), up to the largest worth keeping.
+_SPARE_MIN = 64 * 1024
+_SPARE_MAX = 16 * 1024 * 1024
+
 
 class FrameDecoder:
     """Reassembles frames from bytes received in chunks of any size.
@@ -51,18 +57,36 @@ class FrameDecoder:
     prefix raises from ``feed`` or ``next_frame``, whichever first sees it,
     after every frame before it has been returned; the stream cannot be
     resynchronised, so the decoder then keeps raising the same error.
+
+    With ``spare_buffers``, up to that many buffers handed over with large
+    frames are kept, and one whose every view has been released (the caller
+    dropped the frame and everything sliced from it) receives a later frame:
+    fresh memory costs a page fault per 4 KiB on first touch, which for a
+    consumer reading 1 MiB fetches costs as much as parsing them.
     """
 
-    __slots__ = ("_buf", "_error", "_max_frame_size", "_pos", "_size")
+    __slots__ = (
+        "_buf",
+        "_end",
+        "_error",
+        "_max_frame_size",
+        "_pos",
+        "_size",
+        "_spare_buffers",
+        "_spares",
+    )
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, *, spare_buffers: int = 0) -> None:
         if max_frame_size < 0:
             raise ValueError(f"max_frame_size must be >= 0, got {max_frame_size}")
         self._max_frame_size = max_frame_size
         self._buf = bytearray()
+        self._end = 0  # bytes of _buf received; a reused buffer has room after them
         self._pos = 0  # start of the first unconsumed byte in _buf
         self._size: int | None = None  # body size of the frame at _pos, once known
         self._error: FrameTooLargeError | InvalidLengthError | None = None
+        self._spare_buffers = spare_buffers
+        self._spares: list[bytearray] = []
 
     @property
     def max_frame_size(self) -> int:
@@ -72,7 +96,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as part of a frame."""
-        return len(self._buf) - self._pos
+        return self._end - self._pos
 
     @property
     def has_partial_frame(self) -> bool:
@@ -81,7 +105,7 @@ class FrameDecoder:
         After ``next_frame`` has returned None, this tells at end of stream
         whether the peer went away in the middle of a frame.
         """
-        available = len(self._buf) - self._pos
+        available = self._end - self._pos
         if available == 0:
             return False
         if self._size is None:
@@ -92,15 +116,25 @@ class FrameDecoder:
         """Add received bytes; raise at once if they complete an invalid size prefix."""
         if self._error is not None:
             raise self._error
-        if data:
-            self._buf += data
+        size = _nbytes(data)
+        if size:
+            buf = self._buf
+            end = self._end
+            if end == len(buf):
+                buf += data
+            elif end + size <= len(buf):  # room left in a reused buffer
+                buf[end : end + size] = data
+            else:
+                del buf[end:]
+                buf += data
+            self._end = end + size
         self._read_size()
 
     def next_frame(self) -> memoryview | None:
         """Return the body of the next complete frame, or None if it has not all arrived.
 
         The body is a memoryview of bytes that belong to the caller; the decoder
-        never writes to them again.
+        never writes to them again while a view of them is alive.
         """
         if self._error is not None:
             raise self._error
@@ -111,14 +145,14 @@ class FrameDecoder:
         start = self._pos + SIZE_PREFIX_LENGTH
         end = start + size
         buf = self._buf
-        if end > len(buf):
+        if end > self._end:
             return None
-        if end == len(buf) and size * 2 >= len(buf):
+        if end == self._end and size * 2 >= end:
             # The frame is the tail and most of the buffer (a large frame, typically):
             # hand the buffer over instead of copying it.
             frame = memoryview(buf)[start:end]
-            self._buf = bytearray()
-            self._pos = 0
+            self._buf = self._spare(buf) if self._spare_buffers else bytearray()
+            self._end = self._pos = 0
         else:
             frame = memoryview(buf[start:end])  # slicing a bytearray copies
             self._consume(end)
@@ -130,8 +164,29 @@ class FrameDecoder:
         while (frame := self.next_frame()) is not None:
             yield frame
 
+    def _spare(self, handed_over: bytearray) -> bytearray:
+        """A kept buffer nothing views any more, for the next frames (else a new one);
+        ``handed_over`` is kept in its place, or beside it, if it is worth keeping."""
+        spares = self._spares
+        free: bytearray | None = None
+        for spare in spares:
+            try:  # a buffer with live views (exports) cannot be resized
+                last = spare.pop()
+            except BufferError:
+                continue
+            spare.append(last)  # no reallocation: the room was there
+            if free is None or len(spare) > len(free):
+                free = spare
+        if free is not None:
+            spares.remove(free)
+        if _SPARE_MIN <= len(handed_over) <= _SPARE_MAX:
+            if len(spares) >= self._spare_buffers:
+                spares.pop(0)
+            spares.append(handed_over)
+        return free if free is not None else bytearray()
+
     def _read_size(self) -> None:
-        if self._size is not None or len(self._buf) - self._pos < SIZE_PREFIX_LENGTH:
+        if self._size is not None or self._end - self._pos < SIZE_PREFIX_LENGTH:
             return
         (size,) = _SIZE.unpack_from(self._buf, self._pos)
         if size < 0:
@@ -144,11 +199,13 @@ class FrameDecoder:
         raise self._error
 
     def _consume(self, end: int) -> None:
-        if end == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        elif end >= _COMPACT_THRESHOLD and end * 2 >= len(self._buf):
+        if end == self._end:
+            if end == len(self._buf):
+                self._buf.clear()
+            self._end = self._pos = 0  # a reused buffer keeps its room
+        elif end >= _COMPACT_THRESHOLD and end * 2 >= self._end:
             del self._buf[:end]
+            self._end -= end
             self._pos = 0
         else:
             self._pos = end

@@ -261,6 +261,83 @@ def test_declared_size_is_never_allocated_up_front() -> None:
     assert peak < 64 * 1024
 
 
+# -- spare buffers -------------------------------------------------------------
+
+
+def test_a_released_buffer_receives_a_later_frame() -> None:
+    """With spare_buffers, a large frame's buffer whose views are all gone receives a
+    later large frame (no fresh memory); one still viewed is left alone. The buffer for
+    the next frame is chosen when a frame is handed over."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
+    decoder.feed(encode_frame(b"A" * 100_000))
+    first = decoder.next_frame()
+    assert first is not None
+    first_buffer = first.obj
+    kept = first[10:20]  # a slice keeps the buffer viewed too
+    del first
+    decoder.feed(encode_frame(b"B" * 100_000))
+    second = decoder.next_frame()  # handed over while the first is viewed
+    assert second is not None
+    assert second.obj is not first_buffer
+    del kept
+    decoder.feed(encode_frame(b"C" * 90_000))
+    third = decoder.next_frame()  # handed over once the first is free: it is next
+    assert third is not None
+    assert third.obj is not first_buffer
+    decoder.feed(encode_frame(b"D" * 100_000))
+    fourth = decoder.next_frame()
+    assert fourth is not None
+    assert fourth.obj is first_buffer
+    assert fourth.tobytes() == b"D" * 100_000
+    assert second.tobytes() == b"B" * 100_000
+    assert third.tobytes() == b"C" * 90_000
+
+
+def test_small_frames_keep_no_spares() -> None:
+    """Buffers under 64 KiB are not kept: the allocator reuses such memory anyway."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
+    decoder.feed(encode_frame(b"a" * 1000))
+    first = decoder.next_frame()
+    assert first is not None
+    buffer = first.obj
+    del first
+    decoder.feed(encode_frame(b"b" * 1000))
+    second = decoder.next_frame()
+    assert second is not None
+    assert second.obj is not buffer
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 200_000), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_spare_buffers_give_the_same_frames(sizes: list[int], data: st.DataObject) -> None:
+    """Frames of any size in any chunking, some kept and some dropped as they come: the
+    same frames as without spares, and a kept frame never changes afterwards."""
+    frames = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    stream = b"".join(encode_frame(f) for f in frames)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
+    keep = data.draw(st.lists(st.booleans(), min_size=len(frames), max_size=len(frames)))
+    decoder = FrameDecoder(max_frame_size=200_000, spare_buffers=2)
+    kept: list[tuple[int, memoryview]] = []
+    seen = 0
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        decoder.feed(stream[start:cut])
+        start = cut
+        while (frame := decoder.next_frame()) is not None:
+            assert frame.tobytes() == frames[seen]
+            if keep[seen]:
+                kept.append((seen, frame))
+            del frame
+            seen += 1
+            for index, view in kept:
+                assert view.tobytes() == frames[index]
+    assert seen == len(frames)
+    assert decoder.buffered == 0 and not decoder.has_partial_frame
+
+
 # -- efficiency --------------------------------------------------------------
 
 

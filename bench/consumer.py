@@ -1,25 +1,31 @@
-"""Consumer throughput: kafkette (sync and async) against confluent-kafka, aiokafka, kafka-python.
+"""Consumer throughput: kafkette, sync and async, against confluent-kafka (and others).
 
 One ``kafkette serve --memory`` child process, filled once by confluent-kafka
 (librdkafka) with two one-partition topics: 100-byte values and 1 KiB values
 (10-byte keys, no compression, batches of up to 1 MiB). Each consumer is
 assigned partition 0 from offset 0 and runs until it has seen every record,
-touching each record's value (so lazy parsing cannot cheat). Consumers run
-in rounds, one after another, and the best of ``--repeat`` rounds is kept for
-each, so all see the same machine load. Figures are wall-clock records/s and
-MB/s of values (the broker runs in its own process on the same 2 cores), and
-records per CPU-second of the consumer's process (all its threads, librdkafka's
-included), the steadier figure on a shared machine.
-Target: kafkette >= 1.0x aiokafka. ``bench/clients.py`` runs this half after
+touching each record's value (so lazy parsing cannot cheat); the time counts
+from the consumer's construction. Consumers run in alternating rounds (each
+round one run of each, the order rotating), so all see the same machine load;
+the table gives the median and the best round's records/s, the median records
+per CPU-second of the consumer's process (all its threads, librdkafka's
+included: the steadier figure on a loaded machine) and the ratios to
+confluent-kafka (#30's target: 1.0x or more, median and best). The broker runs
+in its own process on the same cores. ``bench/clients.py`` runs this half after
 its producers, against the same broker; alone:
 
-    .venv/bin/python bench/consumer.py [--records 200000] [--repeat 3] [--only kafkette-sync]
+    .venv/bin/python bench/consumer.py [--records 500000] [--repeat 5] [--only kafkette-sync]
+
+``--records`` is the count of 100 B records; the 1 KiB topic holds 2/5 as many.
+By default kafkette-sync, kafkette-async and confluent-kafka run; ``--only``
+picks (aiokafka and kafka-python too).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -204,28 +210,60 @@ def print_table(title: str, records: int, value_size: int, best: dict[str, Timin
         )
 
 
+DEFAULT_CONSUMERS = ("kafkette-sync", "kafkette-async", "confluent-kafka")
+PEER = "confluent-kafka"
+
+
+def print_runs(title: str, records: int, runs: dict[str, list[Timing]]) -> None:
+    """Median and best records/s, median records per CPU-second, and the ratios of
+    each to confluent-kafka's (same rounds)."""
+    print(f"\n{title}")
+    print(
+        f"{'client':<16}{'median/s':>12}{'best/s':>12}{'rec/CPU-s':>12}"
+        f"{'x median':>10}{'x best':>9}{'x CPU':>8}"
+    )
+    figures = {
+        name: (
+            records / statistics.median(w for w, _ in timings),
+            records / min(w for w, _ in timings),
+            records / statistics.median(c for _, c in timings),
+        )
+        for name, timings in runs.items()
+    }
+    peer = figures.get(PEER)
+    for name, (median, best, per_cpu) in figures.items():
+        ratios = (
+            f"{median / peer[0]:>9.2f}x{best / peer[1]:>8.2f}x{per_cpu / peer[2]:>7.2f}x"
+            if peer is not None
+            else ""
+        )
+        print(f"{name:<16}{median:>12,.0f}{best:>12,.0f}{per_cpu:>12,.0f}{ratios}")
+
+
 def bench_consumers(bootstrap: str, records_100b: int, repeat: int, only: list[str]) -> None:
-    """Fill the topics, run every consumer ``repeat`` times and print the best of each."""
-    names = [n for n in CONSUMERS if not only or n in only]
-    counts = {"100 B": records_100b, "1 KiB": max(records_100b // 4, 1)}
+    """Fill the topics, run the consumers in ``repeat`` alternating rounds and print the
+    median and best of each beside confluent-kafka's."""
+    names = [n for n in CONSUMERS if n in (only or DEFAULT_CONSUMERS)]
+    counts = {"100 B": records_100b, "1 KiB": max(records_100b * 2 // 5, 1)}
     for label, value_size in SIZES.items():
         topic = f"bench-consume-{value_size}"
         records = counts[label]
         fill(bootstrap, topic, records, value_size)
-        best: dict[str, Timing] = {}
-        for _ in range(repeat):
-            for name in names:
-                wall, cpu = CONSUMERS[name](bootstrap, topic, records, value_size)
-                old = best.get(name)
-                best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
-        title = f"consumer, {records} records of {label}, one partition (best of {repeat})"
-        print_table(title, records, value_size, best)
+        runs: dict[str, list[Timing]] = {name: [] for name in names}
+        for round_number in range(repeat):
+            turn = round_number % len(names)
+            for name in names[turn:] + names[:turn]:
+                runs[name].append(CONSUMERS[name](bootstrap, topic, records, value_size))
+        title = (
+            f"consumer, {records:,} records of {label}, one partition, {repeat} alternating rounds"
+        )
+        print_runs(title, records, runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=200_000, help="records of 100 B")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--records", type=int, default=500_000, help="records of 100 B")
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", action="append", default=[], choices=list(CONSUMERS))
     args = parser.parse_args()
     with BrokerProcess() as broker:

@@ -16,7 +16,9 @@ the host must provide again (measured here, 150 MiB appended to a memory log
 in a fresh process: 540-650 ms of CPU into huge pages, 90-150 ms into 4 KiB
 pages; 45-100 ms into a disk log's page cache), and :class:`ArenaPool` keeps
 the arenas of deleted segments, pages and all, for the next ones (1 GiB through
-a log kept to 64 MiB by retention: 270-280 ms of CPU, 690-840 ms without).
+a log kept to 64 MiB by retention: 270-280 ms of CPU, 690-840 ms without). An
+arena being filled has its next step's pages allocated by a thread of its own
+(:mod:`kafkette.backends.populator`), off the broker's event loop.
 
 An arena may be reused only when nothing can still see its bytes:
 
@@ -36,6 +38,8 @@ from __future__ import annotations
 import errno
 import mmap
 import threading
+
+from kafkette.backends.populator import POPULATOR, address_of
 
 POPULATE_STEP = 2 << 20
 """Arenas are reserved in multiples of this size and their pages allocated this many
@@ -59,31 +63,48 @@ _populate_works = True
 class Arena:
     """An anonymous mapping batches are copied into; see the module docstring."""
 
-    __slots__ = ("exposed", "populated", "region", "size")
+    __slots__ = ("address", "ahead_done", "exposed", "populated", "region", "requested", "size")
 
     def __init__(self, region: mmap.mmap) -> None:
         self.region = region
         self.size = len(region)
+        self.address = address_of(region)
         self.populated = 0
-        """Bytes from the start whose pages are allocated."""
+        """Bytes from the start whose pages are allocated, as far as the owner knows."""
+        self.requested = 0
+        """Bytes from the start whose pages the populator thread was asked for."""
+        self.ahead_done = 0
+        """Bytes from the start whose pages the populator thread allocated (it alone
+        writes this)."""
         self.exposed = False
         """Whether a read that may have handed its pages to the kernel covered it."""
 
     def populate(self, end: int) -> None:
-        """Allocate the pages up to ``end`` (rounded up to :data:`POPULATE_STEP`) now."""
+        """Have the pages up to ``end`` (rounded up to :data:`POPULATE_STEP`) allocated
+        now, by the populator thread if it got there first, and ask it for the next
+        step's (:mod:`kafkette.backends.populator`)."""
         global _populate_works
-        start = self.populated
         stop = min(-(-end // POPULATE_STEP) * POPULATE_STEP, self.size)
-        if stop <= start:
-            return
-        self.populated = stop
-        if not _populate_works:
-            return  # the copy's page faults allocate them
-        try:
-            self.region.madvise(_MADV_POPULATE_WRITE, start, stop - start)
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:  # a kernel before 5.14
-                _populate_works = False
+        if stop > self.populated:
+            self.populated = max(self.populated, self.ahead_done)
+        start = self.populated
+        if stop > start:
+            self.populated = stop
+            if _populate_works:  # (else the copy's page faults allocate them)
+                try:
+                    self.region.madvise(_MADV_POPULATE_WRITE, start, stop - start)
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL:  # a kernel before 5.14
+                        _populate_works = False
+        ahead = min(max(stop, self.populated) + POPULATE_STEP, self.size)
+        start = max(self.requested, self.populated)
+        if _populate_works and ahead > start and POPULATOR.request(self, start, ahead):
+            self.requested = ahead
+
+    def settle(self) -> None:
+        """Count what the populator thread was asked for as allocated (it will be): the
+        owner lets the arena go."""
+        self.populated = max(self.populated, self.requested, self.ahead_done)
 
     def in_use(self) -> bool:
         """Whether a view of the mapping may still live (True when that cannot be told)."""
@@ -172,6 +193,7 @@ class ArenaPool:
     def retire(self, arena: Arena) -> None:
         """Keep ``arena``, whose owner no longer holds batches in it, for reuse (or let it
         go: exposed, nothing allocated, or the pool full)."""
+        arena.settle()
         if arena.exposed or not arena.populated:
             return
         with self._lock:

@@ -7,6 +7,7 @@ is exactly what was written, never an older batch's bytes.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from kafkette.backends import arenas, memory
 from kafkette.backends.arenas import POPULATE_STEP, Arena, ArenaPool, arena_size
 from kafkette.backends.config import LogConfig
 from kafkette.backends.memory import MemoryLog, MemoryStorage
+from kafkette.backends.populator import POPULATOR
 from tests.backends.helpers import FakeClock, make_batch
 
 MiB = 1 << 20
@@ -39,17 +41,53 @@ def test_arena_sizes_grow_with_the_segment_in_powers_of_two() -> None:
     assert arena_size(1 << 30, 65 * MiB) == 66 * MiB
 
 
-def test_populate_allocates_whole_steps_up_to_the_arena_size() -> None:
+def _resident(arena: Arena) -> int:
+    """Bytes of the arena's pages present in memory (``/proc/self/pagemap``: a 64-bit
+    entry per page, bit 63 set when present)."""
+    assert arena.address is not None
+    page = mmap.PAGESIZE
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(arena.address // page * 8)
+        entries = pagemap.read(arena.size // page * 8)
+    present = sum(entry >> 63 for (entry,) in struct.iter_unpack("<Q", entries))
+    return present * page
+
+
+def test_populate_allocates_the_step_reached_and_asks_the_thread_for_the_next() -> None:
+    """The writer's step is allocated before the call returns; the next one by the
+    populator thread, and the writer's next call finds it done without a system call of
+    its own. Nothing is asked past the arena's end."""
     arena = arenas.new_arena(3 * POPULATE_STEP)
     assert arena is not None
+    assert _resident(arena) == 0
     arena.populate(1)
-    assert arena.populated == POPULATE_STEP
-    arena.populate(POPULATE_STEP)  # already there
-    assert arena.populated == POPULATE_STEP
+    assert (arena.populated, arena.requested) == (POPULATE_STEP, 2 * POPULATE_STEP)
+    assert POPULATOR.wait_idle(30)
+    assert arena.ahead_done == 2 * POPULATE_STEP
+    assert _resident(arena) == 2 * POPULATE_STEP
     arena.populate(POPULATE_STEP + 1)
-    assert arena.populated == 2 * POPULATE_STEP
+    assert (arena.populated, arena.requested) == (2 * POPULATE_STEP, 3 * POPULATE_STEP)
     arena.populate(10 * POPULATE_STEP)
+    assert (arena.populated, arena.requested) == (3 * POPULATE_STEP, 3 * POPULATE_STEP)
+    assert POPULATOR.wait_idle(30)
+    assert _resident(arena) == 3 * POPULATE_STEP
+    arena.settle()
     assert arena.populated == 3 * POPULATE_STEP
+
+
+def test_the_populator_leaves_bytes_already_written_as_they_are() -> None:
+    """Allocating pages that hold batches (the thread and the writer may overlap) changes
+    none of their bytes."""
+    arena = arenas.new_arena(2 * POPULATE_STEP)
+    assert arena is not None
+    view = memoryview(arena.region)
+    payload = bytes(range(256)) * (POPULATE_STEP // 256 + 7)
+    arena.populate(len(payload))
+    view[: len(payload)] = payload
+    assert POPULATOR.request(arena, 0, 2 * POPULATE_STEP)
+    assert POPULATOR.wait_idle(30)
+    assert bytes(view[: len(payload)]) == payload
+    assert bytes(view[len(payload) :]) == bytes(2 * POPULATE_STEP - len(payload))
 
 
 def test_in_use_tells_whether_any_view_of_the_mapping_lives() -> None:
@@ -136,6 +174,7 @@ class PoolMachine(RuleBasedStateMachine):
         owned.arena.populate(end)
         # (a reused arena may have more pages already)
         assert owned.arena.populated >= min(-(-end // POPULATE_STEP) * POPULATE_STEP, owned.size)
+        assert POPULATOR.wait_idle(30)  # (what the pool counts is then the same every run)
         writable = memoryview(owned.arena.region)
         writable[start:end] = payload
         owned.views.append((writable[start:end].toreadonly(), payload))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -601,6 +602,17 @@ class BrokerConnection:
         """Whether :meth:`submit` works now: under asyncio over TCP, or where
         :meth:`start_pump` started a pump, while the socket keeps up."""
         return self._pipe.can_submit
+
+    @property
+    def behind(self) -> bool:
+        """Whether the connection is open and its socket is not keeping up (more than the
+        high-water mark waits to be written): :meth:`when_drained` tells when it is."""
+        return self._pipe.behind
+
+    def when_drained(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once, in the event loop (from no task), when the connection
+        is no longer :attr:`behind` or closes."""
+        self._pipe.when_drained(callback)
 
     def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
         """Let :meth:`submit` work over a stream (trio, ``memory://``): a task in

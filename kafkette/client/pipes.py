@@ -90,6 +90,16 @@ class FramePipe(Protocol):
         """Start what :meth:`submit` needs, in ``task_group`` (if anything)."""
         ...
 
+    @property
+    def behind(self) -> bool:
+        """Whether the pipe is open and more than the high-water mark waits to be written."""
+        ...
+
+    def when_drained(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once, in the event loop, when the pipe is no longer
+        :attr:`behind` or closes."""
+        ...
+
     def submit(
         self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
     ) -> None:
@@ -143,6 +153,7 @@ class StreamPipe:
         self._outbox: list[bytes | bytearray] = []
         self._outbox_size = 0
         self._outbox_ready = self._new_event()
+        self._on_drained: list[Callable[[], object]] = []
         self._corked = False
         self._pumping = False
         self._read_scope: anyio.CancelScope | None = None
@@ -237,6 +248,7 @@ class StreamPipe:
             )
             self._outbox.clear()
             self._outbox_ready.set()  # the pump's writer stops
+            self._drained_now()
             callbacks, self._callbacks = self._callbacks, {}
             for callback in callbacks.values():
                 broken = error
@@ -287,6 +299,20 @@ class StreamPipe:
         """Whether the pump runs and keeps up (less than the high-water mark queued)."""
         return self._pumping and self.failure is None and self._outbox_size < WRITE_BUFFER_HIGH
 
+    @property
+    def behind(self) -> bool:
+        """Whether the pump runs and the high-water mark is queued for it to write."""
+        return self._pumping and self.failure is None and self._outbox_size >= WRITE_BUFFER_HIGH
+
+    def when_drained(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once the pump takes the queued frames, or stops."""
+        self._on_drained.append(callback)
+
+    def _drained_now(self) -> None:
+        waiting, self._on_drained = self._on_drained, []
+        for callback in waiting:
+            callback()
+
     def start_pump(self, task_group: anyio.abc.TaskGroup) -> None:
         """Run the pump in ``task_group`` (once): it ends when the pipe closes or the
         group is cancelled; readers waiting for responses then take turns again."""
@@ -308,6 +334,7 @@ class StreamPipe:
             self._pumping = False
             self._reader_active = False
             self._notify()
+            self._drained_now()
 
     async def _write_submitted(self) -> None:
         while self.failure is None:
@@ -316,6 +343,7 @@ class StreamPipe:
                 await self._outbox_ready.wait()
                 continue
             frames, self._outbox, self._outbox_size = self._outbox, [], 0
+            self._drained_now()
             try:
                 async with self._send_lock:
                     await self._send(b"".join(frames))  # bytes, as exchange sends
@@ -366,6 +394,7 @@ class AsyncioPipe(asyncio.Protocol):
         self._deadlines: deque[tuple[float, int]] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._drained: asyncio.Future[None] | None = None
+        self._on_drained: list[Callable[[], object]] = []
         self._corked: list[bytes | bytearray] | None = None
         self.failure: BaseException | None = None
         self.quiet = False
@@ -439,6 +468,9 @@ class AsyncioPipe(asyncio.Protocol):
         drained, self._drained = self._drained, None
         if drained is not None and not drained.done():
             drained.set_result(None)
+        waiting, self._on_drained = self._on_drained, []
+        for callback in waiting:
+            callback()
 
     # ---- FramePipe
 
@@ -519,6 +551,16 @@ class AsyncioPipe(asyncio.Protocol):
     def writable(self) -> bool:
         """Whether the socket keeps up: False while more than the high-water mark is queued."""
         return self._drained is None
+
+    @property
+    def behind(self) -> bool:
+        """Whether the connection is open and more than the high-water mark is queued."""
+        return self._drained is not None and self.failure is None
+
+    def when_drained(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once the socket keeps up again (``resume_writing``) or the
+        connection closes."""
+        self._on_drained.append(callback)
 
     def _watch(self, correlation_id: int) -> None:
         self._deadlines.append((self._loop.time() + self._request_timeout_s, correlation_id))

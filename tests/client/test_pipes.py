@@ -15,6 +15,7 @@ import pytest
 
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.pipes import AsyncioPipe, OnResponse, StreamPipe
+from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.framing import FrameDecoder, encode_frame
 from kafkette.protocol.headers import decode_request, encode_response
@@ -382,3 +383,27 @@ async def test_corked_submits_go_out_in_one_write_in_order() -> None:
             await done.wait()
         assert reads == [["a", "b", "c"], ["d"]]
         assert outcomes == [("a", None), ("b", None), ("c", None), ("d", None)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_asyncio_pipe_behind_its_socket_calls_back_once_it_drained() -> None:
+    """While the transport has paused writing (more than the high-water mark queued) the
+    pipe is ``behind`` and takes no submit; ``resume_writing`` runs each callback given
+    to ``when_drained`` once (the producer's sender waits for it rather than starting
+    workers), and so does a connection that breaks while behind."""
+    pipe = AsyncioPipe(ClientWire(None), address="b:1", request_timeout_s=30)
+    assert not pipe.behind
+    calls: list[tuple[str, bool]] = []
+    pipe.pause_writing()  # as the transport calls it
+    assert pipe.behind and not pipe.can_submit
+    pipe.when_drained(lambda: calls.append(("first", pipe.behind)))
+    pipe.when_drained(lambda: calls.append(("second", pipe.behind)))
+    assert calls == []
+    pipe.resume_writing()
+    assert calls == [("first", False), ("second", False)] and pipe.can_submit
+    pipe.resume_writing()
+    assert len(calls) == 2  # once each
+    pipe.pause_writing()
+    pipe.when_drained(lambda: calls.append(("broken", pipe.behind)))
+    pipe._fail(KafkaConnectionError("gone"))
+    assert calls[2:] == [("broken", False)] and not pipe.can_submit

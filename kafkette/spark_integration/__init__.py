@@ -2,7 +2,9 @@
 
 Spark's Kafka connector's options and schema in pure Python (no jar):
 ``spark.read.format("kafkette").option("kafka.bootstrap.servers", ...)``.
-Needs the ``spark`` extra (pyspark 4.2+, pyarrow).
+Needs the ``spark`` extra (pyspark 4.2+, pyarrow). With ``valueFormat=avro`` and
+``schema.registry.url`` values framed for a schema registry are read as Spark
+columns and written from them (:mod:`.avro`; the ``avro`` extra too).
 """
 
 from __future__ import annotations

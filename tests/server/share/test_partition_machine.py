@@ -24,6 +24,7 @@ from kafkette.server.share.state import (
 MEMBERS = ("m1", "m2", "m3")
 LOCK = 100
 LIMIT = 3
+IN_FLIGHT = 8
 KEY = ShareKey("g", uuid.UUID(int=7), 0)
 NEW = None  # never delivered, or not written before a restart
 
@@ -48,6 +49,7 @@ class Model:
         self.start = 0
         self.end = 0
         self.written: dict[int, tuple[RecordState, int]] = {}
+        self.written_start = 0
         self.accepted: set[int] = set()
 
     def state(self, offset: int) -> RecordState | None:
@@ -64,6 +66,8 @@ class Model:
 
     def write(self, changed: list[int]) -> None:
         self.advance()
+        if changed:
+            self.written_start = self.start
         for offset in changed:
             record = self.records.get(offset)
             if record is not None:
@@ -86,6 +90,9 @@ class Model:
             self.advance()
 
     def restart(self) -> None:
+        """Only what was written survives: archiving aborted data is not written,
+        so a restart may fetch and archive it again, as in Kafka."""
+        self.start = self.written_start
         self.records = {
             o: Record(state, count)
             for o, (state, count) in self.written.items()
@@ -98,7 +105,7 @@ class Model:
 class SharePartitionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.partition = SharePartition(max_delivery_count=LIMIT, max_in_flight=10**6)
+        self.partition = SharePartition(max_delivery_count=LIMIT, max_in_flight=IN_FLIGHT)
         self.model = Model()
         self.book = ShareStateBook(snapshot_every=3)
         self.book.initialize(KEY, 0, 0, now_ms=0)
@@ -126,8 +133,11 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.partition.move_log_start(self.log_start)
         self.model.move_log_start(self.log_start)
 
-    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5))
-    def acquire(self, member: str, max_records: int) -> None:
+    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 5), data=st.data())
+    def acquire(self, member: str, max_records: int, data: st.DataObject) -> None:
+        """A log read from the next fetch offset to the log end; under read_committed
+        some of it may be aborted transactional data."""
+        aborted = data.draw(st.frozensets(st.integers(0, max(self.log_end - 1, 0)), max_size=3))
         fetch = self.partition.next_fetch_offset()
         if fetch >= self.log_end:
             got = []
@@ -140,22 +150,33 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 lock_duration_ms=LOCK,
                 max_records=max_records,
                 fetch_offset=fetch,
+                aborted=[(o, o) for o in sorted(aborted)],
             )
         m = self.model
         wanted = [
             o for o in range(m.start, self.log_end) if m.state(o) in (NEW, RecordState.AVAILABLE)
         ]
+        capacity, old_end = IN_FLIGHT - (m.end - m.start), m.end
         expected: list[AcquiredRecords] = []
         for offset in wanted[:max_records]:
+            if offset >= old_end:
+                if capacity <= 0:
+                    break
+                capacity -= 1
             record = m.records.setdefault(offset, Record(RecordState.AVAILABLE, 0))
-            record.state, record.count = RecordState.ACQUIRED, record.count + 1
-            record.member, record.deadline = member, self.now + LOCK
+            record.count += 1
             m.end = max(m.end, offset + 1)
+            if offset in aborted:
+                record.state = RecordState.ARCHIVED
+                continue
+            record.state = RecordState.ACQUIRED
+            record.member, record.deadline = member, self.now + LOCK
             last = expected[-1] if expected else None
             if last and last.last_offset + 1 == offset and last.delivery_count == record.count:
                 expected[-1] = AcquiredRecords(last.first_offset, offset, record.count)
             else:
                 expected.append(AcquiredRecords(offset, offset, record.count))
+        m.advance()
         assert got == expected
         assert not any(r.first_offset <= o <= r.last_offset for r in got for o in m.accepted)
 
@@ -256,7 +277,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             start_offset=state.start_offset,
             batches=state.batches,
             max_delivery_count=LIMIT,
-            max_in_flight=10**6,
+            max_in_flight=IN_FLIGHT,
         )
         self.partition.move_log_start(self.log_start)
         self.model.restart()
@@ -282,6 +303,6 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
 
 SharePartitionMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=40, deadline=None
+    max_examples=200, stateful_step_count=40, deadline=None
 )
 test_share_partition_follows_the_model = SharePartitionMachine.TestCase

@@ -250,3 +250,42 @@ def test_a_commit_span_is_a_child_of_the_callers_span(api: str, telemetry: Telem
         span_id(save),
         "0",
     )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        (),
+        (("traceparent", None),),
+        (("traceparent", b"\xff\xfe"),),  # not UTF-8
+        (("traceparent", b"00-not-a-trace-context"),),
+        (("traceparent", b"00-00000000000000000000000000000000-0000000000000000-01"),),
+        (("other", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),),
+    ],
+)
+def test_a_record_without_a_valid_creation_context_has_no_link(
+    headers: tuple[tuple[str, bytes | None], ...],
+) -> None:
+    """Headers from any producer are read without failing: a missing, null, non-UTF-8,
+    malformed or all-zero traceparent is no creation context."""
+    from kafkette.otel.consumer import creation_context
+
+    record = ConsumerRecord("orders", 0, 0, 0, None, b"v", headers, 0, None)
+    assert creation_context(record) is None
+
+
+def test_the_last_traceparent_header_is_the_creation_context() -> None:
+    """Of two traceparent headers, the last is read (Kafka's Headers.lastHeader)."""
+    from kafkette.otel.consumer import creation_context
+
+    first = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    last = b"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+    record = ConsumerRecord(
+        "orders", 0, 0, 0, None, b"v", (("traceparent", first), ("traceparent", last)), 0, None
+    )
+    found = creation_context(record)
+    assert found is not None
+    assert (found.trace_id, found.span_id) == (
+        0x0AF7651916CD43DD8448EB211C80319C,
+        0x00F067AA0BA902B7,
+    )

@@ -187,3 +187,24 @@ def _nothing() -> Any:
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_mapping_headers_get_the_context_and_a_bad_header_ends_the_span(
+    telemetry: Telemetry,
+) -> None:
+    """Headers given as a mapping (str values) keep their values beside the traceparent;
+    a header the producer refuses (an int) raises SerializationError as without
+    telemetry, and the span ends with that error."""
+    from kafkette.errors import SerializationError
+
+    with MemoryCluster() as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap_servers, **telemetry.settings) as p:
+            p.send("orders", b"v", headers={"source": "web"}).result(10)
+            with pytest.raises(SerializationError):
+                p.send("orders", b"v", headers={"count": 3})
+        (record,) = cluster.records("orders")
+    sent, refused = sorted(
+        telemetry.spans("send orders"), key=lambda s: "error.type" in s.attributes
+    )  # type: ignore[operator]
+    assert record.headers == (("source", b"web"), ("traceparent", traceparent(sent)))
+    assert refused.attributes["error.type"] == "SERIALIZATION"  # type: ignore[index]

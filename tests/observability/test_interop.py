@@ -2,7 +2,9 @@
 send continues in a confluent-kafka consumer instrumented by
 opentelemetry-instrumentation-confluent-kafka, and the sends of an instrumented
 confluent-kafka producer and of an instrumented aiokafka producer continue in our
-consumer. One broker process for the module; each case its own topic."""
+consumer; a kafka-python consumer instrumented by opentelemetry-instrumentation-kafka-python
+makes its receive span a child of our send. One broker process for the module; each case
+its own topic."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from collections.abc import Iterator
 import confluent_kafka
 import pytest
 from aiokafka import AIOKafkaProducer
+from kafka import KafkaConsumer
 from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
 from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
+from opentelemetry.instrumentation.kafka import KafkaInstrumentor
 from opentelemetry.trace import SpanKind
 
 from kafkette import AsyncConsumer, Consumer, Producer, TopicPartition
 from tests.brokers import BrokerProcess, kafkette_broker
-from tests.observability.conftest import Telemetry, links, span_id, trace_id
+from tests.observability.conftest import Telemetry, links, parent_id, span_id, trace_id
 
 _numbers = itertools.count()
 
@@ -140,3 +144,36 @@ def test_an_instrumented_aiokafka_send_continues_in_our_consumer(
     assert [(link.context.trace_id, link.context.span_id) for link in poll.links] == [
         (trace_id(send), span_id(send))
     ]
+
+
+def test_our_send_is_the_parent_of_an_instrumented_kafka_python_receive(
+    server: BrokerProcess, telemetry: Telemetry
+) -> None:
+    """opentelemetry-instrumentation-kafka-python makes the creation context it reads from
+    our traceparent header the parent of its ``{topic} receive`` span."""
+    topic = new_topic()
+    with Producer(bootstrap_servers=server.bootstrap, **telemetry.settings) as producer:
+        producer.send(topic, b"v", key=b"k").result(10)
+    (send,) = telemetry.spans(f"send {topic}")
+    instrumentor = KafkaInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
+    try:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=server.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=10_000,
+        )
+        try:
+            record = next(consumer)
+        finally:
+            consumer.close()
+    finally:
+        instrumentor.uninstrument()
+    assert (record.offset, record.value) == (0, b"v")
+    (receive,) = telemetry.spans(f"{topic} receive")
+    assert (receive.kind, trace_id(receive), parent_id(receive)) == (
+        SpanKind.CONSUMER,
+        trace_id(send),
+        span_id(send),
+    )

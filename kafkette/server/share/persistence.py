@@ -22,6 +22,7 @@ records and replays records into states; whoever owns the topic appends and read
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 
@@ -35,6 +36,19 @@ from kafkette.protocol.messages.share_update_key import ShareUpdateKey
 from kafkette.protocol.messages.share_update_value import ShareUpdateValue
 from kafkette.protocol.messages.share_update_value import StateBatch as UpdateBatch
 from kafkette.server.share.state import RecordState, StateBatch, StateWrite
+
+STATE_TOPIC = "__share_group_state"
+"""The share coordinator's internal topic."""
+STATE_TOPIC_PARTITIONS = 50
+"""``share.coordinator.state.topic.num.partitions``'s default."""
+STATE_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "segment.bytes": str(100 * 1024 * 1024),
+    "retention.ms": "-1",
+}
+"""The topic's configs as Kafka creates it (KIP-932: not compacted; the
+coordinator deletes the records a later snapshot made redundant)."""
 
 SNAPSHOT = ShareSnapshotKey.RECORD_TYPE
 UPDATE = ShareUpdateKey.RECORD_TYPE
@@ -62,6 +76,15 @@ class PersistedState:
     snapshot_epoch: int = 0
     create_timestamp: int = -1
     write_timestamp: int = -1
+
+
+def coordinator_key(key: ShareKey) -> str:
+    """Kafka's ``SharePartitionKey.asCoordinatorKey``: ``group:topicId:partition``
+    with the topic id as Kafka prints it (URL-safe base64, no padding). Its Java
+    string hash picks the ``__share_group_state`` partition, as
+    ``server.internal_topic.partition_for`` computes it."""
+    topic = base64.urlsafe_b64encode(key.topic_id.bytes).rstrip(b"=").decode()
+    return f"{key.group_id}:{topic}:{key.partition}"
 
 
 def encode_key(key: ShareKey, record_type: int) -> bytes:
@@ -213,8 +236,10 @@ class ShareStateBook:
     """The share coordinator's states by share partition, kept by its records."""
 
     def __init__(self, snapshot_every: int = 500) -> None:
-        if snapshot_every < 1:
-            raise ValueError(f"snapshot_every {snapshot_every} is below 1")
+        """``snapshot_every``: ``share.coordinator.snapshot.update.records.per.snapshot``
+        (0: every write is a snapshot)."""
+        if snapshot_every < 0:
+            raise ValueError(f"snapshot_every {snapshot_every} is negative")
         self.snapshot_every = snapshot_every
         self._states: dict[ShareKey, PersistedState] = {}
         self._updates: dict[ShareKey, int] = {}

@@ -176,3 +176,24 @@ def test_any_bytes_are_read_or_refused_with_a_protocol_error(
         assert state is not None
         with contextlib.suppress(ValueError):  # refused by name, never a hang
             SharePartition(start_offset=max(state.start_offset, 0), batches=state.batches)
+
+
+def test_the_coordinator_key_names_the_topic_id_as_kafka_prints_it() -> None:
+    """Kafka's Uuid.toString is URL-safe base64 without padding; the key's Java
+    hash then picks the __share_group_state partition."""
+    from kafkette.server.internal_topic import partition_for
+    from kafkette.server.share.persistence import STATE_TOPIC_PARTITIONS, coordinator_key
+
+    key = ShareKey("orders-workers", uuid.UUID(int=1), 7)
+    assert coordinator_key(key) == "orders-workers:AAAAAAAAAAAAAAAAAAAAAQ:7"
+    assert coordinator_key(ShareKey("g", TOPIC, 0)) == "g:ABEiM0RVZneImaq7zN3u_w:0"
+    assert 0 <= partition_for(coordinator_key(key), STATE_TOPIC_PARTITIONS) < 50
+
+
+def test_snapshot_every_zero_writes_only_snapshots() -> None:
+    book = ShareStateBook(snapshot_every=0)
+    book.initialize(KEY, 0, 0, now_ms=0)
+    key, _ = book.write(KEY, StateWrite(2, ()), now_ms=1)
+    assert decode_key(key) == (KEY, SNAPSHOT)
+    with pytest.raises(ValueError, match="negative"):
+        ShareStateBook(snapshot_every=-1)

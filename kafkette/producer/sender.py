@@ -116,6 +116,9 @@ from kafkette.protocol.schema import Response
 logger = logging.getLogger("kafkette.producer")
 
 MAX_WORKERS_PER_NODE = 16
+WRITE_PER_PASS = 1 << 20
+"""Bytes of batches one pass writes to a broker at most (a pass follows at once, until
+the connection falls behind): a full accumulator is not copied into one write."""
 
 
 def _single(error: BaseException) -> BaseException:
@@ -250,6 +253,8 @@ class Sender:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._sinks: dict[int, _Sink] = {}
         self._submitted: set[_Submitted] = set()
+        self._drain_waits: set[int] = set()
+        """Nodes whose connection fell behind, waited for (:meth:`_behind`)."""
         self._in_pass = False
         self._pass_scheduled = False
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
@@ -463,15 +468,38 @@ class Sender:
             if throttled_ms > 0:  # the broker asked for nothing more until then (KIP-219)
                 delays.append(throttled_ms)
                 continue
+            if self._behind(node):
+                continue
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
             corked = self._cork(tg, node)
             try:
-                self._send_to(tg, node, tps, max_in_flight, now)
+                more = self._send_to(tg, node, tps, max_in_flight, now, corked is not None)
             finally:
                 if corked is not None:
                     corked.uncork()
+            if more:
+                delays.append(0.0)
         return max(min(delays), 0.0)
+
+    def _behind(self, node: int) -> bool:
+        """Whether the node's connection is not keeping up with what was written: its
+        batches then stay queued until it drains, when a pass sends them. (Requests
+        handed to workers would wait there, each for its answer: at most
+        :data:`MAX_WORKERS_PER_NODE` in flight, whatever ``max.in.flight``.)"""
+        if self.config.acks == 0:
+            return False
+        connection = self.client.open_connection(node)
+        if connection is None or not connection.behind:
+            return False
+        if node not in self._drain_waits:
+            self._drain_waits.add(node)
+            connection.when_drained(lambda: self._drained(node))
+        return True
+
+    def _drained(self, node: int) -> None:
+        self._drain_waits.discard(node)
+        self._after_response()
 
     def _after_response(self) -> None:
         """A submitted request was answered: once the responses read with it are
@@ -542,11 +570,16 @@ class Sender:
         tps: list[PartitionKey],
         max_in_flight: int,
         now: float,
-    ) -> None:
-        """Drain the ready partitions led by ``node`` into requests, while it takes more."""
+        corked: bool,
+    ) -> bool:
+        """Drain the ready partitions led by ``node`` into requests, while it takes more;
+        whether it stopped at :data:`WRITE_PER_PASS` (into a corked connection)."""
         idem = self.idempotence
         first = True
+        written = 0
         while self._node_in_flight.get(node, 0) < max_in_flight and tps:
+            if corked and written >= WRITE_PER_PASS:
+                return True
             # the first drain takes the heads found ready; later ones (pipelining
             # more requests to this broker) only heads that are ready too
             batches = self.accumulator.drain(
@@ -561,10 +594,12 @@ class Sender:
             self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
             for batch in batches:
                 self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
+                written += len(batch.data or b"")
             self._dispatch(tg, node, batches)
             if self._resyncing:
                 blocked = self._muted()
                 tps = [tp for tp in tps if tp not in blocked]
+        return False
 
     def _transaction_muted(
         self, manager: TransactionManager, muted: Container[PartitionKey]

@@ -128,6 +128,7 @@ class FakeSubmitConnection:
     """A connection that takes requests with ``submit``, answered by the client's handler."""
 
     can_submit = True
+    behind = False
 
     def __init__(self, client: FakeClient, node: int) -> None:
         self.client = client
@@ -625,6 +626,7 @@ class HeldAnswers:
     """A submit connection whose answers the test releases, all in one step."""
 
     can_submit = True
+    behind = False
 
     def __init__(self, client: FakeClient, broker: FakeBroker) -> None:
         self.client = client
@@ -729,3 +731,68 @@ async def _pass_after_responses_needs_a_worker() -> None:
     assert client.writes == [[0, 1]]  # the other two: one request per worker
     assert len(client.requests) == 4
     assert client.refreshes > refreshes
+
+
+class FallingBehind(HeldAnswers):
+    """A submit connection whose socket the test makes fall behind and drain."""
+
+    def __init__(self, client: FakeClient, broker: FakeBroker) -> None:
+        super().__init__(client, broker)
+        self.behind = False
+        self.on_drained: list[Callable[[], object]] = []
+
+    @property  # type: ignore[override]
+    def can_submit(self) -> bool:
+        return not self.behind
+
+    def when_drained(self, callback: Callable[[], object]) -> None:
+        self.on_drained.append(callback)
+
+    def drain(self) -> None:
+        self.behind = False
+        waiting, self.on_drained = self.on_drained, []
+        for callback in waiting:
+            callback()
+
+
+@pytest.mark.anyio
+async def test_batches_wait_for_a_connection_that_fell_behind_then_go_out_in_one_write() -> None:
+    """With max.in.flight unbounded, a connection whose socket is not keeping up gets no
+    request handed to a worker (each would wait for its answer: 16 in flight at most);
+    the batches stay queued until it drains, then one pass writes them together."""
+    broker = FakeBroker()
+
+    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
+        raise AssertionError("answered by FallingBehind")
+
+    client = FakeClient(unused)
+    client.submitting = True  # a worker's client.send fails the test
+    connection = FallingBehind(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(2)]
+        while len(connection.held) < 2:
+            await anyio.sleep(0)
+        connection.behind = True
+        futures += [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(2, 4)]
+        while not connection.on_drained:
+            await anyio.sleep(0)
+        assert len(client.requests) == 2 and acc.queued() == 2
+        connection.drain()
+        while len(connection.held) < 4:
+            await anyio.sleep(0)
+        connection.release()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == [0, 1, 2, 3]
+
+    cfg = config(
+        batch_size=100,
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000_000,
+    )
+    sender = await run_sender(client, cfg, body)
+    assert sender.fatal_error is None
+    assert client.writes == [[0, 1], [2, 3]]
+    assert broker.log[0] == [bytes([i]) * 100 for i in range(4)]

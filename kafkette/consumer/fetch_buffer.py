@@ -282,23 +282,22 @@ class CompletedFetch:
             suffix = (timestamp_type(batch), None)
             first_offset = -1  # unknown before decompressing: always filter
         prefix = (self.tp.topic, self.tp.partition)
-        try:
-            # parses and validates the whole batch
-            made = (
+        try:  # both parse and validate the whole batch
+            made = (  # by the C extension, whole
                 batch.records_as(ConsumerRecord, prefix, suffix)
                 if isinstance(batch, RecordBatch)
                 else None
             )
-            raw: Iterator[Record] | None = iter(batch) if made is None else None
+            if made is None:
+                raw: Iterator[Record] = iter(batch)
         except ProtocolError as exc:
             raise CorruptMessageError(
                 f"{self.tp} batch at offset {first_offset}: {exc}; seek past it to go on"
             ) from exc
-        if made is not None:  # the C extension made them whole
+        if made is not None:
             if first_offset < position:
                 return dropwhile(lambda r: r[2] < position, made)
             return iter(made)
-        assert raw is not None
         if first_offset < position:
             raw = dropwhile(lambda r: r[0] < position, raw)
         return map(

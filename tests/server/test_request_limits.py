@@ -303,6 +303,9 @@ async def test_a_cancelled_creation_on_disk_leaves_nothing_behind(tmp_path: Path
         assert broker.cluster.topics == {}
         assert broker.cluster.creating == set()
         assert broker.cluster.storage.list_partitions() == []
+        # deleted logs are renamed away at once, their files freed by the next reap
+        assert all(n.endswith("-delete") for n in os.listdir(tmp_path / "logs"))
+        broker.cluster.storage.reap()
         assert os.listdir(tmp_path / "logs") == []
         assert await create(broker, topic("big", 2)) == [("big", NONE, None)]
         assert broker.cluster.storage.list_partitions() == [("big", 0), ("big", 1)]

@@ -93,8 +93,10 @@ def test_group_while_members_join_and_leave(
         # once its owner has released it, so a split of 1/2/3 that covers all six is a
         # passing state on the way to 2/2/2. Wait for the target itself.
         wait_until(
-            lambda: partitions_split(members, PARTITIONS)
-            and sorted(len(m.assigned) for m in members) == [2, 2, 2],
+            lambda: (
+                partitions_split(members, PARTITIONS)
+                and sorted(len(m.assigned) for m in members) == [2, 2, 2]
+            ),
             "3 members split 6 two each",
             members,
         )

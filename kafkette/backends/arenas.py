@@ -70,7 +70,8 @@ class Arena:
         self.size = len(region)
         self.address = address_of(region)
         self.populated = 0
-        """Bytes from the start whose pages are allocated, as far as the owner knows."""
+        """Bytes from the start whose pages are allocated or being allocated by the
+        populator thread, as far as the owner knows."""
         self.requested = 0
         """Bytes from the start whose pages the populator thread was asked for."""
         self.ahead_done = 0
@@ -81,14 +82,18 @@ class Arena:
 
     def populate(self, end: int) -> None:
         """Have the pages up to ``end`` (rounded up to :data:`POPULATE_STEP`) allocated
-        now, by the populator thread if it got there first, and ask it for the next
-        step's (:mod:`kafkette.backends.populator`)."""
+        now, unless the populator thread was asked for them (it may be at it), and ask
+        it for the next step's (:mod:`kafkette.backends.populator`)."""
         global _populate_works
         stop = min(-(-end // POPULATE_STEP) * POPULATE_STEP, self.size)
         if stop > self.populated:
             self.populated = max(self.populated, self.ahead_done)
         start = self.populated
-        if stop > start:
+        if stop > start and self.requested >= stop:
+            # The thread is at it: waiting for its call would cost more than the copy's
+            # faults for the pages it has not reached yet.
+            self.populated = stop
+        elif stop > start:
             self.populated = stop
             if _populate_works:  # (else the copy's page faults allocate them)
                 try:

@@ -54,9 +54,9 @@ def _resident(arena: Arena) -> int:
 
 
 def test_populate_allocates_the_step_reached_and_asks_the_thread_for_the_next() -> None:
-    """The writer's step is allocated before the call returns; the next one by the
-    populator thread, and the writer's next call finds it done without a system call of
-    its own. Nothing is asked past the arena's end."""
+    """The writer's first step is allocated before the call returns; the next one by the
+    populator thread, and the writer's next call finds it done. Nothing is asked past the
+    arena's end."""
     arena = arenas.new_arena(3 * POPULATE_STEP)
     assert arena is not None
     assert _resident(arena) == 0
@@ -73,6 +73,31 @@ def test_populate_allocates_the_step_reached_and_asks_the_thread_for_the_next() 
     assert _resident(arena) == 3 * POPULATE_STEP
     arena.settle()
     assert arena.populated == 3 * POPULATE_STEP
+
+
+def test_a_step_asked_of_the_thread_is_left_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer does not allocate a step the thread was asked for (while the thread is
+    late, the copy's own page faults allocate what it touches), and what it writes there
+    reads back."""
+    asked: list[tuple[int, int]] = []
+
+    def late(target: object, start: int, stop: int) -> bool:
+        asked.append((start, stop))
+        return True  # and never done
+
+    monkeypatch.setattr(POPULATOR, "request", late)
+    arena = arenas.new_arena(3 * POPULATE_STEP)
+    assert arena is not None
+    arena.populate(1)
+    assert asked == [(POPULATE_STEP, 2 * POPULATE_STEP)]
+    assert _resident(arena) == POPULATE_STEP  # the first step, by the writer
+    arena.populate(POPULATE_STEP + 1)
+    assert asked[1:] == [(2 * POPULATE_STEP, 3 * POPULATE_STEP)]
+    assert _resident(arena) == POPULATE_STEP  # the second left to the (late) thread
+    view = memoryview(arena.region)
+    view[POPULATE_STEP : POPULATE_STEP + 5] = b"hello"
+    assert _resident(arena) == POPULATE_STEP + mmap.PAGESIZE
+    assert bytes(view[POPULATE_STEP : POPULATE_STEP + 6]) == b"hello\x00"
 
 
 def test_the_populator_leaves_bytes_already_written_as_they_are() -> None:

@@ -98,6 +98,7 @@ class ProducerBatch(BatchState):
         "producer_id",
         "retry_at_ms",
         "topic",
+        "tp",
         "transactional",
     )
 
@@ -106,6 +107,8 @@ class ProducerBatch(BatchState):
     ) -> None:
         self.topic = topic
         self.partition = partition
+        self.tp: PartitionKey = (topic, partition)
+        """(topic, partition), made once: the sender's per-request bookkeeping reads it."""
         self.compression = compression
         self.records = []
         self.built_count = 0
@@ -125,10 +128,6 @@ class ProducerBatch(BatchState):
         self.producer_id = -1
         self.producer_epoch = -1
         self.transactional = False
-
-    @property
-    def tp(self) -> PartitionKey:
-        return (self.topic, self.partition)
 
     @property
     def record_count(self) -> int:

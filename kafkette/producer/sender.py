@@ -807,6 +807,16 @@ class Sender:
             tp_in_flight[batch.tp] -= 1
 
     def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
+        if len(batches) == 1 and len(response.responses) == 1:
+            # the common answer, one partition stored without error, without the general
+            # path's lookups
+            answered = response.responses[0]
+            only = batches[0]
+            if len(answered.partition_responses) == 1 and answered.name == only.topic:
+                stored = answered.partition_responses[0]
+                if stored.error_code == 0 and stored.index == only.partition:
+                    self._succeeded(only, stored.base_offset, stored.log_append_time_ms)
+                    return
         by_tp = {batch.tp: batch for batch in batches}
         hinted: set[PartitionKey] | None = None
         for topic in response.responses:
@@ -844,10 +854,12 @@ class Sender:
     def _succeeded(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if self.idempotence is not None:
             self.idempotence.acknowledged(batch)
-        self._resyncing.discard(batch.tp)
-        self.metrics.batches_sent += 1
-        self.metrics.records_sent += batch.record_count
-        self.metrics.bytes_sent += len(batch.data or b"")
+        if self._resyncing:
+            self._resyncing.discard(batch.tp)
+        metrics = self.metrics
+        metrics.batches_sent += 1
+        metrics.records_sent += batch.record_count
+        metrics.bytes_sent += len(batch.data or b"")
         self.accumulator.complete(batch, base_offset, log_append_time)
 
     def _facts(self, batch: ProducerBatch) -> BatchFacts:

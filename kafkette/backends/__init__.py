@@ -23,7 +23,8 @@ On-disk layout (one directory per partition, ``<topic>-<partition>``)::
     00000000000000000000.txnindex   aborted transactions whose marker is in the
                                     segment (34-byte entries, as Kafka's)
     00000000000000004096.snapshot   producer state before that offset (format in
-                                    producer_state.py); written at roll, when the
+                                    producer_state.py); written at roll (synced by
+                                    the next flush or checkpoint write), when the
                                     log start moves, and at close
     leader-epoch-checkpoint         "0", count, then "epoch start_offset" lines
     recovery-point-offset-checkpoint   offset up to which everything was fsynced
@@ -44,10 +45,19 @@ A segment rolls at ``segment.bytes``, when a batch's timestamp is more than
 ``segment.ms`` past the segment's first, when an index is full
 (``segment.index.bytes``) or when relative offsets would overflow. A lookup
 bisects the segment base offsets, then the offset index, then reads batch
-headers forward. Index entries reach their files at flush, roll and close
-(a segment's index files are made by their first entry, or at its first
-flush or roll): entries after the recovery point are rebuilt on recovery
-anyway.
+headers forward. Index entries reach their files at flush and close (a
+segment's index files are made by its first flush; a roll only adds the last
+time index entry, and waits for no fsync): entries after the recovery point
+are rebuilt on recovery anyway.
+
+Deleting is quick where the caller waits and slow elsewhere: a segment's
+files are unlinked at once and its descriptor goes to the storage's
+:class:`~kafkette.backends.disk.reaper.FileReaper` (the last close of a large
+file frees its blocks, about 0.3 s per GiB); a partition's directory is
+renamed to ``<topic>-<partition>.<id>-delete``. :meth:`Storage.reap` frees
+them (the broker calls it in a worker thread). Retention and compaction also
+run as :data:`~kafkette.backends.log.Steps`, yielding their fsyncs and file
+creations as work for a worker thread.
 
 Flushing follows ``flush.messages`` / ``flush.ms`` (by default never: the OS
 writes back, as in Kafka); a flush fsyncs the segments past the recovery
@@ -57,10 +67,12 @@ them (off by default: an append is in the page cache when it returns).
 
 Opening a log:
 
+- ``-delete`` directories a crash left are removed by the storage's next reap.
 - ``.cleaned`` and ``.tmp`` leftovers are deleted; a compaction swap
   (``.swap`` files) found complete is finished (the new segment replaces the
   old one; its indexes are rebuilt if they did not make it).
-- After a clean shutdown every segment is trusted; an index that fails its
+- After a clean shutdown every segment is trusted (the marker is removed and
+  the directory synced before anything is appended); an index that fails its
   checks (size, ordering, bounds, last entry pointing at the right batch,
   tail length, final time entry of a sealed segment) is rebuilt from the log.
 - Otherwise (a crash) segments below the one holding the recovery point are

@@ -186,20 +186,24 @@ SERVER_ROOMS = (
 """The rooms of ``kafkette/server/``; its top-level modules are the core."""
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
-    "core": frozenset({"config", "faults", "handlers", "groups", "txn", "sasl", "acl", "metrics"}),
+    "core": frozenset(
+        {"config", "faults", "handlers", "groups", "txn", "sasl", "acl", "metrics", "share"}
+    ),
     "net": frozenset(
         {"core", "config", "faults", "data_dir", "handlers", "sasl", "acl", "metrics"}
     ),
     "config": frozenset({"core", "groups", "sasl"}),
     "faults": frozenset({"acl"}),
     "data_dir": frozenset({"core"}),
-    "handlers": frozenset({"core", "config", "faults", "groups", "sasl", "acl", "metrics"}),
+    "handlers": frozenset(
+        {"core", "config", "faults", "groups", "sasl", "acl", "metrics", "share"}
+    ),
     "groups": frozenset({"core", "config"}),
     "txn": frozenset({"core", "groups"}),
     "sasl": frozenset(),
     "acl": frozenset(),
     "metrics": frozenset({"core", "config", "groups", "txn"}),
-    "share": frozenset(),
+    "share": frozenset({"core"}),
 }
 """Which rooms of the server each room may import (annotations included), as each
 room's docstring says. The network edge is imported by no other room."""

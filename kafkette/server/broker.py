@@ -38,6 +38,8 @@ from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.sasl.credentials import CredentialStore
 from kafkette.server.sasl.users import ScramUsers
+from kafkette.server.share.coordinator import ShareCoordinator
+from kafkette.server.share.log_store import ShareStateLog, share_state_topic
 from kafkette.server.txn.coordinator import TransactionCoordinator
 from kafkette.server.txn.log_store import TxnLogStore, transaction_state_topic
 from kafkette.server.txn.markers import MarkerWriter
@@ -132,6 +134,17 @@ class Broker:
         if not self.config.read_only:
             self.consumer_groups.record_sink = group_log.write_consumer_group
         self.consumer_groups.restore(loaded.consumer_groups, self.now_ms())
+        share_log = ShareStateLog(
+            share_state_topic(self.cluster, clock=self.now_ms, appended=self.appended)
+        )
+        self.share_groups = ShareCoordinator(
+            clock=self.now_ms,
+            group_configs=self.cluster.group_configs,
+            sink=None if self.config.read_only else share_log.append,
+        )
+        """Share groups (KIP-932), their share partitions kept in ``__share_group_state``."""
+        self.share_groups.replay(share_log.load())
+        self.share_groups.available = self.data_changed.notify
         txn_log = TxnLogStore(
             transaction_state_topic(
                 self.cluster,
@@ -218,6 +231,7 @@ class Broker:
         coordinators: tuple[tuple[str, Timed], ...] = (
             ("group", self.groups),
             ("consumer group", self.consumer_groups),
+            ("share group", self.share_groups),
             ("transaction", self.transactions),
         )
         await group_timer_loop(coordinators, self.now_ms)

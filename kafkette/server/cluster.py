@@ -47,7 +47,7 @@ BROKER_CONFIGS_FILE = "kafkette-broker-configs.json"
 META_FILE = "meta.properties"
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def validate_topic_name(name: str) -> None:

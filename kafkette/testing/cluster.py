@@ -197,7 +197,7 @@ class MemoryCluster:
         now = broker.now_ms()
         due = [
             c
-            for c in (broker.groups, broker.transactions)
+            for c in (broker.groups, broker.share_groups, broker.transactions)
             if (deadline := c.next_deadline_ms()) is not None and deadline <= now
         ]
         for coordinator in due:

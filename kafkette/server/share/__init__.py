@@ -8,7 +8,8 @@ back. ``group`` is one share group's membership (ShareGroupHeartbeat: epochs,
 sessions, the target assignment) and ``assignor`` Kafka's simple share
 assignor. ``sessions`` keeps the share sessions that ShareFetch and
 ShareAcknowledge open, follow by epoch and close; ``wire`` maps them to and
-from the generated messages. This room imports nothing from the rest of the
-server: the broker will drive it with requests, time and the records of its
-internal topics.
+from the generated messages. ``coordinator`` holds the broker's share groups,
+share partitions, sessions and timers together for the share handlers, and
+``log_store`` keeps ``__share_group_state`` in the broker's logs: the one
+module here that imports the core (its internal topic); the rest is plain rules.
 """

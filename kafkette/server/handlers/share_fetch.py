@@ -1,0 +1,260 @@
+"""ShareFetch (78): records acquired from share partitions, and acknowledgements (KIP-932).
+
+One request, in this order, as Kafka's ``KafkaApis.handleShareFetchRequest``:
+
+1. READ on the group (else GROUP_AUTHORIZATION_FAILED for the whole request), then the
+   share session's epoch (:class:`~kafkette.server.share.sessions.ShareSessions`: 0 opens
+   it, -1 closes it, else the next epoch; a refusal is the response's error).
+2. The acknowledgements piggybacked on the request, partition by partition (each
+   partition's ``acknowledge_error_code``).
+3. Epoch -1: the session ends and the member's acquired records go back; nothing is
+   fetched. Otherwise every partition of the session is read from its log as Fetch
+   reads it (whole stored batches, up to the high watermark, ``max_bytes`` over the
+   response, at least one batch) from the share partition's next acquirable offset,
+   and the records in it are acquired for the member, at most ``max_records`` in all
+   (500 when the request gives 0). The client keeps the records of the returned
+   batches that ``acquired_records`` names.
+4. Long poll: with nothing acquired (and no error nor acknowledgement to answer), the
+   request waits for appends or records given back until ``max_wait_ms`` passes on the
+   broker's clock (or in real time, as Fetch), then answers what it has.
+
+Not served yet: ``share.isolation.level`` read_committed (records are read up to the
+high watermark), control batches are delivered as acquired records (Kafka marks them
+as gaps), and a session is not ended when its connection closes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
+
+import anyio
+
+from kafkette.acl import AclOperation, ResourceType
+from kafkette.errors import (
+    ApiError,
+    GroupAuthorizationFailedError,
+    InvalidRequestError,
+    KafkaStorageError,
+    TopicAuthorizationFailedError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from kafkette.protocol.messages.share_fetch_request import ShareFetchRequest
+from kafkette.protocol.messages.share_fetch_response import (
+    PartitionData,
+    ShareFetchableTopicResponse,
+    ShareFetchResponse,
+)
+from kafkette.protocol.records.batch_header import BatchHeader
+from kafkette.protocol.schema import RecordsData
+from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.share import wire
+from kafkette.server.share.sessions import FINAL_EPOCH
+from kafkette.server.share.state import Acknowledgement
+
+if TYPE_CHECKING:
+    from kafkette.server.broker import Broker
+
+DEFAULT_MAX_RECORDS = 500
+"""Records acquired per request when it asks for 0 (Kafka's ``max.poll.records``)."""
+
+EMPTY = b""
+
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@handler(ShareFetchRequest)
+async def handle_share_fetch(
+    broker: Broker, ctx: RequestContext, request: ShareFetchRequest
+) -> ShareFetchResponse:
+    coordinator = broker.share_groups
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    lock_ms = coordinator.lock_duration_ms(group_id)
+    if not ctx.allows(AclOperation.READ, ResourceType.GROUP, group_id):
+        return ShareFetchResponse(error_code=GroupAuthorizationFailedError.code)
+    wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+    forget = [(t.topic_id, index) for t in request.forgotten_topics_data for index in t.partitions]
+    acks: dict[TopicPartition, list[Acknowledgement]] = {}
+    try:
+        if not group_id or not member_id:
+            raise InvalidRequestError("ShareFetch needs a group id and a member id.")
+        for topic in request.topics:
+            for part in topic.partitions:
+                if part.acknowledgement_batches:
+                    acks[(topic.topic_id, part.partition_index)] = wire.acknowledgements(
+                        part.acknowledgement_batches, ctx.api_version
+                    )
+        session = coordinator.sessions.fetch(
+            group_id,
+            member_id,
+            request.share_session_epoch,
+            fetch=wanted,
+            forget=forget,
+            has_acknowledgements=bool(acks),
+        )
+    except ApiError as error:
+        return ShareFetchResponse(error_code=error.code, error_message=str(error) or None)
+    answers: dict[TopicPartition, PartitionData] = {}
+    for tp, batches in acks.items():
+        answers[tp] = PartitionData(
+            partition_index=tp[1],
+            records=EMPTY,
+            acknowledge_error_code=apply_acknowledgements(
+                broker, ctx, group_id, member_id, tp, batches
+            ),
+        )
+    if request.share_session_epoch == FINAL_EPOCH:
+        coordinator.close_session(group_id, member_id)
+        return _response(answers, lock_ms)
+    reading = list(session.partitions)
+    max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_wait = max(request.max_wait_ms, 0)
+    deadline = broker.now_ms() + max_wait
+    real_deadline = anyio.current_time() + max_wait / 1000.0
+    while True:
+        size, failed = read_partitions(
+            broker, ctx, group_id, member_id, reading, request.max_bytes, max_records, answers
+        )
+        if max_wait == 0 or failed or acks or size >= max(request.min_bytes, 1):
+            break
+        remaining_s = min(
+            (deadline - broker.now_ms()) / 1000.0, real_deadline - anyio.current_time()
+        )
+        if remaining_s <= 0 or coordinator.sessions.get(group_id, member_id) is not session:
+            break
+        await broker.data_changed.wait(remaining_s)
+    for tp in wanted:  # a full request answers for every partition it names
+        answers.setdefault(tp, _empty(tp[1]))
+    return _response(answers, lock_ms)
+
+
+def apply_acknowledgements(
+    broker: Broker,
+    ctx: RequestContext,
+    group_id: str,
+    member_id: str,
+    tp: TopicPartition,
+    batches: list[Acknowledgement],
+) -> int:
+    """Apply a member's acknowledgements to one partition (READ on its topic); the
+    error code, 0 when done."""
+    topic = broker.cluster.topics_by_id.get(tp[0])
+    if topic is None:
+        return UnknownTopicIdError.code
+    if not 0 <= tp[1] < len(topic.partitions):
+        return UnknownTopicOrPartitionError.code
+    if not ctx.allows(AclOperation.READ, ResourceType.TOPIC, topic.name):
+        return TopicAuthorizationFailedError.code
+    try:
+        broker.share_groups.acknowledge(group_id, member_id, tp[0], tp[1], batches)
+    except ApiError as error:
+        return error.code
+    return 0
+
+
+def read_partitions(
+    broker: Broker,
+    ctx: RequestContext,
+    group_id: str,
+    member_id: str,
+    partitions: Iterable[TopicPartition],
+    max_bytes: int,
+    max_records: int,
+    answers: dict[TopicPartition, PartitionData],
+) -> tuple[int, bool]:
+    """One pass over the session's partitions, acquiring what they have into
+    ``answers``: the record bytes returned and whether a partition failed."""
+    coordinator = broker.share_groups
+    budget = max(min(max_bytes, broker.config.fetch_max_bytes), 1)
+    total = 0
+    failed = False
+    for tp in partitions:
+        if max_records <= 0 or total >= budget:
+            break
+        previous = answers.get(tp)
+        if previous is not None and previous.acquired_records:
+            continue
+        answer = previous or _empty(tp[1])
+        topic = broker.cluster.topics_by_id.get(tp[0])
+        error: ApiError | None = None
+        if topic is None:
+            error = UnknownTopicIdError()
+        elif not 0 <= tp[1] < len(topic.partitions):
+            error = UnknownTopicOrPartitionError()
+        elif not ctx.allows(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            error = TopicAuthorizationFailedError()
+        if error is not None or topic is None:
+            answer.error_code = error.code if error is not None else 0
+            answers[tp] = answer
+            failed = True
+            continue
+        log = topic.partitions[tp[1]].log
+        upper = log.high_watermark
+        share = coordinator.share_partition(group_id, tp[0], tp[1], log.log_start_offset, upper)
+        if not share.has_acquirable(upper):
+            continue
+        offset = max(share.next_fetch_offset(), log.log_start_offset)
+        if offset >= upper:
+            continue
+        try:
+            data = log.read(offset, budget - total, upper).to_bytes()
+        except (ApiError, OSError, EOFError) as exc:
+            if not isinstance(exc, ApiError):
+                exc = KafkaStorageError(str(exc))
+            answer.error_code = exc.code
+            answers[tp] = answer
+            failed = True
+            continue
+        if not data:
+            continue
+        first, last = _span(data)
+        if first < 0:
+            continue
+        acquired = coordinator.acquire(
+            share,
+            group_id,
+            member_id,
+            first,
+            last,
+            max_records=max_records,
+            fetch_offset=offset,
+        )
+        if not acquired:
+            continue
+        max_records -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
+        total += len(data)
+        answer.records = cast(RecordsData, data)
+        answer.acquired_records = wire.acquired_records(acquired)
+        answers[tp] = answer
+    return total, failed
+
+
+def _empty(index: int) -> PartitionData:
+    return PartitionData(partition_index=index, records=EMPTY)
+
+
+def _span(data: bytes) -> tuple[int, int]:
+    """The first and last offsets of the whole batches in ``data``."""
+    first = last = -1
+    pos = 0
+    while pos + 61 <= len(data):
+        header = BatchHeader.parse(data, pos)
+        if pos + header.size > len(data):
+            break
+        if first < 0:
+            first = header.base_offset
+        last = header.last_offset
+        pos += header.size
+    return first, last
+
+
+def _response(answers: dict[TopicPartition, PartitionData], lock_ms: int) -> ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[PartitionData]] = {}
+    for (topic_id, _), answer in answers.items():
+        by_topic.setdefault(topic_id, []).append(answer)
+    return ShareFetchResponse(
+        acquisition_lock_timeout_ms=lock_ms,
+        responses=[ShareFetchableTopicResponse(t, parts) for t, parts in by_topic.items()],
+    )

@@ -433,27 +433,29 @@ def print_rate(plan: Plan, rounds: int, runs: dict[str, list[Run]], figures: Fig
         print(line)
 
 
-def plot(path: str, results: dict[int, Figures], title: str) -> None:
-    """Grouped bars: one panel per rate, the median of each percentile per client (log ms)."""
+def plot(path: str, results: dict[int, tuple[Figures, dict[str, float]]], title: str) -> None:
+    """Grouped bars: one panel per rate, the median of each percentile per client (log ms),
+    each client's median achieved send rate in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
-    for axis, (rate, figures) in zip(axes[0], sorted(results.items()), strict=True):
+    for axis, (rate, (figures, sent)) in zip(axes[0], sorted(results.items()), strict=True):
         names = list(figures)
         width = 0.8 / len(names)
         for i, name in enumerate(names):
             xs = [j + i * width for j in range(len(PERCENTILES))]
-            axis.bar(xs, [figures[name][label][0] for label, _ in PERCENTILES], width, label=name)
+            heights = [figures[name][label][0] for label, _ in PERCENTILES]
+            axis.bar(xs, heights, width, label=f"{name}, sent {sent[name]:,.0f}/s")
         axis.set_xticks([j + 0.4 - width / 2 for j in range(len(PERCENTILES))])
         axis.set_xticklabels([label for label, _ in PERCENTILES])
         axis.set_yscale("log")
         axis.set_ylabel("end-to-end latency, ms (median of rounds)")
         axis.set_title(f"{rate:,} records/s")
         axis.grid(axis="y", which="both", alpha=0.3)
-    axes[0][0].legend(fontsize="small")
+        axis.legend(fontsize="small")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -478,7 +480,7 @@ def main() -> None:
         parser.error("--warmup must be shorter than --seconds")
     names = [n for n in CLIENTS if n in (args.only or CLIENTS)]
     data_dir = tempfile.mkdtemp(prefix="bench-latency-") if args.disk else None
-    results: dict[int, Figures] = {}
+    results: dict[int, tuple[Figures, dict[str, float]]] = {}
     try:
         with (
             BrokerProcess(data_dir) as broker,
@@ -491,8 +493,9 @@ def main() -> None:
                     turn = round_number % len(names)
                     for name in names[turn:] + names[:turn]:
                         runs[name].append(run_on_new_topic(admin, broker.bootstrap, name, plan))
-                results[rate] = summarize(runs)
-                print_rate(plan, args.rounds, runs, results[rate])
+                sent = {name: statistics.median(r.rate for r in runs[name]) for name in names}
+                results[rate] = (summarize(runs), sent)
+                print_rate(plan, args.rounds, runs, results[rate][0])
     finally:
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)

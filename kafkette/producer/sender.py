@@ -715,6 +715,16 @@ class Sender:
         )
 
     def _request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        config = self.config
+        if len(batches) == 1:  # the common request: one partition's batch
+            only = batches[0]
+            assert only.data is not None
+            return ProduceRequest(
+                config.transactional_id,
+                config.acks,
+                config.request_timeout_ms,
+                [TopicProduceData(only.topic, [PartitionProduceData(only.partition, only.data)])],
+            )
         topics: dict[str, list[PartitionProduceData]] = {}
         for batch in batches:
             assert batch.data is not None

@@ -8,6 +8,7 @@ from kafkette.errors import UnsupportedVersionError
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.messages.api_versions_response import ApiVersion
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.metrics.client_metrics import client_software
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -21,6 +22,8 @@ def api_keys(broker: Broker) -> list[ApiVersion]:
 async def handle_api_versions(
     broker: Broker, ctx: RequestContext, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
+    if request.client_software_name:  # for client metrics subscriptions (KIP-714 match)
+        client_software.set((request.client_software_name, request.client_software_version))
     return ApiVersionsResponse(error_code=0, api_keys=api_keys(broker))
 
 

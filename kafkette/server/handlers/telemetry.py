@@ -4,9 +4,8 @@ A client asks which metrics the broker wants and how often
 (:class:`~kafkette.server.metrics.client_metrics.ClientMetricsManager` decides from the
 CLIENT_METRICS subscriptions it matches), then pushes them as OTLP; the pushed metrics
 are decoded and shown on the metrics endpoint, labelled with the client's id and
-instance id. The client's attributes for ``match`` are its client id and source address
-and port (its software name and version are not kept by this broker: they match as
-empty).
+instance id. The client's attributes for ``match`` are its client id, its source address
+and port, and the software name and version it gave in ApiVersions on this connection.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from kafkette.protocol.messages import (
     PushTelemetryResponse,
 )
 from kafkette.server.dispatch import RequestContext, handler
-from kafkette.server.metrics.client_metrics import ACCEPTED_COMPRESSION
+from kafkette.server.metrics.client_metrics import ACCEPTED_COMPRESSION, client_software
 from kafkette.server.metrics.otlp import decode_metrics
 
 if TYPE_CHECKING:
@@ -34,7 +33,10 @@ logger = logging.getLogger("kafkette.server.telemetry")
 def _attributes(ctx: RequestContext) -> dict[str, str]:
     """The client's attributes subscriptions may ``match`` on (but its instance id)."""
     address, _, port = ctx.client_host.rpartition(":")
+    name, version = client_software.get()
     return {
+        "client_software_name": name,
+        "client_software_version": version,
         "client_id": ctx.client_id or "",
         "client_source_address": ctx.host,
         "client_source_port": port if address else "",

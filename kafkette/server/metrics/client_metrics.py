@@ -29,6 +29,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 
 import attrs
 import crc32c
@@ -62,6 +63,10 @@ MATCH_KEYS = (
     "client_source_address",
     "client_source_port",
 )
+client_software: ContextVar[tuple[str, str]] = ContextVar("client_software", default=("", ""))
+"""The software name and version a connection's client gave in ApiVersions (v3 and
+later), for ``match``: set in that connection's task, which serves its requests in turn."""
+
 TELEMETRY_MAX_BYTES = 1_048_576
 """Kafka's ``telemetry.max.bytes`` default: the largest metrics payload accepted (before
 and after decompression)."""

@@ -5,6 +5,7 @@ endpoint (asyncio and trio)."""
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 from collections.abc import AsyncIterator
 
@@ -157,3 +158,21 @@ async def test_telemetry_max_bytes_is_the_brokers_property() -> None:
                 assert answer == PushTelemetryResponse(error_code=118)  # TELEMETRY_TOO_LARGE
                 CLOCK.advance(100)
         tg.cancel_scope.cancel()
+
+
+async def test_match_on_the_software_the_client_named_in_api_versions(
+    served: tuple[Broker, int],
+) -> None:
+    """Our connection says ``kafkette`` and its version in ApiVersions v3: a subscription
+    matching that software applies to it, one matching another does not."""
+    from kafkette import __version__
+
+    broker, port = served
+    manager = broker.metrics.client_metrics
+    match = f"client_software_name=kafkette,client_software_version={re.escape(__version__)}"
+    manager.update("ours", {"metrics": "a.", "match": match})
+    manager.update("theirs", {"metrics": "b.", "match": "client_software_name=librdkafka"})
+    async with await BrokerConnection.connect("127.0.0.1", port) as connection:
+        got = await connection.request(GetTelemetrySubscriptionsRequest())
+        assert isinstance(got, GetTelemetrySubscriptionsResponse)
+        assert got.requested_metrics == ["a."]

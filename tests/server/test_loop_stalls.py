@@ -5,8 +5,9 @@ A probe on the broker's loop produces one record every 10 ms and times each roun
 trip, while DeleteTopics removes a topic of several hundred MiB (freeing a file's
 blocks takes about 0.3 s per GiB here: it was done on the loop) and while the
 maintenance round compacts a log of many small records (a pass was one
-uninterrupted call on the loop, a second or more for this one). The bound is loose
-for a loaded 2-core machine; before, the probe waited 0.3 s and more.
+uninterrupted call on the loop). The bound is loose
+for a loaded 2-core machine (here, after: 20-50 ms); before, the probe waited 0.25 s
+and more while deleting, 0.3-0.6 s while compacting.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ BIG_MIB = 512
 KEYS = 2_000
 COMPACTED_BATCHES = 600
 RECORDS_PER_BATCH = 250
-BOUND_S = 0.15
+BOUND_S = 0.2
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])
 

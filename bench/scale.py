@@ -16,8 +16,10 @@ Each broker runs as a child process on a free loopback port: ``kafkette serve --
   ``AsyncConsumer`` in this process, one event loop, subscribe to a topic of twice as many
   partitions: seconds until every partition is assigned to exactly one member and every
   member has some (``join``), then until the same holds after one more member joins
-  (``rebalance``); for the classic protocol (Kafka's ``group.initial.rebalance.delay.ms``,
-  3 s, is in ``join``) and the consumer protocol (KIP-848), where the broker offers it;
+  (``rebalance``); for the classic protocol (``kafkette serve``'s
+  ``group.initial.rebalance.delay.ms`` is 0, the value of Kafka's sample server.properties)
+  and the consumer protocol (KIP-848: assignments reach members with their heartbeats, every
+  ``group.consumer.heartbeat.interval.ms``, 5 s), where the broker offers it;
 - ``rss``: the broker's resident memory (VmRSS) at the end, and its peak (VmHWM).
 
 The table gives each figure per broker and the ratio of kafkette's (memory) to Tansu's,

@@ -140,3 +140,36 @@ def test_memory_cluster_shows_the_same_figures_without_http() -> None:
         scraped = samples(cluster.metrics_text())
     assert value(scraped, "kafkette_topic_records_in_total", topic="auto") == 1
     assert value(scraped, "kafkette_topic_bytes_in_total", topic="auto") == batch_size(5)
+
+
+def test_a_consumer_protocol_group_shows_its_members_and_lag() -> None:
+    """A KIP-848 group: its members under type="consumer", its committed offsets and lag."""
+    with MemoryCluster() as cluster:
+        url = cluster.bootstrap_servers
+        with AdminClient(bootstrap_servers=url) as admin:
+            admin.create_topics([NewTopic("events", 1)]).all()
+        with Producer(bootstrap_servers=url) as producer:
+            for i in range(7):
+                producer.send("events", b"%d" % i, partition=0)
+        with Consumer(
+            bootstrap_servers=url,
+            group_id="kip848",
+            group_protocol="consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as consumer:
+            consumer.subscribe(["events"])
+            seen = 0
+            while seen < 7:
+                seen += sum(map(len, consumer.poll(timeout_ms=1000).values()))
+            consumer.commit({TopicPartition("events", 0): 5})
+            scraped = samples(cluster.metrics_text())
+    members = by_label(scraped, "kafkette_consumer_group_members", "group", type="consumer")
+    assert members == {"kip848": 1}
+    assert "kip848" not in by_label(
+        scraped, "kafkette_consumer_group_members", "group", type="classic"
+    )
+    assert (
+        value(scraped, "kafkette_consumer_group_lag", group="kip848", topic="events", partition="0")
+        == 2
+    )

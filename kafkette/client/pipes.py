@@ -12,8 +12,10 @@ and hands back the matching responses.
   (:meth:`StreamPipe.start_pump`): one task that writes submitted frames and
   reads every response while it runs, so that requests handed over with
   :meth:`StreamPipe.submit` need no task each.
-- :class:`AsyncioPipe` is an :class:`asyncio.Protocol` for TCP (and TLS)
-  under asyncio: responses are parsed in ``data_received`` and delivered to
+- :class:`AsyncioPipe` is an :class:`asyncio.BufferedProtocol` for TCP (and
+  TLS) under asyncio: the transport reads into one buffer the pipe keeps (a
+  new bytes object per read is fresh memory, faulted in page by page, for
+  each 256 KiB of a consumer's fetches), responses are parsed and delivered to
   one future per request, or to a callback for requests handed over with
   :meth:`AsyncioPipe.submit` (the producer's, which need no task of their
   own). anyio's socket streams pause and resume reading around every
@@ -375,7 +377,7 @@ class StreamPipe:
                 await self.close(timeout)
 
 
-class AsyncioPipe(asyncio.Protocol):
+class AsyncioPipe(asyncio.BufferedProtocol):
     """Frames over an asyncio transport; responses go to per-request futures or callbacks.
 
     Timeouts: every request gets the same ``request_timeout_s``, so their
@@ -396,6 +398,7 @@ class AsyncioPipe(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None
         self._on_drained: list[Callable[[], object]] = []
         self._corked: list[bytes | bytearray] | None = None
+        self._received: memoryview | None = None  # what the transport reads into
         self.failure: BaseException | None = None
         self.quiet = False
 
@@ -427,7 +430,17 @@ class AsyncioPipe(asyncio.Protocol):
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        received = self._received
+        if received is None:  # on the first read: a connection never read from needs none
+            received = self._received = memoryview(bytearray(RECEIVE_SIZE))
+        return received
+
+    def buffer_updated(self, nbytes: int) -> None:
+        assert self._received is not None
+        self.data_received(self._received[:nbytes])  # the wire copies what it keeps
+
+    def data_received(self, data: bytes | bytearray | memoryview) -> None:
         try:
             responses = self._wire.receive_data(data)
         except (DecodeError, ProtocolError) as exc:

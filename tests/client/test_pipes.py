@@ -341,6 +341,45 @@ async def test_submitted_requests_fail_when_the_broker_closes_the_connection() -
         assert connection.closed
 
 
+async def many_topics(cid: int, version: int, request: Request) -> bytes:
+    """Answer with 40,000 topics: a response of about 1 MB, read in several reads."""
+    topics = [MetadataResponseTopic(name=f"topic-{i:06d}") for i in range(40_000)]
+    return encode_frame(encode_response(MetadataResponse(topics=topics), version, cid))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_asyncio_pipe_reads_into_one_kept_buffer() -> None:
+    """The transport reads every chunk into the one buffer the pipe keeps (no new bytes
+    object per read), and responses larger than it, spread over reads, arrive whole."""
+    async with (
+        scripted_broker(many_topics) as port,
+        await BrokerConnection.connect("127.0.0.1", port) as connection,
+    ):
+        pipe = connection._pipe
+        assert isinstance(pipe, AsyncioPipe)
+        buffers: set[int] = set()
+        reads: list[int] = []
+        get_buffer, buffer_updated = pipe.get_buffer, pipe.buffer_updated
+
+        def tracked_get_buffer(sizehint: int) -> memoryview:
+            buffer = get_buffer(sizehint)
+            buffers.add(id(buffer.obj))
+            return buffer
+
+        def tracked_buffer_updated(nbytes: int) -> None:
+            reads.append(nbytes)
+            buffer_updated(nbytes)
+
+        pipe.get_buffer = tracked_get_buffer  # type: ignore[method-assign]
+        pipe.buffer_updated = tracked_buffer_updated  # type: ignore[method-assign]
+        for _ in range(2):
+            response = await connection.request(_topic_request("a"))
+            assert isinstance(response, MetadataResponse)
+            assert [t.name for t in response.topics] == [f"topic-{i:06d}" for i in range(40_000)]
+        assert len(buffers) == 1
+        assert len(reads) >= 2 * 4 and sum(reads) > 2 * 1_000_000
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_corked_submits_go_out_in_one_write_in_order() -> None:
     reads: list[list[str]] = []

@@ -102,9 +102,13 @@ from kafkette.protocol.messages import offset_delete_request as od
 from kafkette.protocol.messages import offset_fetch_request as of
 from kafkette.protocol.messages import offset_for_leader_epoch_request as ofle
 from kafkette.protocol.messages import produce_request as pr
+from kafkette.protocol.messages import share_acknowledge_request as sa
+from kafkette.protocol.messages import share_fetch_request as sf
 from kafkette.protocol.messages import sync_group_request as sg
 from kafkette.protocol.messages import txn_offset_commit_request as toc
 from kafkette.protocol.messages import write_txn_markers_request as wtm
+from kafkette.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.config.broker_config import STANDARD_AUTHORIZER
@@ -993,6 +997,81 @@ ROWS = [
         field("groups", 0, "error_code"),
         30,
         GROUP_ID_NOT_FOUND,
+    ),
+    Row(
+        "ShareGroupHeartbeat",
+        1,
+        lambda rig: ShareGroupHeartbeatRequest(
+            group_id="sg", member_id="m", member_epoch=0, subscribed_topic_names=["t"]
+        ),
+        (GROUP, "sg", Op.READ),
+        top_code,
+        30,
+        NONE,
+        prerequisites=((TOPIC, "t", Op.DESCRIBE),),
+    ),
+    Row(
+        "ShareGroupHeartbeat",
+        1,
+        lambda rig: ShareGroupHeartbeatRequest(
+            group_id="sg", member_id="m", member_epoch=0, subscribed_topic_names=["t"]
+        ),
+        (TOPIC, "t", Op.DESCRIBE),
+        top_code,
+        29,
+        NONE,
+        prerequisites=((GROUP, "sg", Op.READ),),
+    ),
+    Row(
+        "ShareGroupDescribe",
+        1,
+        lambda rig: ShareGroupDescribeRequest(group_ids=["sg"]),
+        (GROUP, "sg", Op.DESCRIBE),
+        field("groups", 0, "error_code"),
+        30,
+        GROUP_ID_NOT_FOUND,
+    ),
+    Row(
+        "ShareFetch",
+        2,
+        lambda rig: sf.ShareFetchRequest(
+            group_id="sg",
+            member_id="m",
+            topics=[sf.FetchTopic(rig.topic_id, [sf.FetchPartition(0)])],
+        ),
+        (GROUP, "sg", Op.READ),
+        top_code,
+        30,
+        NONE,
+        prerequisites=((TOPIC, "t", Op.READ),),
+    ),
+    Row(
+        "ShareFetch",
+        2,
+        lambda rig: sf.ShareFetchRequest(
+            group_id="sg",
+            member_id="m",
+            topics=[sf.FetchTopic(rig.topic_id, [sf.FetchPartition(0)])],
+        ),
+        (TOPIC, "t", Op.READ),
+        field("responses", 0, "partitions", 0, "error_code"),
+        29,
+        NONE,
+        prerequisites=((GROUP, "sg", Op.READ),),
+    ),
+    Row(
+        "ShareAcknowledge",
+        2,
+        lambda rig: sa.ShareAcknowledgeRequest(
+            group_id="sg",
+            member_id="m",
+            share_session_epoch=1,
+            topics=[sa.AcknowledgeTopic(rig.topic_id, [sa.AcknowledgePartition(0, [])])],
+        ),
+        (GROUP, "sg", Op.READ),
+        top_code,
+        30,
+        122,  # SHARE_SESSION_NOT_FOUND: allowed, and no session opened
     ),
     Row(
         "InitProducerId",

@@ -102,6 +102,7 @@ READ_APIS = frozenset(
         "ListTransactions",
         "Metadata",
         "OffsetFetch",
+        "ShareGroupDescribe",
         "OffsetForLeaderEpoch",
         "SaslAuthenticate",
         "SaslHandshake",

@@ -33,7 +33,7 @@ from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from kafkette.server.share import wire
-from kafkette.server.share.group import LEAVE_EPOCH, ShareGroup, ShareGroupConfig, TopicImage
+from kafkette.server.share.group import ShareGroup, ShareGroupConfig, TopicImage
 from kafkette.server.share.partition import SharePartition
 from kafkette.server.share.persistence import (
     STATE_TOPIC,
@@ -120,7 +120,9 @@ class ShareCoordinator:
         client_id: str = "",
         client_host: str = "",
     ) -> ShareGroupHeartbeatResponse:
-        """Serve a ShareGroupHeartbeat; a member that leaves gives its records back."""
+        """Serve a ShareGroupHeartbeat. A member that leaves (epoch -1) keeps its share
+        session: the client closes it after (ShareFetch or ShareAcknowledge with epoch
+        -1, which gives back what it still holds), as librdkafka does on close."""
         group = self.groups.get(request.group_id)
         if group is None:
             group = ShareGroup(
@@ -133,7 +135,7 @@ class ShareCoordinator:
             )
             if request.group_id:
                 self.groups[request.group_id] = group
-        response = wire.heartbeat(
+        return wire.heartbeat(
             group,
             request,
             self.clock(),
@@ -141,9 +143,6 @@ class ShareCoordinator:
             client_id=client_id,
             client_host=client_host,
         )
-        if request.member_epoch == LEAVE_EPOCH and response.error_code == 0:
-            self.member_gone(request.group_id, request.member_id)
-        return response
 
     def close_session(self, group_id: str, member_id: str) -> None:
         """End the member's share session (a request with epoch -1): the records it
@@ -155,8 +154,8 @@ class ShareCoordinator:
                 self._persist(key, partition.release_member(member_id))
 
     def member_gone(self, group_id: str, member_id: str) -> None:
-        """A member left or its session ended: its share session ends and its records
-        go back to the group."""
+        """A member's group session ended (no heartbeat in time): its share session
+        ends and its records go back to the group."""
         if self.sessions.get(group_id, member_id) is not None:
             self.sessions.release(group_id, member_id)
         for key, partition in self.partitions.items():

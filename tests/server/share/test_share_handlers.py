@@ -26,11 +26,6 @@ from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, Sha
 from kafkette.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.server import Broker
-from kafkette.server.handlers import (  # noqa: F401  (registers them until ApiVersions lists them)
-    share_acknowledge,
-    share_fetch,
-    share_group,
-)
 from tests.server.dataplane import FakeClock, batch, call, make_broker, produce, records_of
 
 pytestmark = pytest.mark.anyio

@@ -231,6 +231,7 @@ def bench_group(broker: Broker, members: int, protocol: str) -> dict[str, float]
                 group_id=f"scale-{protocol}",
                 group_protocol=protocol,
                 auto_offset_reset="earliest",
+                enable_auto_commit=False,  # nothing to commit: the members only hold partitions
             )
             async with consumer:
                 consumers.append(consumer)

@@ -1,0 +1,88 @@
+"""Share groups on memory://, spoken at the protocol level by our client core:
+ApiVersions lists the share APIs, and ``cluster.advance()`` expires acquisition
+locks without sleeping."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafkette import Producer
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import AdminConfig
+from kafkette.client.connection import BrokerConnection
+from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafkette.protocol.messages.share_fetch_request import (
+    FetchPartition,
+    FetchTopic,
+    ShareFetchRequest,
+)
+from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, ShareFetchResponse
+from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from kafkette.testing import MemoryCluster
+
+pytestmark = pytest.mark.anyio
+
+
+async def fetch(
+    connection: BrokerConnection, member_id: str, epoch: int, topic_id: uuid.UUID
+) -> list[AcquiredRecords]:
+    response = await connection.request(
+        ShareFetchRequest(
+            group_id="g",
+            member_id=member_id,
+            share_session_epoch=epoch,
+            max_records=10,
+            topics=[FetchTopic(topic_id, [FetchPartition(0)])],
+        ),
+        version=2,
+    )
+    assert isinstance(response, ShareFetchResponse)
+    assert response.error_code == 0
+    return [r for t in response.responses for p in t.partitions for r in p.acquired_records]
+
+
+async def join(connection: BrokerConnection, member_id: str) -> None:
+    response = await connection.request(
+        ShareGroupHeartbeatRequest(
+            group_id="g", member_id=member_id, member_epoch=0, subscribed_topic_names=["t"]
+        ),
+        version=1,
+    )
+    assert isinstance(response, ShareGroupHeartbeatResponse)
+    assert response.error_code == 0
+
+
+async def test_memory_cluster_expires_locks_on_advance() -> None:
+    """Two members over memory://: the first acquires a record and never acknowledges
+    it; after ``advance()`` past the 30 s lock the second gets it with delivery count 2,
+    and not before."""
+    with MemoryCluster() as cluster:
+        cluster_admin = AdminConfig.from_user(bootstrap_servers=cluster.bootstrap_servers)
+        async with KafkaClient(cluster_admin) as client:
+            await client.refresh_metadata(["t"], allow_auto_topic_creation=True)
+            connection = await client.connection(await client.any_node())
+            versions = await connection.request(ApiVersionsRequest(), version=3)
+            assert isinstance(versions, ApiVersionsResponse)
+            served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+            assert {k: served[k] for k in (76, 77, 78, 79)} == {
+                76: (1, 1),
+                77: (1, 1),
+                78: (1, 2),
+                79: (1, 2),
+            }
+            topic_id = cluster._broker.cluster.get_topic("t").topic_id
+            one, two = str(uuid.uuid4()), str(uuid.uuid4())
+            await join(connection, one)
+            await join(connection, two)
+            assert await fetch(connection, one, 0, topic_id) == []
+            assert await fetch(connection, two, 0, topic_id) == []
+            with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                producer.send("t", b"v", partition=0).result(10)
+            assert await fetch(connection, one, 1, topic_id) == [AcquiredRecords(0, 0, 1)]
+            cluster.advance(29.9)
+            assert await fetch(connection, two, 1, topic_id) == []
+            cluster.advance(0.1)
+            assert await fetch(connection, two, 2, topic_id) == [AcquiredRecords(0, 0, 2)]

@@ -85,6 +85,8 @@ def test_custom_names_take_their_protocol_from_the_map() -> None:
         (["A://h:1"], [], "A:TLS", "listener.security.protocol.map", "'TLS' is not"),
         (["SSL://h:1"], ["PLAINTEXT://x:1"], None, "advertised.listeners", "not one of"),
         (["SSL://h:1"], ["SSL://:1"], None, "advertised.listeners", "not an address"),
+        (["A://h:0,B://h:1"], [], "A:SSL,B:SSL", "listeners", "expected NAME://HOST:PORT"),
+        (["A://h/x:1"], [], "A:SSL", "listeners", "expected NAME://HOST:PORT"),
     ],
 )
 def test_bad_listener_settings_name_the_setting(
@@ -94,6 +96,18 @@ def test_bad_listener_settings_name_the_setting(
         parse_listeners(endpoints, advertised, mapping)
     assert info.value.setting == setting
     assert message in str(info.value)
+
+
+def test_a_listener_option_takes_a_list_as_the_listeners_property_does() -> None:
+    assert listeners_of(
+        "--listener",
+        "PLAINTEXT://127.0.0.1:0, EXTRA://127.0.0.1:0",
+        "--set",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT",
+    ) == [
+        ("PLAINTEXT", "127.0.0.1", 0, "PLAINTEXT", False),
+        ("EXTRA", "127.0.0.1", 0, "PLAINTEXT", False),
+    ]
 
 
 def test_listen_stays_one_plaintext_or_sasl_plaintext_listener() -> None:

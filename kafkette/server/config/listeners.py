@@ -79,6 +79,8 @@ def parse_endpoint(text: str, where: str) -> tuple[str, str, int]:
     host, colon, port = rest.rpartition(":")
     if not sep or not name or not colon or not port.isdigit() or int(port) > 65535:
         raise ConfigError(where, f"expected NAME://HOST:PORT, got {text!r}")
+    if any(c in host for c in ",/ "):
+        raise ConfigError(where, f"expected NAME://HOST:PORT, got {text!r}")
     if not name.replace("_", "").replace("-", "").isalnum():
         raise ConfigError(where, f"bad listener name {name!r}")
     host = host.strip("[]") or "0.0.0.0"
@@ -152,7 +154,8 @@ def listeners_from_properties(
     properties: Mapping[str, str], extra: list[str]
 ) -> list[Listener] | None:
     """The listeners of ``listeners`` plus ``extra`` (``--listener``), else None."""
-    endpoints = _split(properties.get("listeners", "")) + list(extra)
+    # --listener takes what the listeners property takes: one listener or a list.
+    endpoints = _split(properties.get("listeners", "")) + [e for x in extra for e in _split(x)]
     if not endpoints:
         for name in ("advertised.listeners", "listener.security.protocol.map"):
             if name in properties:

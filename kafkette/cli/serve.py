@@ -805,4 +805,31 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, DataDirLockedError, CredentialsFileError) as exc:
         print(f"kafkette serve: {exc}", file=sys.stderr)
         return 1
+    except Exception as error:
+        # A listener's address in use (or not assignable) fails its task in the task
+        # group: one line per address, as for the errors above, not a group traceback.
+        unbound = _os_errors(error)
+        if unbound is None:
+            raise
+        for each in unbound:
+            print(f"kafkette serve: {each}", file=sys.stderr)
+        return 1
     return status
+
+
+def _os_errors(error: BaseException) -> list[OSError] | None:
+    """The OSErrors of a (nested) exception group made of nothing else, else None.
+
+    Read by its ``exceptions`` (Python 3.10 has no built-in ExceptionGroup: anyio
+    raises the backport's there).
+    """
+    inner = getattr(error, "exceptions", None)
+    if not isinstance(inner, tuple):
+        return [error] if isinstance(error, OSError) else None
+    leaves: list[OSError] = []
+    for each in inner:
+        found = _os_errors(each)
+        if found is None:
+            return None
+        leaves.extend(found)
+    return leaves

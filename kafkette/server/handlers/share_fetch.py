@@ -18,9 +18,10 @@ One request, in this order, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    request waits for appends or records given back until ``max_wait_ms`` passes on the
    broker's clock (or in real time, as Fetch), then answers what it has.
 
-Not served yet: ``share.isolation.level`` read_committed (records are read up to the
-high watermark), control batches are delivered as acquired records (Kafka marks them
-as gaps), and a session is not ended when its connection closes.
+Control batches (transaction markers) are archived as they are reached, never
+delivered. Not served yet: ``share.isolation.level`` read_committed (records are read
+up to the high watermark, aborted ones delivered), and a session is not ended when its
+connection closes (a new epoch-0 request replaces it; the member's locks expire).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from kafkette.protocol.messages.share_fetch_response import (
     ShareFetchableTopicResponse,
     ShareFetchResponse,
 )
-from kafkette.protocol.records.batch_header import BatchHeader
+from kafkette.protocol.records.batch_header import RECORD_BATCH_OVERHEAD, BatchHeader
 from kafkette.protocol.schema import RecordsData
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.share import wire
@@ -209,9 +210,10 @@ def read_partitions(
             continue
         if not data:
             continue
-        first, last = _span(data)
+        first, last, control = _span(data)
         if first < 0:
             continue
+        # Control batches are archived as they are reached, never delivered.
         acquired = coordinator.acquire(
             share,
             group_id,
@@ -220,6 +222,7 @@ def read_partitions(
             last,
             max_records=max_records,
             fetch_offset=offset,
+            aborted=control,
         )
         if not acquired:
             continue
@@ -235,19 +238,23 @@ def _empty(index: int) -> PartitionData:
     return PartitionData(partition_index=index, records=EMPTY)
 
 
-def _span(data: bytes) -> tuple[int, int]:
-    """The first and last offsets of the whole batches in ``data``."""
+def _span(data: bytes) -> tuple[int, int, list[tuple[int, int]]]:
+    """The first and last offsets of the whole batches in ``data``, and the offset
+    ranges of its control batches (transaction markers: no record to deliver)."""
     first = last = -1
+    control: list[tuple[int, int]] = []
     pos = 0
-    while pos + 61 <= len(data):
+    while pos + RECORD_BATCH_OVERHEAD <= len(data):
         header = BatchHeader.parse(data, pos)
         if pos + header.size > len(data):
             break
         if first < 0:
             first = header.base_offset
         last = header.last_offset
+        if header.is_control:
+            control.append((header.base_offset, header.last_offset))
         pos += header.size
-    return first, last
+    return first, last, control
 
 
 def _response(answers: dict[TopicPartition, PartitionData], lock_ms: int) -> ShareFetchResponse:

@@ -27,6 +27,7 @@ from kafkette.protocol.messages.share_group_describe_request import ShareGroupDe
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.server import Broker
 from tests.server.dataplane import FakeClock, batch, call, make_broker, produce, records_of
+from tests.server.txn import helpers as txn
 
 pytestmark = pytest.mark.anyio
 
@@ -288,3 +289,23 @@ async def test_state_survives_a_disk_broker_restart(tmp_path: Path) -> None:
     assert acquired(response) == [AcquiredRecords(2, 2, 1)]
     assert values(response) == [b"b"]
     again.close()
+
+
+async def test_transaction_markers_are_never_delivered() -> None:
+    """The marker that commits a transaction is archived, not acquired: the records
+    before it are delivered, and accepting them moves the start offset past the marker."""
+    broker, _, topic_id = setup()
+    member = Member(broker, topic_id)
+    await member.join()
+    await member.fetch()
+    initialized = await txn.init(broker, "tx")
+    pid, epoch = initialized.producer_id, initialized.producer_epoch
+    assert await txn.add_partitions(broker, "tx", pid, epoch, {"t": [0]}) == {("t", 0): 0}
+    assert (await txn.send(broker, "t", 0, pid, epoch, 0, [b"p", b"q"])).error_code == 0
+    assert await txn.end(broker, "tx", pid, epoch, True) == 0
+    response = await member.fetch()
+    assert acquired(response) == [AcquiredRecords(0, 1, 1)]
+    assert values(response) == [b"p", b"q"]
+    await member.acknowledge([(0, 1, ACCEPT)])
+    (share,) = broker.share_groups.partitions.values()
+    assert share.start_offset == 3 and share.records() == {}

@@ -379,12 +379,19 @@ def plot(path: str, ratios: dict[str, float], title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
 
     fig, axis = plt.subplots(figsize=(8, 4))
     items = list(ratios)
-    axis.barh(items, [ratios[i] for i in items])
+    bars = axis.barh(items, [ratios[i] for i in items])
+    axis.bar_label(bars, labels=[f"{ratios[i]:.2f}x" for i in items], fontsize="small")
     axis.axvline(1.0, color="black", linewidth=1)
     axis.set_xscale("log")
+    axis.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]))
+    axis.xaxis.set_major_formatter(ScalarFormatter())
+    axis.xaxis.set_minor_locator(NullLocator())
+    axis.xaxis.set_minor_formatter(NullFormatter())
+    axis.set_xlim(min(0.1, *ratios.values()) * 0.8, max(10.0, *ratios.values()) * 1.5)
     axis.set_xlabel("kafkette (memory) against Tansu: above 1, kafkette does better")
     axis.invert_yaxis()
     axis.set_title(title)

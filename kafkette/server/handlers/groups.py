@@ -79,6 +79,7 @@ from kafkette.server.groups.engine import JoinParams
 from kafkette.server.groups.queries import DEAD_GROUP
 from kafkette.server.groups.store import CommittedOffset, PartitionKey
 from kafkette.server.handlers import consumer_group_hooks as consumer_groups
+from kafkette.server.handlers import share_group_hooks as share_groups
 from kafkette.server.handlers.metadata import NOT_REQUESTED
 
 if TYPE_CHECKING:
@@ -537,6 +538,9 @@ async def handle_list_groups(
         request.states_filter,
         request.types_filter,
     )
+    overviews = share_groups.list_groups(
+        broker, overviews, request.states_filter, request.types_filter
+    )
     if not ctx.allows(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         # As Kafka: without DESCRIBE on the cluster, only the groups one may describe.
         overviews = [g for g in overviews if ctx.allows(DESCRIBE, GROUP, g.group_id)]
@@ -579,6 +583,7 @@ async def handle_describe_groups(
         summary = (
             DEAD_GROUP
             if consumer_groups.is_consumer_group(broker, group_id)
+            or share_groups.is_share_group(broker, group_id)
             else broker.groups.describe_group(group_id)
         )
         described.append(
@@ -620,6 +625,7 @@ async def handle_delete_groups(
         if g not in refused and broker.nodes.coordinates(ctx.node_id, GROUP_KEY, g)
     ]
     errors = consumer_groups.delete_groups(broker, here)
+    errors.update(share_groups.delete_groups(broker, here))
     errors.update(refused)
     errors.update(broker.groups.delete_groups(g for g in here if g not in errors))
     for group_id in request.groups_names:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
-from kafkette.errors import InvalidRecordStateError
+from kafkette.errors import GroupIdNotFoundError, InvalidRecordStateError, NonEmptyGroupError
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
@@ -161,6 +161,22 @@ class ShareCoordinator:
         for key, partition in self.partitions.items():
             if key.group_id == group_id:
                 self._persist(key, partition.release_member(member_id))
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups for a share group: refused (NON_EMPTY_GROUP) while it has members;
+        else it goes with its share partitions, whose state gets tombstones."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} is not a share group.")
+        if group.members:
+            raise NonEmptyGroupError(f"Share group {group_id} has members.")
+        del self.groups[group_id]
+        for key in [k for k in self.partitions if k.group_id == group_id]:
+            del self.partitions[key]
+        for key in [k for k in self.book.share_keys() if k.group_id == group_id]:
+            record_key, value = self.book.delete(key)
+            if self.sink is not None:
+                self.sink(coordinator_key(key), record_key, value)
 
     # ---- share partitions
 

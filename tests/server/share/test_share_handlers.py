@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from kafkette.protocol.messages import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafkette.protocol.messages.share_acknowledge_request import (
     AcknowledgePartition,
     AcknowledgeTopic,
@@ -37,6 +38,7 @@ SHARE_SESSION_NOT_FOUND = 122
 INVALID_SHARE_SESSION_EPOCH = 123
 INVALID_RECORD_STATE = 121
 GROUP_ID_NOT_FOUND = 69
+NON_EMPTY_GROUP = 68
 
 
 class Member:
@@ -309,3 +311,35 @@ async def test_transaction_markers_are_never_delivered() -> None:
     await member.acknowledge([(0, 1, ACCEPT)])
     (share,) = broker.share_groups.partitions.values()
     assert share.start_offset == 3 and share.records() == {}
+
+
+async def test_list_describe_and_delete_share_groups() -> None:
+    """ListGroups lists a share group with type share (and only it under that filter),
+    DescribeGroups reports it Dead, DeleteGroups refuses it while it has members and
+    then deletes it with its share-partition state."""
+    broker, _, topic_id = setup()
+    member = Member(broker, topic_id, group="sg")
+    await member.join()
+    await member.fetch()
+    listed = await call(broker, ListGroupsRequest(types_filter=["share"]), 5)
+    assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [
+        ("sg", "share", "Stable", "share")
+    ]
+    described = await call(broker, DescribeGroupsRequest(groups=["sg"]), 5)
+    assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Dead")
+    refused = await call(broker, DeleteGroupsRequest(groups_names=["sg"]), 2)
+    assert [r.error_code for r in refused.results] == [NON_EMPTY_GROUP]
+    left = await call(
+        broker,
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=member.member_id, member_epoch=-1),
+        1,
+    )
+    assert left.error_code == 0
+    empty = await call(broker, ListGroupsRequest(states_filter=["Empty"]), 5)
+    assert [g.group_id for g in empty.groups] == ["sg"]
+    deleted = await call(broker, DeleteGroupsRequest(groups_names=["sg"]), 2)
+    assert [r.error_code for r in deleted.results] == [0]
+    assert broker.share_groups.groups == {} and broker.share_groups.partitions == {}
+    assert broker.share_groups.book.share_keys() == []
+    gone = await call(broker, ShareGroupDescribeRequest(group_ids=["sg"]), 1)
+    assert gone.groups[0].error_code == GROUP_ID_NOT_FOUND

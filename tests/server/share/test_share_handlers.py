@@ -343,3 +343,21 @@ async def test_list_describe_and_delete_share_groups() -> None:
     assert broker.share_groups.book.share_keys() == []
     gone = await call(broker, ShareGroupDescribeRequest(group_ids=["sg"]), 1)
     assert gone.groups[0].error_code == GROUP_ID_NOT_FOUND
+
+
+async def test_a_record_released_to_the_delivery_count_limit_is_archived() -> None:
+    """group.share.delivery.count.limit (5): a record released on each of its five
+    deliveries is archived, never delivered again, and the start offset passes it."""
+    broker, _, topic_id = setup()
+    member = Member(broker, topic_id)
+    await member.join()
+    await member.fetch()
+    await produce_values(broker, b"poison", b"next")
+    assert acquired(await member.fetch()) == [AcquiredRecords(0, 1, 1)]
+    await member.acknowledge([(1, 1, ACCEPT)])
+    for count in range(1, 5):
+        response = await member.fetch(acks=[(0, 0, RELEASE)])
+        assert acquired(response) == [AcquiredRecords(0, 0, count + 1)]
+    assert acquired(await member.fetch(acks=[(0, 0, RELEASE)])) == []
+    (share,) = broker.share_groups.partitions.values()
+    assert share.start_offset == 2 and share.records() == {}

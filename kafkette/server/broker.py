@@ -38,7 +38,7 @@ from kafkette.server.nodes import NodeTable, single_node
 from kafkette.server.producer_ids import ProducerIdManager
 from kafkette.server.sasl.credentials import CredentialStore
 from kafkette.server.sasl.users import ScramUsers
-from kafkette.server.share.coordinator import ShareCoordinator
+from kafkette.server.share.coordinator import ShareConfig, ShareCoordinator
 from kafkette.server.share.log_store import ShareStateLog, share_state_topic
 from kafkette.server.txn.coordinator import TransactionCoordinator
 from kafkette.server.txn.log_store import TxnLogStore, transaction_state_topic
@@ -138,6 +138,12 @@ class Broker:
             share_state_topic(self.cluster, clock=self.now_ms, appended=self.appended)
         )
         self.share_groups = ShareCoordinator(
+            ShareConfig(
+                delivery_count_limit=self.config.group_share_delivery_count_limit,
+                record_lock_duration_ms=self.config.group_share_record_lock_duration_ms,
+                session_timeout_ms=self.config.group_share_session_timeout_ms,
+                heartbeat_interval_ms=self.config.group_share_heartbeat_interval_ms,
+            ),
             clock=self.now_ms,
             group_configs=self.cluster.group_configs,
             sink=None if self.config.read_only else share_log.append,

@@ -130,6 +130,10 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.consumer.max.heartbeat.interval.ms": _int(1),
     "group.consumer.max.size": _int(1),
     "group.consumer.assignors": _consumer_assignors,
+    "group.share.delivery.count.limit": _int(2),
+    "group.share.record.lock.duration.ms": _int(1000),
+    "group.share.session.timeout.ms": _int(1),
+    "group.share.heartbeat.interval.ms": _int(1),
     "group.consumer.migration.policy": _consumer_migration_policy,
     "offsets.retention.minutes": _int(1),
     "offsets.topic.num.partitions": _int(1),
@@ -190,6 +194,12 @@ class BrokerConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     """``group.consumer.*``: the consumer group protocol (KIP-848), read by
     :class:`~kafkette.server.groups.consumer_protocol.ConsumerGroupConfig`."""
+    group_share_delivery_count_limit: int = 5
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    """``group.share.*``: share groups (KIP-932), read by
+    :class:`~kafkette.server.share.coordinator.ShareConfig`."""
     offsets_retention_minutes: int = 10_080
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600

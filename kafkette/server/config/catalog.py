@@ -602,6 +602,30 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "The most members a consumer-type group may have.",
             ),
             _broker(
+                "group.share.delivery.count.limit",
+                ConfigType.INT,
+                "5",
+                "Deliveries of a share group's record before it is archived.",
+            ),
+            _broker(
+                "group.share.record.lock.duration.ms",
+                ConfigType.INT,
+                "30000",
+                "How long a share group's member holds a record it acquired.",
+            ),
+            _broker(
+                "group.share.session.timeout.ms",
+                ConfigType.INT,
+                "45000",
+                "The session timeout of members of share groups (KIP-932).",
+            ),
+            _broker(
+                "group.share.heartbeat.interval.ms",
+                ConfigType.INT,
+                "5000",
+                "The heartbeat interval given to members of share groups.",
+            ),
+            _broker(
                 "group.consumer.assignors",
                 ConfigType.LIST,
                 "uniform,range",

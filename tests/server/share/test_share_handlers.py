@@ -361,3 +361,35 @@ async def test_a_record_released_to_the_delivery_count_limit_is_archived() -> No
     assert acquired(await member.fetch(acks=[(0, 0, RELEASE)])) == []
     (share,) = broker.share_groups.partitions.values()
     assert share.start_offset == 2 and share.records() == {}
+
+
+async def test_broker_settings_shape_locks_and_delivery_limit() -> None:
+    """group.share.record.lock.duration.ms and group.share.delivery.count.limit are the
+    broker's: a 2 s lock is announced and expires at 2 s, and with a limit of 2 a record
+    whose second lock expires is archived."""
+    clock = FakeClock()
+    broker = make_broker(
+        clock, group_share_record_lock_duration_ms=2_000, group_share_delivery_count_limit=2
+    )
+    topic = broker.cluster.create_topic("t", 1)
+    assert topic is not None
+    member = Member(broker, topic.topic_id)
+    await member.join()
+    await member.fetch()
+    await produce_values(broker, b"slow")
+    first = await member.fetch()
+    assert (first.acquisition_lock_timeout_ms, acquired(first)) == (
+        2_000,
+        [AcquiredRecords(0, 0, 1)],
+    )
+    clock.advance(1_999)
+    broker.share_groups.tick()
+    assert acquired(await member.fetch()) == []
+    clock.advance(1)
+    broker.share_groups.tick()
+    assert acquired(await member.fetch()) == [AcquiredRecords(0, 0, 2)]
+    clock.advance(2_000)
+    broker.share_groups.tick()
+    assert acquired(await member.fetch()) == []
+    (share,) = broker.share_groups.partitions.values()
+    assert share.start_offset == 1

@@ -1973,6 +1973,10 @@ NOT_IN_THE_TABLE = {
     "DescribeCluster": "test_cluster_authorized_operations_are_the_granted_ones",
     "ListGroups": "test_list_groups_lists_exactly_the_groups_alice_may_describe",
     "ListTransactions": "test_list_transactions_lists_exactly_the_ids_alice_may_describe",
+    # KIP-714: Kafka's KafkaApis authorizes neither; any authenticated client is asked for
+    # its metrics and pushes them.
+    "GetTelemetrySubscriptions": "client telemetry, authorized by nothing in Kafka",
+    "PushTelemetry": "client telemetry, authorized by nothing in Kafka",
 }
 
 

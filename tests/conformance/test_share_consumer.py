@@ -14,6 +14,11 @@ and only then the records it counts.
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import subprocess
+import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -134,3 +139,104 @@ def test_three_members_accept_release_and_reject(server: BrokerProcess) -> None:
             assert count >= 2
         elif kind(value) != "release":
             assert count == 1 and by_value[value] == 1
+
+
+HOLDER = """
+import sys
+from confluent_kafka import AcknowledgeType, ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "killed",
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[2]])
+held = 0
+while True:
+    messages = consumer.poll(0.2)
+    for message in messages:
+        if message.error() is not None:
+            continue
+        if message.value().startswith(b"probe"):
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            print("ready", flush=True)
+        else:
+            held += 1
+            print("held", message.offset(), flush=True)
+    if any(m.error() is None and m.value().startswith(b"probe") for m in messages):
+        consumer.commit_sync(10)
+    if held >= int(sys.argv[3]):
+        break
+import time
+time.sleep(600)  # holding its records until SIGKILL
+"""
+
+
+def test_records_of_a_killed_member_go_to_another_after_the_lock(tmp_path: Path) -> None:
+    """A member killed with SIGKILL while it holds 10 records (never acknowledged): once
+    their 2 s locks expire (group.share.record.lock.duration.ms) another member of the
+    group receives exactly those records, with delivery count 2."""
+    count = 10
+    broker = BrokerProcess(
+        tmp_path / "data",
+        args=("--set", "group.share.record.lock.duration.ms=2000", "--set", "num.partitions=1"),
+    ).start()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, broker.bootstrap, "jobs", str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(
+            target=lambda: [lines.put(line) for line in holder.stdout or ()], daemon=True
+        )
+        reader.start()
+        deadline = time.monotonic() + 60
+        seen_lines: list[str] = []
+        while "ready\n" not in seen_lines:
+            assert time.monotonic() < deadline, "the holder never received a probe"
+            producer.produce("jobs", b"probe")
+            producer.flush(10)
+            with contextlib.suppress(queue.Empty):
+                seen_lines.append(lines.get(timeout=0.5))
+        for number in range(count):
+            producer.produce("jobs", f"job-{number}".encode())
+        assert producer.flush(10) == 0
+        while sum(line.startswith("held") for line in seen_lines) < count:
+            assert time.monotonic() < deadline, f"the holder got only {seen_lines}"
+            seen_lines.append(lines.get(timeout=30))
+        holder.kill()
+        holder.wait()
+        consumer = ShareConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "killed",
+                "share.acknowledgement.mode": "explicit",
+            }
+        )
+        got: list[tuple[bytes, int]] = []
+        try:
+            consumer.subscribe(["jobs"])
+            settle: float | None = None
+            while settle is None or time.monotonic() < settle:
+                assert time.monotonic() < deadline, f"received only {got}"
+                messages = consumer.poll(0.3)
+                for message in messages:
+                    assert message.error() is None, message.error()
+                    value = message.value()
+                    assert isinstance(value, bytes)
+                    got.append((value, message.delivery_count()))
+                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                if messages:
+                    consumer.commit_sync(10)
+                if settle is None and len(got) >= count:
+                    settle = time.monotonic() + 1
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted((f"job-{n}".encode(), 2) for n in range(count))
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+        broker.close()

@@ -3,7 +3,8 @@
 Both go to the broker's :class:`~kafkette.server.share.coordinator.ShareCoordinator`.
 As Kafka: a heartbeat needs READ on the group and DESCRIBE on every topic it subscribes
 to; a description needs DESCRIBE on the group. A group id that is not a share group is
-GROUP_ID_NOT_FOUND in a description.
+GROUP_ID_NOT_FOUND in a description, and in a heartbeat when a consumer or classic group
+holds it.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from kafkette.protocol.messages.share_group_describe_response import (
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.handlers import consumer_group_hooks as consumer_groups
 from kafkette.server.handlers.groups import client_host
 from kafkette.server.share import wire
 from kafkette.server.share.group import TopicImage
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
+
+DEAD = "Dead"
 
 GROUP_OPERATIONS = sum(
     1 << op for op in (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
@@ -63,12 +67,27 @@ async def handle_share_group_heartbeat(
         return ShareGroupHeartbeatResponse(
             error_code=TopicAuthorizationFailedError.code, error_message=message
         )
+    if not_a_share_group(broker, request.group_id):
+        return ShareGroupHeartbeatResponse(
+            error_code=GroupIdNotFoundError.code,
+            error_message=f"Group {request.group_id} is not a share group.",
+        )
     return broker.share_groups.heartbeat(
         request,
         topic_images(broker),
         client_id=ctx.client_id or "",
         client_host=client_host(ctx),
     )
+
+
+def not_a_share_group(broker: Broker, group_id: str) -> bool:
+    """Whether ``group_id`` is held by a group of another type (a consumer group, or a
+    classic group, also an Empty one keeping offsets): Kafka's GROUP_ID_NOT_FOUND."""
+    if not group_id or group_id in broker.share_groups.groups:
+        return False
+    if consumer_groups.is_consumer_group(broker, group_id):
+        return True
+    return broker.groups.describe_group(group_id).state != DEAD
 
 
 @handler(ShareGroupDescribeRequest)

@@ -10,7 +10,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from kafkette.protocol.messages import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafkette.protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
 from kafkette.protocol.messages.share_acknowledge_request import (
     AcknowledgePartition,
     AcknowledgeTopic,
@@ -393,3 +398,34 @@ async def test_broker_settings_shape_locks_and_delivery_limit() -> None:
     assert acquired(await member.fetch()) == []
     (share,) = broker.share_groups.partitions.values()
     assert share.start_offset == 1
+
+
+async def test_a_group_id_held_by_a_consumer_group_is_not_a_share_group() -> None:
+    """ShareGroupHeartbeat for an id a consumer group (KIP-848) holds is refused with
+    GROUP_ID_NOT_FOUND, and no share group is made."""
+    broker, _, _ = setup()
+    joined = await call(
+        broker,
+        ConsumerGroupHeartbeatRequest(
+            group_id="taken",
+            member_id=str(uuid.uuid4()),
+            member_epoch=0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=["t"],
+            topic_partitions=[],
+        ),
+        0,
+    )
+    assert joined.error_code == 0
+    refused = await call(
+        broker,
+        ShareGroupHeartbeatRequest(
+            group_id="taken", member_id="m", member_epoch=0, subscribed_topic_names=["t"]
+        ),
+        1,
+    )
+    assert (refused.error_code, refused.error_message) == (
+        GROUP_ID_NOT_FOUND,
+        "Group taken is not a share group.",
+    )
+    assert broker.share_groups.groups == {}

@@ -29,7 +29,7 @@ import pytest
 
 from kafkette import AsyncProducer, Producer
 from kafkette.client.connection import BrokerConnection
-from kafkette.producer.accumulator import ProducerBatch
+from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.sender import Sender
 from kafkette.protocol.errors import UnsupportedCompressionError
@@ -83,11 +83,18 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
             fail()
 
         real_turn = Sender._turn
+        real_begin_flush = RecordAccumulator.begin_flush
+        flushing: list[bool] = []
         started: list[Sender] = []
 
+        def begin_flush(accumulator: RecordAccumulator) -> Any:
+            flushing.append(True)
+            return real_begin_flush(accumulator)
+
         async def turn(sender: Sender, task_group: anyio.abc.TaskGroup) -> None:
-            # the sender's task wakes for the records sent next: a pump's start there
-            if not started:
+            # the sender's task wakes for the flush of the records sent: a pump's start
+            # there (not at an earlier wake, which would fail the sends themselves)
+            if flushing and not started:
                 started.append(sender)
                 task_group.start_soon(broken_task)
             await real_turn(sender, task_group)
@@ -95,6 +102,7 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
         def submit(connection: BrokerConnection, request: Any, on_response: Any) -> None:
             pass  # held, as if not answered yet: the failure comes first
 
+        monkeypatch.setattr(RecordAccumulator, "begin_flush", begin_flush)
         monkeypatch.setattr(Sender, "_turn", turn)
         monkeypatch.setattr(BrokerConnection, "submit", submit)
     else:

@@ -71,6 +71,7 @@ STAMP = struct.Struct(">qq")
 READY = -1
 """the sequence number of the record sent before the paced ones, to know the pair is ready"""
 TICK_S = 0.001
+LATENCY_TICKS_MS = (1, 2, 3, 5, 7, 10, 20, 30, 50, 70, 100, 200, 300, 500, 1000, 2000, 5000)
 DRAIN_TIMEOUT_S = 60.0
 PERCENTILES = (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999))
 CLIENTS = ("kafkette-sync", "kafkette-async", "confluent-kafka", "aiokafka")
@@ -440,8 +441,9 @@ def plot(path: str, results: dict[int, tuple[Figures, dict[str, float]]], title:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 5), squeeze=False)
     for axis, (rate, (figures, sent)) in zip(axes[0], sorted(results.items()), strict=True):
         names = list(figures)
         width = 0.8 / len(names)
@@ -452,10 +454,13 @@ def plot(path: str, results: dict[int, tuple[Figures, dict[str, float]]], title:
         axis.set_xticks([j + 0.4 - width / 2 for j in range(len(PERCENTILES))])
         axis.set_xticklabels([label for label, _ in PERCENTILES])
         axis.set_yscale("log")
+        axis.yaxis.set_major_locator(FixedLocator(LATENCY_TICKS_MS))
+        axis.yaxis.set_major_formatter(ScalarFormatter())
+        axis.yaxis.set_minor_locator(NullLocator())
         axis.set_ylabel("end-to-end latency, ms (median of rounds)")
         axis.set_title(f"{rate:,} records/s")
         axis.grid(axis="y", which="both", alpha=0.3)
-        axis.legend(fontsize="small")
+        axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

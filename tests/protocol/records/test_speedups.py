@@ -294,7 +294,9 @@ def test_prefix_and_suffix_wrap_each_record(
     if not isinstance(expected, list):
         assert made is None
         return
-    assert made is not None
+    if made is None:  # a 64-bit overflow, which the Python parser then reads: as without
+        assert _speedups.parse_records(data, len(records), 7, 1000, fixed, Record) is None
+        return
     assert [tuple(r) for r in made] == [(*prefix, *r, *suffix) for r in expected]
     assert all(type(r) is Wide for r in made)
     assert not gc.is_tracked(made) and not any(gc.is_tracked(r) for r in made)

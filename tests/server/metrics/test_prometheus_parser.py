@@ -30,8 +30,8 @@ def test_a_scrape_parses_with_prometheus_client() -> None:
             bootstrap_servers=url, group_id=GROUP, auto_offset_reset="earliest"
         ) as consumer:
             consumer.subscribe(["orders"])
-            while not consumer.poll(timeout_ms=1000):
-                pass
+            polled = consumer.poll(timeout_ms=10_000)
+            assert sum(len(records) for records in polled.values()) == 1
             consumer.commit()
         instance = uuid.uuid4()
         points = decode_metrics(0, payload(2.5, 3), 1 << 20)

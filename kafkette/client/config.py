@@ -9,8 +9,8 @@ invalid value, or two settings that contradict each other raise
 :class:`~kafkette.errors.ConfigError` at construction, naming the setting.
 
 Each client has a typed, frozen config class (:class:`ProducerConfig`,
-:class:`ConsumerConfig`, :class:`AdminConfig`) whose attributes are the
-Python spellings; :meth:`ClientConfig.from_user` builds one.
+:class:`ConsumerConfig`, :class:`ShareConsumerConfig`, :class:`AdminConfig`) whose
+attributes are the Python spellings; :meth:`ClientConfig.from_user` builds one.
 """
 
 from __future__ import annotations
@@ -394,6 +394,35 @@ _BROKER_SIDE_UNDER_CONSUMER_PROTOCOL = {
     "heartbeat_interval_ms": "it is defined broker side (group.consumer.heartbeat.interval.ms)",
     "partition_assignment_strategy": "use group.remote.assignor instead",
 }
+
+
+@attrs.frozen(kw_only=True)
+class ShareConsumerConfig(ClientConfig):
+    """Share consumer settings (KIP-932; Java ``KafkaShareConsumer`` 4.2 defaults)."""
+
+    group_id: str | None = setting("group.id", None, _optional_str)
+    """The share group; required."""
+    share_acknowledgement_mode: str = setting(
+        "share.acknowledgement.mode", "implicit", _choice("implicit", "explicit")
+    )
+    """``implicit``: a poll's records are accepted by the next poll, commit or close;
+    ``explicit``: each record is acknowledged with ``acknowledge``."""
+    max_poll_records: int = setting("max.poll.records", 500, _int(1, INT_MAX))
+    fetch_min_bytes: int = setting("fetch.min.bytes", 1, _int(0, INT_MAX))
+    fetch_max_bytes: int = setting("fetch.max.bytes", 52_428_800, _int(0, INT_MAX))
+    fetch_max_wait_ms: int = setting("fetch.max.wait.ms", 500, _int(0, INT_MAX))
+    check_crcs: bool = setting("check.crcs", True, _bool)
+    client_rack: str = setting("client.rack", "", _str)
+    default_api_timeout_ms: int = setting("default.api.timeout.ms", 60_000, _int(0, INT_MAX))
+    key_deserializer: Any = setting("key.deserializer", None, _callable_or_none)
+    value_deserializer: Any = setting("value.deserializer", None, _callable_or_none)
+
+    KIND: ClassVar[str] = "share consumer"
+
+    def _check(self, explicit: set[str]) -> None:
+        super()._check(explicit)
+        if not self.group_id:
+            raise ConfigError("group.id", "required: a share consumer reads as a share group")
 
 
 @attrs.frozen(kw_only=True)

@@ -71,15 +71,18 @@ def new_cluster_id() -> str:
 class Partition:
     """One partition of a topic, with its log.
 
-    ``leader_id`` is the node leading it when the broker core stands for several
-    nodes (:class:`~kafkette.server.nodes.NodeTable`, None until chosen); a lone
-    broker leads every partition."""
+    ``replicas``, ``isr`` and ``leader_id`` are the nodes replicating it, those in
+    sync and the one leading it when the broker core stands for several nodes
+    (:class:`~kafkette.server.nodes.NodeTable`, None until chosen); a lone broker
+    is every partition's one replica. The data is one log either way."""
 
     topic: str
     index: int
     log: Log
     leader_epoch: int = 0
     leader_id: int | None = None
+    replicas: list[int] | None = None
+    isr: list[int] | None = None
 
 
 @attrs.define(eq=False)
@@ -105,6 +108,8 @@ class TopicPlan:
     log_config: LogConfig
     configs: dict[str, str]
     topic_id: uuid.UUID
+    replicas: list[list[int]] | None = None
+    """Each partition's replicas (None: one, chosen by the nodes when first looked at)."""
 
 
 class Cluster:
@@ -200,8 +205,13 @@ class Cluster:
         *,
         replication_factor: int = 1,
         topic_id: uuid.UUID | None = None,
+        replicas: list[list[int]] | None = None,
     ) -> TopicPlan:
-        """Check that a topic could be created; raises the ApiError Kafka would answer."""
+        """Check that a topic could be created; raises the ApiError Kafka would answer.
+
+        ``replicas``: each partition's, placed by the nodes
+        (:meth:`~kafkette.server.nodes.NodeTable.place`); without them a replication
+        factor above 1 is refused, as by a lone broker."""
         validate_topic_name(name)
         if name in self.topics or name in self.creating:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
@@ -213,19 +223,24 @@ class Cluster:
             raise InvalidReplicationFactorError(
                 "Replication factor must be larger than 0, or -1 to use the default value."
             )
-        if replication_factor > 1:
+        if replication_factor > 1 and replicas is None:
             raise InvalidReplicationFactorError(
-                f"Unable to replicate the partition {replication_factor} time(s): the target "
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
                 f"replication factor of {replication_factor} cannot be reached because only "
                 "1 broker(s) are registered."
             )
         log_config, normalised = validate_topic_configs(configs or {}, base=self.defaults)
-        return TopicPlan(name, num_partitions, log_config, normalised, topic_id or uuid.uuid4())
+        return TopicPlan(
+            name, num_partitions, log_config, normalised, topic_id or uuid.uuid4(), replicas
+        )
 
     def register_topic(self, plan: TopicPlan, partitions: list[Partition]) -> Topic:
         """Add a planned topic whose logs :meth:`open_partitions` opened."""
         if len(partitions) != plan.num_partitions:
             raise AssertionError(f"{len(partitions)} of {plan.num_partitions} partitions opened")
+        if plan.replicas is not None:
+            for partition, replicas in zip(partitions, plan.replicas, strict=True):
+                partition.replicas = list(replicas)
         topic = Topic(plan.name, plan.topic_id, partitions, plan.configs)
         self.topics[plan.name] = topic
         self.topics_by_id[topic.topic_id] = topic

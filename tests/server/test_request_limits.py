@@ -200,7 +200,7 @@ async def test_create_partitions_still_checks_assignments_within_the_limit() -> 
     )
     response = await call(broker, request, 3)
     assert [(r.error_code, r.error_message) for r in response.results] == [
-        (39, "Increasing the number of partitions by 2 but 1 assignments provided.")
+        (39, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
     ]
 
 

@@ -1,6 +1,8 @@
 """DescribeCluster (60) and DescribeLogDirs (35).
 
-The cluster is this one node, its own controller. Its log directory is
+The cluster is the nodes the broker core stands for (one by default, its own
+controller; with ``--nodes`` the live ones, the first of them controller),
+with their ``broker.rack``. Its log directory is
 ``<data dir>/logs`` on disk; in memory there is none, so DescribeLogDirs
 reports the pseudo directory :data:`MEMORY_LOG_DIR` with the partitions'
 sizes and no total/usable bytes (-1).
@@ -61,7 +63,7 @@ async def handle_describe_cluster(
         endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id,
         controller_id=controller,
-        brokers=[DescribeClusterBroker(n, host, port, None) for n, host, port in listed],
+        brokers=[DescribeClusterBroker(n, host, port, rack) for n, host, port, rack in listed],
         cluster_authorized_operations=cluster_operations(
             ctx, request.include_cluster_authorized_operations
         ),

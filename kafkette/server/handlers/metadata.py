@@ -101,30 +101,31 @@ def describe_topic(broker: Broker, topic: Topic, operations: int) -> MetadataRes
 
 
 def _described_partition(nodes: NodeTable, partition: Partition) -> MetadataResponsePartition:
-    """A partition of a core standing for several nodes: its one replica is its leader;
-    with every node stopped it has none (LEADER_NOT_AVAILABLE)."""
+    """A partition of a core standing for several nodes: its replicas, the in-sync ones
+    and those whose node is stopped; without a leader (its in-sync replicas stopped)
+    LEADER_NOT_AVAILABLE, as Kafka answers."""
     leader = nodes.leader(partition)
-    replicas = [leader] if leader >= 0 else []
     return MetadataResponsePartition(
         error_code=0 if leader >= 0 else LeaderNotAvailableError.code,
         partition_index=partition.index,
         leader_id=leader,
         leader_epoch=partition.leader_epoch,
-        replica_nodes=replicas,
-        isr_nodes=replicas,
-        offline_replicas=[],
+        replica_nodes=nodes.replicas(partition),
+        isr_nodes=nodes.isr(partition),
+        offline_replicas=nodes.offline(partition),
     )
 
 
-def listed_brokers(broker: Broker) -> tuple[list[tuple[int, str, int]], int]:
-    """The live nodes ``(id, host, port)`` and the controller's id, for Metadata and
+def listed_brokers(broker: Broker) -> tuple[list[tuple[int, str, int, str | None]], int]:
+    """The live nodes ``(id, host, port, rack)`` and the controller's id, for Metadata and
     DescribeCluster."""
     nodes = broker.nodes
     if not nodes.multi:
         host, port = broker.config.advertised
-        return [(broker.node_id, host, port)], broker.node_id
+        rack = broker.config.overrides.get("broker.rack") or None
+        return [(broker.node_id, host, port, rack)], broker.node_id
     live = nodes.live()
-    return [(n, *nodes.addresses[n]) for n in live], live[0] if live else -1
+    return [(n, *nodes.addresses[n], nodes.racks[n]) for n in live], live[0] if live else -1
 
 
 def _error_topic(
@@ -173,7 +174,7 @@ async def handle_metadata(
     listed, controller = listed_brokers(broker)
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(n, host, port, None) for n, host, port in listed],
+        brokers=[MetadataResponseBroker(n, host, port, rack) for n, host, port, rack in listed],
         cluster_id=broker.cluster_id,
         controller_id=controller,
         topics=topics,

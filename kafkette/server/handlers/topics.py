@@ -1,8 +1,12 @@
 """CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
 
 Each topic of a request succeeds or fails on its own, with Kafka's error
-code and message. On this single node a replication factor must be 1 (or -1,
-the default), and a manual replica assignment can only name this node.
+code and message. A replication factor may be as high as the number of nodes
+the broker core stands for (``--nodes``: 1 by default; -1 takes
+``default.replication.factor``); the replicas are placed by
+:meth:`NodeTable.place <kafkette.server.nodes.NodeTable.place>`, and a manual
+assignment is checked as Kafka's controller does. The data stays one log per
+partition.
 
 A request is bounded before any work is done (Kafka's limits, see
 :mod:`kafkette.server.request_limits`): at most 10,000 new partitions, and
@@ -86,37 +90,35 @@ def _internal(name: str, action: str) -> PolicyViolationError:
 # ---- CreateTopics
 
 
-def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
-    """The partition count of a manual assignment (which must name only this node)."""
-    if topic.num_partitions != -1 or topic.replication_factor != -1:
+def _check_assignments(broker: Broker, topic: CreatableTopic) -> list[list[int]]:
+    """The replicas of each partition of a manual assignment, checked as Kafka's controller
+    does (known nodes, each once, as many for every partition, consecutive indexes)."""
+    if topic.replication_factor != -1:
         raise InvalidRequestError(
-            "Both numPartitions or replicationFactor and replicasAssignments were set. "
-            "Both cannot be used at the same time."
+            "A manual partition assignment was specified, but replication factor was not set to -1."
         )
-    indexes = sorted(a.partition_index for a in topic.assignments)
-    if indexes != list(range(len(indexes))):
-        raise InvalidReplicaAssignmentError(
-            "Partitions should be a consecutive 0-based integer sequence."
+    if topic.num_partitions != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
         )
+    nodes = broker.nodes
+    assigned: dict[int, list[int]] = {}
+    factor: int | None = None
     for assignment in topic.assignments:
-        ids = assignment.broker_ids
-        if not ids:
+        index, ids = assignment.partition_index, list(assignment.broker_ids)
+        if index in assigned:
             raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes an empty replica list "
-                f"(partition {assignment.partition_index})."
+                f"Found multiple manual partition assignments for partition {index}"
             )
-        if len(set(ids)) != len(ids):
-            raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes duplicate replicas "
-                f"(partition {assignment.partition_index}): {ids}."
-            )
-        if ids != [broker.node_id]:
-            unknown = sorted(set(ids) - {broker.node_id})
-            raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes broker(s) {unknown}, but only "
-                f"broker {broker.node_id} is registered."
-            )
-    return len(indexes)
+        nodes.check_assignment(ids, factor)
+        nodes.check_assigned_live(ids, index)
+        factor = len(ids)
+        assigned[index] = ids
+    if sorted(assigned) != list(range(len(assigned))):
+        raise InvalidReplicaAssignmentError(
+            "partitions should be a consecutive 0-based integer sequence"
+        )
+    return [assigned[i] for i in range(len(assigned))]
 
 
 async def _create_one(
@@ -129,9 +131,10 @@ async def _create_one(
         raise _internal(name, "created")
     if name not in cluster.topics:
         cluster.check_collision(name)
+    replicas: list[list[int]] | None
     if topic.assignments:
-        partitions = _check_assignments(broker, topic)
-        replication = 1
+        replicas = _check_assignments(broker, topic)
+        partitions, replication = len(replicas), len(replicas[0])
     else:
         partitions = topic.num_partitions
         if partitions == -1:
@@ -147,6 +150,7 @@ async def _create_one(
             raise InvalidReplicationFactorError(
                 "Replication factor must be larger than 0, or -1 to use the default value."
             )
+        replicas = broker.nodes.place(name, 0, partitions, replication)
     configs: dict[str, str] = {}
     for entry in topic.configs:
         if entry.value is None:
@@ -154,7 +158,13 @@ async def _create_one(
         if entry.name in configs:
             raise InvalidRequestError(f"Duplicate config name {entry.name}")
         configs[entry.name] = entry.value
-    plan = cluster.plan_topic(name, partitions, configs, replication_factor=replication)
+    plan = cluster.plan_topic(
+        name,
+        partitions,
+        configs,
+        replication_factor=replication,
+        replicas=replicas if broker.nodes.multi else None,
+    )
     created: Topic | None = None
     if not validate_only:
         created = await open_topic(cluster, plan)
@@ -328,20 +338,32 @@ def _check_new_partitions(broker: Broker, topic: CreatePartitionsTopic) -> Topic
     existing = broker.cluster.get_topic(topic.name)
     if existing.is_internal:
         raise _internal(topic.name, "changed")
+    broker.cluster.check_new_partition_count(topic.name, topic.count)
+    _new_replicas(broker, existing, topic)
+    return existing
+
+
+def _new_replicas(broker: Broker, existing: Topic, topic: CreatePartitionsTopic) -> list[list[int]]:
+    """The replicas of the partitions ``topic`` adds to ``existing``: as assigned (checked
+    as Kafka's controller does), or placed as the topic's first ones were."""
+    nodes = broker.nodes
     current = len(existing.partitions)
-    if topic.assignments is not None and topic.count > current:
-        if len(topic.assignments) != topic.count - current:
-            raise InvalidReplicaAssignmentError(
-                f"Increasing the number of partitions by {topic.count - current} but "
-                f"{len(topic.assignments)} assignments provided."
-            )
-        for assignment in topic.assignments:
-            if assignment.broker_ids != [broker.node_id]:
-                raise InvalidReplicaAssignmentError(
-                    f"The manual partition assignment {assignment.broker_ids} names "
-                    f"brokers other than the only registered one, {broker.node_id}."
-                )
-    return broker.cluster.check_new_partition_count(topic.name, topic.count)
+    added = topic.count - current
+    factor = len(nodes.replicas(existing.partitions[0])) if nodes.multi else 1
+    if topic.assignments is None:
+        return nodes.place(topic.name, current, added, factor)
+    if len(topic.assignments) != added:
+        raise InvalidReplicaAssignmentError(
+            f"Attempted to add {added} additional partition(s), but only "
+            f"{len(topic.assignments)} assignment(s) were specified."
+        )
+    replicas = []
+    for offset, assignment in enumerate(topic.assignments):
+        ids = list(assignment.broker_ids)
+        nodes.check_assignment(ids, factor)
+        nodes.check_assigned_live(ids, current + offset)
+        replicas.append(ids)
+    return replicas
 
 
 async def _add_partitions(
@@ -349,10 +371,14 @@ async def _add_partitions(
 ) -> CreatePartitionsTopicResult:
     existing = _check_new_partitions(broker, topic)
     if not validate_only:
+        replicas = _new_replicas(broker, existing, topic)
         cluster = broker.cluster
         config = cluster.log_config(existing.configs)
         start = len(existing.partitions)
         opened = await open_partitions(cluster, topic.name, start, topic.count, config)
+        if broker.nodes.multi:
+            for partition, assigned in zip(opened, replicas, strict=True):
+                broker.nodes.assign(partition, assigned)
         cluster.extend_topic(existing, opened)
         logger.info("topic %s now has %d partition(s)", topic.name, topic.count)
     return CreatePartitionsTopicResult(topic.name, 0, None)

@@ -142,6 +142,11 @@ async def handle_produce(
             if node is not None and not nodes.leads(node, partitions[index]):
                 results.append(_not_leader(index, nodes, partitions[index], leaders))
                 continue
+            if acks == -1 and node is not None:  # min.insync.replicas against the ISR
+                short = nodes.not_enough_replicas(partitions[index])
+                if short is not None:
+                    results.append(_error(index, short))
+                    continue
             result = produce_to(partitions[index], data, version, now)
             if result.error_code == 0:
                 appended = True

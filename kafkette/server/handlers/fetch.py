@@ -102,7 +102,8 @@ def read_partitions(
     broker: Broker, ctx: RequestContext, request: FetchRequest
 ) -> tuple[FetchResponse, int, bool]:
     """One pass over the requested partitions as the node the request reached: the
-    response, its record bytes, any error."""
+    response, its record bytes, whether to answer at once (an error, a preferred read
+    replica)."""
     cluster = broker.cluster
     nodes = broker.nodes
     version = ctx.api_version
@@ -140,7 +141,7 @@ def read_partitions(
                 failed = True
                 continue
             partition = topic.partitions[index]
-            if node is not None and not nodes.leads(node, partition):
+            if node is not None and not nodes.serves_fetch(node, partition, version):
                 leader = nodes.leader(partition)
                 if leader >= 0:
                     leaders.add(leader)
@@ -148,6 +149,11 @@ def read_partitions(
                 moved.current_leader = LeaderIdAndEpoch(leader, partition.leader_epoch)
                 partitions.append(moved)
                 failed = True
+                continue
+            preferred = nodes.preferred_read_replica(node, partition, request.rack_id or "")
+            if preferred >= 0:  # KIP-392: no records, the replica to read them from
+                partitions.append(_preferred(partition, preferred))
+                failed = True  # answered at once, as Kafka does
                 continue
             limit = min(fetch.partition_max_bytes, budget - total)
             data = read_partition(
@@ -245,6 +251,22 @@ def _aborted(log: Log, offset: int, upper: int) -> list[AbortedTransaction]:
         AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
         for txn in log.aborted_transactions(offset, upper)
     ]
+
+
+def _preferred(partition: Partition, replica: int) -> PartitionData:
+    """The leader's answer naming the replica to fetch from instead, as Kafka's: the
+    offsets, no records."""
+    log = partition.log
+    return PartitionData(
+        partition_index=partition.index,
+        error_code=0,
+        high_watermark=log.high_watermark,
+        last_stable_offset=log.last_stable_offset,
+        log_start_offset=log.log_start_offset,
+        aborted_transactions=None,
+        preferred_read_replica=replica,
+        records=EMPTY,
+    )
 
 
 def _error(index: int, error: ApiError) -> PartitionData:

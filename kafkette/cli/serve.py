@@ -82,7 +82,7 @@ from kafkette.server.net.tls import (
     listener_client_auth_property,
     server_context,
 )
-from kafkette.server.nodes import numbered_nodes
+from kafkette.server.nodes import node_racks, numbered_nodes
 from kafkette.server.sasl import MECHANISMS, SaslSettings
 from kafkette.server.sasl.reauth import (
     ReauthSettingError,
@@ -600,7 +600,11 @@ async def run(
                     (host, advertised_port + i if config.advertised_port else bound)
                     for i, bound in enumerate(ports)
                 ]
-                broker.nodes = numbered_nodes(advertised)
+                broker.nodes = numbered_nodes(
+                    advertised,
+                    config.overrides.get("broker.rack"),
+                    config.overrides.get("replica.selector.class"),
+                )
                 listed = ", nodes " + ",".join(
                     f"{i}={h}:{p}" for i, (h, p) in enumerate(advertised, start=1)
                 )
@@ -766,6 +770,7 @@ def main(args: argparse.Namespace) -> int:
         faults = build_faults(args)
         remote_faults = build_remote_control(args, config, sasl)
         nodes = build_nodes(args)
+        node_racks(config.overrides.get("broker.rack"), nodes)  # checked before listening
         listeners = build_listeners(args, config, sasl, nodes)
         metrics = parse_host_port(args.metrics, "--metrics") if args.metrics else None
         schema_registry = None

@@ -96,8 +96,12 @@ class InProcessCluster:
         self.closed = False
         self.broker = broker_factory()
         if nodes > 1:
-            host = self.broker.config.advertised[0]
-            self.broker.nodes = numbered_nodes([(host, node) for node in range(1, nodes + 1)])
+            config = self.broker.config
+            self.broker.nodes = numbered_nodes(
+                [(config.advertised[0], node) for node in range(1, nodes + 1)],
+                config.overrides.get("broker.rack"),
+                config.overrides.get("replica.selector.class"),
+            )
         self._streams: weakref.WeakSet[InProcessStream] = weakref.WeakSet()
         self._max_frame = self.broker.config.socket_request_max_bytes
         self._in_flight: set[concurrent.futures.Future[list[bytes]]] = set()

@@ -1,0 +1,63 @@
+"""KIP-714 on the clients: the producer, consumer and admin client answer a broker's
+client metrics subscription and push the metrics it asks for (``enable.metrics.push``,
+default true as in Java).
+
+Modules: :mod:`.state` (the state machine: what to ask and when, no I/O),
+:mod:`.samples` (the clients' measurements under KIP-714's metric names),
+:mod:`.payload` (OTLP ``MetricsData``, compressed; protobuf is imported by the first push
+only), :mod:`.runner` (the task that sends the requests). The clients call
+:func:`attach` with their own collector; nothing here imports the producer or consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from kafkette.client.telemetry.runner import ClientTelemetry
+from kafkette.client.telemetry.samples import (
+    ConsumerSnapshot,
+    Sample,
+    consumer_samples,
+    producer_samples,
+)
+
+if TYPE_CHECKING:
+    from kafkette.client.client import KafkaClient
+
+
+def attach(
+    client: KafkaClient, group: str, collect: Callable[[], list[Sample]] = list
+) -> ClientTelemetry | None:
+    """Give ``client`` its KIP-714 telemetry (None with ``enable.metrics.push=false``);
+    the owner starts :meth:`ClientTelemetry.run` in its task group."""
+    if not client.config.enable_metrics_push:
+        return None
+    telemetry = ClientTelemetry(client, group, collect)
+    client.telemetry = telemetry
+    return telemetry
+
+
+def attach_producer(
+    client: KafkaClient, metrics: Callable[[], Mapping[str, float]]
+) -> ClientTelemetry | None:
+    """:func:`attach` for a producer whose ``metrics()`` snapshot is ``metrics``."""
+    return attach(client, "producer", lambda: producer_samples(metrics()))
+
+
+def attach_consumer(
+    client: KafkaClient, metrics: Callable[[], ConsumerSnapshot], assigned: Callable[[], int]
+) -> ClientTelemetry | None:
+    """:func:`attach` for a consumer: its ``metrics()`` snapshot and its assigned
+    partitions' count."""
+    return attach(client, "consumer", lambda: consumer_samples(metrics(), assigned()))
+
+
+async def run(client: KafkaClient) -> None:
+    """The telemetry task of ``client``, for the owner's task group (returns at once
+    without telemetry)."""
+    if client.telemetry is not None:
+        await client.telemetry.run()
+
+
+__all__ = ["ClientTelemetry", "Sample", "attach", "attach_consumer", "attach_producer", "run"]

@@ -51,6 +51,8 @@ from kafkette.admin.types import (
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
+from kafkette.client.telemetry import attach
+from kafkette.client.telemetry import run as run_telemetry
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
@@ -123,12 +125,23 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Gr
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = AdminConfig.from_user(config, **settings)
         self._client = KafkaClient(self.config, clock=loop_clock_ms())
+        attach(self._client, "admin")  # KIP-714: pushed while used as ``async with``
+        self._telemetry_tasks: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> AsyncAdminClient:
+        if self._client.telemetry is not None and self._telemetry_tasks is None:
+            self._telemetry_tasks = anyio.create_task_group()
+            await self._telemetry_tasks.__aenter__()
+            self._telemetry_tasks.start_soon(run_telemetry, self._client)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        try:
+            await self.close()
+        finally:
+            tasks, self._telemetry_tasks = self._telemetry_tasks, None
+            if tasks is not None:
+                await tasks.__aexit__(None, None, None)
 
     async def close(self) -> None:
         await self._client.close()

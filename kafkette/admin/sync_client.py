@@ -32,6 +32,7 @@ from kafkette.admin.types import (
     Results,
     TopicDescription,
 )
+from kafkette.client import telemetry
 from kafkette.client.sync_bridge import BackgroundLoop
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.structs import OffsetAndMetadata, TopicPartition
@@ -48,6 +49,7 @@ class AdminClient:
             self._loop.close()
             raise
         self.config = self._async.config
+        self._loop.call_soon(telemetry.run, self._async._client)  # KIP-714
 
     def __enter__(self) -> AdminClient:
         return self

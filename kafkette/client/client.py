@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -41,6 +42,9 @@ from kafkette.protocol.messages import (
 )
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkette.protocol.schema import Request, Response
+
+if TYPE_CHECKING:
+    from kafkette.client.telemetry import ClientTelemetry
 
 logger = logging.getLogger("kafkette.client")
 failure_logger = logging.getLogger("kafkette.client.failures")
@@ -127,6 +131,9 @@ class KafkaClient:
         self.coordinator_request_timeout_ms: int | None = None
         """Request timeout of coordinator connections (JoinGroup waits for a rebalance)."""
         self.closed = False
+        self.telemetry: ClientTelemetry | None = None
+        """KIP-714 client metrics (:func:`kafkette.client.telemetry.attach`), told of each
+        connection and closed (a terminating push) before the connections are."""
 
     # ---- connections
 
@@ -195,6 +202,8 @@ class KafkaClient:
                 raise
             self._failures.pop(node_id, None)
             pool[node_id] = connection
+            if self.telemetry is not None:
+                self.telemetry.connected(node_id)
             return connection
 
     async def _open(self, node_id: int, *, coordinator: bool = False) -> BrokerConnection:
@@ -438,6 +447,8 @@ class KafkaClient:
     # ---- lifecycle
 
     async def close(self) -> None:
+        if self.telemetry is not None:
+            await self.telemetry.close()
         self.closed = True
         connections = [
             *self._connections.values(),

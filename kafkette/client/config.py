@@ -182,6 +182,8 @@ class ClientConfig:
     sasl_mechanism: str = setting("sasl.mechanism", "PLAIN", _sasl_mechanism)
     sasl_username: str | None = setting("sasl.username", None, _optional_str)
     sasl_password: str | None = setting("sasl.password", None, _optional_str)
+    enable_metrics_push: bool = setting("enable.metrics.push", True, _bool)
+    """Push the client metrics a broker's subscription asks for (KIP-714), as Java does."""
 
     KIND: ClassVar[str] = "client"
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ConsumerConfig
 from kafkette.clocks import loop_clock_ms
@@ -61,6 +62,7 @@ class AsyncConsumer:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._core.fetcher.run)
+        self._task_group.start_soon(telemetry.run, self._core.client)
         self._core.start_task = self._task_group.start_soon
         return self
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 import anyio
 import anyio.abc
 
+from kafkette.client import telemetry
 from kafkette.client.config import ConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as
 from kafkette.consumer.async_consumer import AsyncConsumer
@@ -68,6 +69,7 @@ class Consumer:
         loop = self._loop
         core.wake_fetcher = lambda: loop.wake(core.fetcher.wake)
         loop.call_soon(core.fetcher.run)
+        loop.call_soon(telemetry.run, core.client)
         # Background tasks started from inside the loop (the group member) go in here.
         _, self._tasks = loop.portal.start_task(_task_host)
         core.start_task = self._tasks.start_soon

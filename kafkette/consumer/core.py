@@ -33,6 +33,7 @@ import attrs
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ConsumerConfig
+from kafkette.client.telemetry import attach_consumer
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.consumer.fetch_buffer import CompletedFetch, FetchBuffer, FetchedBatch
 from kafkette.consumer.fetcher import Fetcher, apply_reset, take_committed_positions
@@ -123,6 +124,9 @@ class ConsumerCore:
             self.client, config, self.subscriptions, self.buffer, self.metrics_recorder
         )
         self.read_committed = config.isolation_level == "read_committed"
+        attach_consumer(  # KIP-714 (enable.metrics.push)
+            self.client, self.metrics, lambda: len(self.subscriptions.assigned())
+        )
         self.key_deserializer = config.key_deserializer
         self.value_deserializer = config.value_deserializer
         # How poll wakes the fetcher: directly in the loop, or through the sync bridge.

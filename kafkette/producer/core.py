@@ -35,6 +35,7 @@ import anyio
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
+from kafkette.client.telemetry import attach_producer
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
     AuthenticationError,
@@ -149,6 +150,7 @@ class ProducerCore:
         self.clock = clock
         self.closed = False
         self.client = KafkaClient(config, clock=clock)
+        attach_producer(self.client, self.metrics)  # KIP-714 (enable.metrics.push)
         self.accumulator = RecordAccumulator(
             batch_size=config.batch_size,
             linger_ms=config.linger_ms,

@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
@@ -70,6 +71,7 @@ class AsyncProducer:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(core.sender.run)
+        self._task_group.start_soon(telemetry.run, core.client)
 
     def _space_freed(self) -> None:
         if self._space is not None:

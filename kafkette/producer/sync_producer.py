@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
+from kafkette.client import telemetry
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
@@ -73,6 +74,7 @@ class Producer:
 
         self._core.accumulator.wakeup = wakeup
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
+        self._loop.portal.start_task_soon(telemetry.run, self._core.client)
 
     async def _make_core(self) -> ProducerCore:
         self._loop_thread = threading.get_ident()

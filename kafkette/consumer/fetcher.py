@@ -82,6 +82,9 @@ class Fetcher:
         self._refreshing = False
         self._wakeup = anyio.Event()
         self._closed = False
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
+        """KIP-392: the replica a leader named to fetch a partition from, until when (the
+        metadata's max age, as Java's consumer); dropped on an error or a failed fetch."""
 
     # ---- control (event loop thread)
 
@@ -155,6 +158,7 @@ class Fetcher:
         snapshot = self.client.metadata.snapshot
         plan: dict[int, dict[TopicPartition, tuple[PartitionState, int]]] = {}
         leaderless = False
+        now = self.client.clock()
         for tp, state in self.subscriptions.fetchable():
             offset = self.buffer.next_offset(tp, state)
             if offset is None:
@@ -163,7 +167,11 @@ class Fetcher:
             if leader is None:
                 leaderless = True
                 continue
-            plan.setdefault(leader, {})[tp] = (state, offset)
+            replica, until = self._read_replicas.get(tp, (leader, 0.0))
+            if replica != leader and (until <= now or replica not in snapshot.brokers):
+                del self._read_replicas[tp]
+                replica = leader
+            plan.setdefault(replica, {})[tp] = (state, offset)
         return plan, leaderless
 
     async def _refresh_metadata(self) -> None:
@@ -289,6 +297,8 @@ class Fetcher:
                 partitions = self._next_from(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("fetch from node %d failed: %s", node, exc)
+            for tp in partitions:  # back to the leader
+                self._read_replicas.pop(tp, None)
             self.client.metadata.request_update()
             self._node_backoff(node)
         except Exception as exc:
@@ -413,6 +423,11 @@ class Fetcher:
                     continue  # unassigned (or reassigned) meanwhile
                 if self.buffer.next_offset(tp, state) != fetch_offset:
                     continue  # a seek or a reset made this answer stale
+                if p.preferred_read_replica >= 0:  # KIP-392: fetch from that replica
+                    until = self.client.clock() + self.config.metadata_max_age_ms
+                    self._read_replicas[tp] = (p.preferred_read_replica, until)
+                elif p.error_code != 0:
+                    self._read_replicas.pop(tp, None)
                 if p.error_code == 0:
                     state.high_watermark = p.high_watermark
                     if p.last_stable_offset >= 0:

@@ -21,7 +21,14 @@ from typing import Any
 
 from kafkette.admin import AdminClient, AlterConfigOp, ConfigResource, ResourceType
 from kafkette.errors import KafkaError
-from kafkette.server.faults.hook import ARMED, CLEAR, PREFIX, parse_armed
+from kafkette.server.faults.hook import (
+    ARMED,
+    CLEAR,
+    PREFIX,
+    START_BROKER,
+    STOP_BROKER,
+    parse_armed,
+)
 from kafkette.server.faults.table import (
     ALWAYS,
     Fault,
@@ -115,6 +122,19 @@ class RemoteFaults:
 
     # -- the wire --------------------------------------------------------------------------
 
+    # -- the MemoryCluster node methods ----------------------------------------------------
+
+    def stop_broker(self, node: int) -> None:
+        """Stop ``node`` of ``kafkette serve --nodes N`` as :meth:`MemoryCluster.stop_broker
+        <kafkette.testing.MemoryCluster.stop_broker>` does: it leaves the ISR of its
+        partitions, their leadership moves to the next in-sync replica, and it closes
+        each connection at its next request."""
+        self._alter(STOP_BROKER, str(_node(node)))
+
+    def start_broker(self, node: int) -> None:
+        """Start a stopped ``node`` again: it rejoins the ISR of its partitions."""
+        self._alter(START_BROKER, str(_node(node)))
+
     def _arm(self, spec: FaultSpec) -> None:
         spec.arm(FaultTable())  # the in-process checks, before anything is sent
         kind, _, value = str(spec).partition(":")
@@ -152,6 +172,12 @@ class RemoteFaults:
 
     def __repr__(self) -> str:
         return f"RemoteFaults({self.bootstrap_servers!r})"
+
+
+def _node(node: int) -> int:
+    if isinstance(node, bool) or not isinstance(node, int) or node < 0:
+        raise ValueError(f"node is a node id, not {node!r}")
+    return node
 
 
 __all__ = ["RemoteFaults"]

@@ -15,7 +15,14 @@ name (operation SET)           value
 ``kafkette.fault.disconnect``  ``[API[:TIMES]]`` (empty: the next request)
 ``kafkette.fault.throttle``    ``MS`` (0 stops)
 ``kafkette.fault.clear``       anything (disarms every fault and the throttle)
+``kafkette.fault.stop_broker`` ``NODE``: stop a node of ``--nodes N``
+``kafkette.fault.start_broker`` ``NODE``: start it again
 ============================== ============================================
+
+(``stop_broker`` and ``start_broker`` act on the simulated nodes as
+``MemoryCluster.stop_broker``/``start_broker`` do: :class:`~kafkette.server.nodes.NodeTable`
+moves leaders and changes the ISRs; a stopped node closes each connection at its next
+request, except these commands.)
 
 and DescribeConfigs of the broker lists what is armed as
 ``kafkette.fault.armed`` (the canonical texts, ``;``-separated, oldest first,
@@ -60,8 +67,8 @@ any broker config change does (checked first, by the configs handler).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
@@ -78,9 +85,16 @@ from kafkette.server.faults.table import (
     parse_fault_spec,
 )
 
+if TYPE_CHECKING:
+    from kafkette.server.cluster import Partition
+    from kafkette.server.nodes import NodeTable
+
 PREFIX = CONFIG_PREFIX
 """Every name of the hook starts with this."""
 CLEAR = PREFIX + "clear"
+STOP_BROKER = PREFIX + "stop_broker"
+START_BROKER = PREFIX + "start_broker"
+"""Commands that stop and start a simulated node (``kafkette serve --nodes N``)."""
 ARMED = PREFIX + "armed"
 """The DescribeConfigs entry listing the armed faults."""
 SEPARATOR = ";"
@@ -116,14 +130,17 @@ def alter(
     entries: Sequence[AlterEntry],
     operations: Sequence[int],
     validate_only: bool,
+    nodes: NodeTable | None = None,
+    partitions: Callable[[], Iterable[Partition]] = tuple,
 ) -> None:
     """Arm on ``table`` (or with ``validate_only`` check) the faults one resource names,
     all or none.
 
     ``node_ids`` are the nodes the broker core stands for (a resource names one,
     or none: the empty name). ``operations`` are the entries'
-    IncrementalAlterConfigs operations (SET for AlterConfigs). Raises the
-    :class:`~kafkette.errors.ApiError` to answer the resource with.
+    IncrementalAlterConfigs operations (SET for AlterConfigs). ``nodes`` and
+    ``partitions`` are what :data:`STOP_BROKER` and :data:`START_BROKER` act on. Raises
+    the :class:`~kafkette.errors.ApiError` to answer the resource with.
     """
     first = entries[0].name
     if table.remote is None:
@@ -135,6 +152,7 @@ def alter(
         )
     _check_resource(node_ids, resource_name)
     specs: list[FaultSpec | None] = []  # None: clear
+    commands: list[tuple[str, int]] = []
     seen: set[str] = set()
     for entry, operation in zip(entries, operations, strict=True):
         name, value = entry.name, entry.value
@@ -149,9 +167,18 @@ def alter(
             raise InvalidRequestError(f"{name}: faults are armed with SET only")
         if value is None:
             raise InvalidRequestError(f"Null value not supported for : {name}")
+        if name in (STOP_BROKER, START_BROKER):
+            commands.append((name, _node(nodes, name, value)))
+            continue
         specs.append(_spec(name, value))
     if validate_only:
         return
+    for name, node in commands:
+        assert nodes is not None
+        if name == STOP_BROKER:
+            nodes.stop(node, list(partitions()))
+        else:
+            nodes.start(node, list(partitions()))
     for spec in specs:
         if spec is None:
             table.clear()
@@ -169,6 +196,16 @@ def _spec(name: str, value: str) -> FaultSpec | None:
         return parse_fault_spec(f"{kind}:{value}" if value else kind)
     except ValueError as exc:
         raise InvalidConfigError(f"{name}={value}: {exc}") from None
+
+
+def _node(nodes: NodeTable | None, name: str, value: str) -> int:
+    """The node a stop or start command names, checked."""
+    if nodes is None or not nodes.multi:
+        raise InvalidConfigError(f"{name}: this broker stands for one node (serve --nodes N)")
+    node = int(value) if value.strip().isdigit() else None
+    if node is None or node not in nodes.ids:
+        raise InvalidConfigError(f"{name}={value}: expected one of the nodes {list(nodes.ids)}")
+    return node
 
 
 def _check_resource(node_ids: Collection[int], name: str) -> None:
@@ -220,6 +257,8 @@ __all__ = [
     "CLEAR",
     "OFF_MESSAGE",
     "PREFIX",
+    "START_BROKER",
+    "STOP_BROKER",
     "alter",
     "armed_text",
     "describe_entry",

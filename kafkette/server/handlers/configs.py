@@ -342,6 +342,8 @@ async def handle_alter_configs(
                     resource.configs,
                     [SET] * len(resource.configs),
                     request.validate_only,
+                    broker.nodes,
+                    broker.cluster.partitions,
                 )
             else:
                 _alter_legacy(
@@ -445,6 +447,8 @@ async def handle_incremental_alter_configs(
                     resource.configs,
                     [op.config_operation for op in resource.configs],
                     request.validate_only,
+                    broker.nodes,
+                    broker.cluster.partitions,
                 )
             else:
                 _alter_incremental(broker, resource, request.validate_only)

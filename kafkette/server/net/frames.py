@@ -44,7 +44,7 @@ from kafkette.server.acl.principal import connection_principal
 from kafkette.server.broker import Broker
 from kafkette.server.data_dir.read_only import refusal
 from kafkette.server.dispatch import ANONYMOUS, HANDLERS, CloseConnection, RequestContext
-from kafkette.server.faults.table import FaultDisconnect, serve_with_faults
+from kafkette.server.faults.table import FaultDisconnect, controls_faults, serve_with_faults
 from kafkette.server.handlers.api_versions import unsupported_version_response
 from kafkette.server.nodes import serving_node
 from kafkette.server.routing import misrouted
@@ -112,6 +112,8 @@ async def process_frame(
         principal=connection_principal.get() or ANONYMOUS,
         authorizer=broker.authorizer,
     )
+    if ctx.node_id in broker.nodes.stopped and not controls_faults(request):
+        raise CloseConnection(f"node {ctx.node_id} is stopped")  # as a stopped broker's socket
     # A coordinator request at a node that does not coordinate its key (several nodes).
     answer = misrouted(broker.nodes, ctx.node_id, request, version) if broker.nodes.multi else None
     response: Response | None

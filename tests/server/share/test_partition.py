@@ -247,3 +247,65 @@ def test_a_moved_log_start_drops_what_lies_below_acquired_or_not() -> None:
     p.move_log_start(9)
     assert (p.start_offset, p.end_offset, p.records()) == (9, 9, {})
     assert acquire(p, "a", 9, 9) == [AcquiredRecords(9, 9, 1)]
+
+
+def test_a_fetch_is_one_batch_split_by_mixed_acknowledgements() -> None:
+    """500 records acquired together are one run of one state; acknowledgements that
+    differ within it split it; the start offset moves once the front is done."""
+    p = SharePartition()
+    assert acquire(p, "a", 0, 499) == [AcquiredRecords(0, 499, 1)]
+    assert p.batches() == [(0, 499, InFlightRecord(RecordState.ACQUIRED, 1, "a", LOCK))]
+    write = p.acknowledge("a", [ack(10, 12, RELEASE, REJECT, RELEASE)], 5, lock_duration_ms=LOCK)
+    assert write == StateWrite(
+        0,
+        (
+            StateBatch(10, 10, RecordState.AVAILABLE, 1),
+            StateBatch(11, 11, RecordState.ARCHIVED, 1),
+            StateBatch(12, 12, RecordState.AVAILABLE, 1),
+        ),
+    )
+    held = InFlightRecord(RecordState.ACQUIRED, 1, "a", LOCK)
+    available = InFlightRecord(RecordState.AVAILABLE, 1)
+    assert p.batches() == [
+        (0, 9, held),
+        (10, 10, available),
+        (11, 11, InFlightRecord(RecordState.ARCHIVED, 1)),
+        (12, 12, available),
+        (13, 499, held),
+    ]
+    assert p.next_fetch_offset() == 10
+    assert acquire(p, "b", 10, 12, now=6) == [
+        AcquiredRecords(10, 10, 2),
+        AcquiredRecords(12, 12, 2),
+    ]
+    accept = [ack(0, 9, ACCEPT), ack(13, 499, ACCEPT)]
+    write = p.acknowledge("a", accept, 7, lock_duration_ms=LOCK)
+    assert write is not None and write.start_offset == 10
+    held_by_b = InFlightRecord(RecordState.ACQUIRED, 2, "b", 6 + LOCK)
+    assert p.batches() == [
+        (10, 10, held_by_b),
+        (11, 11, InFlightRecord(RecordState.ARCHIVED, 1)),
+        (12, 12, held_by_b),
+        (13, 499, InFlightRecord(RecordState.ACKNOWLEDGED, 1)),
+    ]
+    write = p.acknowledge("b", [ack(10, 10, ACCEPT), ack(12, 12, ACCEPT)], 8, lock_duration_ms=LOCK)
+    assert write == StateWrite(500, ())
+    assert p.batches() == [] and p.in_flight == 0
+
+
+def test_a_renew_of_part_of_a_batch_lets_the_rest_expire() -> None:
+    p = SharePartition()
+    acquire(p, "a", 0, 9)
+    assert p.acknowledge("a", [ack(3, 5, RENEW)], 600, lock_duration_ms=LOCK) is None
+    write = p.expire_locks(LOCK)
+    assert write == StateWrite(
+        0,
+        (StateBatch(0, 2, RecordState.AVAILABLE, 1), StateBatch(6, 9, RecordState.AVAILABLE, 1)),
+    )
+    assert p.batches() == [
+        (0, 2, InFlightRecord(RecordState.AVAILABLE, 1)),
+        (3, 5, InFlightRecord(RecordState.ACQUIRED, 1, "a", 600 + LOCK)),
+        (6, 9, InFlightRecord(RecordState.AVAILABLE, 1)),
+    ]
+    assert p.next_deadline() == 600 + LOCK
+    assert acquire(p, "b", 0, 9, now=LOCK) == [AcquiredRecords(0, 2, 2), AcquiredRecords(6, 9, 2)]

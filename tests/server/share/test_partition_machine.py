@@ -1,6 +1,10 @@
 """The share partition against a plain model of Kafka's rules, under any sequence of
-acquisitions, acknowledgements of each type, lock expiries, members leaving and
-restarts from the written ``__share_group_state`` records."""
+acquisitions, acknowledgements of each type (one for a range, or mixed ones that split
+an acquired batch), lock expiries (of whole batches, or of the part a RENEW did not
+reach), members leaving and restarts from the written ``__share_group_state`` records.
+
+The partition keeps batches of offsets with one state; the model keeps one state per
+offset, so every split and rejoin of a batch is checked against it."""
 
 from __future__ import annotations
 
@@ -180,7 +184,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert got == expected
         assert not any(r.first_offset <= o <= r.last_offset for r in got for o in m.accepted)
 
-    def acknowledge(self, member: str, first: int, last: int, kind: AcknowledgeType) -> None:
+    def acknowledge(
+        self, member: str, first: int, last: int, kinds: tuple[AcknowledgeType, ...]
+    ) -> None:
         m = self.model
         error: type[Exception] | None = None
         if first >= m.end:
@@ -196,7 +202,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 ):
                     error = InvalidRecordStateError
                     break
-        ack = Acknowledgement(first, last, (int(kind),))
+        ack = Acknowledgement(first, last, tuple(int(k) for k in kinds))
         if error is not None:
             try:
                 self.partition.acknowledge(member, [ack], self.now, lock_duration_ms=LOCK)
@@ -207,6 +213,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         changed = []
         for offset in range(max(first, m.start), min(last, m.end - 1) + 1):
             record = m.records[offset]
+            kind = kinds[0] if len(kinds) == 1 else kinds[offset - first]
             if kind == AcknowledgeType.RENEW:
                 record.deadline = self.now + LOCK
                 continue
@@ -226,7 +233,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         kind=st.sampled_from(AcknowledgeType),
     )
     def acknowledge_any(self, member: str, first: int, size: int, kind: AcknowledgeType) -> None:
-        self.acknowledge(member, first, first + size - 1, kind)
+        self.acknowledge(member, first, first + size - 1, (kind,))
 
     @precondition(
         lambda self: any(r.state == RecordState.ACQUIRED for r in self.model.records.values())
@@ -240,9 +247,57 @@ class SharePartitionMachine(RuleBasedStateMachine):
         while last + 1 in held and self.model.records[last + 1].member == member:
             last += 1
         last = data.draw(st.integers(first, last))
-        self.acknowledge(member, first, last, kind)
+        self.acknowledge(member, first, last, (kind,))
+
+    @precondition(
+        lambda self: any(r.state == RecordState.ACQUIRED for r in self.model.records.values())
+    )
+    @rule(data=st.data())
+    def acknowledge_mixed(self, data: st.DataObject) -> None:
+        """One type per offset over a member's held run (a part of it, or all):
+        differing types split the batch the records were acquired in."""
+        held = sorted(o for o, r in self.model.records.items() if r.state == RecordState.ACQUIRED)
+        first = data.draw(st.sampled_from(held))
+        member = self.model.records[first].member
+        last = first
+        while last + 1 in held and self.model.records[last + 1].member == member:
+            last += 1
+        first = data.draw(st.integers(first, last))
+        last = data.draw(st.integers(first, last))
+        kinds = data.draw(
+            st.lists(
+                st.sampled_from(AcknowledgeType),
+                min_size=last - first + 1,
+                max_size=last - first + 1,
+            )
+        )
+        self.acknowledge(member, first, last, tuple(kinds))
+
+    @precondition(
+        lambda self: any(r.state == RecordState.ACQUIRED for r in self.model.records.values())
+    )
+    @rule(data=st.data())
+    def renew_part_then_expire(self, data: st.DataObject) -> None:
+        """RENEW the middle of a held run, then let the lock of the rest expire: the
+        batch is given back in part."""
+        held = sorted(o for o, r in self.model.records.items() if r.state == RecordState.ACQUIRED)
+        first = data.draw(st.sampled_from(held))
+        member = self.model.records[first].member
+        last = first
+        while last + 1 in held and self.model.records[last + 1].member == member:
+            last += 1
+        low = data.draw(st.integers(first, last))
+        high = data.draw(st.integers(low, last))
+        deadline = self.model.records[first].deadline
+        if deadline <= self.now:
+            return
+        self.acknowledge(member, low, high, (AcknowledgeType.RENEW,))
+        self.time_passes(deadline - self.now)
 
     @rule(ms=st.integers(1, 2 * LOCK))
+    def time_passes_rule(self, ms: int) -> None:
+        self.time_passes(ms)
+
     def time_passes(self, ms: int) -> None:
         self.now += ms
         write = self.partition.expire_locks(self.now)

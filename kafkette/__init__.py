@@ -14,14 +14,22 @@ from kafkette.consumer import (
     ConsumerRecord,
     OffsetAndMetadata,
 )
+from kafkette.consumer.share import (
+    AcknowledgeType,
+    AsyncShareConsumer,
+    ShareConsumer,
+    ShareConsumerRecord,
+)
 from kafkette.producer import AsyncProducer, Producer, RecordMetadata
 from kafkette.structs import TopicPartition
 
 __all__ = [
+    "AcknowledgeType",
     "AdminClient",
     "AsyncAdminClient",
     "AsyncConsumer",
     "AsyncProducer",
+    "AsyncShareConsumer",
     "Consumer",
     "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
@@ -31,6 +39,8 @@ __all__ = [
     "OffsetAndMetadata",
     "Producer",
     "RecordMetadata",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicPartition",
     "__version__",
 ]

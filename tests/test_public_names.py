@@ -11,6 +11,7 @@ MODULES = [
     "kafkette.admin",
     "kafkette.consumer",
     "kafkette.consumer.assignors",
+    "kafkette.consumer.share",
     "kafkette.errors",
     "kafkette.protocol.headers",
     "kafkette.protocol.messages",

@@ -1,0 +1,655 @@
+"""The share consumer's machinery, shared by :class:`AsyncShareConsumer` and
+:class:`ShareConsumer`; it runs in the event loop.
+
+:class:`ShareConsumerCore` owns the client, the membership
+(:class:`~kafkette.consumer.share.membership.ShareMembership`, heartbeated by
+:meth:`ShareConsumerCore.run` at the broker's interval), the held records and booked
+acknowledgements (:class:`~kafkette.consumer.share.acknowledgements.Acknowledgements`)
+and one share session per partition leader, with its epoch (0 opens it, each answer
+moves it on, -1 closes it).
+
+Records are fetched by ``poll`` itself, never ahead: a record is acquired (and its
+lock starts) only when the application asks for records, as librdkafka's preview does.
+One ShareFetch goes to each leader of the assigned partitions, all at once, carrying
+the acknowledgements booked for that leader's partitions; ``commit`` sends them in
+ShareAcknowledge instead; ``close`` sends them with epoch -1, which also closes the
+session (the broker gives back what the member still holds), then leaves the group
+(ShareGroupHeartbeat with epoch -1). Each answered acknowledgement is queued for the
+acknowledgement-commit callback, which the consumer calls in the application's thread
+or task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from kafkette.client.client import KafkaClient
+from kafkette.client.config import ShareConsumerConfig
+from kafkette.clocks import MonotonicClockMs, monotonic_ms
+from kafkette.consumer.fetch_buffer import timestamp_type
+from kafkette.consumer.share.acknowledgements import AckBatch, Acknowledgements
+from kafkette.consumer.share.membership import LEAVE_EPOCH, ShareMembership
+from kafkette.consumer.share.record import (
+    AcknowledgementCommitCallback,
+    AcknowledgeType,
+    ShareConsumerRecord,
+)
+from kafkette.errors import (
+    CorruptMessageError,
+    IllegalStateError,
+    InvalidShareSessionEpochError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RetriableError,
+    ShareSessionNotFoundError,
+    UnsupportedVersionError,
+    make_error,
+)
+from kafkette.protocol.errors import ProtocolError
+from kafkette.protocol.messages.share_acknowledge_request import (
+    AcknowledgementBatch as AckRequestBatch,
+)
+from kafkette.protocol.messages.share_acknowledge_request import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from kafkette.protocol.messages.share_acknowledge_response import ShareAcknowledgeResponse
+from kafkette.protocol.messages.share_fetch_request import (
+    AcknowledgementBatch as FetchAckBatch,
+)
+from kafkette.protocol.messages.share_fetch_request import (
+    FetchPartition,
+    FetchTopic,
+    ForgottenTopic,
+    ShareFetchRequest,
+)
+from kafkette.protocol.messages.share_fetch_response import PartitionData, ShareFetchResponse
+from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from kafkette.protocol.records import RecordBatch, iter_batches
+from kafkette.protocol.records.batch_header import NO_PARTITION_LEADER_EPOCH
+from kafkette.structs import TopicPartition
+
+logger = logging.getLogger("kafkette.consumer.share")
+
+T = TypeVar("T")
+
+RENEW_SINCE = 2
+"""ShareFetch and ShareAcknowledge carry RENEW from version 2 (KIP-1222)."""
+_SESSION_LOST = {ShareSessionNotFoundError.code, InvalidShareSessionEpochError.code}
+
+Completion = tuple[dict[TopicPartition, set[int]], Exception | None]
+"""One call of the acknowledgement-commit callback: offsets and the outcome."""
+
+
+def _next_epoch(epoch: int) -> int:
+    return 1 if epoch == 2**31 - 1 else epoch + 1
+
+
+class ShareConsumerCore:
+    """State of one share consumer; create it inside the event loop."""
+
+    def __init__(
+        self, config: ShareConsumerConfig, *, clock: MonotonicClockMs = monotonic_ms
+    ) -> None:
+        assert config.group_id
+        self.config = config
+        self.group_id = config.group_id
+        self.client = KafkaClient(config, clock=clock)
+        self.membership = ShareMembership(self.group_id, rack_id=config.client_rack or None)
+        self.acks = Acknowledgements()
+        self.explicit = config.share_acknowledgement_mode == "explicit"
+        self.sessions: dict[int, int] = {}
+        """The next epoch of each leader's share session (absent: none open)."""
+        self.session_partitions: dict[int, set[TopicPartition]] = {}
+        self.callback: AcknowledgementCommitCallback | None = None
+        self.completed: list[Completion] = []
+        """Answered acknowledgements waiting for the callback."""
+        self.closed = False
+        self._node_locks: dict[int, anyio.Lock] = {}
+        self._wake = anyio.Event()
+        self._news = anyio.Event()
+        self._stop = anyio.CancelScope()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise IllegalStateError("the share consumer is closed")
+
+    # ---- the heartbeat (a background task)
+
+    async def run(self) -> None:
+        """Heartbeat while subscribed, at the broker's interval, until closed."""
+        with self._stop:
+            while not self.closed:
+                membership = self.membership
+                if membership.due(self.client.clock()):
+                    await self._heartbeat()
+                wait_s = None
+                if membership.subscribed and membership.error is None:
+                    wait_s = max(membership.next_ms - self.client.clock(), 0) / 1000
+                with anyio.move_on_after(wait_s if wait_s is not None else float("inf")):
+                    await self._wake.wait()
+                if self._wake.is_set():
+                    self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _heartbeat(self) -> None:
+        membership = self.membership
+        request = membership.request()
+        backoff = self.config.retry_backoff_ms
+        try:
+            response = await self.client.send_to_coordinator(self.group_id, request)
+        except (KafkaConnectionError, KafkaTimeoutError, RetriableError) as exc:
+            logger.debug("share group %s heartbeat: %s; retrying", self.group_id, exc)
+            self.client.invalidate_coordinator(self.group_id)
+            membership.next_ms = self.client.clock() + backoff
+            return
+        except KafkaError as exc:
+            membership.error = exc
+            self._tell_poll()
+            return
+        if not membership.subscribed:  # unsubscribed meanwhile: the answer is stale
+            return
+        assert isinstance(response, ShareGroupHeartbeatResponse)
+        if membership.on_answer(request, response, self.client.clock()):
+            self.client.invalidate_coordinator(self.group_id)
+            membership.next_ms = self.client.clock() + backoff
+        self._tell_poll()
+
+    def _tell_poll(self) -> None:
+        self._news.set()
+        self._news = anyio.Event()
+
+    async def _leave(self) -> None:
+        membership = self.membership
+        if membership.epoch == 0 and not membership.subscribed:
+            return
+        request = membership.leave_request()
+        membership.unsubscribe()
+        try:
+            await self.client.send_to_coordinator(self.group_id, request)
+        except KafkaError as exc:  # the broker ends the member's session on its own
+            logger.debug("share group %s: leaving failed: %s", self.group_id, exc)
+
+    # ---- subscription
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self.check_open()
+        names = list(topics)
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"topic names must be non-empty strings, got {name!r}")
+        self.membership.subscribe(names)
+        self.client.metadata.wanted_topics.update(names)
+        self.wake()
+
+    def subscription(self) -> set[str]:
+        return set(self.membership.topics)
+
+    async def unsubscribe(self, timeout_ms: float | None) -> None:
+        """Send what is booked, close the share sessions and leave the group."""
+        self.check_open()
+        await self.within("unsubscribe()", self.timeout(timeout_ms), self._close_sessions_and_leave)
+
+    async def _close_sessions_and_leave(self) -> None:
+        if not self.explicit:
+            self.acks.accept_unacknowledged()
+        await self._acknowledge_all(closing=True)
+        await self._leave()
+
+    # ---- assignment
+
+    async def assigned(self) -> list[TopicPartition]:
+        """The assigned partitions by name (metadata looked up for unknown topic ids)."""
+        assignment = self.membership.assignment
+        names = self._names()
+        if any(topic_id not in names for topic_id in assignment):
+            await self.client.refresh_metadata(self.client.metadata.wanted_topics)
+            names = self._names()
+        return [
+            TopicPartition(names[topic_id], index)
+            for topic_id, indexes in assignment.items()
+            if topic_id in names
+            for index in indexes
+        ]
+
+    def _names(self) -> dict[uuid.UUID, str]:
+        return {info.topic_id: name for name, info in self.client.metadata.snapshot.topics.items()}
+
+    def _ids(self) -> dict[str, uuid.UUID]:
+        return {name: info.topic_id for name, info in self.client.metadata.snapshot.topics.items()}
+
+    async def _by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[int, set[TopicPartition]]:
+        out: dict[int, set[TopicPartition]] = {}
+        for tp in partitions:
+            try:
+                node = await self.client.leader(tp.topic, tp.partition)
+            except KafkaError as exc:
+                logger.debug("no leader for %s yet: %s", tp, exc)
+                continue
+            out.setdefault(node, set()).add(tp)
+        return out
+
+    # ---- poll
+
+    async def poll(self, timeout_ms: float) -> list[ShareConsumerRecord]:
+        """The records of one poll, waiting up to ``timeout_ms`` for some."""
+        self.check_open()
+        if self.membership.error is not None:
+            raise self.membership.error
+        if not self.membership.subscribed:
+            raise IllegalStateError("Consumer is not subscribed to any topics.")
+        if self.explicit:
+            if not self.acks.all_acknowledged():
+                raise IllegalStateError(
+                    "All records must be acknowledged in explicit acknowledgement mode."
+                )
+        else:
+            self.acks.accept_unacknowledged()
+        clock = self.client.clock
+        deadline = clock() + timeout_ms
+        while True:
+            if self.membership.error is not None:
+                raise self.membership.error
+            news = self._news
+            assigned = await self.assigned()
+            left = max(deadline - clock(), 0.0)
+            if assigned or self.acks.pending():
+                records = await self._fetch(assigned, left)
+                if records:
+                    return records
+            elif left > 0:
+                with anyio.move_on_after(left / 1000):
+                    await news.wait()
+            if clock() >= deadline:
+                return []
+
+    async def _fetch(
+        self, assigned: list[TopicPartition], wait_ms: float
+    ) -> list[ShareConsumerRecord]:
+        """One ShareFetch to each leader, at once; their records."""
+        by_node = await self._by_leader(assigned)
+        booked = [tp for tp, offsets in list(self.acks.booked.items()) if offsets]
+        for tp in booked:
+            node = self._session_node(tp)
+            if node is not None:
+                by_node.setdefault(node, set())
+        for node in self.session_partitions:
+            by_node.setdefault(node, set())  # to forget what it no longer reads
+        out: list[ShareConsumerRecord] = []
+        max_wait = int(min(wait_ms, self.config.fetch_max_wait_ms))
+        failures: list[Exception] = []
+
+        async def one(node: int, partitions: set[TopicPartition]) -> None:
+            try:
+                out.extend(await self._fetch_node(node, partitions, max_wait))
+            except Exception as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tasks:
+            for node, partitions in by_node.items():
+                tasks.start_soon(one, node, partitions)
+        if failures and not out:
+            raise failures[0]
+        return out
+
+    def _session_node(self, tp: TopicPartition) -> int | None:
+        for node, partitions in self.session_partitions.items():
+            if tp in partitions:
+                return node
+        return None
+
+    def _lock(self, node: int) -> anyio.Lock:
+        return self._node_locks.setdefault(node, anyio.Lock())
+
+    async def _fetch_node(
+        self, node: int, partitions: set[TopicPartition], max_wait_ms: int
+    ) -> list[ShareConsumerRecord]:
+        async with self._lock(node):
+            epoch = self.sessions.get(node, 0)
+            previous = self.session_partitions.get(node, set())
+            acks = self.acks.take(previous) if epoch else {}
+            if not partitions and not acks:
+                if previous and epoch:  # nothing left to read there: close the session
+                    await self._send_acknowledge(node, {}, closing=True)
+                return []
+            ids = self._ids()
+            topics: dict[str, dict[int, FetchPartition]] = {}
+            for tp in partitions | set(acks):
+                topics.setdefault(tp.topic, {})[tp.partition] = FetchPartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=[FetchAckBatch(*batch) for batch in acks.get(tp, [])],
+                )
+            forgotten: dict[str, list[int]] = {}
+            for tp in previous - partitions:
+                forgotten.setdefault(tp.topic, []).append(tp.partition)
+            request = ShareFetchRequest(
+                group_id=self.group_id,
+                member_id=self.membership.member_id,
+                share_session_epoch=epoch,
+                max_wait_ms=max_wait_ms,
+                min_bytes=self.config.fetch_min_bytes,
+                max_bytes=self.config.fetch_max_bytes,
+                max_records=self.config.max_poll_records,
+                batch_size=self.config.max_poll_records,
+                topics=[
+                    FetchTopic(topic_id=ids[name], partitions=list(parts.values()))
+                    for name, parts in topics.items()
+                    if name in ids
+                ],
+                forgotten_topics_data=[
+                    ForgottenTopic(topic_id=ids[name], partitions=parts)
+                    for name, parts in forgotten.items()
+                    if name in ids
+                ],
+            )
+            response = await self._exchange(node, request, acks)
+            if response is None:
+                return []
+            assert isinstance(response, ShareFetchResponse)
+            self.sessions[node] = _next_epoch(epoch)
+            self.session_partitions[node] = set(partitions)
+            return self._read_fetch(response, acks)
+
+    async def _exchange(
+        self,
+        node: int,
+        request: ShareFetchRequest | ShareAcknowledgeRequest,
+        acks: dict[TopicPartition, list[AckBatch]],
+    ) -> ShareFetchResponse | ShareAcknowledgeResponse | None:
+        """Send a ShareFetch or ShareAcknowledge to ``node``; None (and the session
+        forgotten, its acknowledgements failed) when the session or connection is lost."""
+        try:
+            connection = await self.client.connection(node)
+            version = connection.version_for(request)
+            if version < RENEW_SINCE and _has_renew(acks):
+                raise UnsupportedVersionError(
+                    f"acknowledge type RENEW needs {request.NAME[:-7]} v{RENEW_SINCE}; "
+                    f"the broker serves v{version}"
+                )
+            if version >= RENEW_SINCE:
+                request.is_renew_ack = _has_renew(acks)
+            response = await connection.request(request, version=version)
+            assert isinstance(response, (ShareFetchResponse, ShareAcknowledgeResponse))
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            self.client.metadata.request_update()
+            self._lose_session(node, acks, exc)
+            return None
+        code = response.error_code
+        if code in _SESSION_LOST:
+            self._lose_session(node, acks, make_error(code, response.error_message))
+            return None
+        if code:
+            error = make_error(code, response.error_message)
+            self._fail(acks, error)
+            raise error
+        return response
+
+    def _lose_session(
+        self, node: int, acks: dict[TopicPartition, list[AckBatch]], error: Exception
+    ) -> None:
+        """The broker gave back what the session held: forget it and fail its acks."""
+        logger.debug("share session with node %d lost: %s", node, error)
+        self.sessions.pop(node, None)
+        lost = self.session_partitions.pop(node, set())
+        self.acks.forget(lost)
+        self._fail(acks, error)
+
+    def _fail(self, acks: dict[TopicPartition, list[AckBatch]], error: Exception) -> None:
+        for tp, batches in acks.items():
+            self._complete(tp, batches, error)
+
+    def _complete(
+        self, tp: TopicPartition, batches: list[AckBatch], error: Exception | None
+    ) -> None:
+        offsets = {
+            offset
+            for first, last, types in batches
+            for offset, kind in zip(
+                range(first, last + 1),
+                types if len(types) > 1 else types * (last - first + 1),
+                strict=True,
+            )
+            if kind
+        }
+        if offsets:
+            self.completed.append(({tp: offsets}, error))
+
+    def _read_fetch(
+        self, response: ShareFetchResponse, acks: dict[TopicPartition, list[AckBatch]]
+    ) -> list[ShareConsumerRecord]:
+        names = self._names()
+        out: list[ShareConsumerRecord] = []
+        for topic in response.responses:
+            name = names.get(topic.topic_id)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                tp = TopicPartition(name, part.partition_index)
+                if tp in acks:
+                    code = part.acknowledge_error_code
+                    error = make_error(code, part.acknowledge_error_message) if code else None
+                    self._complete(tp, acks.pop(tp), error)
+                if part.error_code:
+                    error = make_error(part.error_code, part.error_message)
+                    if isinstance(error, RetriableError):
+                        self.client.metadata.request_update()
+                        continue
+                    raise error
+                out += self._records(tp, part)
+        for tp, batches in acks.items():  # not answered: as if lost
+            self._complete(tp, batches, ShareSessionNotFoundError(f"no answer for {tp}"))
+        return out
+
+    def _records(self, tp: TopicPartition, part: PartitionData) -> list[ShareConsumerRecord]:
+        """The acquired records of one partition's answer, booking its gaps."""
+        if not part.acquired_records:
+            return []
+        counts: dict[int, int] = {}
+        for acquired in part.acquired_records:
+            for offset in range(acquired.first_offset, acquired.last_offset + 1):
+                counts[offset] = acquired.delivery_count
+        kd, vd = self.config.key_deserializer, self.config.value_deserializer
+        out: list[ShareConsumerRecord] = []
+        try:
+            for batch in iter_batches(
+                part.records or b"", allow_partial=True, check_crc=self.config.check_crcs
+            ):
+                if isinstance(batch, RecordBatch):
+                    if batch.header.is_control:
+                        continue
+                    epoch = batch.header.partition_leader_epoch
+                    leader_epoch = None if epoch == NO_PARTITION_LEADER_EPOCH else epoch
+                else:
+                    leader_epoch = None
+                kind = timestamp_type(batch)
+                for offset, timestamp, key, value, headers in batch:
+                    count = counts.get(offset)
+                    if count is None:
+                        continue
+                    out.append(
+                        ShareConsumerRecord(
+                            tp.topic,
+                            tp.partition,
+                            offset,
+                            timestamp,
+                            key if kd is None or key is None else kd(key),
+                            value if vd is None or value is None else vd(value),
+                            headers,
+                            kind,
+                            leader_epoch,
+                            count,
+                        )
+                    )
+        except ProtocolError as exc:
+            raise CorruptMessageError(f"{tp}: {exc}") from exc
+        seen = {record.offset for record in out}
+        self.acks.delivered(tp, seen, (offset for offset in counts if offset not in seen))
+        return out
+
+    # ---- acknowledgements
+
+    def acknowledge(self, record: ShareConsumerRecord, kind: AcknowledgeType) -> None:
+        self.check_open()
+        if not self.explicit:
+            raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
+        self.acks.acknowledge(TopicPartition(record.topic, record.partition), record.offset, kind)
+
+    async def commit(self, timeout_ms: float | None) -> dict[TopicPartition, Exception | None]:
+        """Send the booked acknowledgements now (ShareAcknowledge) and wait for the
+        answers: per partition, None or the error it answered."""
+        self.check_open()
+        if not self.explicit:
+            self.acks.accept_unacknowledged()
+        return await self.within(
+            "commit_sync()", self.timeout(timeout_ms), lambda: self._acknowledge_all(closing=False)
+        )
+
+    async def _acknowledge_all(self, *, closing: bool) -> dict[TopicPartition, Exception | None]:
+        nodes: dict[int, set[TopicPartition]] = {}
+        for tp, offsets in list(self.acks.booked.items()):
+            if not offsets:
+                continue
+            node = self._session_node(tp)
+            if node is None:  # its session is gone: the broker gave the records back
+                error = ShareSessionNotFoundError(f"no share session holds {tp}")
+                self._complete(tp, self.acks.take([tp])[tp], error)
+                continue
+            nodes.setdefault(node, set()).add(tp)
+        if closing:
+            for node in self.sessions:
+                nodes.setdefault(node, set())
+        results: dict[TopicPartition, Exception | None] = {}
+
+        async def one(node: int, partitions: set[TopicPartition]) -> None:
+            async with self._lock(node):
+                if node not in self.sessions:
+                    return
+                acks = self.acks.take(partitions)
+                if not acks and not closing:
+                    return
+                before = len(self.completed)
+                await self._send_acknowledge(node, acks, closing=closing)
+                for offsets, error in self.completed[before:]:
+                    for tp in offsets:
+                        results[tp] = error
+
+        async with anyio.create_task_group() as tasks:
+            for node, partitions in nodes.items():
+                tasks.start_soon(one, node, partitions)
+        return results
+
+    async def _send_acknowledge(
+        self, node: int, acks: dict[TopicPartition, list[AckBatch]], *, closing: bool
+    ) -> None:
+        epoch = self.sessions.get(node)
+        if epoch is None:
+            self._fail(acks, ShareSessionNotFoundError(f"no share session with node {node}"))
+            return
+        ids = self._ids()
+        topics: dict[str, list[AcknowledgePartition]] = {}
+        for tp, batches in acks.items():
+            topics.setdefault(tp.topic, []).append(
+                AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=[AckRequestBatch(*batch) for batch in batches],
+                )
+            )
+        request = ShareAcknowledgeRequest(
+            group_id=self.group_id,
+            member_id=self.membership.member_id,
+            share_session_epoch=LEAVE_EPOCH if closing else epoch,
+            topics=[
+                AcknowledgeTopic(topic_id=ids[name], partitions=parts)
+                for name, parts in topics.items()
+            ],
+        )
+        response = await self._exchange(node, request, acks)
+        if closing:
+            self.sessions.pop(node, None)
+            self.acks.forget(self.session_partitions.pop(node, set()))
+        if response is None:
+            return
+        assert isinstance(response, ShareAcknowledgeResponse)
+        if not closing:
+            self.sessions[node] = _next_epoch(epoch)
+        names = self._names()
+        for topic in response.responses:
+            name = names.get(topic.topic_id)
+            for part in topic.partitions:
+                tp = TopicPartition(name or "", part.partition_index)
+                if tp in acks:
+                    code = part.error_code
+                    error = make_error(code, part.error_message) if code else None
+                    self._complete(tp, acks.pop(tp), error)
+        self._fail(acks, ShareSessionNotFoundError("the broker did not answer for them"))
+
+    def commit_async(
+        self, start: Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
+    ) -> None:
+        """Start sending the booked acknowledgements; the callback hears of the answers
+        in a later poll."""
+        self.check_open()
+        if not self.explicit:
+            self.acks.accept_unacknowledged()
+
+        async def send() -> None:
+            try:
+                await self._acknowledge_all(closing=False)
+            except KafkaError as exc:
+                logger.debug("commit_async of share group %s: %s", self.group_id, exc)
+
+        start(send)
+
+    def take_completed(self) -> list[Completion]:
+        done, self.completed = self.completed, []
+        return done
+
+    # ---- lifecycle
+
+    def timeout(self, timeout_ms: float | None) -> float:
+        return float(self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms)
+
+    async def within(
+        self, what: str, timeout_ms: float, operation: Callable[[], Awaitable[T]]
+    ) -> T:
+        with anyio.move_on_after(max(timeout_ms, 0.0) / 1000):
+            return await operation()
+        cause = self.client.last_connection_error
+        detail = f" (last connection error: {cause})" if cause is not None else ""
+        raise KafkaTimeoutError(f"{what} did not complete within {timeout_ms:g} ms{detail}")
+
+    async def close(self, timeout_ms: float | None) -> None:
+        """Send what is booked with epoch -1 (closing each share session), leave the
+        group, close the connections; idempotent."""
+        if self.closed:
+            return
+        try:
+            with anyio.move_on_after(max(self.timeout(timeout_ms), 0.0) / 1000, shield=True):
+                try:
+                    await self._close_sessions_and_leave()
+                except KafkaError as exc:
+                    logger.debug("closing share consumer of %s: %s", self.group_id, exc)
+        finally:
+            self.closed = True
+            self._stop.cancel()
+            self._tell_poll()
+            with anyio.CancelScope(shield=True):
+                await self.client.close()
+
+
+def _has_renew(acks: dict[TopicPartition, list[AckBatch]]) -> bool:
+    return any(
+        AcknowledgeType.RENEW in types for batches in acks.values() for _, _, types in batches
+    )

@@ -146,6 +146,13 @@ class Log(abc.ABC):
         Whole segments below the new start are deleted.
         """
 
+    def delete_records_steps(self, offset: int) -> Steps[int]:
+        """:meth:`delete_records_before` as :data:`Steps`, its file work (the producer
+        snapshot and checkpoints of the new log start, with their fsyncs) yielded as
+        blocking work; done when the steps end (the default: all in one step)."""
+        return self.delete_records_before(offset)
+        yield  # a generator
+
     @abc.abstractmethod
     def enforce_retention(self) -> int:
         """Delete whole non-active segments past ``retention.ms``/``retention.bytes``

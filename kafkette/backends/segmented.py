@@ -595,6 +595,22 @@ class SegmentedLog(Log):
             self._delete_prefix(lambda segment, following: following.base_offset <= self._log_start)
         return self._log_start
 
+    def delete_records_steps(self, offset: int) -> Steps[int]:
+        # As retention_steps: the log start moves now, its snapshot and checkpoints are
+        # written (and synced) in the yielded work, which the caller awaits before it
+        # answers, so an acknowledged deletion survives a crash.
+        self._log_start_deferred = False
+        try:
+            start = self.delete_records_before(offset)
+            moved = self._log_start_deferred
+        finally:
+            self._log_start_deferred = None
+        if moved:
+            work = self._log_start_work()
+            if work is not None:
+                yield work
+        return start
+
     def _set_log_start(self, offset: int) -> None:
         self._log_start = offset
         self._first_dirty_offset = max(self._first_dirty_offset, offset)

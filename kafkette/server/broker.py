@@ -221,11 +221,13 @@ class Broker:
 
     async def run_background(self) -> None:
         """Run the broker's timers until cancelled: retention, compaction and flushes
-        (:func:`~kafkette.server.maintenance.maintenance_loop`) and the coordinators'
-        deadlines (:meth:`run_timers`)."""
+        (:func:`~kafkette.server.maintenance.maintenance_loop`), the coordinators'
+        deadlines (:meth:`run_timers`) and the topics file's writes in a worker thread
+        (:meth:`Cluster.save_topics_loop <kafkette.server.cluster.Cluster.save_topics_loop>`)."""
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(maintenance_loop, self.cluster, self.config, self.now_ms)
             tasks.start_soon(self.run_timers)
+            tasks.start_soon(self.cluster.save_topics_loop)
 
     async def run_timers(self) -> None:
         """Run the deadlines of the classic group, consumer group and transaction

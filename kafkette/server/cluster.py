@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
+import threading
 import uuid
 from collections.abc import Generator, Iterator
 
+import anyio
+import anyio.to_thread
 import attrs
 
 from kafkette.backends import Log, LogConfig, Storage
@@ -41,6 +45,8 @@ from kafkette.server.config.catalog import (
     validate_topic_configs,
 )
 from kafkette.server.connection_quotas import parse_overrides
+
+logger = logging.getLogger("kafkette.server.cluster")
 
 TOPICS_FILE = "kafkette-topics.json"
 BROKER_CONFIGS_FILE = "kafkette-broker-configs.json"
@@ -157,6 +163,17 @@ class Cluster:
         """Client metrics subscriptions (config resource type 16, KIP-714) by name, as set
         (checked by :mod:`kafkette.server.metrics.client_metrics`); kept with the dynamic
         broker configs."""
+        self.defer_topic_saves = False
+        """When set (a broker's background tasks run, see :meth:`save_topics_loop`), a
+        change of the topics writes the topics file in a worker thread: :meth:`save_topics`
+        waits for it. Unset, the file is written at once, on the caller's thread."""
+        self._topics_text: str | None = None
+        """The topics file's newest content (written once ``_topics_saved_version``
+        reaches ``_topics_version``)."""
+        self._topics_version = 0
+        self._topics_saved_version = 0
+        self._topics_file_lock = threading.Lock()
+        self._topics_unsaved: anyio.Event | None = None
         self.cluster_id = self._load_cluster_id()
         self._load_broker_configs()
         self._load_topics()
@@ -310,10 +327,22 @@ class Cluster:
         never comes back, not even in part. If the caller stops early (cancelled), the
         remaining logs are deleted at once.
         """
+        self.detach_topic(topic)
+        self.write_topics_now()
+        return self.delete_logs(topic)
+
+    def detach_topic(self, topic: Topic) -> None:
+        """Take ``topic`` out of :attr:`topics` (and the topics file, see
+        :meth:`save_topics`); its logs stay until :meth:`delete_logs`, which must
+        wait until the topics file no longer names it."""
         del self.topics[topic.name]
         del self.topics_by_id[topic.topic_id]
         self.topics_version += 1
         self._save_topics()
+
+    def delete_logs(self, topic: Topic) -> Generator[None, None, None]:
+        """Delete the logs of a :meth:`detach_topic`-ed topic, one per step; closed
+        early (cancelled), the rest at once."""
         remaining = list(topic.partitions)
         try:
             while remaining:
@@ -557,9 +586,63 @@ class Cluster:
                 for t in self.topics.values()
             ],
         }
-        self._write_atomically(
-            os.path.join(self.data_dir, TOPICS_FILE), json.dumps(saved, indent=1, sort_keys=True)
-        )
+        self._topics_text = json.dumps(saved, indent=1, sort_keys=True)
+        self._topics_version += 1
+        if not self.defer_topic_saves:
+            self.write_topics_now()
+        elif self._topics_unsaved is not None:
+            self._topics_unsaved.set()
+
+    def write_topics_now(self) -> None:
+        """Write the topics file's pending change, if any, on this thread (blocking)."""
+        text, version = self._topics_text, self._topics_version
+        if text is not None and version > self._topics_saved_version:
+            self._write_topics(text, version)
+
+    def _write_topics(self, text: str, version: int) -> None:
+        """Replace the topics file with ``text`` unless a newer version is written
+        (a worker thread's write and one on the loop may race: the file never goes back)."""
+        assert self.data_dir is not None
+        with self._topics_file_lock:
+            if version <= self._topics_saved_version:
+                return
+            self._write_atomically(os.path.join(self.data_dir, TOPICS_FILE), text)
+            self._topics_saved_version = version
+
+    async def save_topics(self) -> None:
+        """Return once the topics file holds every change made before the call, writing
+        it (and fsyncing it and its directory) in a worker thread if still pending.
+
+        The newest content wins and the file only moves forward: a topic's creation
+        is answered, and a deleted topic's logs deleted, only after this returns.
+        Shielded from cancellation: a write under way ends.
+        """
+        wanted = self._topics_version
+        with anyio.CancelScope(shield=True):
+            while self._topics_saved_version < wanted:
+                text, version = self._topics_text, self._topics_version
+                assert text is not None
+                await anyio.to_thread.run_sync(self._write_topics, text, version)
+
+    async def save_topics_loop(self) -> None:
+        """Write the topics file in a worker thread after each change, until cancelled
+        (then at once, if a change is pending): while it runs, changes are deferred
+        (:attr:`defer_topic_saves`), so that no fsync of the topics file runs on the
+        event loop, also for a change whose caller does not wait for it."""
+        self._topics_unsaved = anyio.Event()
+        self.defer_topic_saves = True
+        try:
+            while True:
+                await self._topics_unsaved.wait()
+                self._topics_unsaved = anyio.Event()
+                try:
+                    await self.save_topics()
+                except OSError:  # tried again at the next change; a waiting request fails
+                    logger.exception("writing %s failed", TOPICS_FILE)
+        finally:
+            self.defer_topic_saves = False
+            self._topics_unsaved = None
+            self.write_topics_now()
 
     def _write_atomically(self, path: str, text: str) -> None:
         if self.read_only:
@@ -577,4 +660,5 @@ class Cluster:
             os.close(dir_fd)
 
     def close(self) -> None:
+        self.write_topics_now()
         self.storage.close()

@@ -5,6 +5,11 @@ otherwise negative) is ``OFFSET_OUT_OF_RANGE``; the answer's low watermark is
 the new log start offset (-1 on error). As in Kafka, a topic whose
 ``cleanup.policy`` lacks ``delete`` (compact only) refuses with
 ``POLICY_VIOLATION``.
+
+On disk the new log start's producer snapshot and checkpoints are written and
+fsynced in a worker thread (:meth:`Log.delete_records_steps
+<kafkette.backends.log.Log.delete_records_steps>`), not on the event loop; the
+answer waits for them, so an acknowledged deletion survives a crash.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from kafkette.protocol.messages.delete_records_response import (
     DeleteRecordsTopicResult,
 )
 from kafkette.server.dispatch import RequestContext, handler
+from kafkette.server.maintenance import drive
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -62,7 +68,7 @@ async def handle_delete_records(
                             f"records of {wanted.name}-{index} cannot be deleted: "
                             "its cleanup.policy does not include delete"
                         )
-                    low = log.delete_records_before(asked.offset)
+                    low = await drive(log.delete_records_steps(asked.offset))
                 except ApiError as exc:
                     error = exc
                 except Exception:

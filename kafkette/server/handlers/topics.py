@@ -32,6 +32,8 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
+import anyio
+
 from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
@@ -168,6 +170,7 @@ async def _create_one(
     created: Topic | None = None
     if not validate_only:
         created = await open_topic(cluster, plan)
+        await cluster.save_topics()  # answered once the topics file names it
         logger.info("created topic %s with %d partition(s)", name, partitions)
     result = CreatableTopicResult(
         name=name,
@@ -267,8 +270,13 @@ async def _delete_one(
         if topic.is_internal:
             raise _internal(topic.name, "deleted")
         try:
-            await run_in_steps(cluster.remove_topic(topic))
-        finally:  # a cancelled removal still completes (see Cluster.remove_topic)
+            # The topics file is the commit point (see Cluster.remove_topic): written in
+            # a worker thread, and only then the logs deleted; not cancelled half way.
+            with anyio.CancelScope(shield=True):
+                cluster.detach_topic(topic)
+                await cluster.save_topics()
+                await run_in_steps(cluster.delete_logs(topic))
+        finally:
             broker.groups.topics_deleted([topic.name])  # as Kafka: committed offsets go too
             broker.data_changed.notify()
         logger.info("deleted topic %s", topic.name)
@@ -380,6 +388,7 @@ async def _add_partitions(
             for partition, assigned in zip(opened, replicas, strict=True):
                 broker.nodes.assign(partition, assigned)
         cluster.extend_topic(existing, opened)
+        await cluster.save_topics()
         logger.info("topic %s now has %d partition(s)", topic.name, topic.count)
     return CreatePartitionsTopicResult(topic.name, 0, None)
 

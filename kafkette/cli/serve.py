@@ -524,6 +524,7 @@ async def run(
         if lock is not None:
             lock.release()
         raise
+    broker.own_collector()  # its logs loaded: frozen out of the collector's reach (#30)
     try:
         metrics_at = metrics or ("", 0)
         # Bound before anything is served: an address in use is one error line, not a

@@ -23,6 +23,7 @@ from kafkette.errors import KafkaError
 from kafkette.protocol.schema import Request, Response
 from kafkette.server.acl.store import open_authorizer
 from kafkette.server.cluster import Cluster
+from kafkette.server.collector import ServedCollector
 from kafkette.server.config.broker_config import BrokerConfig
 from kafkette.server.connection_quotas import ConnectionQuotas, parse_overrides
 from kafkette.server.dispatch import HANDLERS, RequestContext
@@ -218,6 +219,15 @@ class Broker:
         the SCRAM credentials the data directory keeps
         (:class:`~kafkette.server.sasl.users.CredentialsFileError` if they cannot be read)."""
         self._scram_users = ScramUsers(store, self.config.data_dir)
+
+    def own_collector(self) -> ServedCollector:
+        """Take charge of the process's garbage collector, as ``kafkette serve`` does
+        (not an in-process cluster: there the user's process owns it): freeze what exists
+        now and after bulk topic changes (:mod:`kafkette.server.collector`)."""
+        collector = ServedCollector()
+        self.cluster.collector = collector
+        collector.install()
+        return collector
 
     async def run_background(self) -> None:
         """Run the broker's timers until cancelled: retention, compaction and flushes

@@ -39,6 +39,7 @@ from kafkette.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from kafkette.server.collector import ServedCollector
 from kafkette.server.config.catalog import (
     SYNONYM_OF,
     check_dynamic_broker_configs,
@@ -163,6 +164,8 @@ class Cluster:
         """Client metrics subscriptions (config resource type 16, KIP-714) by name, as set
         (checked by :mod:`kafkette.server.metrics.client_metrics`); kept with the dynamic
         broker configs."""
+        self.collector: ServedCollector | None = None
+        """A served broker's collector policy, told of every partition opened."""
         self.defer_topic_saves = False
         """When set (a broker's background tasks run, see :meth:`save_topics_loop`), a
         change of the topics writes the topics file in a worker thread: :meth:`save_topics`
@@ -279,6 +282,8 @@ class Cluster:
         try:
             for index in range(start, stop):
                 opened.append(Partition(name, index, self.storage.open_log(name, index, config)))
+                if self.collector is not None:
+                    self.collector.partitions_changed()
                 yield
             complete = True
         finally:

@@ -336,6 +336,23 @@ class MemoryCluster:
         found = self._broker.cluster.get_partition(topic, partition)
         return self._broker.nodes.leader(found) if self._broker.nodes.multi else self.nodes[0]
 
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        """The nodes replicating ``topic``/``partition``, its preferred leader first
+        (topics created with a replication factor up to the node count)."""
+        return self._cluster.run(self._replica_list, topic, partition, False)
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        """The in-sync replicas of ``topic``/``partition``: :meth:`stop_broker` takes a
+        node out of them, :meth:`start_broker` puts it back."""
+        return self._cluster.run(self._replica_list, topic, partition, True)
+
+    def _replica_list(self, topic: str, partition: int, in_sync: bool) -> list[int]:
+        found = self._broker.cluster.get_partition(topic, partition)
+        nodes = self._broker.nodes
+        if not nodes.multi:
+            return [self.nodes[0]]
+        return nodes.isr(found) if in_sync else nodes.replicas(found)
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's leader epoch (each leader move bumps it)."""
         return self._cluster.run(self._leader_epoch, topic, partition)
@@ -346,7 +363,9 @@ class MemoryCluster:
     def move_leader(self, topic: str, partition: int, node: int) -> None:
         """Make ``node`` lead ``topic``/``partition``, as a reassignment or a preferred
         leader election would: its leader epoch is bumped (unless ``node`` leads it
-        already) and requests for it to any other node get NOT_LEADER_OR_FOLLOWER."""
+        already) and requests for it to any other node get NOT_LEADER_OR_FOLLOWER.
+        ``node`` must be an in-sync replica (ValueError otherwise); a partition of one
+        replica moves to any live node."""
         self._need_nodes("move_leader")
         self._cluster.run(self._move_leader, topic, partition, node)
 
@@ -357,9 +376,10 @@ class MemoryCluster:
 
     def stop_broker(self, node: int) -> None:
         """Stop ``node``: its connections drop, it accepts none, Metadata no longer lists
-        it, and the partitions it led and the keys it coordinated move to the next
-        live nodes (leader epochs bumped). Stopping every node leaves the partitions
-        without a leader until one starts."""
+        it, it leaves the ISR of its partitions, the partitions it led move to their
+        next in-sync replica (one replica: the next live node) and the keys it
+        coordinated to the next live nodes (leader epochs bumped). A partition whose
+        in-sync replicas are all stopped has no leader until the last of them starts."""
         self._need_nodes("stop_broker")
         self._cluster.run(self._stop_broker, node)
         self._cluster.drop_connections(node)
@@ -370,9 +390,10 @@ class MemoryCluster:
         broker.data_changed.notify()
 
     def start_broker(self, node: int) -> None:
-        """Start a stopped ``node`` again: it is listed and accepts connections; partitions
-        and keys left without a node (every node was stopped) take it. Leaders that
-        moved away stay where they are (move them back with :meth:`move_leader`)."""
+        """Start a stopped ``node`` again: it is listed and accepts connections, rejoins the
+        ISR of its partitions, and partitions and keys left without a node take it.
+        Leaders that moved away stay where they are (move them back with
+        :meth:`move_leader`)."""
         self._need_nodes("start_broker")
         self._cluster.run(self._start_broker, node)
 

@@ -56,6 +56,16 @@ def _int(low: int) -> Callable[[str], int]:
     return parse
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(value: str) -> str:
+    name = value.strip()
+    if name not in ("", RACK_AWARE_SELECTOR):
+        raise ValueError(f"the replica selectors served are {RACK_AWARE_SELECTOR} and none")
+    return name
+
+
 def _sasl_mechanisms(value: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(m.strip().upper() for m in value.split(",") if m.strip()))
     if not names:
@@ -153,6 +163,8 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "connections.max.idle.ms": _int(-1),
     "connections.max.reauth.ms": parse_reauth_ms,
     "replica.fetch.max.bytes": _int(0),
+    "broker.rack": str,
+    "replica.selector.class": _replica_selector,
     "fetch.max.bytes": _int(0),
     "log.retention.check.interval.ms": _int(1),
     "log.cleaner.backoff.ms": _int(1),
@@ -225,6 +237,10 @@ class BrokerConfig:
     """KIP-368: the SASL session lifetime (0 or less: sessions do not expire); the
     listeners read it (:mod:`kafkette.server.sasl.reauth`), with per-listener forms."""
     replica_fetch_max_bytes: int = 1_048_576
+    broker_rack: str = ""
+    """``broker.rack`` (simulated nodes: one each, :func:`~kafkette.server.nodes.node_racks`)."""
+    replica_selector_class: str = ""
+    """KIP-392's replica selector: empty (the leader serves) or Kafka's RackAwareReplicaSelector."""
     fetch_max_bytes: int = 57_671_680
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000

@@ -751,6 +751,21 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
                 "listener.name.<listener>.<mechanism>.connections.max.reauth.ms.",
             ),
             _broker(
+                "broker.rack",
+                ConfigType.STRING,
+                None,
+                "Rack of the broker. With kafkette serve --nodes N (or MemoryCluster(brokers=N)) "
+                "one rack for every node, or one per node in node order, comma-separated.",
+            ),
+            _broker(
+                "replica.selector.class",
+                ConfigType.STRING,
+                None,
+                "The replica selector of fetch-from-follower (KIP-392): "
+                "org.apache.kafka.common.replica.RackAwareReplicaSelector names a consumer's "
+                "same-rack in-sync replica as its preferred read replica (simulated nodes).",
+            ),
+            _broker(
                 "replica.fetch.max.bytes",
                 ConfigType.INT,
                 "1048576",

@@ -37,6 +37,7 @@ from kafkette.server.share.group import ShareGroup, ShareGroupConfig, TopicImage
 from kafkette.server.share.partition import SharePartition
 from kafkette.server.share.persistence import (
     STATE_TOPIC,
+    PersistedState,
     ShareKey,
     ShareStateBook,
     coordinator_key,
@@ -109,6 +110,12 @@ class ShareCoordinator:
                 self.book.replay(key, value)
             except ProtocolError as exc:
                 logger.warning("unreadable %s record skipped: %s", STATE_TOPIC, exc)
+        # A group with written state outlives a restart (Kafka keeps its records in
+        # __consumer_offsets): it comes back Empty, its offsets there to describe or alter.
+        for share_key in self.book.share_keys():
+            group_id = share_key.group_id
+            if group_id and group_id not in self.groups:
+                self.groups[group_id] = self._new_group(group_id)
 
     # ---- groups
 
@@ -125,14 +132,7 @@ class ShareCoordinator:
         -1, which gives back what it still holds), as librdkafka does on close."""
         group = self.groups.get(request.group_id)
         if group is None:
-            group = ShareGroup(
-                request.group_id,
-                ShareGroupConfig(
-                    session_timeout_ms=self.config.session_timeout_ms,
-                    heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-                    max_size=self.config.max_size,
-                ),
-            )
+            group = self._new_group(request.group_id)
             if request.group_id:
                 self.groups[request.group_id] = group
         return wire.heartbeat(
@@ -177,6 +177,60 @@ class ShareCoordinator:
             record_key, value = self.book.delete(key)
             if self.sink is not None:
                 self.sink(coordinator_key(key), record_key, value)
+
+    # ---- offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets)
+
+    def empty_group(self, group_id: str) -> ShareGroup:
+        """The share group ``group_id`` if it has no members, as Kafka's
+        ``validateOffsetsAlterable``: GroupIdNotFoundError or NonEmptyGroupError."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        if group.members:
+            raise NonEmptyGroupError("The group is not empty.")
+        return group
+
+    def written_state(
+        self, group_id: str, topic_id: uuid.UUID, index: int
+    ) -> PersistedState | None:
+        """The share partition's persisted state (start offset, batches), None when it
+        was never initialized: what Kafka's ReadShareGroupStateSummary reads."""
+        return self.book.state(ShareKey(group_id, topic_id, index))
+
+    def initialized(self, group_id: str) -> dict[uuid.UUID, list[int]]:
+        """The group's share partitions with a state, by topic id."""
+        found: dict[uuid.UUID, list[int]] = {}
+        for key in self.book.share_keys():
+            if key.group_id == group_id:
+                found.setdefault(key.topic_id, []).append(key.partition)
+        return {topic_id: sorted(found[topic_id]) for topic_id in found}
+
+    def alter_start_offset(
+        self, group_id: str, topic_id: uuid.UUID, index: int, start_offset: int
+    ) -> None:
+        """Start the share partition afresh at ``start_offset`` (an Empty group's, see
+        :meth:`empty_group`), as Kafka's InitializeShareGroupState: a snapshot with no
+        batches and the next state epoch; the partition reopens from it on next use."""
+        key = ShareKey(group_id, topic_id, index)
+        self.partitions.pop(key, None)
+        previous = self.book.state(key)
+        epoch = 0 if previous is None else previous.state_epoch + 1
+        record_key, value = self.book.initialize(key, start_offset, epoch, self.clock())
+        if self.sink is not None:
+            self.sink(coordinator_key(key), record_key, value)
+
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> bool:
+        """Forget the state of the group's share partitions of one topic (tombstones);
+        False when there was none."""
+        keys = [
+            k for k in self.book.share_keys() if (k.group_id, k.topic_id) == (group_id, topic_id)
+        ]
+        for key in keys:
+            self.partitions.pop(key, None)
+            record_key, value = self.book.delete(key)
+            if self.sink is not None:
+                self.sink(coordinator_key(key), record_key, value)
+        return bool(keys)
 
     # ---- share partitions
 
@@ -264,6 +318,16 @@ class ShareCoordinator:
                 self.member_gone(group.group_id, member_id)
 
     # ---- inside
+
+    def _new_group(self, group_id: str) -> ShareGroup:
+        return ShareGroup(
+            group_id,
+            ShareGroupConfig(
+                session_timeout_ms=self.config.session_timeout_ms,
+                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+                max_size=self.config.max_size,
+            ),
+        )
 
     def _open(self, key: ShareKey, log_start: int, log_end: int) -> SharePartition:
         state = self.book.state(key)

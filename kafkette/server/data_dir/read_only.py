@@ -92,6 +92,7 @@ READ_APIS = frozenset(
         "DescribeGroups",
         "DescribeLogDirs",
         "DescribeProducers",
+        "DescribeShareGroupOffsets",
         "DescribeTransactions",
         "DescribeUserScramCredentials",
         "Fetch",

@@ -82,15 +82,18 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages import add_partitions_to_txn_request as apt
 from kafkette.protocol.messages import alter_configs_request as ac
 from kafkette.protocol.messages import alter_partition_reassignments_request as apr
+from kafkette.protocol.messages import alter_share_group_offsets_request as aso
 from kafkette.protocol.messages import alter_user_scram_credentials_request as aus
 from kafkette.protocol.messages import create_acls_request as ca
 from kafkette.protocol.messages import create_partitions_request as cp
 from kafkette.protocol.messages import create_topics_request as ct
 from kafkette.protocol.messages import delete_acls_request as da
 from kafkette.protocol.messages import delete_records_request as dr
+from kafkette.protocol.messages import delete_share_group_offsets_request as dso
 from kafkette.protocol.messages import delete_topics_request as dt
 from kafkette.protocol.messages import describe_configs_request as dc
 from kafkette.protocol.messages import describe_producers_request as dp
+from kafkette.protocol.messages import describe_share_group_offsets_request as dsgo
 from kafkette.protocol.messages import fetch_request as fr
 from kafkette.protocol.messages import incremental_alter_configs_request as iac
 from kafkette.protocol.messages import join_group_request as jg
@@ -276,6 +279,21 @@ async def offsets_transaction(rig: Rig) -> None:
     await producer(rig)
     added = await rig.admin(add_offsets(rig), 3)
     assert added.error_code == NONE
+
+
+async def empty_share_group(rig: Rig) -> None:
+    """Share group ``sg`` exists with no members (the admin's member joined and left)."""
+    joined = await rig.admin(
+        ShareGroupHeartbeatRequest(
+            group_id="sg", member_id="sm", member_epoch=0, subscribed_topic_names=["t"]
+        ),
+        1,
+    )
+    assert joined.error_code == NONE
+    left = await rig.admin(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id="sm", member_epoch=-1), 1
+    )
+    assert left.error_code == NONE
 
 
 # Requests.
@@ -1072,6 +1090,98 @@ ROWS = [
         top_code,
         30,
         122,  # SHARE_SESSION_NOT_FOUND: allowed, and no session opened
+    ),
+    Row(
+        "DescribeShareGroupOffsets",
+        1,
+        lambda rig: dsgo.DescribeShareGroupOffsetsRequest(
+            groups=[
+                dsgo.DescribeShareGroupOffsetsRequestGroup(
+                    "sg", [dsgo.DescribeShareGroupOffsetsRequestTopic("t", [0])]
+                )
+            ]
+        ),
+        (GROUP, "sg", Op.DESCRIBE),
+        field("groups", 0, "error_code"),
+        30,
+        NONE,
+        prerequisites=((TOPIC, "t", Op.DESCRIBE),),
+    ),
+    Row(
+        "DescribeShareGroupOffsets",
+        1,
+        lambda rig: dsgo.DescribeShareGroupOffsetsRequest(
+            groups=[
+                dsgo.DescribeShareGroupOffsetsRequestGroup(
+                    "sg", [dsgo.DescribeShareGroupOffsetsRequestTopic("t", [0])]
+                )
+            ]
+        ),
+        (TOPIC, "t", Op.DESCRIBE),
+        field("groups", 0, "topics", 0, "partitions", 0, "error_code"),
+        29,
+        NONE,
+        prerequisites=((GROUP, "sg", Op.DESCRIBE),),
+    ),
+    Row(
+        "AlterShareGroupOffsets",
+        0,
+        lambda rig: aso.AlterShareGroupOffsetsRequest(
+            group_id="sg",
+            topics=[
+                aso.AlterShareGroupOffsetsRequestTopic(
+                    "t", [aso.AlterShareGroupOffsetsRequestPartition(0, 0)]
+                )
+            ],
+        ),
+        (GROUP, "sg", Op.READ),
+        top_code,
+        30,
+        GROUP_ID_NOT_FOUND,
+        prerequisites=((TOPIC, "t", Op.READ),),
+    ),
+    Row(
+        "AlterShareGroupOffsets",
+        0,
+        lambda rig: aso.AlterShareGroupOffsetsRequest(
+            group_id="sg",
+            topics=[
+                aso.AlterShareGroupOffsetsRequestTopic(
+                    "t", [aso.AlterShareGroupOffsetsRequestPartition(0, 0)]
+                )
+            ],
+        ),
+        (TOPIC, "t", Op.READ),
+        field("responses", 0, "partitions", 0, "error_code"),
+        29,
+        NONE,
+        prerequisites=((GROUP, "sg", Op.READ),),
+        setup=empty_share_group,
+    ),
+    Row(
+        "DeleteShareGroupOffsets",
+        0,
+        lambda rig: dso.DeleteShareGroupOffsetsRequest(
+            group_id="sg", topics=[dso.DeleteShareGroupOffsetsRequestTopic("t")]
+        ),
+        (GROUP, "sg", Op.DELETE),
+        top_code,
+        30,
+        GROUP_ID_NOT_FOUND,
+        prerequisites=((TOPIC, "t", Op.READ),),
+    ),
+    Row(
+        "DeleteShareGroupOffsets",
+        0,
+        lambda rig: dso.DeleteShareGroupOffsetsRequest(
+            group_id="sg", topics=[dso.DeleteShareGroupOffsetsRequestTopic("t")]
+        ),
+        (TOPIC, "t", Op.READ),
+        field("responses", 0, "error_code"),
+        29,
+        3,  # UNKNOWN_TOPIC_OR_PARTITION: allowed, and the group has no state for t
+        prerequisites=((GROUP, "sg", Op.DELETE),),
+        setup=empty_share_group,
     ),
     Row(
         "InitProducerId",

@@ -229,8 +229,10 @@ def consumer_samples(snapshot: ConsumerSnapshot, assigned: int) -> list[Sample]:
             description="The maximum lag in terms of number of records for any partition.",
         )
     )
-    for tp, lag in sorted(lags.items(), key=lambda item: str(item[0])):
-        topic, partition = getattr(tp, "topic", str(tp)), getattr(tp, "partition", -1)
+    for (topic, partition), lag in sorted(
+        ((str(getattr(tp, "topic", tp)), int(getattr(tp, "partition", -1))), lag)
+        for tp, lag in lags.items()
+    ):
         samples.append(
             Sample(
                 base + "fetch.manager.records.lag",

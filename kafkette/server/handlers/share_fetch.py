@@ -11,9 +11,11 @@ One request, in this order, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    fetched. Otherwise every partition of the session is read from its log as Fetch
    reads it (whole stored batches, up to the high watermark, ``max_bytes`` over the
    response, at least one batch) from the share partition's next acquirable offset,
-   and the records in it are acquired for the member, at most ``max_records`` in all
-   (500 when the request gives 0). The client keeps the records of the returned
-   batches that ``acquired_records`` names.
+   in chunks of at most 1 MiB, and the records in it are acquired for the member,
+   ``max_records`` in all (500 when the request gives 0), rounded up to the end of a
+   stored batch unless the request asks for the record-limit acquire mode. Only the
+   stored batches holding acquired records are returned; the client keeps the records
+   that ``acquired_records`` names.
 4. Long poll: with nothing acquired (and no error nor acknowledgement to answer), the
    request waits for appends or records given back until ``max_wait_ms`` passes on the
    broker's clock (or in real time, as Fetch), then answers what it has.
@@ -52,11 +54,20 @@ from kafkette.protocol.records.batch_header import RECORD_BATCH_OVERHEAD, BatchH
 from kafkette.protocol.schema import RecordsData
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.share import wire
+from kafkette.server.share.partition import SharePartition
 from kafkette.server.share.sessions import FINAL_EPOCH
-from kafkette.server.share.state import Acknowledgement
+from kafkette.server.share.state import Acknowledgement, AcquiredRecords
 
 if TYPE_CHECKING:
+    from kafkette.backends.log import Log
     from kafkette.server.broker import Broker
+
+READ_CHUNK = 1 << 20
+"""The most bytes read from a log at a time: a fetch acquires at most ``max_records``,
+so reading up to its ``max_bytes`` (50 MiB from librdkafka) would mostly be thrown away."""
+
+RECORD_LIMIT = 1
+"""ShareAcquireMode record-limit (v2): ``max_records`` is a hard limit."""
 
 DEFAULT_MAX_RECORDS = 500
 """Records acquired per request when it asks for 0 (Kafka's ``max.poll.records``)."""
@@ -111,12 +122,21 @@ async def handle_share_fetch(
         return _response(answers, lock_ms)
     reading = list(session.partitions)
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
+    record_limit = ctx.api_version >= 2 and request.share_acquire_mode == RECORD_LIMIT
     max_wait = max(request.max_wait_ms, 0)
     deadline = broker.now_ms() + max_wait
     real_deadline = anyio.current_time() + max_wait / 1000.0
     while True:
         size, failed = read_partitions(
-            broker, ctx, group_id, member_id, reading, request.max_bytes, max_records, answers
+            broker,
+            ctx,
+            group_id,
+            member_id,
+            reading,
+            request.max_bytes,
+            max_records,
+            answers,
+            record_limit=record_limit,
         )
         if max_wait == 0 or failed or acks or size >= max(request.min_bytes, 1):
             break
@@ -164,6 +184,8 @@ def read_partitions(
     max_bytes: int,
     max_records: int,
     answers: dict[TopicPartition, PartitionData],
+    *,
+    record_limit: bool = False,
 ) -> tuple[int, bool]:
     """One pass over the session's partitions, acquiring what they have into
     ``answers``: the record bytes returned and whether a partition failed."""
@@ -196,11 +218,18 @@ def read_partitions(
         share = coordinator.share_partition(group_id, tp[0], tp[1], log.log_start_offset, upper)
         if not share.has_acquirable(upper):
             continue
-        offset = max(share.next_fetch_offset(), log.log_start_offset)
-        if offset >= upper:
-            continue
         try:
-            data = log.read(offset, budget - total, upper).to_bytes()
+            data, acquired = _acquire_from_log(
+                broker,
+                share,
+                group_id,
+                member_id,
+                log,
+                upper,
+                budget - total,
+                max_records,
+                record_limit=record_limit,
+            )
         except (ApiError, OSError, EOFError) as exc:
             if not isinstance(exc, ApiError):
                 exc = KafkaStorageError(str(exc))
@@ -208,22 +237,6 @@ def read_partitions(
             answers[tp] = answer
             failed = True
             continue
-        if not data:
-            continue
-        first, last, control = _span(data)
-        if first < 0:
-            continue
-        # Control batches are archived as they are reached, never delivered.
-        acquired = coordinator.acquire(
-            share,
-            group_id,
-            member_id,
-            first,
-            last,
-            max_records=max_records,
-            fetch_offset=offset,
-            aborted=control,
-        )
         if not acquired:
             continue
         max_records -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
@@ -234,27 +247,117 @@ def read_partitions(
     return total, failed
 
 
+def _acquire_from_log(
+    broker: Broker,
+    share: SharePartition,
+    group_id: str,
+    member_id: str,
+    log: Log,
+    upper: int,
+    budget: int,
+    max_records: int,
+    *,
+    record_limit: bool,
+) -> tuple[bytes, list[AcquiredRecords]]:
+    """Read the log from the share partition's next acquirable offset in chunks of at
+    most ``READ_CHUNK`` bytes, acquiring what each chunk holds, until ``max_records``
+    are acquired, ``budget`` bytes are kept or a chunk gives nothing more. Of each
+    chunk only the stored batches from the first to the last acquired record are kept
+    (as Kafka slices a share fetch's records to its acquired batches).
+
+    ``max_records`` is exact with ``record_limit`` (ShareAcquireMode 1, record-limit);
+    else (0, batch-optimized: v1's only mode) the stored batch holding the last record
+    is acquired whole, so more may be acquired, as the field's definition allows
+    ("This limit can be exceeded for alignment of batch boundaries")."""
+    parts: list[bytes] = []
+    acquired: list[AcquiredRecords] = []
+    kept = 0
+    offset = max(share.next_fetch_offset(), log.log_start_offset)
+    while offset < upper and max_records > 0 and kept < budget:
+        chunk = log.read(offset, max(min(budget - kept, READ_CHUNK), 1), upper)
+        if chunk is None or not chunk:
+            break
+        data = chunk.to_bytes()
+        batches, control = _batches(data)
+        if not batches:
+            break
+        first, last = batches[0][0], batches[-1][1]
+        # Control batches are archived as they are reached, never delivered.
+        got = broker.share_groups.acquire(
+            share,
+            group_id,
+            member_id,
+            first,
+            last,
+            max_records=max_records,
+            fetch_offset=offset,
+            aborted=control,
+        )
+        if not got:
+            break
+        low, high = got[0].first_offset, got[-1].last_offset
+        batch_end = next(last_of for _, last_of, _, _ in batches if last_of >= high)
+        if not record_limit and batch_end > high:
+            # Batch-optimized: the rest of the stored batch too, past max_records.
+            got += broker.share_groups.acquire(
+                share,
+                group_id,
+                member_id,
+                high + 1,
+                batch_end,
+                max_records=batch_end - high,
+                fetch_offset=high + 1,
+                aborted=control,
+            )
+            high = got[-1].last_offset
+        begin = next(start for _, last_of, start, _ in batches if last_of >= low)
+        end = next(stop for base, last_of, _, stop in batches if last_of >= high)
+        parts.append(data[begin:end])
+        kept += end - begin
+        acquired += got
+        max_records -= sum(r.last_offset - r.first_offset + 1 for r in got)
+        if high < last:  # stopped inside the chunk: no more to take now
+            break
+        offset = last + 1
+    return b"".join(parts) if len(parts) != 1 else parts[0], _joined(acquired)
+
+
+def _joined(ranges: list[AcquiredRecords]) -> list[AcquiredRecords]:
+    """Neighbouring ranges with one delivery count as one."""
+    out: list[AcquiredRecords] = []
+    for r in ranges:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.last_offset + 1 == r.first_offset
+            and last.delivery_count == r.delivery_count
+        ):
+            out[-1] = AcquiredRecords(last.first_offset, r.last_offset, r.delivery_count)
+        else:
+            out.append(r)
+    return out
+
+
 def _empty(index: int) -> PartitionData:
     return PartitionData(partition_index=index, records=EMPTY)
 
 
-def _span(data: bytes) -> tuple[int, int, list[tuple[int, int]]]:
-    """The first and last offsets of the whole batches in ``data``, and the offset
-    ranges of its control batches (transaction markers: no record to deliver)."""
-    first = last = -1
+def _batches(data: bytes) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
+    """The whole batches in ``data`` as (base offset, last offset, start, end
+    position), and the offset ranges of its control batches (transaction markers:
+    no record to deliver)."""
+    batches: list[tuple[int, int, int, int]] = []
     control: list[tuple[int, int]] = []
     pos = 0
     while pos + RECORD_BATCH_OVERHEAD <= len(data):
         header = BatchHeader.parse(data, pos)
         if pos + header.size > len(data):
             break
-        if first < 0:
-            first = header.base_offset
-        last = header.last_offset
+        batches.append((header.base_offset, header.last_offset, pos, pos + header.size))
         if header.is_control:
             control.append((header.base_offset, header.last_offset))
         pos += header.size
-    return first, last, control
+    return batches, control
 
 
 def _response(answers: dict[TopicPartition, PartitionData], lock_ms: int) -> ShareFetchResponse:

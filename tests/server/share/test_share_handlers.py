@@ -70,7 +70,12 @@ class Member:
         return [p for tp in response.assignment.topic_partitions for p in tp.partitions]
 
     async def fetch(
-        self, acks: list[tuple[int, int, int]] | None = None, max_wait_ms: int = 0
+        self,
+        acks: list[tuple[int, int, int]] | None = None,
+        max_wait_ms: int = 0,
+        *,
+        max_records: int = 100,
+        acquire_mode: int = 0,
     ) -> ShareFetchResponse:
         batches = [AcknowledgementBatch(f, last, [t]) for f, last, t in acks or []]
         response: ShareFetchResponse = await call(
@@ -81,7 +86,8 @@ class Member:
                 share_session_epoch=self.epoch,
                 max_wait_ms=max_wait_ms,
                 min_bytes=1,
-                max_records=100,
+                max_records=max_records,
+                share_acquire_mode=acquire_mode,
                 topics=[FetchTopic(self.topic_id, [FetchPartition(0, 0, batches)])],
             ),
             VERSION,
@@ -429,3 +435,29 @@ async def test_a_group_id_held_by_a_consumer_group_is_not_a_share_group() -> Non
         "Group taken is not a share group.",
     )
     assert broker.share_groups.groups == {}
+
+
+async def test_max_records_aligns_to_stored_batches_unless_record_limit() -> None:
+    """Batch-optimized (mode 0) acquires the stored batch holding the last record whole,
+    past max_records; record-limit (mode 1) stops at max_records. Either way the response
+    carries only the stored batches from the first to the last acquired record."""
+    broker, _, topic_id = setup()
+    member = Member(broker, topic_id)
+    await member.join()
+    await member.fetch()
+    await produce_values(broker, b"a", b"b", b"c")
+    await produce_values(broker, b"d", b"e")
+    await produce_values(broker, b"f")
+    whole = await member.fetch(max_records=2)
+    assert acquired(whole) == [AcquiredRecords(0, 2, 1)]
+    (part,) = [p for t in whole.responses for p in t.partitions]
+    assert [r.value for r in records_of(part.records)] == [b"a", b"b", b"c"]
+    exact = await member.fetch(max_records=1, acquire_mode=1)
+    assert acquired(exact) == [AcquiredRecords(3, 3, 1)]
+    (part,) = [p for t in exact.responses for p in t.partitions]
+    assert [r.value for r in records_of(part.records)] == [b"d", b"e"]
+    assert values(exact) == [b"d"]
+    rest = await member.fetch(max_records=500)
+    assert acquired(rest) == [AcquiredRecords(4, 5, 1)]
+    (part,) = [p for t in rest.responses for p in t.partitions]
+    assert [r.value for r in records_of(part.records)] == [b"d", b"e", b"f"]

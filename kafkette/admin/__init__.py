@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, records, offsets, consumer groups,
+"""The admin client: topics, partitions, configs, records, offsets, consumer and share groups,
 transactions, SCRAM users and ACLs (whose types are in :mod:`kafkette.acl`)."""
 
 from kafkette.admin.client import AsyncAdminClient
@@ -8,6 +8,13 @@ from kafkette.admin.scram import (
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
+)
+from kafkette.admin.share_types import (
+    GroupListing,
+    GroupListings,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
 )
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.txn_types import (
@@ -59,6 +66,8 @@ __all__ = [
     "ConsumerGroupListing",
     "ConsumerGroupListings",
     "CreatedTopic",
+    "GroupListing",
+    "GroupListings",
     "GroupState",
     "GroupType",
     "ListOffsetsResultInfo",
@@ -75,6 +84,9 @@ __all__ = [
     "Results",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
     "TopicDescription",
     "TransactionDescription",
     "TransactionListing",

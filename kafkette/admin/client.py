@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 import anyio
 
 from kafkette.admin.acls import AclOperations
-from kafkette.admin.groups import GroupOperations
 from kafkette.admin.scram import ScramOperations
+from kafkette.admin.share_groups import ShareGroupOperations
 from kafkette.admin.transactions import TransactionOperations
 from kafkette.admin.types import (
     AlterConfigOp,
@@ -114,8 +114,8 @@ def _error(code: int, message: str | None = None) -> ApiError:
     return make_error(code, message)
 
 
-class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, GroupOperations):
-    """Manage topics, partitions, configs, records and consumer groups of a Kafka cluster.
+class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, ShareGroupOperations):
+    """Manage topics, partitions, configs, records, consumer and share groups of a Kafka cluster.
 
     ``AsyncAdminClient(bootstrap_servers="localhost:9092")``; settings in
     Kafka's or Python's spelling (see :class:`~kafkette.client.config.AdminConfig`).

@@ -9,6 +9,11 @@ from typing import Any
 from kafkette.acl import AclBinding, AclBindingFilter
 from kafkette.admin.client import AsyncAdminClient
 from kafkette.admin.scram import UserScramCredentialAlteration, UserScramCredentialsDescription
+from kafkette.admin.share_types import (
+    GroupListings,
+    ShareGroupDescription,
+    SharePartitionOffsetInfo,
+)
 from kafkette.admin.txn_types import (
     AbortTransactionSpec,
     ProducerState,
@@ -283,6 +288,95 @@ class AdminClient:
             lambda: self._async.delete_consumer_group_offsets(
                 group_id, wanted, timeout_ms=timeout_ms
             )
+        )
+
+    # ---- groups of every type, share groups
+
+    def list_groups(
+        self,
+        *,
+        states: Iterable[GroupState | str] | None = None,
+        types: Iterable[GroupType | str] | None = None,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> GroupListings:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = None if states is None else list(states)
+        kinds = None if types is None else list(types)
+        return self._loop.call(
+            lambda: self._async.list_groups(states=wanted, types=kinds, timeout_ms=timeout_ms)
+        )
+
+    def describe_share_groups(
+        self,
+        group_ids: Iterable[str],
+        *,
+        include_authorized_operations: bool = False,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[str, ShareGroupDescription]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(group_ids)
+        return self._loop.call(
+            lambda: self._async.describe_share_groups(
+                wanted,
+                include_authorized_operations=include_authorized_operations,
+                timeout_ms=timeout_ms,
+            )
+        )
+
+    def delete_share_groups(
+        self,
+        group_ids: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[str, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(group_ids)
+        return self._loop.call(
+            lambda: self._async.delete_share_groups(wanted, timeout_ms=timeout_ms)
+        )
+
+    def list_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[TopicPartition, SharePartitionOffsetInfo | None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = None if partitions is None else list(partitions)
+        return self._loop.call(
+            lambda: self._async.list_share_group_offsets(group_id, wanted, timeout_ms=timeout_ms)
+        )
+
+    def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[TopicPartition, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        return self._loop.call(
+            lambda: self._async.alter_share_group_offsets(group_id, offsets, timeout_ms=timeout_ms)
+        )
+
+    def delete_share_group_offsets(
+        self,
+        group_id: str,
+        topics: Iterable[str],
+        *,
+        timeout_ms: float | None = None,
+        timeout: float | None = None,
+    ) -> Results[str, None]:
+        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        wanted = list(topics)
+        return self._loop.call(
+            lambda: self._async.delete_share_group_offsets(group_id, wanted, timeout_ms=timeout_ms)
         )
 
     # ---- transactions

@@ -70,6 +70,7 @@ logger = logging.getLogger("kafkette.server.fetch")
 
 READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
+CURRENT_LEADER_VERSION = 12
 NODE_ENDPOINTS_VERSION = 16
 EMPTY = b""
 UNKNOWN_PARTITION = UnknownTopicOrPartitionError()
@@ -146,7 +147,8 @@ def read_partitions(
                 if leader >= 0:
                     leaders.add(leader)
                 moved = _error(index, NotLeaderOrFollowerError())
-                moved.current_leader = LeaderIdAndEpoch(leader, partition.leader_epoch)
+                if version >= CURRENT_LEADER_VERSION:  # an older answer cannot carry it
+                    moved.current_leader = LeaderIdAndEpoch(leader, partition.leader_epoch)
                 partitions.append(moved)
                 failed = True
                 continue

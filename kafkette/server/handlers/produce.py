@@ -140,7 +140,7 @@ async def handle_produce(
                 results.append(_error(index, error))
                 continue
             if node is not None and not nodes.leads(node, partitions[index]):
-                results.append(_not_leader(index, nodes, partitions[index], leaders))
+                results.append(_not_leader(index, nodes, partitions[index], leaders, version))
                 continue
             if acks == -1 and node is not None:  # min.insync.replicas against the ISR
                 short = nodes.not_enough_replicas(partitions[index])
@@ -174,6 +174,7 @@ async def handle_produce(
     return response
 
 
+CURRENT_LEADER_VERSION = 10
 TRANSACTIONAL_ATTRIBUTE = 0x10
 ATTRIBUTES_AT = 21
 """Where a v2 batch's int16 attributes sit (after offset, length, leader epoch,
@@ -198,18 +199,19 @@ def _transactional_write_allowed(ctx: RequestContext, request: ProduceRequest) -
 
 
 def _not_leader(
-    index: int, nodes: NodeTable, partition: Partition, leaders: set[int]
+    index: int, nodes: NodeTable, partition: Partition, leaders: set[int], version: int
 ) -> PartitionProduceResponse:
-    """NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), which joins ``leaders``."""
-    leader = nodes.leader(partition)
-    if leader >= 0:
-        leaders.add(leader)
-    return PartitionProduceResponse(
-        index=index,
-        error_code=NotLeaderOrFollowerError.code,
-        base_offset=-1,
-        current_leader=LeaderIdAndEpoch(leader, partition.leader_epoch),
+    """NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951, from version 10 on), which
+    joins ``leaders``."""
+    answer = PartitionProduceResponse(
+        index=index, error_code=NotLeaderOrFollowerError.code, base_offset=-1
     )
+    if version >= CURRENT_LEADER_VERSION:  # an older answer cannot carry it
+        leader = nodes.leader(partition)
+        if leader >= 0:
+            leaders.add(leader)
+        answer.current_leader = LeaderIdAndEpoch(leader, partition.leader_epoch)
+    return answer
 
 
 def produce_to(

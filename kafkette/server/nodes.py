@@ -411,6 +411,8 @@ class NodeTable:
                     continue  # Kafka waits for the last in-sync replica (no unclean election)
                 partition.leader_id = node
                 partition.leader_epoch += 1
+                # The running followers catch up with the new leader.
+                isr.extend(n for n in replicas if n not in isr and n not in self.stopped)
             elif node in replicas and node not in isr:
                 isr.append(node)
         for key, owner in self._coordinators.items():

@@ -4,9 +4,11 @@
  * its partition's open batch.
  *
  * FutureState is the base of RecordFuture: the record's BatchResult, its offset
- * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the encoded records of an open batch,
- * its first and highest timestamps, its size, the buffer memory it holds,
- * whether it is full, and its BatchResult. AccumulatorState is the base of
+ * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the buffer
+ * an open batch's records are encoded into (one bytearray, the batch header's bytes reserved
+ * at its front, so that closing the batch writes the header and one CRC over it and nothing
+ * per record is left to free or join), the count of its records, its first and highest
+ * timestamps, its size, the buffer memory it holds, whether it is full, and its BatchResult. AccumulatorState is the base of
  * RecordAccumulator: its lock, the queues of batches per partition, the bytes of
  * buffer.memory in use, the limits, whether it is closed and whether the sender
  * has a wake-up pending. Both keep these fields in their C structs, typed (an
@@ -18,8 +20,8 @@
  * AccumulatorState.append_open(topic, partition, timestamp, key, value) does
  * what RecordAccumulator.append_plain does when the partition's last batch is
  * open and has room: under the lock it checks buffer.memory, encodes the record
- * into the batch (with the record encoder given to bind(),
- * kafkette.protocol.records' C encode_record), updates the batch's size and
+ * at the end of the batch's buffer (as kafkette.protocol.records' encode_record
+ * writes a record without headers, byte for byte), updates the batch's size and
  * timestamps and the accounting, and returns the record's RecordFuture. In
  * every other case (no open batch, no room, the producer closed, a key or
  * value that is not bytes) it changes nothing and returns None, for the Python
@@ -38,9 +40,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 #include <time.h>
 
 #define RECORD_OVERHEAD 21
+#define BATCH_OVERHEAD 61
 
 /* ---- int fields: a getter and setter over the long long at offset `closure` (the
  * setter checks the value before it writes, which T_LONGLONG members do not) */
@@ -73,8 +77,9 @@ set_ll(PyObject *self, PyObject *value, void *closure)
 
 typedef struct {
     PyObject_HEAD
-    PyObject *records; /* list of encoded records; None once built */
-    PyObject *result;  /* BatchResult */
+    PyObject *buffer; /* bytearray: the header's bytes reserved, then the records; None once built */
+    PyObject *result; /* BatchResult */
+    long long count;  /* records in the buffer */
     long long base_timestamp;
     long long max_timestamp;
     long long size;     /* bytes of the batch if built now, before compression */
@@ -85,7 +90,7 @@ typedef struct {
 static int
 batch_traverse(BatchState *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->records);
+    Py_VISIT(self->buffer);
     Py_VISIT(self->result);
     return 0;
 }
@@ -93,7 +98,7 @@ batch_traverse(BatchState *self, visitproc visit, void *arg)
 static int
 batch_clear(BatchState *self)
 {
-    Py_CLEAR(self->records);
+    Py_CLEAR(self->buffer);
     Py_CLEAR(self->result);
     return 0;
 }
@@ -107,14 +112,16 @@ batch_dealloc(BatchState *self)
 }
 
 static PyMemberDef batch_members[] = {
-    {"records", T_OBJECT, offsetof(BatchState, records), 0,
-     "The encoded records (offset deltas 0, 1, ...), or None once built."},
+    {"buffer", T_OBJECT, offsetof(BatchState, buffer), 0,
+     "The batch's bytes as a bytearray: BATCH_OVERHEAD bytes reserved for the header, then\n"
+     "the encoded records (offset deltas 0, 1, ...); None once built."},
     {"result", T_OBJECT, offsetof(BatchState, result), 0, "The batch's BatchResult."},
     {"full", T_BOOL, offsetof(BatchState, full), 0, "Whether no record may be added."},
     {NULL},
 };
 
 static PyGetSetDef batch_getset[] = {
+    INT_FIELD("count", BatchState, count, "Records in the batch."),
     INT_FIELD("base_timestamp", BatchState, base_timestamp,
               "The first record's timestamp (the records' deltas are from it)."),
     INT_FIELD("max_timestamp", BatchState, max_timestamp, "The highest timestamp of the records."),
@@ -220,7 +227,7 @@ typedef struct {
     char wake_pending;
 } AccumulatorState;
 
-static PyObject *encode_record, *future_type;
+static PyObject *future_type;
 static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain,
     *str_routes;
 
@@ -271,6 +278,41 @@ field_length(PyObject *field)
     return -1;
 }
 
+/* A zig-zag varint, as Kafka's varlong; its length (at most 10). */
+static inline Py_ssize_t
+write_varint(unsigned char *out, long long value)
+{
+    uint64_t z = ((uint64_t)value << 1) ^ (value < 0 ? UINT64_MAX : 0);
+    Py_ssize_t n = 0;
+    while (z >= 0x80) {
+        out[n++] = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    out[n++] = (unsigned char)z;
+    return n;
+}
+
+/* Make `buffer` (a bytearray) `size` bytes long, keeping its bytes. Its allocation at
+ * least doubles when it grows, up to `cap` (the batch's bound), so that a batch of n
+ * records is reallocated O(log n) times, not bytearray's 1/8 at a time. */
+static int
+grow_buffer(PyObject *buffer, Py_ssize_t size, Py_ssize_t cap)
+{
+    Py_ssize_t alloc = ((PyByteArrayObject *)buffer)->ob_alloc;
+    if (size + 1 > alloc) {
+        Py_ssize_t target = alloc < PY_SSIZE_T_MAX / 2 ? 2 * alloc : size;
+        if (target > cap)
+            target = cap;
+        if (target < size)
+            target = size;
+        /* growing to `target` allocates exactly target + 1; going back to `size` (at
+         * least half of it) then keeps that allocation */
+        if (target > size && PyByteArray_Resize(buffer, target) < 0)
+            return -1;
+    }
+    return PyByteArray_Resize(buffer, size);
+}
+
 /* Under the lock: add the record to the open batch. 1 when added (with *batch_out
  * and *future_out set), 0 when the Python path must take it, -1 on an error. */
 static int
@@ -301,47 +343,64 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         return 0;
     }
     BatchState *batch = (BatchState *)last;
-    PyObject *records = batch->records;
-    if (batch->full || records == NULL || !PyList_CheckExact(records)
-        || batch->size + size > acc->batch_size) {
+    PyObject *buffer = batch->buffer;
+    if (batch->full || buffer == NULL || !PyByteArray_CheckExact(buffer)
+        || batch->size + size > acc->batch_size || batch->count >= INT32_MAX) {
         Py_DECREF(last); /* the Python path closes this batch and opens the next */
         return 0;
     }
-    Py_ssize_t delta = PyList_GET_SIZE(records);
-    PyObject *args[4];
-    args[0] = PyLong_FromLongLong(ts - batch->base_timestamp);
-    args[1] = PyLong_FromSsize_t(delta);
-    if (args[0] == NULL || args[1] == NULL) {
-        Py_XDECREF(args[0]);
-        Py_XDECREF(args[1]);
+    long long delta = batch->count;
+    /* the record as encode_record writes it: length, attributes, timestamp and offset
+     * deltas, key, value, no headers (ts and the base are both in 0..2**63-1) */
+    Py_ssize_t key_size = key == Py_None ? 0 : PyBytes_GET_SIZE(key);
+    Py_ssize_t value_size = value == Py_None ? 0 : PyBytes_GET_SIZE(value);
+    unsigned char head[1 + 3 * 10], value_length[10], length[10];
+    Py_ssize_t head_size = 1;
+    head[0] = 0;
+    head_size += write_varint(head + head_size, ts - batch->base_timestamp);
+    head_size += write_varint(head + head_size, delta);
+    head_size += write_varint(head + head_size, key == Py_None ? -1 : (long long)key_size);
+    Py_ssize_t value_length_size =
+        write_varint(value_length, value == Py_None ? -1 : (long long)value_size);
+    Py_ssize_t body_size = head_size + key_size + value_length_size + value_size + 1;
+    Py_ssize_t length_size = write_varint(length, body_size);
+    Py_ssize_t raw_size = length_size + body_size;
+    Py_ssize_t end = PyByteArray_GET_SIZE(buffer);
+    if (grow_buffer(buffer, end + raw_size, (Py_ssize_t)acc->batch_size) < 0) {
         Py_DECREF(last);
         return -1;
     }
-    args[2] = key;
-    args[3] = value;
-    PyObject *raw = PyObject_Vectorcall(encode_record, args, 4, NULL);
-    Py_DECREF(args[0]);
-    if (raw == NULL || !PyBytes_CheckExact(raw)) { /* None: what only the Python encoder takes */
-        Py_DECREF(args[1]);
-        Py_XDECREF(raw);
-        Py_DECREF(last);
-        return raw == NULL ? -1 : 0;
-    }
+    PyObject *index = PyLong_FromLongLong(delta);
     PyTypeObject *type = (PyTypeObject *)future_type;
-    FutureState *future = (FutureState *)type->tp_alloc(type, 0);
-    if (future == NULL || PyList_Append(records, raw) < 0) {
-        Py_DECREF(args[1]);
-        Py_DECREF(raw);
-        Py_XDECREF(future);
+    FutureState *future = index == NULL ? NULL : (FutureState *)type->tp_alloc(type, 0);
+    if (future == NULL) {
+        Py_XDECREF(index);
+        PyByteArray_Resize(buffer, end); /* shrinking: cannot fail */
         Py_DECREF(last);
         return -1;
     }
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buffer) + end;
+    memcpy(out, length, length_size);
+    out += length_size;
+    memcpy(out, head, head_size);
+    out += head_size;
+    if (key_size > 0) {
+        memcpy(out, PyBytes_AS_STRING(key), key_size);
+        out += key_size;
+    }
+    memcpy(out, value_length, value_length_size);
+    out += value_length_size;
+    if (value_size > 0) {
+        memcpy(out, PyBytes_AS_STRING(value), value_size);
+        out += value_size;
+    }
+    *out = 0; /* no headers */
     future->batch = Py_NewRef(batch->result != NULL ? batch->result : Py_None);
-    future->index = args[1]; /* the reference made above */
+    future->index = index;
     future->timestamp = Py_NewRef(timestamp);
     /* from here on the record is in the batch: only the accounting follows */
-    batch->size += PyBytes_GET_SIZE(raw);
-    Py_DECREF(raw);
+    batch->count = delta + 1;
+    batch->size += raw_size;
     if (ts > batch->max_timestamp)
         batch->max_timestamp = ts;
     batch->reserved += size;
@@ -364,7 +423,7 @@ static PyObject *
 add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
                   PyObject *timestamp, PyObject *key, PyObject *value)
 {
-    if (encode_record == NULL || future_type == NULL) {
+    if (future_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "append_open: bind() was not called");
         return NULL;
     }
@@ -765,19 +824,13 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-bind(PyObject *Py_UNUSED(module), PyObject *args)
+bind(PyObject *Py_UNUSED(module), PyObject *future)
 {
-    PyObject *future, *encoder;
-    if (!PyArg_ParseTuple(args, "O!O:bind", &PyType_Type, &future, &encoder))
-        return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)future, &FutureStateType)) {
+    if (!PyType_Check(future) || !PyType_IsSubtype((PyTypeObject *)future, &FutureStateType)) {
         PyErr_SetString(PyExc_TypeError, "bind: the future class must derive from FutureState");
         return NULL;
     }
-    Py_INCREF(future);
-    Py_INCREF(encoder);
-    Py_XSETREF(future_type, future);
-    Py_XSETREF(encode_record, encoder);
+    Py_XSETREF(future_type, Py_NewRef(future));
     Py_RETURN_NONE;
 }
 
@@ -787,11 +840,10 @@ static PyMethodDef accumulate_methods[] = {
      "--\n\n"
      "core.routes.send(topic, value, key, timestamp): the record's RecordFuture, or None\n"
      "when the send must go the general way."},
-    {"bind", bind, METH_VARARGS,
-     "bind(RecordFuture, encode_record)\n"
+    {"bind", bind, METH_O,
+     "bind(RecordFuture)\n"
      "--\n\n"
-     "The future class append_open makes (a subclass of FutureState) and the encoder of\n"
-     "a record without headers."},
+     "The future class append_open makes (a subclass of FutureState)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,5 @@
 """Types of the optional C accelerator (see _accumulate.c)."""
 
-from collections.abc import Callable
 from typing import Any
 
 from kafkette.producer import append_state
@@ -25,5 +24,5 @@ class RouteState(append_state.RouteState):
 def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
     """``core.routes.send(topic, value, key, timestamp)``: the record's RecordFuture, or None."""
 
-def bind(future: type, encode_record: Callable[..., Any], /) -> None:
-    """The future class ``append_open`` makes and the record encoder it uses."""
+def bind(future: type, /) -> None:
+    """The future class ``append_open`` makes."""

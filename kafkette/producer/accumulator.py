@@ -39,8 +39,12 @@ from kafkette.errors import (
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.producer.speedups import AccumulatorState, BatchState
-from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, RecordBatchBuilder, speedups
-from kafkette.protocol.records.default_records import encode_record
+from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, speedups
+from kafkette.protocol.records.default_records import (
+    RESERVED_HEADER,
+    build_reserved,
+    encode_record,
+)
 
 PartitionKey = tuple[str, int]
 """(topic, partition): how the producer keys its queues and sequences (not the public
@@ -49,7 +53,8 @@ Waiter = Callable[[threading.Condition, float], object]
 
 RECORD_OVERHEAD = 21
 """Upper bound of a record's framing in a batch (length, attributes, deltas, lengths)."""
-BATCH_OVERHEAD = 61
+BATCH_OVERHEAD = RESERVED_HEADER
+"""A batch's header: its buffer keeps these bytes at its front until it is built."""
 RESUME_SHARE = 8
 """An append waiting for ``buffer.memory`` is woken once 1/8 of it (at least a batch) is free."""
 
@@ -78,17 +83,19 @@ class BufferFull(Exception):
 class ProducerBatch(BatchState):
     """Records for one partition, sent and acknowledged together.
 
-    While open, the batch holds its records encoded (``records``, as
+    While open, the batch holds its records encoded in one buffer (``buffer``,
+    :data:`BATCH_OVERHEAD` bytes kept for the header, then the records as
     :func:`~kafkette.protocol.records.default_records.encode_record` writes
-    them, offset deltas 0, 1, ...) with their first and highest timestamps;
-    :meth:`build` makes the batch's bytes once, when it is drained. The fields
-    the C append works on are its base's (:class:`BatchState`).
+    them, offset deltas 0, 1, ...) with their count and first and highest
+    timestamps; :meth:`build` writes the header and CRC into that buffer once,
+    when the batch is drained (or compresses it into a new one), so a sent
+    batch is one buffer and no record leaves an object behind. The fields the
+    C append works on are its base's (:class:`BatchState`).
     """
 
     __slots__ = (
         "attempts",
         "base_sequence",
-        "built_count",
         "compression",
         "created_ms",
         "data",
@@ -110,9 +117,8 @@ class ProducerBatch(BatchState):
         self.tp: PartitionKey = (topic, partition)
         """(topic, partition), made once: the sender's per-request bookkeeping reads it."""
         self.compression = compression
-        self.records = []
-        self.built_count = 0
-        """Records in the batch once built (``records`` is None then)."""
+        self.buffer = bytearray(BATCH_OVERHEAD)
+        self.count = 0
         self.base_timestamp = first_timestamp
         self.max_timestamp = first_timestamp
         self.result = BatchResult(topic, partition)
@@ -131,8 +137,7 @@ class ProducerBatch(BatchState):
 
     @property
     def record_count(self) -> int:
-        records = self.records
-        return len(records) if records is not None else self.built_count
+        return self.count
 
     def add(
         self,
@@ -142,11 +147,12 @@ class ProducerBatch(BatchState):
         headers: Sequence[tuple[str, bytes | None]],
     ) -> int:
         """Encode and add a record; its offset delta."""
-        records = self.records
-        assert records is not None
-        delta = len(records)
+        buffer = self.buffer
+        assert buffer is not None
+        delta = self.count
         raw = encode_record(timestamp - self.base_timestamp, delta, key, value, headers)
-        records.append(raw)
+        buffer += raw
+        self.count = delta + 1
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
         self.size += len(raw)
@@ -155,9 +161,10 @@ class ProducerBatch(BatchState):
     def build(self) -> bytearray:
         """The batch's bytes (compressed); built once, on first call."""
         if self.data is None:
-            assert self.records is not None
-            builder = RecordBatchBuilder.from_encoded(
-                self.records,
+            assert self.buffer is not None
+            self.data = build_reserved(
+                self.buffer,
+                self.count,
                 self.base_timestamp,
                 self.max_timestamp,
                 compression=self.compression,
@@ -166,9 +173,7 @@ class ProducerBatch(BatchState):
                 base_sequence=self.base_sequence,
                 is_transactional=self.transactional,
             )
-            self.data = builder.build_mutable()
-            self.built_count = len(self.records)
-            self.records = None
+            self.buffer = None
         return self.data
 
     def __repr__(self) -> str:
@@ -314,14 +319,15 @@ class RecordAccumulator(AccumulatorState):
                 if size + BATCH_OVERHEAD > self._max_record:
                     return None
                 batch, opened = self._open_batch(topic, partition, timestamp, size)
-            records = batch.records
-            assert records is not None
-            delta = len(records)
+            buffer = batch.buffer
+            assert buffer is not None
+            delta = batch.count
             raw = encode(timestamp - batch.base_timestamp, delta, key, value)
             if raw is None:  # not bytes, or a timestamp delta past 64 bits
                 self._drop_if_empty(batch)
                 return None
-            records.append(raw)
+            buffer += raw
+            batch.count = delta + 1
             if timestamp > batch.max_timestamp:
                 batch.max_timestamp = timestamp
             batch.size += len(raw)
@@ -355,7 +361,7 @@ class RecordAccumulator(AccumulatorState):
 
     def _drop_if_empty(self, batch: ProducerBatch) -> None:
         """Take back a batch just opened for a record that could not be added; under the lock."""
-        if batch.records:
+        if batch.count:
             return
         queue = self._queues[batch.tp]
         if queue and queue[-1] is batch:
@@ -643,7 +649,7 @@ class RecordAccumulator(AccumulatorState):
 
 
 if producer_speedups.bind is not None and _encode_plain is not None:
-    producer_speedups.bind(RecordFuture, _encode_plain)
+    producer_speedups.bind(RecordFuture)
 append_open = producer_speedups.append_open
 """The C :meth:`RecordAccumulator.append_plain` for a partition's open batch with room
 (None without the extension): the record's future, or None when that method must take it."""

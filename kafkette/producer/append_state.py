@@ -48,10 +48,22 @@ class FutureState:
 class BatchState:
     """An open batch's records and counters."""
 
-    __slots__ = ("base_timestamp", "full", "max_timestamp", "records", "reserved", "result", "size")
+    __slots__ = (
+        "base_timestamp",
+        "buffer",
+        "count",
+        "full",
+        "max_timestamp",
+        "reserved",
+        "result",
+        "size",
+    )
 
-    records: list[bytes] | None
-    """The encoded records (offset deltas 0, 1, ...), or None once built."""
+    buffer: bytearray | None
+    """The batch's bytes: ``BATCH_OVERHEAD`` bytes reserved for the header, then the
+    encoded records (offset deltas 0, 1, ...); None once built."""
+    count: int
+    """Records in the batch."""
     result: BatchResult
     """The batch's BatchResult."""
     base_timestamp: int

@@ -59,9 +59,8 @@ send_plain: SendPlain | None = None if _module is None else _module.send_plain
 """``(core, topic, value, key, timestamp)``: ``core.routes.send(topic, value, key,
 timestamp)`` in one C call."""
 
-bind: Callable[[type, Callable[..., Any]], None] | None = None if _module is None else _module.bind
-"""``(RecordFuture, encode_record)``: the future class ``append_open`` makes (a
-subclass of ``FutureState``) and the record encoder it uses."""
+bind: Callable[[type], None] | None = None if _module is None else _module.bind
+"""``(RecordFuture)``: the future class ``append_open`` makes (a subclass of ``FutureState``)."""
 
 EXTENSION_USED: bool = _module is not None
 """Whether the producer's append state and common append are in C."""

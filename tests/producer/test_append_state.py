@@ -137,7 +137,8 @@ def state(acc: Any) -> tuple[Any, ...]:
     batches = [
         (
             tp,
-            b.records if b.records is None else list(b.records),
+            None if b.buffer is None else bytes(b.buffer),
+            b.count,
             b.base_timestamp,
             b.max_timestamp,
             b.size,

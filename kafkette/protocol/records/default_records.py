@@ -59,7 +59,6 @@ _AFTER_CRC: Final = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _INT32_MAX: Final = 0x7FFFFFFF
 _BATCH_LENGTH: Final = struct.Struct(">i")
 _BATCH_LENGTH_OFFSET: Final = 8
-_NO_CRC: Final = bytes(4)
 _NULL: Final = b"\x01"  # varint -1: a null key, value or header value
 _TABLE_LIMIT: Final = len(ENCODED)
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
@@ -164,36 +163,6 @@ class RecordBatchBuilder:
         self._count = delta + 1
         return delta
 
-    @classmethod
-    def from_encoded(
-        cls,
-        records: list[bytes],
-        base_timestamp: int,
-        max_timestamp: int,
-        *,
-        compression: int = NO_COMPRESSION,
-        producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = NO_PRODUCER_EPOCH,
-        base_sequence: int = NO_SEQUENCE,
-        is_transactional: bool = False,
-    ) -> RecordBatchBuilder:
-        """A builder holding ``records`` as :func:`encode_record` wrote them, offset
-        deltas 0, 1, ... and timestamp deltas from ``base_timestamp`` (the first
-        record's timestamp). The list is taken, not copied."""
-        builder = cls(
-            compression=compression,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            is_transactional=is_transactional,
-        )
-        builder._parts = records
-        builder._count = len(records)
-        builder._size = -1  # counted when asked: a producer building at once does not ask
-        builder._base_timestamp = base_timestamp
-        builder._max_timestamp = max_timestamp
-        return builder
-
     def size_in_bytes(self) -> int:
         """Size of the batch if built now, before compression."""
         if self._size < 0:
@@ -213,35 +182,115 @@ class RecordBatchBuilder:
             except TypeError:
                 raise EncodeError("record keys, values and header values must be bytes") from None
             parts = [compress(self._compression, records)]
-        count = self._count
-        base_ts = self._base_timestamp if self._base_timestamp is not None else -1
         try:
-            after_crc = _AFTER_CRC.pack(
-                self._attributes,
-                count - 1,
-                base_ts,
-                self._max_timestamp,
-                self._producer_id,
-                self._producer_epoch,
-                self._base_sequence,
-                count,
-            )
-            prefix = _PREFIX.pack(self._base_offset, 0, self._partition_leader_epoch, 2)
-        except struct.error as exc:
-            raise EncodeError(f"record batch field out of range: {exc}") from None
-        try:
-            # header with a zero length and CRC, then the records: one copy of each part
-            batch = bytearray().join((prefix, _NO_CRC, after_crc, *parts))
+            # the header's bytes, written below, then the records: one copy of each part
+            batch = bytearray().join((_RESERVED, *parts))
         except TypeError:
             raise EncodeError("record keys, values and header values must be bytes") from None
-        batch_length = len(batch) - LOG_OVERHEAD
-        if batch_length > _INT32_MAX:
-            raise EncodeError(f"record batch of {batch_length} bytes is too large")
-        _BATCH_LENGTH.pack_into(batch, _BATCH_LENGTH_OFFSET, batch_length)
-        with memoryview(batch) as view:
-            crc = crc32c(view[ATTRIBUTES_OFFSET:])
-        _CRC.pack_into(batch, CRC_OFFSET, crc)
+        base_ts = self._base_timestamp if self._base_timestamp is not None else -1
+        _write_header(
+            batch,
+            self._attributes,
+            self._count,
+            base_ts,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            self._base_offset,
+            self._partition_leader_epoch,
+        )
         return batch
+
+
+RESERVED_HEADER: Final = RECORD_BATCH_OVERHEAD
+"""Bytes a buffer given to :func:`build_reserved` keeps for the batch header at its front."""
+_RESERVED: Final = bytes(RECORD_BATCH_OVERHEAD)
+
+
+def build_reserved(
+    buffer: bytearray,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: int = NO_COMPRESSION,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+) -> bytearray:
+    """A batch of ``count`` records written after :data:`RESERVED_HEADER` bytes of
+    ``buffer`` (as :func:`encode_record` writes them, offset deltas 0, 1, ... and
+    timestamp deltas from ``base_timestamp``), the bytes :meth:`RecordBatchBuilder.build_mutable`
+    makes of the same records.
+
+    Without compression the header and CRC are written into ``buffer`` itself,
+    which is returned: the records are not copied. With compression, a new
+    bytearray holds the header and the compressed records.
+    """
+    if compression not in CODEC_NAMES:
+        raise UnsupportedCompressionError(f"unknown compression codec {compression}")
+    if len(buffer) < RECORD_BATCH_OVERHEAD:
+        raise EncodeError(f"a batch buffer of {len(buffer)} bytes has no room for its header")
+    attributes = compression | (TRANSACTIONAL_MASK if is_transactional else 0)
+    batch = buffer
+    if compression != NO_COMPRESSION:
+        with memoryview(buffer) as view:
+            compressed = compress(compression, view[RECORD_BATCH_OVERHEAD:])
+        batch = bytearray().join((_RESERVED, compressed))
+    _write_header(
+        batch,
+        attributes,
+        count,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        0,
+        NO_PARTITION_LEADER_EPOCH,
+    )
+    return batch
+
+
+def _write_header(
+    batch: bytearray,
+    attributes: int,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+) -> None:
+    """Write the header (length, fields, CRC-32C of the rest) into the first
+    :data:`RESERVED_HEADER` bytes of ``batch``, the records being after them."""
+    try:
+        _PREFIX.pack_into(batch, 0, base_offset, 0, partition_leader_epoch, 2)
+        _AFTER_CRC.pack_into(
+            batch,
+            ATTRIBUTES_OFFSET,
+            attributes,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    except struct.error as exc:
+        raise EncodeError(f"record batch field out of range: {exc}") from None
+    batch_length = len(batch) - LOG_OVERHEAD
+    if batch_length > _INT32_MAX:
+        raise EncodeError(f"record batch of {batch_length} bytes is too large")
+    _BATCH_LENGTH.pack_into(batch, _BATCH_LENGTH_OFFSET, batch_length)
+    with memoryview(batch) as view:
+        crc = crc32c(view[ATTRIBUTES_OFFSET:])
+    _CRC.pack_into(batch, CRC_OFFSET, crc)
 
 
 def encode_record(

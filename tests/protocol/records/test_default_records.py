@@ -24,7 +24,7 @@ from kafkette.protocol.records import (
     record_runs,
 )
 from kafkette.protocol.records.batch_header import set_log_append_time
-from kafkette.protocol.records.default_records import encode_record
+from kafkette.protocol.records.default_records import RESERVED_HEADER, build_reserved, encode_record
 from kafkette.protocol.records.record_parser import parse_records
 from tests.protocol.records.strategies import Spec, record_specs, uniform_specs
 
@@ -322,31 +322,52 @@ def test_runs_with_headers_are_taken(varied: bool) -> None:
 @given(
     specs=record_specs(max_size=30),
     codec=st.sampled_from(CODECS),
-    more=st.lists(st.binary(max_size=40), max_size=3),
+    producer=st.tuples(
+        st.integers(-1, 2**63 - 1), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1)
+    ),
+    transactional=st.booleans(),
 )
-def test_from_encoded_builds_what_append_builds(
-    specs: list[Spec], codec: int, more: list[bytes]
+def test_build_reserved_builds_what_append_builds(
+    specs: list[Spec], codec: int, producer: tuple[int, int, int], transactional: bool
 ) -> None:
-    """A producer's records, encoded one by one, make the same batch and size;
-    appending more afterwards keeps both right."""
+    """A producer's records, encoded one by one after the header's reserved bytes,
+    make the batch that appending them to a builder makes (each codec, producer
+    fields and transactional flag); without compression in the buffer itself."""
     if not specs:
         return
     base = specs[0][0]
-    encoded = [
-        encode_record(ts - base, i, key, value, hdrs)
-        for i, (ts, key, value, hdrs) in enumerate(specs)
-    ]
-    from_parts = RecordBatchBuilder.from_encoded(
-        encoded, base, max(-1, *(ts for ts, *_ in specs)), compression=codec
+    buffer = bytearray(RESERVED_HEADER)
+    for i, (ts, key, value, hdrs) in enumerate(specs):
+        buffer += encode_record(ts - base, i, key, value, hdrs)
+    producer_id, epoch, sequence = producer
+    built = build_reserved(
+        buffer,
+        len(specs),
+        base,
+        max(-1, *(ts for ts, *_ in specs)),
+        compression=codec,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=transactional,
     )
-    appended = RecordBatchBuilder(compression=codec)
+    appended = RecordBatchBuilder(
+        compression=codec,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=transactional,
+    )
     for ts, key, value, hdrs in specs:
         appended.append(ts, key, value, hdrs)
-    for value in more:
-        from_parts.append(base, None, value)
-        appended.append(base, None, value)
-    assert from_parts.size_in_bytes() == appended.size_in_bytes()
-    mutable = from_parts.build_mutable()
-    assert type(mutable) is bytearray
-    assert bytes(mutable) == appended.build() == from_parts.build()
-    assert list(RecordBatch.from_buffer(mutable))[: len(specs)] == expected(specs)
+    assert type(built) is bytearray
+    assert bytes(built) == appended.build()
+    assert (built is buffer) == (codec == NO_COMPRESSION)
+    assert list(RecordBatch.from_buffer(built)) == expected(specs)
+
+
+def test_build_reserved_refuses_a_buffer_without_the_header_room() -> None:
+    with pytest.raises(EncodeError, match="no room for its header"):
+        build_reserved(bytearray(RESERVED_HEADER - 1), 0, 0, 0)
+    with pytest.raises(UnsupportedCompressionError):
+        build_reserved(bytearray(RESERVED_HEADER), 0, 0, 0, compression=9)

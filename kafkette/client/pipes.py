@@ -399,6 +399,7 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         self._on_drained: list[Callable[[], object]] = []
         self._corked: list[bytes | bytearray] | None = None
         self._received: memoryview | None = None  # what the transport reads into
+        self._direct = False  # get_buffer gave the wire's buffer of a large response
         self.failure: BaseException | None = None
         self.quiet = False
 
@@ -431,18 +432,32 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        # The rest of a large response (a fetch) goes straight into its own buffer: no
+        # copy, and one read takes all that has arrived (for the sync consumer's loop
+        # thread, each read is one more wait for the interpreter lock).
+        direct = self._wire.receive_buffer()
+        self._direct = direct is not None
+        if direct is not None:
+            return direct
         received = self._received
         if received is None:  # on the first read: a connection never read from needs none
             received = self._received = memoryview(bytearray(RECEIVE_SIZE))
         return received
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._direct:
+            self._deliver(lambda: self._wire.received(nbytes))
+            return
         assert self._received is not None
         self.data_received(self._received[:nbytes])  # the wire copies what it keeps
 
     def data_received(self, data: bytes | bytearray | memoryview) -> None:
+        self._deliver(lambda: self._wire.receive_data(data))
+
+    def _deliver(self, receive: Callable[[], list[tuple[int, Response | None]]]) -> None:
+        """Hand the responses ``receive()`` completes to their waiters and callbacks."""
         try:
-            responses = self._wire.receive_data(data)
+            responses = receive()
         except (DecodeError, ProtocolError) as exc:
             error = KafkaConnectionError(f"malformed response from {self._address}: {exc}")
             error.__cause__ = exc

@@ -88,6 +88,22 @@ class ClientWire:
         A response to a forgotten request is returned as ``(id, None)``.
         """
         self._decoder.feed(data)
+        return self._responses()
+
+    def receive_buffer(self) -> memoryview | None:
+        """Where to receive the rest of a large response straight into its own buffer
+        (see :meth:`FrameDecoder.receive_buffer
+        <kafkette.protocol.framing.FrameDecoder.receive_buffer>`), or None: then
+        receive anywhere and call :meth:`receive_data`."""
+        return self._decoder.receive_buffer()
+
+    def received(self, nbytes: int) -> list[tuple[int, Response | None]]:
+        """Count ``nbytes`` received into :meth:`receive_buffer`'s view; returns the
+        complete responses, as :meth:`receive_data` does."""
+        self._decoder.received(nbytes)
+        return self._responses()
+
+    def _responses(self) -> list[tuple[int, Response | None]]:
         results: list[tuple[int, Response | None]] = []
         while (frame := self._decoder.next_frame()) is not None:
             correlation_id = peek_correlation_id(frame)

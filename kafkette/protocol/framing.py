@@ -13,12 +13,28 @@ frame bodies out::
 and writes ``encode_frame(body)`` (or ``frame_parts(parts)`` with a vectored
 write) for the other direction.
 
+A caller that can receive into a buffer (``socket.recv_into``, asyncio's
+``BufferedProtocol``) may ask where the rest of a large frame goes: once its size
+is known, ``receive_buffer()`` gives a view of the frame's own buffer, the
+caller receives into it and reports the count with ``received(n)``; the frame is
+then handed out without being copied::
+
+    while True:
+        target = decoder.receive_buffer()
+        if target is not None:
+            decoder.received(sock.recv_into(target))
+        else:
+            decoder.feed(sock.recv(65536))
+        while (frame := decoder.next_frame()) is not None:
+            handle(frame)
+
 A peer controls the size prefix, so the decoder checks it before it buffers
 any of the body: as soon as four size bytes are known, a negative size raises
 ``InvalidLengthError`` and a size over the limit raises ``FrameTooLargeError``
 (an HTTP request's ``GET `` reads as 1,195,725,856 bytes, a TLS ClientHello's
 ``\\x16\\x03\\x01`` as more than 369 MB). Memory grows only with the bytes
-actually received, never with a declared size.
+actually received, never with a declared size, except that ``receive_buffer``
+reserves a frame of up to 16 MiB whole once it has begun to arrive.
 """
 
 from __future__ import annotations
@@ -48,6 +64,11 @@ _COMPACT_THRESHOLD = 64 * 1024
 _SPARE_MIN = 64 * 1024
 _SPARE_MAX = 16 * 1024 * 1024
 
+# Frames received into their own buffer (receive_buffer): from this size on (a smaller
+# one comes in one read anyway), up to the largest reserved before it has arrived.
+_DIRECT_MIN = _SPARE_MIN
+_DIRECT_MAX = _SPARE_MAX
+
 
 class FrameDecoder:
     """Reassembles frames from bytes received in chunks of any size.
@@ -67,6 +88,8 @@ class FrameDecoder:
 
     __slots__ = (
         "_buf",
+        "_direct",
+        "_direct_got",
         "_end",
         "_error",
         "_max_frame_size",
@@ -87,6 +110,10 @@ class FrameDecoder:
         self._error: FrameTooLargeError | InvalidLengthError | None = None
         self._spare_buffers = spare_buffers
         self._spares: list[bytearray] = []
+        # The frame at the front, received into its own buffer (receive_buffer): its size
+        # is _size, its bytes before _direct_got have arrived; _buf holds what follows it.
+        self._direct: bytearray | None = None
+        self._direct_got = 0
 
     @property
     def max_frame_size(self) -> int:
@@ -96,7 +123,10 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as part of a frame."""
-        return self._end - self._pos
+        pending = self._end - self._pos
+        if self._direct is not None:
+            pending += SIZE_PREFIX_LENGTH + self._direct_got
+        return pending
 
     @property
     def has_partial_frame(self) -> bool:
@@ -105,6 +135,8 @@ class FrameDecoder:
         After ``next_frame`` has returned None, this tells at end of stream
         whether the peer went away in the middle of a frame.
         """
+        if self._direct is not None:
+            return True  # its frame is handed out once complete, by next_frame
         available = self._end - self._pos
         if available == 0:
             return False
@@ -117,6 +149,16 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         size = _nbytes(data)
+        direct = self._direct
+        if direct is not None and size:
+            got = self._direct_got
+            take = min(size, self._size_of_direct() - got)
+            if take:
+                view = data if isinstance(data, memoryview) else memoryview(data)
+                direct[got : got + take] = view[:take]
+                self._direct_got = got + take
+                data = view[take:]
+                size -= take
         if size:
             buf = self._buf
             end = self._end
@@ -138,6 +180,17 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
+        direct = self._direct
+        if direct is not None:
+            whole = self._size_of_direct()
+            if self._direct_got < whole:
+                return None
+            self._direct = None
+            self._direct_got = 0
+            self._size = None
+            if self._spare_buffers:
+                self._keep(direct)
+            return memoryview(direct)[:whole]
         self._read_size()
         size = self._size
         if size is None:
@@ -164,9 +217,67 @@ class FrameDecoder:
         while (frame := self.next_frame()) is not None:
             yield frame
 
+    def receive_buffer(self) -> memoryview | None:
+        """Where to receive the rest of the large frame being read, or None.
+
+        Once a frame of 64 KiB to 16 MiB has begun to arrive (its size known,
+        its body not whole), this is a writable view of the part of the frame's
+        own buffer still missing; receive into it and call :meth:`received`.
+        The bytes of it already buffered are moved there once. None otherwise
+        (no frame begun, a small or complete one, a size too large or invalid):
+        receive into any buffer and :meth:`feed` the bytes (an invalid size
+        then raises from :meth:`feed`).
+        """
+        if self._error is not None:
+            return None
+        direct = self._direct
+        if direct is None:
+            size = self._size
+            if size is None or not _DIRECT_MIN <= size <= _DIRECT_MAX:
+                return None
+            start = self._pos + SIZE_PREFIX_LENGTH
+            have = self._end - start
+            if have >= size:
+                return None  # whole already: next_frame hands it out
+            direct = self._direct = self._frame_buffer(size)
+            direct[:have] = memoryview(self._buf)[start : self._end]
+            self._direct_got = have
+            self._consume(self._end)
+        got = self._direct_got
+        size = self._size_of_direct()
+        if got >= size:
+            return None
+        return memoryview(direct)[got:size]
+
+    def received(self, nbytes: int) -> None:
+        """Count ``nbytes`` received into the view :meth:`receive_buffer` gave last."""
+        if self._direct is None or not 0 <= nbytes <= self._size_of_direct() - self._direct_got:
+            raise ValueError(f"{nbytes} bytes received into no frame buffer given for them")
+        self._direct_got += nbytes
+
+    def _size_of_direct(self) -> int:
+        size = self._size
+        assert size is not None  # set while a frame is received into its own buffer
+        return size
+
+    def _frame_buffer(self, size: int) -> bytearray:
+        """A buffer of at least ``size`` bytes for a frame: a free spare, else new."""
+        free = self._take_free() if self._spare_buffers else None
+        if free is None:
+            return bytearray(size)
+        if len(free) < size:
+            free.extend(bytes(size - len(free)))
+        return free
+
     def _spare(self, handed_over: bytearray) -> bytearray:
         """A kept buffer nothing views any more, for the next frames (else a new one);
         ``handed_over`` is kept in its place, or beside it, if it is worth keeping."""
+        free = self._take_free()
+        self._keep(handed_over)
+        return free if free is not None else bytearray()
+
+    def _take_free(self) -> bytearray | None:
+        """The largest kept buffer nothing views any more, taken out of the spares."""
         spares = self._spares
         free: bytearray | None = None
         for spare in spares:
@@ -179,11 +290,15 @@ class FrameDecoder:
                 free = spare
         if free is not None:
             spares.remove(free)
+        return free
+
+    def _keep(self, handed_over: bytearray) -> None:
+        """Keep a buffer handed over with a frame, if it is worth keeping."""
         if _SPARE_MIN <= len(handed_over) <= _SPARE_MAX:
+            spares = self._spares
             if len(spares) >= self._spare_buffers:
                 spares.pop(0)
             spares.append(handed_over)
-        return free if free is not None else bytearray()
 
     def _read_size(self) -> None:
         if self._size is not None or self._end - self._pos < SIZE_PREFIX_LENGTH:

@@ -14,7 +14,7 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.pipes import AsyncioPipe, OnResponse, StreamPipe
+from kafkette.client.pipes import RECEIVE_SIZE, AsyncioPipe, OnResponse, StreamPipe
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.framing import FrameDecoder, encode_frame
@@ -348,26 +348,38 @@ async def many_topics(cid: int, version: int, request: Request) -> bytes:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_asyncio_pipe_reads_into_one_kept_buffer() -> None:
-    """The transport reads every chunk into the one buffer the pipe keeps (no new bytes
-    object per read), and responses larger than it, spread over reads, arrive whole."""
+async def test_asyncio_pipe_reads_a_large_response_into_its_own_buffer() -> None:
+    """Reads go into the one buffer the pipe keeps (no new bytes object per read) until a
+    large response's size is known; the rest of it is then read straight into that
+    response's own buffer (no copy), and responses spread over reads arrive whole."""
+    sizes: list[int] = []  # of the response frames' bodies
+
+    async def answer(cid: int, version: int, request: Request) -> bytes:
+        frame = await many_topics(cid, version, request)
+        sizes.append(len(frame) - 4)
+        return frame
+
     async with (
-        scripted_broker(many_topics) as port,
+        scripted_broker(answer) as port,
         await BrokerConnection.connect("127.0.0.1", port) as connection,
     ):
         pipe = connection._pipe
         assert isinstance(pipe, AsyncioPipe)
-        buffers: set[int] = set()
-        reads: list[int] = []
+        kept: set[int] = set()
+        own_sizes: list[int] = []
+        reads: list[tuple[bool, int]] = []  # (into a response's own buffer, bytes)
         get_buffer, buffer_updated = pipe.get_buffer, pipe.buffer_updated
 
         def tracked_get_buffer(sizehint: int) -> memoryview:
             buffer = get_buffer(sizehint)
-            buffers.add(id(buffer.obj))
+            if pipe._direct:
+                own_sizes.append(len(buffer.obj))  # type: ignore[arg-type]
+            else:
+                kept.add(id(buffer.obj))
             return buffer
 
         def tracked_buffer_updated(nbytes: int) -> None:
-            reads.append(nbytes)
+            reads.append((pipe._direct, nbytes))
             buffer_updated(nbytes)
 
         pipe.get_buffer = tracked_get_buffer  # type: ignore[method-assign]
@@ -376,8 +388,13 @@ async def test_asyncio_pipe_reads_into_one_kept_buffer() -> None:
             response = await connection.request(_topic_request("a"))
             assert isinstance(response, MetadataResponse)
             assert [t.name for t in response.topics] == [f"topic-{i:06d}" for i in range(40_000)]
-        assert len(buffers) == 1
-        assert len(reads) >= 2 * 4 and sum(reads) > 2 * 1_000_000
+        assert len(kept) == 1
+        size = sizes[0]
+        assert sizes == [size, size] and size > 1_000_000
+        assert own_sizes and all(own == size for own in own_sizes)
+        into_own = sum(n for own, n in reads if own)
+        assert into_own >= 2 * (size - RECEIVE_SIZE)
+        assert into_own + sum(n for own, n in reads if not own) == 2 * (size + 4)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -375,3 +375,133 @@ def test_many_small_frames_in_large_chunks_is_linear() -> None:
     assert count == 200_000
     assert decoder.buffered == 0
     assert elapsed < 2.0, f"{elapsed:.2f} s"
+
+
+# -- receiving into a frame's own buffer -------------------------------------
+
+
+def _receive(decoder: FrameDecoder, stream: memoryview, chunk: int) -> int:
+    """One read of up to ``chunk`` bytes from ``stream``, as a transport does it: into the
+    frame's own buffer when the decoder gives one, else fed. Returns the bytes taken."""
+    target = decoder.receive_buffer()
+    if target is None:
+        decoder.feed(stream[:chunk])
+        return min(chunk, len(stream))
+    taken = min(chunk, len(target), len(stream))
+    target[:taken] = stream[:taken]
+    decoder.received(taken)
+    return taken
+
+
+def test_a_large_frame_is_received_into_the_buffer_it_is_handed_out_in() -> None:
+    """Once a large frame's size is known, the rest of it is received into one buffer of
+    its size, which the frame handed out views (no copy); what follows it is decoded
+    as usual."""
+    body = bytes(range(256)) * 1000  # 256,000 bytes
+    stream = memoryview(encode_frame(body) + encode_frame(b"next"))
+    decoder = FrameDecoder(max_frame_size=1 << 20)
+    assert decoder.receive_buffer() is None  # nothing begun: receive anywhere
+    decoder.feed(stream[:1000])
+    target = decoder.receive_buffer()
+    assert target is not None and target.nbytes == len(body) - 996
+    own = target.obj
+    target[:100_000] = stream[1000:101_000]
+    decoder.received(100_000)
+    assert decoder.next_frame() is None
+    assert decoder.buffered == 101_000 and decoder.has_partial_frame
+    target = decoder.receive_buffer()
+    assert target is not None and target.obj is own and target.nbytes == len(body) - 100_996
+    target[:] = stream[101_000 : 4 + len(body)]
+    decoder.received(target.nbytes)
+    assert decoder.receive_buffer() is None  # whole: it is next_frame's
+    decoder.feed(stream[4 + len(body) :])
+    frame = decoder.next_frame()
+    assert frame is not None and frame.obj is own and frame.tobytes() == body
+    last = decoder.next_frame()
+    assert last is not None and last.tobytes() == b"next"
+    assert decoder.next_frame() is None and decoder.buffered == 0
+
+
+def test_small_and_invalid_frames_are_fed() -> None:
+    """A frame under 64 KiB, one over 16 MiB and an invalid size get no buffer of their
+    own; the invalid size then raises from feed, as without receive_buffer."""
+    decoder = FrameDecoder(max_frame_size=1 << 30)
+    decoder.feed(_size(60_000) + b"x")
+    assert decoder.receive_buffer() is None
+    big = FrameDecoder(max_frame_size=1 << 30)
+    big.feed(_size((16 << 20) + 1) + b"x")
+    assert big.receive_buffer() is None
+    assert big.buffered == 5  # nothing reserved for the declared size
+    bad = FrameDecoder(max_frame_size=100)
+    with pytest.raises(FrameTooLargeError):
+        bad.feed(_size(200_000) + b"x")
+    assert bad.receive_buffer() is None
+    with pytest.raises(FrameTooLargeError):
+        bad.feed(b"x")
+
+
+def test_received_counts_only_what_the_buffer_given_holds() -> None:
+    decoder = FrameDecoder(max_frame_size=1 << 20)
+    with pytest.raises(ValueError, match="no frame buffer"):
+        decoder.received(1)
+    decoder.feed(_size(100_000) + b"x")
+    target = decoder.receive_buffer()
+    assert target is not None
+    with pytest.raises(ValueError, match="no frame buffer"):
+        decoder.received(target.nbytes + 1)
+
+
+def test_a_released_frame_buffer_receives_a_later_frame() -> None:
+    """With spare_buffers, the buffer a large frame was received into is received into
+    again once nothing views it; grown when the next frame is larger."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
+    stream = memoryview(encode_frame(b"A" * 100_000) + encode_frame(b"B" * 120_000))
+    taken = 0
+    frames: list[memoryview] = []
+    while taken < len(stream):
+        taken += _receive(decoder, stream[taken:], 8192)
+        frames.extend(decoder)
+    first, second = frames
+    first_buffer = first.obj
+    assert second.obj is not first_buffer
+    del first, frames
+    stream = memoryview(encode_frame(b"C" * 130_000))
+    taken = 0
+    while taken < len(stream):
+        taken += _receive(decoder, stream[taken:], 8192)
+    third = decoder.next_frame()
+    assert third is not None and third.obj is first_buffer
+    assert third.tobytes() == b"C" * 130_000
+    assert second.tobytes() == b"B" * 120_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300_000), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_receiving_into_frame_buffers_gives_the_same_frames(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    """Frames of any size received in reads of any size, into their own buffers where
+    the decoder gives them, some kept and some dropped: the same frames, and a kept
+    frame never changes afterwards."""
+    frames = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    stream = memoryview(b"".join(encode_frame(f) for f in frames))
+    keep = data.draw(st.lists(st.booleans(), min_size=len(frames), max_size=len(frames)))
+    decoder = FrameDecoder(max_frame_size=300_000, spare_buffers=2)
+    kept: list[tuple[int, memoryview]] = []
+    seen = taken = 0
+    while taken < len(stream):
+        chunk = data.draw(st.sampled_from([1, 3, 4096, 65_536, 200_000, 1 << 20]))
+        taken += _receive(decoder, stream[taken:], chunk)
+        while (frame := decoder.next_frame()) is not None:
+            assert frame.tobytes() == frames[seen]
+            if keep[seen]:
+                kept.append((seen, frame))
+            del frame
+            seen += 1
+            for index, view in kept:
+                assert view.tobytes() == frames[index]
+    assert seen == len(frames)
+    assert decoder.buffered == 0 and not decoder.has_partial_frame

@@ -11,7 +11,10 @@
   next one (or the end of the loop, or close). The sync iteration makes it the current
   span for the loop's body, so the application's spans are its children; the async one
   cannot (an ``async for`` left by ``break`` gives the task's context no way back).
-- ``commit()`` is a ``commit {topic}`` span (CLIENT, operation type ``settle``).
+- ``commit()``, ``commit_async()``, auto commits and the commit on close are each a
+  ``commit {topic}`` span (CLIENT, operation type ``settle``); ``poll_batches`` makes
+  ``poll {topic}`` spans as ``poll`` does (its records counted from the batch headers,
+  unlinked: they are not parsed).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from kafkette.otel.instruments import Instruments
 
 if TYPE_CHECKING:
     from kafkette.client.config import ConsumerConfig
+    from kafkette.consumer.fetch_buffer import FetchedBatch
     from kafkette.consumer.record import ConsumerRecord
     from kafkette.structs import OffsetAndMetadata, TopicPartition
 
@@ -71,18 +75,42 @@ class ConsumerTelemetry:
             self._receive_failed(start_ns, exc)
             raise
         if result:
-            self._received(start_ns, result)
+            counts = {tp: len(taken) for tp, taken in result.items()}
+            self._received(start_ns, counts, result)
         return result
 
-    def _received(self, start_ns: int, records: Mapping[TopicPartition, list[Any]]) -> None:
+    def traced_poll_batches(
+        self, steps: Generator[Step, None, dict[TopicPartition, list[FetchedBatch]]]
+    ) -> Generator[Step, None, dict[TopicPartition, list[FetchedBatch]]]:
+        """``poll_batches``' steps, as :meth:`traced_poll`: the span and metrics count the
+        batches' records from their positions on; no links (the records stay unparsed,
+        so their creation contexts are not read)."""
+        start_ns = time.time_ns()
+        try:
+            result = yield from steps
+        except Exception as exc:
+            self._receive_failed(start_ns, exc)
+            raise
+        if result:
+            counts = {tp: sum(map(_batch_records, taken)) for tp, taken in result.items()}
+            self._received(start_ns, counts, {})
+        return result
+
+    def _received(
+        self,
+        start_ns: int,
+        counts: Mapping[TopicPartition, int],
+        records: Mapping[TopicPartition, list[Any]],
+    ) -> None:
+        """A poll returned ``counts`` records per partition (``records``: those to link)."""
         end_ns = time.time_ns()
-        topics = {tp.topic for tp in records}
+        topics = {tp.topic for tp in counts}
         topic = next(iter(topics)) if len(topics) == 1 else None
         instruments = self.instruments
         if instruments.consumed is not None:
-            for tp, taken in records.items():
+            for tp, count in counts.items():
                 instruments.consumed.add(
-                    len(taken),
+                    count,
                     {
                         **self.metric_attributes,
                         a.OPERATION_NAME: "poll",
@@ -106,12 +134,12 @@ class ConsumerTelemetry:
             **self.span_attributes,
             a.OPERATION_NAME: "poll",
             a.OPERATION_TYPE: "receive",
-            a.BATCH_COUNT: sum(len(taken) for taken in records.values()),
+            a.BATCH_COUNT: sum(counts.values()),
         }
         if topic is not None:
             attributes[a.DESTINATION] = topic
-        if len(records) == 1:
-            attributes[a.PARTITION] = str(next(iter(records)).partition)
+        if len(counts) == 1:
+            attributes[a.PARTITION] = str(next(iter(counts)).partition)
         links = []
         for taken in records.values():
             for record in taken:
@@ -348,6 +376,16 @@ class AsyncProcessing:
         record = await self._next_record()
         self._telemetry.process_next(record)
         return record
+
+
+def _batch_records(fetched: FetchedBatch) -> int:
+    """The records of a handed-out batch from its position on (compaction may have left
+    gaps in its offsets: never more than the header declares)."""
+    batch = fetched.batch
+    count = len(batch)
+    if fetched.position > batch.base_offset:
+        count = min(count, batch.next_offset - fetched.position)
+    return count
 
 
 def creation_context(record: ConsumerRecord) -> trace.SpanContext | None:

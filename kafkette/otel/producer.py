@@ -5,7 +5,9 @@ span's parent is the caller's current span): it starts the span and puts its con
 into the record's headers, unless the caller put a ``traceparent`` there already (the
 conventions' "custom creation context": kept, and linked). The returned
 :class:`SendTrace` is the record's delivery callback: the acknowledgement (in the
-producer's event loop thread) ends the span with the partition and offset, or the error.
+producer's event loop thread) ends the span with the partition and offset, or the error
+(with the partition when one was chosen before the failure: the producer sets
+:attr:`SendTrace.partition` once it picks one).
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ if TYPE_CHECKING:
 class SendTrace:
     """One record on its way: its span and start time; called as ``on_delivery``."""
 
-    __slots__ = ("_done", "_owner", "headers", "span", "start_ns", "topic", "user_callback")
+    __slots__ = (
+        "_done",
+        "_owner",
+        "headers",
+        "partition",
+        "span",
+        "start_ns",
+        "topic",
+        "user_callback",
+    )
 
     def __init__(
         self,
@@ -47,6 +58,9 @@ class SendTrace:
         self.span = span
         self.start_ns = time.time_ns()
         self.user_callback = user_callback
+        self.partition: int | None = None
+        """The partition chosen for the record, once it is: a failed send's span and
+        metrics carry it too (the delivery callback gives no metadata on failure)."""
 
     def __call__(self, error: BaseException | None, metadata: RecordMetadata | None) -> None:
         self.finish(error, metadata)
@@ -115,16 +129,17 @@ class ProducerTelemetry:
             a.DESTINATION: send.topic,
             a.OPERATION_NAME: "send",
         }
-        if metadata is not None:
-            labels[a.PARTITION] = str(metadata.partition)
+        partition = metadata.partition if metadata is not None else send.partition
+        if partition is not None:
+            labels[a.PARTITION] = str(partition)
         if error is not None:
             labels[a.ERROR_TYPE] = a.error_type(error)
         span = send.span
         if span is not None:
-            if metadata is not None:
-                span.set_attribute(a.PARTITION, str(metadata.partition))
-                if metadata.offset >= 0:
-                    span.set_attribute(a.OFFSET, metadata.offset)
+            if partition is not None:
+                span.set_attribute(a.PARTITION, str(partition))
+            if metadata is not None and metadata.offset >= 0:
+                span.set_attribute(a.OFFSET, metadata.offset)
             if error is not None:
                 span.set_attribute(a.ERROR_TYPE, labels[a.ERROR_TYPE])
                 span.record_exception(error, timestamp=end_ns)

@@ -208,6 +208,8 @@ class ConsumerCore:
                 self.set_assignment,
                 wake_poll=self.buffer.wake_waiters,
             )
+            if self.telemetry is not None:  # OpenTelemetry spans of its own commits
+                self.group.commit_trace = self.telemetry.committing
             if self.start_task is None:
                 raise IllegalStateError("the consumer is not running")
             self.start_task(self.group.run)
@@ -457,7 +459,10 @@ class ConsumerCore:
         self.check_open()
         if max_offsets < 1:
             raise ValueError(f"max_offsets must be positive, got {max_offsets}")
-        return PollRun(self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0))
+        steps = self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0)
+        if self.telemetry is not None:
+            steps = self.telemetry.traced_poll_batches(steps)
+        return PollRun(steps)
 
     def _poll(
         self, drain: Callable[[], dict[TopicPartition, list[T]]], timeout_ms: float
@@ -553,9 +558,9 @@ class ConsumerCore:
                     got += items
             remaining -= taken
             if done:
-                buffer.remove(entry)
+                if buffer.remove(entry):  # else the fetch in flight for it plans next
+                    self.wake_fetcher()
                 self.metrics_recorder.bytes_consumed += entry.size
-                self.wake_fetcher()
         self.metrics_recorder.records_consumed += limit - remaining
         return result
 

@@ -116,6 +116,8 @@ class AsyncProducer:
             routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
             count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
             chosen = core.admit(topic, routed, partition, count)
+            if trace is not None:
+                trace.partition = chosen
             _, key_b, value_b, headers_l, timestamp = routed
             append = core.accumulator.append
             try:

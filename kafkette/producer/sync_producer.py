@@ -117,6 +117,8 @@ class Producer:
             else:
                 count = self._loop.call(core.wait_for_topic, topic, partition)
             chosen = core.admit(topic, routed, partition, count)
+            if trace is not None:
+                trace.partition = chosen
             _, key_b, value_b, headers_l, timestamp = routed
             if not in_loop:
                 return core.accumulator.append(

@@ -560,7 +560,8 @@ class GroupMember(MemberBase):
             deadline_ms = self.client.clock() + self.config.default_api_timeout_ms
         with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
             try:
-                await self.commit(self.consumed_offsets(), deadline_ms - self.client.clock())
+                offsets, left_ms = self.consumed_offsets(), deadline_ms - self.client.clock()
+                await self.background_commit(offsets, left_ms)
             except KafkaError as exc:
                 logger.warning("group %s: commit of the positions failed: %s", self.group_id, exc)
         if scope.cancelled_caught:
@@ -573,7 +574,7 @@ class GroupMember(MemberBase):
 
     async def _auto_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:
-            await self.commit(offsets, self.config.default_api_timeout_ms)
+            await self.background_commit(offsets, self.config.default_api_timeout_ms)
         except KafkaError as exc:
             logger.warning("group %s: auto commit failed: %s", self.group_id, exc)
 

@@ -371,7 +371,7 @@ class HeartbeatMember(MemberBase):
             deadline_ms = self.client.clock() + self.config.default_api_timeout_ms
         with anyio.move_on_after(seconds_until(deadline_ms, self.client.clock())) as scope:
             try:
-                await self.commit(offsets, deadline_ms - self.client.clock())
+                await self.background_commit(offsets, deadline_ms - self.client.clock())
             except KafkaError as exc:
                 logger.warning("group %s: commit failed: %s", self.group_id, exc)
         if scope.cancelled_caught:

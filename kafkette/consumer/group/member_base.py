@@ -12,7 +12,8 @@ waiting for records must act on (:meth:`MemberBase.tell_poll`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
@@ -67,6 +68,9 @@ def seconds_until(deadline_ms: float, now_ms: float) -> float:
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], Any]
 
 
+CommitTrace = Callable[[Mapping[TopicPartition, OffsetAndMetadata]], AbstractContextManager[None]]
+
+
 class MemberBase:
     """The consumer-side steps shared by the group member runners."""
 
@@ -84,6 +88,9 @@ class MemberBase:
     news = 0
     """Bumped (before ``poll`` is woken) when the background learned something ``poll``
     must act on: a ``poll`` waiting for records runs the group's steps again."""
+    commit_trace: CommitTrace | None = None
+    """The consumer's OpenTelemetry commit span (``ConsumerTelemetry.committing``), around
+    the commits the member starts itself: ``commit_async``, auto commits, on close."""
 
     def tell_poll(self) -> None:
         """Wake a ``poll`` waiting for records to run the group's steps again (event loop):
@@ -95,6 +102,16 @@ class MemberBase:
         self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float
     ) -> None:
         raise NotImplementedError
+
+    async def background_commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float
+    ) -> None:
+        """:meth:`commit` of a commit the application does not wait for, traced."""
+        if self.commit_trace is None or not offsets:
+            await self.commit(offsets, timeout_ms)
+            return
+        with self.commit_trace(offsets):
+            await self.commit(offsets, timeout_ms)
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``func`` in the member's task group (async commits), once it runs."""
@@ -176,7 +193,7 @@ class MemberBase:
         async def commit() -> None:
             error: Exception | None = None
             try:
-                await self.commit(offsets, self.config.default_api_timeout_ms)
+                await self.background_commit(offsets, self.config.default_api_timeout_ms)
             except KafkaError as exc:
                 error = exc
                 logger.info("group %s: async commit failed: %s", self.group_id, exc)

@@ -54,7 +54,14 @@ def test_a_known_workload_gives_exact_counts(telemetry: Telemetry) -> None:
             lag = telemetry.points("messaging.kafka.consumer.lag")
     assert sorted(iterated) == [(0, 3), (0, 4), (1, 0)]
     assert telemetry.points("messaging.client.sent.messages") == [
-        ({**SEND, "error.type": "MESSAGE_TOO_LARGE"}, 1),
+        (
+            {
+                **SEND,
+                "messaging.destination.partition.id": "1",
+                "error.type": "MESSAGE_TOO_LARGE",
+            },
+            1,
+        ),
         ({**SEND, "messaging.destination.partition.id": "0"}, 5),
         ({**SEND, "messaging.destination.partition.id": "1"}, 1),
     ]
@@ -83,9 +90,10 @@ def test_a_known_workload_gives_exact_counts(telemetry: Telemetry) -> None:
         for attrs, count in telemetry.points("messaging.client.operation.duration")
         if "messaging.destination.partition.id" not in attrs
         or attrs["messaging.operation.name"] != "send"
+        or "error.type" in attrs
     }
     assert durations[("commit", False)] == 1
-    assert durations[("send", True)] == 1
+    assert durations[("send", True)] == 1  # the refused record, with its partition
     assert durations[("poll", False)] >= 2  # 3 records of partition 0 and the iteration's
     sends = [
         (attrs["messaging.destination.partition.id"], count)

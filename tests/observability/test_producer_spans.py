@@ -107,8 +107,9 @@ def test_each_send_is_a_producer_span_ended_by_its_acknowledgement(
 def test_a_failed_delivery_ends_the_span_with_the_kafka_error(
     api: str, telemetry: Telemetry
 ) -> None:
-    """A record the broker refuses ends its span with error.type MESSAGE_TOO_LARGE, the
-    exception recorded and the status ERROR; the one beside it is not touched."""
+    """A record the broker refuses ends its span with error.type MESSAGE_TOO_LARGE, its
+    partition, the exception recorded and the status ERROR; the one beside it is not
+    touched."""
     with MemoryCluster(num_partitions=2, message_max_bytes=1000) as cluster:
         settings = {"bootstrap_servers": cluster.bootstrap_servers, **telemetry.settings}
         sends: list[Send] = [(None, b"x" * 3000, None, 0), (None, b"ok", None, 1)]
@@ -117,8 +118,12 @@ def test_a_failed_delivery_ends_the_span_with_the_kafka_error(
     failed, sent = sorted(
         telemetry.spans("send orders"), key=lambda s: "error.type" not in s.attributes
     )  # type: ignore[operator]
-    # the delivery callback tells a failure's error only: no partition on its span
-    assert dict(failed.attributes or {}) == {**BASE, "error.type": "MESSAGE_TOO_LARGE"}
+    # the partition was chosen before the broker refused the record: the span says which
+    assert dict(failed.attributes or {}) == {
+        **BASE,
+        "messaging.destination.partition.id": "0",
+        "error.type": "MESSAGE_TOO_LARGE",
+    }
     assert failed.status.status_code == StatusCode.ERROR
     assert [e.attributes["exception.type"] for e in failed.events] == [  # type: ignore[index]
         "kafkette.errors.MessageTooLargeError"

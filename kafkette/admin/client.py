@@ -358,7 +358,9 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
             return None if b is None else Node(b.node_id, b.host, b.port, b.rack)
 
         def nodes(ids: Iterable[int]) -> tuple[Node, ...]:
-            return tuple(n for n in (node(i) for i in ids) if n is not None)
+            # As Java's admin client: a replica on a broker Metadata does not list (a
+            # stopped one) is named by its id alone.
+            return tuple(node(i) or Node(i, "", -1) for i in ids)
 
         outcomes: dict[str, Outcome[TopicDescription]] = {}
         for name in wanted:

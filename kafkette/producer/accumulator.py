@@ -197,6 +197,7 @@ class RecordAccumulator(AccumulatorState):
         "_resume_room",
         "_space",
         "_wait",
+        "_waiting",
         "clock",
         "compression",
         "delivery_timeout_ms",
@@ -234,6 +235,8 @@ class RecordAccumulator(AccumulatorState):
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
+        self._waiting = 0
+        """Appends waiting on ``_space`` (a release notifies only when there are some)."""
         self._queues = {}
         self._incomplete: set[ProducerBatch] = set()
         self._used = 0
@@ -389,7 +392,11 @@ class RecordAccumulator(AccumulatorState):
                     f"{self._used} of buffer.memory={self.buffer_memory} bytes stayed in use "
                     f"for max.block.ms={self.max_block_ms:g}; {size} more were needed"
                 )
-            self._wait(self._space, remaining / 1000)
+            self._waiting += 1
+            try:
+                self._wait(self._space, remaining / 1000)
+            finally:
+                self._waiting -= 1
             if self._closed:
                 raise self._refused()
 
@@ -543,7 +550,7 @@ class RecordAccumulator(AccumulatorState):
             # many batches per wake-up instead of one (and a waiter that needs
             # more wakes again at each release after this one).
             room = self.buffer_memory - self._used >= self._resume_room
-            if room:
+            if room and self._waiting:
                 self._space.notify_all()
         if room and self.on_space is not None:
             self.on_space()

@@ -163,6 +163,32 @@ def test_backpressure_unblocks_when_a_batch_is_acknowledged() -> None:
     assert acc.buffer_used == record_size(None, b"y" * 150, ())
 
 
+def test_a_thread_blocked_on_buffer_memory_is_woken_by_the_release() -> None:
+    """A release notifies the appends waiting for room (it skips the notify only when
+    none waits): the blocked thread goes on at once, not after max.block.ms."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=200, buffer_memory=300, max_block_ms=60_000)
+    first = acc.append("t", 0, 1, None, b"x" * 150)
+    appended = threading.Event()
+
+    def append() -> None:
+        acc.append("t", 0, 2, None, b"y" * 150)
+        appended.set()
+
+    thread = threading.Thread(target=append, daemon=True)
+    thread.start()
+    while not acc._waiting:  # the append is waiting for room
+        assert thread.is_alive()
+        threading.Event().wait(0.001)
+    assert not appended.is_set()
+    [batch] = acc.drain([("t", 0)], 10_000)
+    acc.complete(batch, 0)
+    assert appended.wait(30)
+    thread.join(30)
+    assert first.result(0).offset == 0
+    assert acc.buffer_used == record_size(None, b"y" * 150, ()) and acc._waiting == 0
+
+
 def test_record_larger_than_buffer_memory_is_refused() -> None:
     acc = make(FakeClock(), buffer_memory=100)
     with pytest.raises(MessageTooLargeError, match=r"buffer\.memory"):

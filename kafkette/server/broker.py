@@ -144,6 +144,8 @@ class Broker:
                 record_lock_duration_ms=self.config.group_share_record_lock_duration_ms,
                 session_timeout_ms=self.config.group_share_session_timeout_ms,
                 heartbeat_interval_ms=self.config.group_share_heartbeat_interval_ms,
+                partition_max_record_locks=self.config.group_share_partition_max_record_locks,
+                max_size=self.config.group_share_max_size,
             ),
             clock=self.now_ms,
             group_configs=self.cluster.group_configs,

@@ -144,6 +144,14 @@ _BROKER_PARSERS: dict[str, Callable[[str], Any]] = {
     "group.share.record.lock.duration.ms": _int(1000),
     "group.share.session.timeout.ms": _int(1),
     "group.share.heartbeat.interval.ms": _int(1),
+    "group.share.min.session.timeout.ms": _int(1),
+    "group.share.max.session.timeout.ms": _int(1),
+    "group.share.min.heartbeat.interval.ms": _int(1),
+    "group.share.max.heartbeat.interval.ms": _int(1),
+    "group.share.min.record.lock.duration.ms": _int(1000),
+    "group.share.max.record.lock.duration.ms": _int(30_000),
+    "group.share.partition.max.record.locks": _int(100),
+    "group.share.max.size": _int(1),
     "group.consumer.migration.policy": _consumer_migration_policy,
     "offsets.retention.minutes": _int(1),
     "offsets.topic.num.partitions": _int(1),
@@ -210,8 +218,17 @@ class BrokerConfig:
     group_share_record_lock_duration_ms: int = 30_000
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_partition_max_record_locks: int = 2_000
+    group_share_max_size: int = 200
     """``group.share.*``: share groups (KIP-932), read by
-    :class:`~kafkette.server.share.coordinator.ShareConfig`."""
+    :class:`~kafkette.server.share.coordinator.ShareConfig`; the min/max pairs bound the
+    group configs ``share.*`` (:mod:`kafkette.server.config.group_configs`)."""
     offsets_retention_minutes: int = 10_080
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600

@@ -21,15 +21,16 @@ One request, in this order, as Kafka's ``KafkaApis.handleShareFetchRequest``:
    broker's clock (or in real time, as Fetch), then answers what it has.
 
 Control batches (transaction markers) are archived as they are reached, never
-delivered. Not served yet: ``share.isolation.level`` read_committed (records are read
-up to the high watermark, aborted ones delivered), and a session is not ended when its
-connection closes (a new epoch-0 request replaces it; the member's locks expire).
+delivered. A group with ``share.isolation.level`` read_committed reads up to the last
+stable offset, and the records of aborted transactions are archived as they are
+reached, never delivered (Kafka's share partition does the same).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 import anyio
@@ -60,6 +61,7 @@ from kafkette.server.share.state import Acknowledgement, AcquiredRecords
 
 if TYPE_CHECKING:
     from kafkette.backends.log import Log
+    from kafkette.backends.types import AbortedTxn
     from kafkette.server.broker import Broker
 
 READ_CHUNK = 1 << 20
@@ -214,8 +216,16 @@ def read_partitions(
             failed = True
             continue
         log = topic.partitions[tp[1]].log
-        upper = log.high_watermark
-        share = coordinator.share_partition(group_id, tp[0], tp[1], log.log_start_offset, upper)
+        read_committed = coordinator.read_committed(group_id)
+        upper = log.last_stable_offset if read_committed else log.high_watermark
+        share = coordinator.share_partition(
+            group_id,
+            tp[0],
+            tp[1],
+            log.log_start_offset,
+            upper,
+            offset_for_timestamp=partial(_offset_for_timestamp, log),
+        )
         if not share.has_acquirable(upper):
             continue
         try:
@@ -229,6 +239,7 @@ def read_partitions(
                 budget - total,
                 max_records,
                 record_limit=record_limit,
+                read_committed=read_committed,
             )
         except (ApiError, OSError, EOFError) as exc:
             if not isinstance(exc, ApiError):
@@ -258,6 +269,7 @@ def _acquire_from_log(
     max_records: int,
     *,
     record_limit: bool,
+    read_committed: bool = False,
 ) -> tuple[bytes, list[AcquiredRecords]]:
     """Read the log from the share partition's next acquirable offset in chunks of at
     most ``READ_CHUNK`` bytes, acquiring what each chunk holds, until ``max_records``
@@ -278,10 +290,12 @@ def _acquire_from_log(
         if chunk is None or not chunk:
             break
         data = chunk.to_bytes()
-        batches, control = _batches(data)
+        batches, control, transactional = _batches(data)
         if not batches:
             break
         first, last = batches[0][0], batches[-1][1]
+        if read_committed and transactional:
+            control += _aborted(log.aborted_transactions(first, last + 1), transactional)
         # Control batches are archived as they are reached, never delivered.
         got = broker.share_groups.acquire(
             share,
@@ -342,12 +356,16 @@ def _empty(index: int) -> PartitionData:
     return PartitionData(partition_index=index, records=EMPTY)
 
 
-def _batches(data: bytes) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
+def _batches(
+    data: bytes,
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]], list[tuple[int, int, int]]]:
     """The whole batches in ``data`` as (base offset, last offset, start, end
-    position), and the offset ranges of its control batches (transaction markers:
-    no record to deliver)."""
+    position), the offset ranges of its control batches (transaction markers: no
+    record to deliver), and its transactional data batches as (producer id, base
+    offset, last offset)."""
     batches: list[tuple[int, int, int, int]] = []
     control: list[tuple[int, int]] = []
+    transactional: list[tuple[int, int, int]] = []
     pos = 0
     while pos + RECORD_BATCH_OVERHEAD <= len(data):
         header = BatchHeader.parse(data, pos)
@@ -356,8 +374,32 @@ def _batches(data: bytes) -> tuple[list[tuple[int, int, int, int]], list[tuple[i
         batches.append((header.base_offset, header.last_offset, pos, pos + header.size))
         if header.is_control:
             control.append((header.base_offset, header.last_offset))
+        elif header.is_transactional:
+            transactional.append((header.producer_id, header.base_offset, header.last_offset))
         pos += header.size
-    return batches, control
+    return batches, control, transactional
+
+
+def _aborted(
+    aborted: list[AbortedTxn], transactional: list[tuple[int, int, int]]
+) -> list[tuple[int, int]]:
+    """The offset ranges of the transactional batches that belong to an aborted
+    transaction (its producer, from its first offset to its abort marker): under
+    read_committed they are archived, never delivered, as Kafka's share partition
+    does with ``filterAbortedTransactionalAcquiredRecords``."""
+    return [
+        (base, last)
+        for producer_id, base, last in transactional
+        if any(
+            t.producer_id == producer_id and t.first_offset <= base <= t.last_offset
+            for t in aborted
+        )
+    ]
+
+
+def _offset_for_timestamp(log: Log, timestamp: int) -> int | None:
+    found = log.offset_for_timestamp(timestamp)
+    return None if found is None else found.offset
 
 
 def _response(answers: dict[TopicPartition, PartitionData], lock_ms: int) -> ShareFetchResponse:

@@ -32,6 +32,7 @@ from kafkette.errors import GroupIdNotFoundError, InvalidRecordStateError, NonEm
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from kafkette.server.config.group_configs import auto_offset_reset_ms
 from kafkette.server.share import wire
 from kafkette.server.share.group import ShareGroup, ShareGroupConfig, TopicImage
 from kafkette.server.share.partition import SharePartition
@@ -49,6 +50,9 @@ logger = logging.getLogger("kafkette.server.share")
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 LOCK_DURATION = "share.record.lock.duration.ms"
+SESSION_TIMEOUT = "share.session.timeout.ms"
+HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
+ISOLATION_LEVEL = "share.isolation.level"
 
 StateSink = Callable[[str, bytes, bytes | None], None]
 """Appends one ``__share_group_state`` record: (coordinator key, key, value)."""
@@ -87,11 +91,14 @@ class ShareCoordinator:
         group_configs: Mapping[str, Mapping[str, str]] | None = None,
         sink: StateSink | None = None,
     ) -> None:
-        """``group_configs``: each group's overrides (``share.*`` names) by group id;
+        """``clock``: epoch milliseconds (locks, sessions and ``by_duration:``);
+        ``group_configs``: each group's overrides (``share.*`` names) by group id;
         ``sink``: where the state records go (None: nowhere, as a read-only broker)."""
         self.config = config or ShareConfig()
         self.clock = clock
-        self.group_configs: Mapping[str, Mapping[str, str]] = group_configs or {}
+        self.group_configs: Mapping[str, Mapping[str, str]] = (
+            {} if group_configs is None else group_configs
+        )
         self.sink = sink
         self.available: Callable[[], None] = _nothing
         """Called when records may have become acquirable again (long polls look again)."""
@@ -135,6 +142,8 @@ class ShareCoordinator:
             group = self._new_group(request.group_id)
             if request.group_id:
                 self.groups[request.group_id] = group
+        else:
+            group.config = self._group_settings(request.group_id)  # may have changed
         return wire.heartbeat(
             group,
             request,
@@ -236,18 +245,29 @@ class ShareCoordinator:
 
     def lock_duration_ms(self, group_id: str) -> int:
         """``share.record.lock.duration.ms`` of the group, else the broker's."""
-        value = self.group_configs.get(group_id, {}).get(LOCK_DURATION)
-        return self.config.record_lock_duration_ms if value is None else int(value)
+        return self._int(group_id, LOCK_DURATION, self.config.record_lock_duration_ms)
+
+    def read_committed(self, group_id: str) -> bool:
+        """Whether the group's ``share.isolation.level`` is read_committed."""
+        return self.group_configs.get(group_id, {}).get(ISOLATION_LEVEL) == "read_committed"
 
     def share_partition(
-        self, group_id: str, topic_id: uuid.UUID, index: int, log_start: int, log_end: int
+        self,
+        group_id: str,
+        topic_id: uuid.UUID,
+        index: int,
+        log_start: int,
+        log_end: int,
+        offset_for_timestamp: Callable[[int], int | None] | None = None,
     ) -> SharePartition:
         """The share partition, made (restored, or started per ``share.auto.offset.reset``)
-        on first use; moved past what the log no longer has."""
+        on first use; moved past what the log no longer has. ``offset_for_timestamp``
+        gives the first offset whose record's timestamp is at or past a time (None: no
+        such record), for ``by_duration:``."""
         key = ShareKey(group_id, topic_id, index)
         partition = self.partitions.get(key)
         if partition is None:
-            partition = self._open(key, log_start, log_end)
+            partition = self._open(key, log_start, log_end, offset_for_timestamp)
             self.partitions[key] = partition
         partition.move_log_start(log_start)
         return partition
@@ -320,16 +340,49 @@ class ShareCoordinator:
     # ---- inside
 
     def _new_group(self, group_id: str) -> ShareGroup:
-        return ShareGroup(
-            group_id,
-            ShareGroupConfig(
-                session_timeout_ms=self.config.session_timeout_ms,
-                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-                max_size=self.config.max_size,
+        return ShareGroup(group_id, self._group_settings(group_id))
+
+    def _group_settings(self, group_id: str) -> ShareGroupConfig:
+        """The group's ``share.session.timeout.ms`` and ``share.heartbeat.interval.ms``,
+        else the broker's."""
+        return ShareGroupConfig(
+            session_timeout_ms=self._int(group_id, SESSION_TIMEOUT, self.config.session_timeout_ms),
+            heartbeat_interval_ms=self._int(
+                group_id, HEARTBEAT_INTERVAL, self.config.heartbeat_interval_ms
             ),
+            max_size=self.config.max_size,
         )
 
-    def _open(self, key: ShareKey, log_start: int, log_end: int) -> SharePartition:
+    def _int(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_configs.get(group_id, {}).get(name)
+        return default if value is None else int(value)
+
+    def _start_offset(
+        self,
+        group_id: str,
+        log_start: int,
+        log_end: int,
+        offset_for_timestamp: Callable[[int], int | None] | None,
+    ) -> int:
+        """Where a new share partition starts (Kafka's ``share.auto.offset.reset``):
+        the log's start, its end, or the first record at most the duration old (the
+        end when there is none)."""
+        reset = self.group_configs.get(group_id, {}).get(AUTO_OFFSET_RESET, "latest")
+        if reset == "earliest":
+            return log_start
+        duration = auto_offset_reset_ms(reset)
+        if duration is None or offset_for_timestamp is None:
+            return log_end
+        found = offset_for_timestamp(self.clock() - duration)
+        return log_end if found is None else max(found, log_start)
+
+    def _open(
+        self,
+        key: ShareKey,
+        log_start: int,
+        log_end: int,
+        offset_for_timestamp: Callable[[int], int | None] | None = None,
+    ) -> SharePartition:
         state = self.book.state(key)
         limit, locks = self.config.delivery_count_limit, self.config.partition_max_record_locks
         if state is not None:
@@ -338,8 +391,7 @@ class ShareCoordinator:
             return SharePartition(
                 start_offset=start, batches=kept, max_delivery_count=limit, max_in_flight=locks
             )
-        reset = self.group_configs.get(key.group_id, {}).get(AUTO_OFFSET_RESET, "latest")
-        start = log_start if reset == "earliest" else log_end
+        start = self._start_offset(key.group_id, log_start, log_end, offset_for_timestamp)
         if self.sink is not None:
             record_key, value = self.book.initialize(key, start, 0, self.clock())
             self.sink(coordinator_key(key), record_key, value)

@@ -104,7 +104,11 @@ class ClientTelemetry:
                         await self._wake.wait()
                     self._wake = None
                     continue
-                await self.step()
+                try:
+                    await self.step()
+                except Exception:  # never the client's failure: telemetry stops, it goes on
+                    logger.exception("client telemetry failed and stops")
+                    self.machine.disable()
 
     def _wait_ms(self) -> float:
         due = self.machine.due_in_ms(self._clock())

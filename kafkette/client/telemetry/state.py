@@ -253,6 +253,10 @@ class TelemetryMachine:
             self.state = State.TERMINATED
         return self.state is State.TERMINATING_PUSH_NEEDED
 
+    def disable(self) -> None:
+        """Stop for good: the client could not build or send what KIP-714 asks."""
+        self.state = State.DISABLED
+
     def close(self) -> None:
         """Stop for good (after the terminating push, or when there is no time for it)."""
         if self.state is not State.DISABLED:

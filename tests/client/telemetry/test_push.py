@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -233,3 +234,28 @@ async def test_a_broker_without_the_apis_gets_no_request(
         assert telemetry.machine.due_in_ms(telemetry._clock()) > 290_000  # type: ignore[operator]
     assert telemetry.requests_sent == 0
     assert requests(cluster, GET) == requests(cluster, PUSH) == 0
+
+
+@pytest.mark.anyio
+async def test_a_failure_to_build_the_payload_stops_telemetry_not_the_producer(
+    cluster: MemoryCluster,
+) -> None:
+    """A collector that raises disables the client's telemetry; the producer goes on."""
+    subscribe(cluster, "producers", PRODUCER)
+    async with AsyncProducer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+        assert producer._core is not None
+        telemetry = producer._core.client.telemetry
+        assert telemetry is not None
+
+        def broken() -> list[Any]:
+            raise RuntimeError("a collector bug")
+
+        telemetry._collect = broken
+        await producer.send("telemetry", b"v", partition=0)
+        await producer.flush()
+        with anyio.fail_after(10):
+            while telemetry.machine.state is not State.DISABLED:
+                await anyio.sleep(0.01)
+        metadata = await (await producer.send("telemetry", b"after", partition=0))
+    assert metadata.offset == 1
+    assert pushed(cluster) == {}

@@ -43,9 +43,13 @@ each listening on its own port: node 1 on ``--listen``, the others on the
 following ports (or each on a free one when ``--listen`` gives port 0), all
 named on the start-up line (``nodes 1=HOST:PORT,2=...``). Partitions are
 spread over the nodes; a request at a node that does not lead the partition
-(or coordinate the group) is refused as Kafka does. Leaders move with Kafka's
+(or coordinate the group) is refused as Kafka does. A topic may have up to N
+replicas (ISR, ``min.insync.replicas``, fetch-from-follower with
+``--set broker.rack=R1,...,RN`` and ``--set replica.selector.class=...RackAwareReplicaSelector``:
+:mod:`kafkette.server.nodes`). Leaders move with Kafka's
 AlterPartitionReassignments (one replica: the new leader), e.g. from an admin
-client; there is no other control over the network.
+client; with ``--enable-fault-injection`` nodes stop and start
+(:meth:`RemoteFaults.stop_broker <kafkette.testing.RemoteFaults.stop_broker>`).
 """
 
 from __future__ import annotations
@@ -158,7 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="for tests: stand for N nodes (ids 1..N) on N consecutive ports from --listen's "
         "(each a free one with port 0), sharing one broker core; partitions are spread over "
-        "them and leaders move with AlterPartitionReassignments",
+        "them with up to N replicas each (racks: --set broker.rack=R1,...,RN) and leaders "
+        "move with AlterPartitionReassignments",
     )
     parser.add_argument(
         "--schema-registry",

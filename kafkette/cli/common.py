@@ -23,7 +23,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
-from kafkette.client.config import AdminConfig, ClientConfig, ConsumerConfig, ProducerConfig
+from kafkette.client.config import (
+    AdminConfig,
+    ClientConfig,
+    ConsumerConfig,
+    ProducerConfig,
+    ShareConsumerConfig,
+)
 from kafkette.errors import ConfigError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -34,6 +40,7 @@ READ_ONLY = "?mode=ro"
 CLIENT_CONFIGS: dict[str, type[ClientConfig]] = {
     "producer": ProducerConfig,
     "consumer": ConsumerConfig,
+    "share consumer": ShareConsumerConfig,
     "admin": AdminConfig,
 }
 

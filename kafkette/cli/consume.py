@@ -7,7 +7,11 @@ and ``e@MS`` (stop before the first record at or after a timestamp; may be given
 with a start). ``--from-time ISO8601`` is ``s@`` with a date. With ``-G GROUP``
 the topics are subscribed as a balanced group member that commits its
 positions; there ``-o beginning|end`` only chooses where a partition without a
-committed offset starts.
+committed offset starts. With ``--share-group GROUP`` the topics are read as a
+member of that share group (KIP-932, Kafka's queues): each record printed is
+accepted, as the share consumer's implicit acknowledgement does (a record acquired
+beyond ``-c`` is released, so another member gets it); ``-c`` is the only option
+of the reading kind it takes.
 
 ``-e`` ends the command once every partition is read to the end it had when
 the command started (with ``read_committed``, its last stable offset), ``-c``
@@ -37,6 +41,8 @@ from kafkette.cli.common import Subcommands, UsageError, add_common_arguments, c
 from kafkette.cli.formats import RecordFormat, unescape
 from kafkette.consumer.consumer import Consumer
 from kafkette.consumer.record import ConsumerRecord
+from kafkette.consumer.share.consumer import ShareConsumer
+from kafkette.consumer.share.record import AcknowledgeType, ShareConsumerRecord
 from kafkette.structs import TopicPartition
 
 POLL_TIMEOUT_S = 0.5
@@ -62,6 +68,11 @@ def add_parser(commands: Subcommands) -> None:
     )
     parser.add_argument("-p", dest="partition", type=int, help="only this partition")
     parser.add_argument("-G", dest="group", help="consume as a member of this group, committing")
+    parser.add_argument(
+        "--share-group",
+        metavar="GROUP",
+        help="consume as a member of this share group (Kafka's queues), accepting each record",
+    )
     parser.add_argument("-c", dest="count", type=int, help="exit after COUNT records")
     parser.add_argument(
         "-e", dest="exit_at_end", action="store_true", help="exit at the end of every partition"
@@ -152,9 +163,11 @@ class Printer:
         self.format = RecordFormat(spec)
         self.out = sys.stdout.buffer
 
-    def write(self, record: ConsumerRecord) -> None:
+    def write(self, record: ConsumerRecord | ShareConsumerRecord) -> None:
         if self.json:
             self.out.write(json.dumps(record_json(record)).encode() + b"\n")
+        elif isinstance(record, ShareConsumerRecord):  # the format's tokens are its first fields
+            self.out.write(self.format.format(ConsumerRecord._make(record[:9])))
         else:
             self.out.write(self.format.format(record))
 
@@ -166,8 +179,8 @@ def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "backslashreplace")
 
 
-def record_json(record: ConsumerRecord) -> dict[str, Any]:
-    return {
+def record_json(record: ConsumerRecord | ShareConsumerRecord) -> dict[str, Any]:
+    shown = {
         "topic": record.topic,
         "partition": record.partition,
         "offset": record.offset,
@@ -176,6 +189,9 @@ def record_json(record: ConsumerRecord) -> dict[str, Any]:
         "value": schemas.shown(record.value),
         "headers": [[name, _text(value)] for name, value in record.headers],
     }
+    if isinstance(record, ShareConsumerRecord):
+        shown["delivery_count"] = record.delivery_count
+    return shown
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         unescape(args.key_delimiter)
     printer = Printer(args)
     overrides: dict[str, Any] = {}
+    if args.share_group is not None:
+        return _share_run(args, printer)
     if args.isolation:
         overrides["isolation.level"] = args.isolation
     if args.group:
@@ -238,6 +256,62 @@ def _consume(
                 for tp, offset in starts.items():
                     consumer.seek(tp, offset)
             reader.run()
+        except KeyboardInterrupt:
+            consumer.close(timeout=INTERRUPTED_CLOSE_S)
+            raise
+    return 0
+
+
+SHARE_EXCLUDES = {
+    "group": "-G",
+    "partition": "-p",
+    "exit_at_end": "-e",
+    "isolation": "--isolation",
+    "from_time": "--from-time",
+}
+"""Options that choose partitions or positions, which a share group's broker chooses."""
+
+
+def _share_run(args: argparse.Namespace, printer: Printer) -> int:
+    for attribute, option in SHARE_EXCLUDES.items():
+        value = getattr(args, attribute)
+        if value is not None and value is not False:  # -p 0 is given
+            raise UsageError(f"{option} cannot be used with --share-group")
+    if args.offsets:
+        raise UsageError("-o cannot be used with --share-group (the share group keeps its place)")
+    if not args.share_group:
+        raise UsageError("--share-group needs a group name")
+    if args.count is not None and args.count < 1:
+        raise UsageError("-c must be at least 1")
+    overrides: dict[str, Any] = {
+        "group.id": args.share_group,
+        # Explicit, so that a record acquired beyond -c is released rather than accepted
+        # unprinted; each printed record is accepted, as implicit mode would.
+        "share.acknowledgement.mode": "explicit",
+    }
+    with contextlib.ExitStack() as stack:
+        decoded = {f"{p}.deserializer": getattr(args, f"{p}_format") for p in ("key", "value")}
+        decoded = {setting: kind for setting, kind in decoded.items() if kind != "bytes"}
+        if decoded:
+            registry = stack.enter_context(schemas.registry_client(args))
+            for setting, kind in decoded.items():
+                overrides[setting] = schemas.decoder(kind, registry)
+        consumer = stack.enter_context(
+            ShareConsumer(client_settings(args, "share consumer", **overrides))
+        )
+        consumer.subscribe(args.topics)
+        left = args.count
+        try:
+            while left is None or left > 0:
+                for record in consumer.poll(timeout=POLL_TIMEOUT_S):
+                    if left is not None and left <= 0:
+                        consumer.acknowledge(record, AcknowledgeType.RELEASE)
+                        continue
+                    printer.write(record)
+                    consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                    if left is not None:
+                        left -= 1
+                printer.flush()
         except KeyboardInterrupt:
             consumer.close(timeout=INTERRUPTED_CLOSE_S)
             raise

@@ -1,7 +1,12 @@
 """``kafkette groups list|describe|delete|reset-offsets``.
 
-``describe`` shows the group's state and, per partition it committed or was
-assigned, the committed offset, the end offset, the lag and the member.
+``list`` shows groups of every type (classic, consumer, share) with their type
+and state. ``describe`` shows a consumer group's state and, per partition it
+committed or was assigned, the committed offset, the end offset, the lag and the
+member; a share group's state and, per partition it has a state for or assigns,
+the start offset (where the group reads next), the end offset, the lag (records
+from the start not yet acknowledged for good) and the members it is assigned to,
+as ``kafka-share-groups.sh --describe``, then its members.
 ``reset-offsets`` takes kafka-consumer-groups' options: a target
 (``--to-earliest``, ``--to-latest``, ``--to-offset N``, ``--to-datetime``,
 ``--shift-by N``, ``--by-duration PnDTnHnMnS``), the partitions (``--topic
@@ -9,7 +14,9 @@ T[:P,...]``, repeatable, or ``--all-topics``: those the group committed), and
 ``--dry-run`` (the default: print the plan, and a note on stderr) or
 ``--execute``. As Kafka, it refuses a group with active members. New offsets
 are kept within each partition's earliest and latest offsets; a partition
-without a committed offset shifts from its earliest.
+without a committed offset shifts from its earliest. For a share group it moves
+the start offsets, as ``kafka-share-groups.sh --reset-offsets`` (``--all-topics``:
+the partitions it has a state for; ``--shift-by`` from the start offset).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+from kafkette.admin.share_types import ShareGroupDescription
 from kafkette.admin.sync_client import AdminClient
 from kafkette.admin.types import GroupState, OffsetSpec
 from kafkette.cli.common import (
@@ -33,17 +41,19 @@ from kafkette.cli.common import (
     write,
 )
 from kafkette.cli.consume import parse_time
-from kafkette.errors import IllegalStateError
+from kafkette.errors import GroupIdNotFoundError, IllegalStateError, UnsupportedVersionError
 from kafkette.structs import OffsetAndMetadata, TopicPartition
 
 INACTIVE = (GroupState.EMPTY, GroupState.DEAD)
 
 
 def add_parser(commands: Subcommands) -> None:
-    parser = commands.add_parser("groups", help="list, describe, delete and reset consumer groups")
+    parser = commands.add_parser(
+        "groups", help="list, describe, delete and reset consumer and share groups"
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    listing = actions.add_parser("list", help="consumer groups and their states")
+    listing = actions.add_parser("list", help="groups, their types and states")
     listing.set_defaults(run=list_groups)
 
     describe = actions.add_parser("describe", help="members, offsets and lag of a group")
@@ -81,13 +91,28 @@ def admin_for(args: argparse.Namespace) -> AdminClient:
 
 def list_groups(args: argparse.Namespace) -> int:
     with admin_for(args) as admin:
-        groups = admin.list_consumer_groups().all()
+        groups = admin.list_groups().all()
     rows = [
-        (g.group_id, g.state.value if g.state else None, g.is_simple_consumer_group, g.coordinator)
+        (
+            g.group_id,
+            g.type.value.lower() if g.type else None,
+            g.state.value if g.state else None,
+            not g.protocol,
+            g.coordinator,
+        )
         for g in sorted(groups, key=lambda g: g.group_id)
     ]
-    print_rows(args, ("group", "state", "simple", "coordinator"), rows)
+    print_rows(args, ("group", "type", "state", "simple", "coordinator"), rows)
     return 0
+
+
+def share_group(admin: AdminClient, group_id: str) -> ShareGroupDescription | None:
+    """The share group ``group_id``, None when no share group has that id (or the broker
+    serves no share groups)."""
+    outcome = admin.describe_share_groups([group_id])[group_id]
+    if isinstance(outcome.error, (GroupIdNotFoundError, UnsupportedVersionError)):
+        return None
+    return outcome.result()
 
 
 def _ends(admin: AdminClient, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
@@ -97,8 +122,60 @@ def _ends(admin: AdminClient, tps: list[TopicPartition], spec: int) -> dict[Topi
     return {tp: info.offset for tp, info in found.items()}
 
 
+def describe_share_group(
+    args: argparse.Namespace, admin: AdminClient, group: ShareGroupDescription
+) -> None:
+    starts = admin.list_share_group_offsets(group.group_id).all()
+    owners: dict[TopicPartition, list[str]] = {}
+    for member in group.members:
+        for tp in member.assignment:
+            owners.setdefault(tp, []).append(member.member_id)
+    tps = sorted(set(owners) | set(starts))
+    ends = _ends(admin, tps, OffsetSpec.LATEST)
+    rows: list[tuple[Any, ...]] = []
+    for tp in tps:
+        info = starts.get(tp)
+        rows.append(
+            (
+                tp.topic,
+                tp.partition,
+                info.start_offset if info else None,
+                ends[tp],
+                info.lag if info else None,
+                ",".join(sorted(owners.get(tp, ()))) or None,
+            )
+        )
+    columns = ("topic", "partition", "start", "end", "lag", "members")
+    summary = (group.group_id, "share", group.state.value, group.assignor, len(group.members))
+    summary_columns = ("group", "type", "state", "assignor", "members")
+    member_columns = ("member", "client_id", "host", "partitions")
+    members = [
+        (
+            m.member_id,
+            m.client_id,
+            m.host,
+            ",".join(f"{tp.topic}:{tp.partition}" for tp in sorted(m.assignment)) or None,
+        )
+        for m in sorted(group.members, key=lambda m: m.member_id)
+    ]
+    if args.json:
+        value: dict[str, Any] = dict(zip(summary_columns, summary, strict=True))
+        value["partitions"] = [dict(zip(columns, row, strict=True)) for row in rows]
+        value["assignments"] = [dict(zip(member_columns, row, strict=True)) for row in members]
+        print_json(value)
+        return
+    text = table(summary_columns, [summary]) + "\n" + table(columns, rows)
+    if members:
+        text += "\n" + table(member_columns, members)
+    write(text)
+
+
 def describe_group(args: argparse.Namespace) -> int:
     with admin_for(args) as admin:
+        shared = share_group(admin, args.group)
+        if shared is not None:
+            describe_share_group(args, admin, shared)
+            return 0
         group = admin.describe_consumer_groups([args.group]).all()[args.group]
         committed = admin.list_consumer_group_offsets(args.group).all()
         owners = {tp: m for m in group.members for tp in m.assignment}
@@ -165,7 +242,7 @@ def parse_duration(text: str) -> int:
 
 
 def _partitions(
-    admin: AdminClient, args: argparse.Namespace, committed: dict[TopicPartition, Any]
+    admin: AdminClient, args: argparse.Namespace, committed: dict[TopicPartition, int | None]
 ) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(tp for tp, o in committed.items() if o is not None)
@@ -188,17 +265,25 @@ def _partitions(
 
 def reset_offsets(args: argparse.Namespace) -> int:
     with admin_for(args) as admin:
-        group = admin.describe_consumer_groups([args.group]).all()[args.group]
-        if group.state not in INACTIVE:
+        shared = share_group(admin, args.group)
+        if shared is not None:
+            state, members = shared.state, len(shared.members)
+            starts = admin.list_share_group_offsets(args.group).all()
+            committed = {tp: (i.start_offset if i else None) for tp, i in starts.items()}
+        else:
+            group = admin.describe_consumer_groups([args.group]).all()[args.group]
+            state, members = group.state, len(group.members)
+            offsets = admin.list_consumer_group_offsets(args.group).all()
+            committed = {tp: (o.offset if o else None) for tp, o in offsets.items()}
+        if state not in INACTIVE:
             raise IllegalStateError(
                 f"the offsets of group {args.group!r} can only be reset while it has no "
-                f"active members; it has {len(group.members)} and is {group.state.value}"
+                f"active members; it has {members} and is {state.value}"
             )
-        committed = admin.list_consumer_group_offsets(args.group).all()
         tps = _partitions(admin, args, committed)
         earliest = _ends(admin, tps, OffsetSpec.EARLIEST)
         latest = _ends(admin, tps, OffsetSpec.LATEST)
-        current = {tp: (o.offset if (o := committed.get(tp)) is not None else None) for tp in tps}
+        current = {tp: committed.get(tp) for tp in tps}
         if args.to_datetime is not None or args.by_duration is not None:
             when = (
                 parse_time(args.to_datetime, "--to-datetime")
@@ -219,7 +304,9 @@ def reset_offsets(args: argparse.Namespace) -> int:
                 for tp in tps
             }
         new = {tp: min(max(wanted[tp], earliest[tp]), latest[tp]) for tp in tps}
-        if args.execute and new:
+        if args.execute and new and shared is not None:
+            admin.alter_share_group_offsets(args.group, new).all()
+        elif args.execute and new:
             admin.alter_consumer_group_offsets(
                 args.group, {tp: OffsetAndMetadata(offset) for tp, offset in new.items()}
             ).all()

@@ -95,7 +95,7 @@ def test_groups(timed: str) -> None:
     consumer.close()
 
     assert ok(kafkette("groups", "list", bootstrap=timed)) == (
-        "GROUP  STATE  SIMPLE  COORDINATOR\napp    Empty  false   1\n"
+        "GROUP  TYPE     STATE  SIMPLE  COORDINATOR\napp    classic  Empty  false   1\n"
     )
     assert ok(kafkette("groups", "describe", "app", bootstrap=timed)) == (
         "GROUP  STATE  ASSIGNOR  MEMBERS\n"

@@ -52,7 +52,7 @@ def test_topics_produce_consume_and_groups_on_tansu(tansu_cli: TansuProcess) -> 
         "v1\nv2\n"
     )
     assert ok(kafkette("groups", "list", bootstrap=b)) == (
-        "GROUP  STATE    SIMPLE  COORDINATOR\ng1     Unknown  false   111\n"
+        "GROUP  TYPE     STATE    SIMPLE  COORDINATOR\ng1     classic  Unknown  false   111\n"
     )
     assert ok(kafkette("groups", "describe", "g1", bootstrap=b)) == (
         "GROUP  STATE  ASSIGNOR  MEMBERS\n"

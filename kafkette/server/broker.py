@@ -256,6 +256,11 @@ class Broker:
         )
         await group_timer_loop(coordinators, self.now_ms)
 
+    def connection_closed(self, peer: str) -> None:
+        """A client connection from ``peer`` (its ``host:port``) closed: the share
+        sessions it opened end (Kafka's ShareSessionCache disconnect listener)."""
+        self.share_groups.disconnect(peer)
+
     def appended(self, log: Log) -> None:
         """After an append to ``log``: advance its high watermark to the log end (this
         node is the only replica) and wake long-polling fetches."""

@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkette.acl import AclOperation, ResourceType
-from kafkette.errors import ApiError, GroupAuthorizationFailedError, TopicAuthorizationFailedError
+from kafkette.errors import (
+    ApiError,
+    GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
+    TopicAuthorizationFailedError,
+)
 from kafkette.protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -44,6 +49,9 @@ async def handle_consumer_group_heartbeat(
             raise TopicAuthorizationFailedError(
                 f"The group is not authorized to describe topics {', '.join(refused)}."
             )
+        if request.group_id in broker.share_groups.groups:
+            # As Kafka's GroupMetadataManager: the id is held by a group of another type.
+            raise GroupIdNotFoundError(f"Group {request.group_id} is not a consumer group.")
         if broker.consumer_topics.refresh():
             coordinator.topics_changed()
         heartbeat = wire.heartbeat_request(

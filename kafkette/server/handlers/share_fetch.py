@@ -107,6 +107,7 @@ async def handle_share_fetch(
             fetch=wanted,
             forget=forget,
             has_acknowledgements=bool(acks),
+            connection_id=ctx.client_host,
         )
     except ApiError as error:
         return ShareFetchResponse(error_code=error.code, error_message=str(error) or None)

@@ -770,6 +770,7 @@ async def serve_protocol(
     except Exception:
         logger.exception("closing connection from %s after an internal error", peer)
     finally:
+        broker.connection_closed(peer)
         if aborted:  # cancelled (the listener is shutting down) or an internal error
             conn.abort()
         else:

@@ -196,4 +196,5 @@ async def serve_connection(
     except Exception:
         logger.exception("closing connection from %s after an internal error", peer)
     finally:
+        broker.connection_closed(peer)
         io.close()

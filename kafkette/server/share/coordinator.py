@@ -162,6 +162,16 @@ class ShareCoordinator:
             if partition is not None:
                 self._persist(key, partition.release_member(member_id))
 
+    def disconnect(self, connection_id: str) -> None:
+        """The connection ``connection_id`` closed: the share sessions it opened end and
+        their members' acquired records go back, as Kafka's ShareSessionCache tells its
+        share-group listener that the member left (records released, delivery counts
+        lowered, as :meth:`close_session`)."""
+        for session in self.sessions.disconnect(connection_id):
+            for key, partition in self.partitions.items():
+                if key.group_id == session.group_id:
+                    self._persist(key, partition.release_member(session.member_id))
+
     def member_gone(self, group_id: str, member_id: str) -> None:
         """A member's group session ended (no heartbeat in time): its share session
         ends and its records go back to the group."""

@@ -45,6 +45,7 @@
 
 #define RECORD_OVERHEAD 21
 #define BATCH_OVERHEAD 61
+#define FIRST_ALLOCATION 16384
 
 /* ---- int fields: a getter and setter over the long long at offset `closure` (the
  * setter checks the value before it writes, which T_LONGLONG members do not) */
@@ -225,6 +226,13 @@ typedef struct {
     long long batch_size;
     char closed;
     char wake_pending;
+    /* the last partition appended to: its queue, found in `cached_queues` under
+     * (cached_topic, cached_partition) -- a queue of _queues is never replaced or
+     * removed, so while _queues is that dict the deque is still the partition's */
+    PyObject *cached_queues;
+    PyObject *cached_topic;
+    PyObject *cached_partition;
+    PyObject *cached_queue;
 } AccumulatorState;
 
 static PyObject *future_type;
@@ -237,6 +245,10 @@ accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
     Py_VISIT(self->lock);
     Py_VISIT(self->queues);
     Py_VISIT(self->wakeup);
+    Py_VISIT(self->cached_queues);
+    Py_VISIT(self->cached_topic);
+    Py_VISIT(self->cached_partition);
+    Py_VISIT(self->cached_queue);
     return 0;
 }
 
@@ -246,6 +258,10 @@ accumulator_clear(AccumulatorState *self)
     Py_CLEAR(self->lock);
     Py_CLEAR(self->queues);
     Py_CLEAR(self->wakeup);
+    Py_CLEAR(self->cached_queues);
+    Py_CLEAR(self->cached_topic);
+    Py_CLEAR(self->cached_partition);
+    Py_CLEAR(self->cached_queue);
     return 0;
 }
 
@@ -292,25 +308,55 @@ write_varint(unsigned char *out, long long value)
     return n;
 }
 
-/* Make `buffer` (a bytearray) `size` bytes long, keeping its bytes. Its allocation at
- * least doubles when it grows, up to `cap` (the batch's bound), so that a batch of n
- * records is reallocated O(log n) times, not bytearray's 1/8 at a time. */
+/* Make `buffer` (a bytearray) `size` bytes long, keeping its bytes. Its allocation
+ * grows to 16 KiB at first (the default batch.size) and at least doubles after that,
+ * up to `cap` (the batch's bound), so that a batch of n records is reallocated
+ * O(log n) times, not bytearray's 1/8 at a time. Within the allocation only the
+ * length moves (PyByteArray_Resize would give back an allocation less than half used). */
 static int
 grow_buffer(PyObject *buffer, Py_ssize_t size, Py_ssize_t cap)
 {
-    Py_ssize_t alloc = ((PyByteArrayObject *)buffer)->ob_alloc;
-    if (size + 1 > alloc) {
-        Py_ssize_t target = alloc < PY_SSIZE_T_MAX / 2 ? 2 * alloc : size;
+    PyByteArrayObject *array = (PyByteArrayObject *)buffer;
+    if (array->ob_exports > 0 || size < Py_SIZE(buffer))
+        return PyByteArray_Resize(buffer, size); /* raises BufferError, or shrinks */
+    Py_ssize_t room = array->ob_alloc - (array->ob_start - array->ob_bytes);
+    if (size + 1 > room) {
+        Py_ssize_t target = room < PY_SSIZE_T_MAX / 2 ? 2 * room : size;
+        if (target < FIRST_ALLOCATION)
+            target = FIRST_ALLOCATION; /* a batch's first records: one allocation */
         if (target > cap)
             target = cap;
         if (target < size)
             target = size;
-        /* growing to `target` allocates exactly target + 1; going back to `size` (at
-         * least half of it) then keeps that allocation */
-        if (target > size && PyByteArray_Resize(buffer, target) < 0)
+        if (PyByteArray_Resize(buffer, target) < 0)
             return -1;
     }
-    return PyByteArray_Resize(buffer, size);
+    Py_SET_SIZE(buffer, size);
+    PyByteArray_AS_STRING(buffer)[size] = '\0'; /* bytearray's trailing NUL */
+    return 0;
+}
+
+/* The deque of (topic, partition) in `queues` (borrowed), NULL when there is none (or
+ * on an error); the last one found is remembered, which saves a common send making,
+ * hashing and comparing a key. Under the lock. */
+static PyObject *
+find_queue(AccumulatorState *acc, PyObject *queues, PyObject *topic, PyObject *partition)
+{
+    if (acc->cached_queues == queues && acc->cached_topic == topic
+        && acc->cached_partition == partition)
+        return acc->cached_queue;
+    PyObject *tp = PyTuple_Pack(2, topic, partition);
+    if (tp == NULL)
+        return NULL;
+    PyObject *queue = PyDict_GetItemWithError(queues, tp); /* borrowed */
+    Py_DECREF(tp);
+    if (queue != NULL) {
+        Py_XSETREF(acc->cached_queues, Py_NewRef(queues));
+        Py_XSETREF(acc->cached_topic, Py_NewRef(topic));
+        Py_XSETREF(acc->cached_partition, Py_NewRef(partition));
+        Py_XSETREF(acc->cached_queue, Py_NewRef(queue));
+    }
+    return queue;
 }
 
 /* Under the lock: add the record to the open batch. 1 when added (with *batch_out
@@ -325,11 +371,7 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     PyObject *queues = acc->queues;
     if (queues == NULL || !PyDict_CheckExact(queues))
         return 0;
-    PyObject *tp = PyTuple_Pack(2, topic, partition);
-    if (tp == NULL)
-        return -1;
-    PyObject *queue = PyDict_GetItemWithError(queues, tp); /* borrowed */
-    Py_DECREF(tp);
+    PyObject *queue = find_queue(acc, queues, topic, partition); /* borrowed */
     if (queue == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_ssize_t queued = PySequence_Size(queue);
@@ -375,7 +417,8 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     FutureState *future = index == NULL ? NULL : (FutureState *)type->tp_alloc(type, 0);
     if (future == NULL) {
         Py_XDECREF(index);
-        PyByteArray_Resize(buffer, end); /* shrinking: cannot fail */
+        Py_SET_SIZE(buffer, end); /* the bytes added are not used */
+        PyByteArray_AS_STRING(buffer)[end] = '\0';
         Py_DECREF(last);
         return -1;
     }

@@ -190,6 +190,25 @@ def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
     assert [f.result(0).offset for f in (opened, second, third)] == [40, 41, 42]
 
 
+def test_each_partition_gets_its_records_whichever_was_appended_to_last() -> None:
+    """The C append remembers the last partition's queue: records alternating between
+    partitions, and a new ``_queues``, still land in their own partition's batch."""
+    acc, _ = make(batch_size=16_384)
+    for partition in (0, 1):
+        assert acc.append_plain("t", partition, 1, None, b"first") is not None
+    for i in range(6):
+        assert c_append(acc, "t", i % 2, 2, None, b"%d" % i) is not None
+    assert [[r.value for r in _records_of(acc._queues[("t", p)][-1])] for p in (0, 1)] == [
+        [b"first", b"0", b"2", b"4"],
+        [b"first", b"1", b"3", b"5"],
+    ]
+    acc._queues = {}
+    assert c_append(acc, "t", 1, 2, None, b"v") is None  # no queue in the new dict
+    assert acc.append_plain("t", 1, 1, None, b"new") is not None
+    assert c_append(acc, "t", 1, 2, None, b"again") is not None
+    assert [r.value for r in _records_of(acc._queues[("t", 1)][-1])] == [b"new", b"again"]
+
+
 def test_the_lock_is_taken() -> None:
     """Another thread holding the accumulator's lock keeps the C append waiting."""
     acc, _ = make()

@@ -95,7 +95,8 @@ class AccumulatorState:
     _lock: threading.Lock
     """The lock of the queues and the accounting."""
     _queues: dict[tuple[str, int], deque[ProducerBatch]]
-    """(topic, partition) -> its batches, oldest first."""
+    """(topic, partition) -> its batches, oldest first. A partition's deque, once made,
+    is never replaced or removed (the C append remembers the last one it used)."""
     wakeup: Callable[[], object] | None
     """Called (outside the lock) when the sender has something new to look at."""
     _used: int

@@ -30,8 +30,11 @@ fails the connection is closed (``CloseConnection``), as Kafka does.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import anyio
 
 from kafkette.acl import AclOperation, ResourceType
 from kafkette.backends import Log
@@ -69,6 +72,7 @@ from kafkette.server.cluster import Partition
 from kafkette.server.dispatch import CloseConnection, RequestContext, handler
 from kafkette.server.nodes import NodeTable
 from kafkette.server.sequences import Duplicate, check_sequence
+from kafkette.server.steps import STEP_BUDGET_S
 
 if TYPE_CHECKING:
     from kafkette.server.broker import Broker
@@ -97,6 +101,10 @@ ADMIN_CLIENT_ID = "__admin_client"
 """The client id Kafka lets append to internal topics (its admin tools)."""
 
 
+_TURN_CHECK = 64
+"""Partitions handled between two looks at the clock."""
+
+
 @handler(ProduceRequest, min_version=3)
 async def handle_produce(
     broker: Broker, ctx: RequestContext, request: ProduceRequest
@@ -112,6 +120,11 @@ async def handle_produce(
     node = ctx.node_id if nodes.multi else None  # None: this node leads every partition
     leaders: set[int] = set()  # named in NOT_LEADER_OR_FOLLOWER answers
     txn_refused = not _transactional_write_allowed(ctx, request)
+    # A request for thousands of partitions (a producer's first round over a wide topic)
+    # lets other connections have the loop every STEP_BUDGET_S (checked every
+    # _TURN_CHECK partitions): one request must not hold it for 100 ms and more.
+    handled = 0
+    turn_ends = time.monotonic() + STEP_BUDGET_S
     for topic_data in request.topic_data:
         # Authorization before existence, as Kafka: no hint of what a principal may not see.
         allowed = ctx.allows(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
@@ -122,6 +135,12 @@ async def handle_produce(
         refused = topic is not None and topic.is_internal and ctx.client_id != ADMIN_CLIENT_ID
         results: list[PartitionProduceResponse] = []
         for data in topic_data.partition_data:
+            handled += 1
+            if not handled % _TURN_CHECK and time.monotonic() >= turn_ends:
+                if appended:
+                    broker.data_changed.notify()
+                await anyio.sleep(0)
+                turn_ends = time.monotonic() + STEP_BUDGET_S
             index = data.index
             if not valid_acks:
                 results.append(_error(index, InvalidRequiredAcksError()))

@@ -12,5 +12,14 @@ from kafkette.testing.clock import ManualClock
 from kafkette.testing.cluster import MemoryCluster
 from kafkette.testing.clusters import close_memory_cluster, memory_cluster
 from kafkette.testing.remote_faults import RemoteFaults
+from kafkette.testing.share import SharePartitionState, ShareRecordState
 
-__all__ = ["ManualClock", "MemoryCluster", "RemoteFaults", "close_memory_cluster", "memory_cluster"]
+__all__ = [
+    "ManualClock",
+    "MemoryCluster",
+    "RemoteFaults",
+    "SharePartitionState",
+    "ShareRecordState",
+    "close_memory_cluster",
+    "memory_cluster",
+]

@@ -13,7 +13,8 @@ core, in the core's own event loop:
 - faults: :attr:`MemoryCluster.faults` (:class:`~kafkette.server.faults.table.FaultTable`)
   answers chosen requests with errors, loses answers, delays or disconnects;
 - inspection: :meth:`~MemoryCluster.records`, :meth:`~MemoryCluster.committed`,
-  :meth:`~MemoryCluster.high_watermark` ... read the core without a client;
+  :meth:`~MemoryCluster.high_watermark`, :meth:`~MemoryCluster.share_partition_state`
+  ... read the core without a client;
 - several nodes (``brokers=N``): :meth:`~MemoryCluster.move_leader`,
   :meth:`~MemoryCluster.stop_broker`, :meth:`~MemoryCluster.start_broker` and
   :meth:`~MemoryCluster.move_coordinator` drive the core's
@@ -40,8 +41,10 @@ from kafkette.server import BrokerConfig
 from kafkette.server.faults.table import FaultTable
 from kafkette.server.maintenance import run_once
 from kafkette.server.nodes import GROUP, TRANSACTION
+from kafkette.server.share.persistence import ShareKey
 from kafkette.structs import TopicPartition
 from kafkette.testing.clock import ManualClock
+from kafkette.testing.share import SharePartitionState, read_share_partition
 
 MAX_TIMER_ROUNDS = 1000
 """Rounds of due timers :meth:`MemoryCluster.advance` runs at most (each may schedule more)."""
@@ -282,6 +285,21 @@ class MemoryCluster:
             for (topic, partition), committed in sorted(offsets.items())
             if committed is not None
         }
+
+    def share_partition_state(
+        self, group: str, topic: str, partition: int
+    ) -> SharePartitionState | None:
+        """What share group ``group`` holds of ``topic``'s ``partition``: its start and
+        end offsets and each record in flight with its state, delivery count, member
+        and lock deadline; None before the group first fetched from it."""
+        return self._cluster.run(self._share_partition_state, group, topic, partition)
+
+    def _share_partition_state(
+        self, group: str, topic: str, partition: int
+    ) -> SharePartitionState | None:
+        topic_id = self._broker.cluster.get_topic(topic).topic_id
+        found = self._broker.share_groups.partitions.get(ShareKey(group, topic_id, partition))
+        return None if found is None else read_share_partition(found)
 
     def assignment(self, group: str) -> dict[str, set[TopicPartition]]:
         """The partitions each member of ``group`` was given (by member id): as the

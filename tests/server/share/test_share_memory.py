@@ -1,6 +1,6 @@
 """Share groups on memory://, spoken at the protocol level by our client core:
-ApiVersions lists the share APIs, and ``cluster.advance()`` expires acquisition
-locks without sleeping."""
+ApiVersions lists the share APIs, ``cluster.advance()`` expires acquisition locks
+without sleeping, and ``cluster.share_partition_state()`` reads a share partition out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from kafkette.client.config import AdminConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkette.protocol.messages.share_fetch_request import (
+    AcknowledgementBatch,
     FetchPartition,
     FetchTopic,
     ShareFetchRequest,
@@ -21,7 +22,7 @@ from kafkette.protocol.messages.share_fetch_request import (
 from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, ShareFetchResponse
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
-from kafkette.testing import MemoryCluster
+from kafkette.testing import MemoryCluster, SharePartitionState, ShareRecordState
 
 pytestmark = pytest.mark.anyio
 
@@ -86,3 +87,57 @@ async def test_memory_cluster_expires_locks_on_advance() -> None:
             assert await fetch(connection, two, 1, topic_id) == []
             cluster.advance(0.1)
             assert await fetch(connection, two, 2, topic_id) == [AcquiredRecords(0, 0, 2)]
+
+
+async def test_share_partition_state_reads_out_starts_states_and_counts() -> None:
+    """``share_partition_state`` follows a record from acquired (member, lock deadline on
+    the cluster's clock) to AVAILABLE when ``advance()`` passes the lock, and the start
+    offset past an ACCEPTed record."""
+    with MemoryCluster() as cluster:
+        config = AdminConfig.from_user(bootstrap_servers=cluster.bootstrap_servers)
+        async with KafkaClient(config) as client:
+            await client.refresh_metadata(["t"], allow_auto_topic_creation=True)
+            connection = await client.connection(await client.any_node())
+            topic_id = cluster._broker.cluster.get_topic("t").topic_id
+            assert cluster.share_partition_state("g", "t", 0) is None
+            one = str(uuid.uuid4())
+            await join(connection, one)
+            assert await fetch(connection, one, 0, topic_id) == []
+            assert cluster.share_partition_state("g", "t", 0) == SharePartitionState(0, 0, ())
+            with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                for value in (b"a", b"b"):
+                    producer.send("t", value, partition=0).result(10)
+            assert await fetch(connection, one, 1, topic_id) == [AcquiredRecords(0, 1, 1)]
+            deadline = int(cluster.clock()) + 30_000
+            state = cluster.share_partition_state("g", "t", 0)
+            assert state == SharePartitionState(
+                0,
+                2,
+                (
+                    ShareRecordState(0, "ACQUIRED", 1, one, deadline),
+                    ShareRecordState(1, "ACQUIRED", 1, one, deadline),
+                ),
+            )
+            assert state.acquired == {0: one, 1: one}
+            cluster.advance(30)
+            assert cluster.share_partition_state("g", "t", 0) == SharePartitionState(
+                0, 2, (ShareRecordState(0, "AVAILABLE", 1), ShareRecordState(1, "AVAILABLE", 1))
+            )
+            assert await fetch(connection, one, 2, topic_id) == [AcquiredRecords(0, 1, 2)]
+            response = await connection.request(
+                ShareFetchRequest(
+                    group_id="g",
+                    member_id=one,
+                    share_session_epoch=3,
+                    topics=[
+                        FetchTopic(
+                            topic_id, [FetchPartition(0, 0, [AcknowledgementBatch(0, 0, [1])])]
+                        )
+                    ],
+                ),
+                version=2,
+            )
+            assert isinstance(response, ShareFetchResponse) and response.error_code == 0
+            assert cluster.share_partition_state("g", "t", 0) == SharePartitionState(
+                1, 2, (ShareRecordState(1, "ACQUIRED", 2, one, int(cluster.clock()) + 30_000),)
+            )

@@ -13,12 +13,18 @@ import pytest
 from kafkette import (
     AcknowledgeType,
     AsyncShareConsumer,
+    Consumer,
     Producer,
     ShareConsumer,
     ShareConsumerRecord,
     TopicPartition,
 )
-from kafkette.errors import ConfigError, IllegalStateError, InvalidRecordStateError
+from kafkette.errors import (
+    ConfigError,
+    GroupIdNotFoundError,
+    IllegalStateError,
+    InvalidRecordStateError,
+)
 from kafkette.testing import MemoryCluster
 from tests.consumer.share import scenario
 
@@ -248,6 +254,26 @@ def test_bad_settings_and_calls_fail_at_once(cluster: MemoryCluster) -> None:
         assert consumer.subscription() == {"t"}
         consumer.unsubscribe()
         assert consumer.subscription() == set()
+
+
+def test_a_group_id_held_by_a_consumer_group_is_refused(cluster: MemoryCluster) -> None:
+    """The broker's GROUP_ID_NOT_FOUND for the heartbeat is raised by poll, not retried."""
+    with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+        producer.send_and_wait("t", b"x", timeout=10)  # the topic
+    with Consumer(
+        bootstrap_servers=cluster.bootstrap_servers, group_id="taken", group_protocol="consumer"
+    ) as classic:
+        classic.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while not classic.assignment():
+            assert time.monotonic() < deadline, "the consumer group never formed"
+            classic.poll(timeout=0.2)
+        with member(cluster, group="taken") as consumer:
+            with pytest.raises(GroupIdNotFoundError, match="not a share group"):
+                while time.monotonic() < deadline:
+                    consumer.poll(timeout=0.2)
+            with pytest.raises(GroupIdNotFoundError):
+                consumer.poll(timeout=0)  # still: the error stays until subscribe again
 
 
 @pytest.mark.anyio

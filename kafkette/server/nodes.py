@@ -313,6 +313,30 @@ class NodeTable:
         partition.leader_id = None
         self._settle(partition)
 
+    def reassign(self, partition: Partition, replicas: Sequence[int]) -> bool:
+        """Give ``partition`` the replicas ``replicas`` at once (a reassignment that
+        completes as it starts: the data is shared); whether its leader changed.
+
+        As Kafka, the leader stays unless it is not among them, and then the first
+        running one of them leads (leader epoch bumped); the running ones are in sync.
+        Raises INVALID_REPLICA_ASSIGNMENT for an unknown node, one named twice, or none
+        running."""
+        self.check_assignment(replicas, None)
+        if all(n in self.stopped for n in replicas):
+            raise InvalidReplicaAssignmentError(
+                f"replica assignment {list(replicas)} has brokers that are not alive "
+                f"(live: {self.live()})"
+            )
+        self._settle(partition)
+        before = partition.leader_id
+        partition.replicas = list(replicas)
+        partition.isr = [n for n in replicas if n not in self.stopped]
+        if before in partition.isr:
+            return False
+        partition.leader_id = partition.isr[0]
+        partition.leader_epoch += 1
+        return True
+
     def move_leader(self, partition: Partition, node: int) -> bool:
         """Make ``node`` lead ``partition``, bumping its leader epoch; False if it already did.
 

@@ -236,7 +236,7 @@ async def test_alter_partition_reassignments_moves_the_leader() -> None:
                     "t",
                     [
                         ReassignablePartition(0, [target]),
-                        ReassignablePartition(1, [1, 2]),
+                        ReassignablePartition(1, [1, 2, 3, 1]),
                         ReassignablePartition(1, [stopped]),
                         ReassignablePartition(1, [7]),
                         ReassignablePartition(1, None),

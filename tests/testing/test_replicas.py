@@ -23,12 +23,18 @@ from kafkette.errors import (
     NotEnoughReplicasError,
 )
 from kafkette.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     FetchRequest,
     FetchResponse,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafkette.protocol.messages.alter_partition_reassignments_request import (
+    ReassignablePartition,
+    ReassignableTopic,
 )
 from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
@@ -329,3 +335,36 @@ async def test_not_leader_answers_of_versions_without_current_leader() -> None:
             fetched = await connection.request(fetch, version=10)
         assert isinstance(fetched, FetchResponse)
         assert fetched.responses[0].partitions[0].error_code == 0  # the leader serves
+
+
+async def test_a_reassignment_completes_at_once() -> None:
+    """AlterPartitionReassignments gives a partition the replicas named: the leader stays if
+    among them, else the first running one leads at the next epoch; bad lists are refused."""
+    async with MemoryCluster(brokers=3) as cluster:
+        with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("orders", 1, 2)]).all()
+        assert (cluster.replicas("orders", 0), cluster.leader("orders", 0)) == ([3, 1], 3)
+
+        async def reassign(replicas: list[int]) -> tuple[int, str | None]:
+            request = AlterPartitionReassignmentsRequest(
+                topics=[ReassignableTopic("orders", [ReassignablePartition(0, replicas)])]
+            )
+            async with connect(cluster, 1) as connection:
+                answer = await connection.request(request)
+            assert isinstance(answer, AlterPartitionReassignmentsResponse)
+            [result] = answer.responses[0].partitions
+            return result.error_code, result.error_message
+
+        assert await reassign([1, 3]) == (0, None)  # the same nodes: the leader stays
+        assert (cluster.replicas("orders", 0), cluster.leader("orders", 0)) == ([1, 3], 3)
+        assert await reassign([2, 1]) == (0, None)
+        assert (cluster.replicas("orders", 0), cluster.isr("orders", 0)) == ([2, 1], [2, 1])
+        assert (cluster.leader("orders", 0), cluster.leader_epoch("orders", 0)) == (2, 1)
+        assert await reassign([2, 2]) == (
+            39,
+            "The manual partition assignment includes the broker 2 more than once.",
+        )
+        assert await reassign([4]) == (
+            39,
+            "The manual partition assignment includes broker 4, but no such broker is registered.",
+        )

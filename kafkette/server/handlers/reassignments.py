@@ -1,15 +1,16 @@
 """AlterPartitionReassignments (45) and ListPartitionReassignments (46).
 
-Every partition here has one replica, its leader. A reassignment names the
-new replica list; the only one this broker can make is one live node, and it
-completes at once: that node becomes the partition's leader, its leader epoch
-is bumped, and requests for it at the old leader get NOT_LEADER_OR_FOLLOWER
-(on a core standing for several nodes, :class:`~kafkette.server.nodes.NodeTable`;
-this is how a test moves a leader on ``kafkette serve --nodes N``, with
-Kafka's own admin API). So no reassignment is ever in progress: cancelling
-one (null replicas) is NO_REASSIGNMENT_IN_PROGRESS, and the list is empty.
-More than one replica, an unknown or a stopped node is
-INVALID_REPLICA_ASSIGNMENT.
+A reassignment names a partition's new replica list, and on a core standing
+for several nodes (:class:`~kafkette.server.nodes.NodeTable`) it completes at
+once, the data being one log: the named nodes replicate it, the running ones
+in sync; the leader stays if it is among them, else the first running one
+leads, its leader epoch bumped, and requests at the old leader get
+NOT_LEADER_OR_FOLLOWER. Naming one node is how a test moves a leader on
+``kafkette serve --nodes N`` with Kafka's own admin API. So no reassignment
+is ever in progress: cancelling one (null replicas) is
+NO_REASSIGNMENT_IN_PROGRESS, and the list is empty. An unknown node, one
+named twice, or only stopped ones are INVALID_REPLICA_ASSIGNMENT; a lone
+broker takes only itself.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ async def handle_alter_partition_reassignments(
 
 
 def _reassign(broker: Broker, topic: str, index: int, replicas: list[int] | None) -> bool:
-    """Make the one replica named lead the partition; whether its leader changed."""
+    """Give the partition the replicas named, at once; whether its leader changed."""
     found = broker.cluster.topics.get(topic)
     if found is None or not 0 <= index < len(found.partitions):
         raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {index}")
@@ -89,22 +90,15 @@ def _reassign(broker: Broker, topic: str, index: int, replicas: list[int] | None
             f"no reassignment of {topic}-{index} is in progress (they complete at once)"
         )
     nodes = broker.nodes
-    if len(replicas) != 1:
-        raise InvalidReplicaAssignmentError(
-            f"this broker keeps one replica per partition: name one node, not {replicas}"
-        )
-    node = replicas[0]
     if not nodes.multi:
-        if node != broker.node_id:
+        if replicas != [broker.node_id]:
             raise InvalidReplicaAssignmentError(
-                f"broker {node} is not registered (the only one is {broker.node_id})"
+                f"broker {replicas[0]} is not registered (the only one is {broker.node_id})"
+                if len(replicas) == 1
+                else f"this broker keeps one replica per partition: name one node, not {replicas}"
             )
         return False
-    if node not in nodes.addresses or not nodes.is_live(node):
-        raise InvalidReplicaAssignmentError(
-            f"replica assignment {replicas} has brokers that are not alive (live: {nodes.live()})"
-        )
-    return nodes.move_leader(found.partitions[index], node)
+    return nodes.reassign(found.partitions[index], replicas)
 
 
 @handler(ListPartitionReassignmentsRequest)

@@ -271,7 +271,7 @@ def _acquire_from_log(
     *,
     record_limit: bool,
     read_committed: bool = False,
-) -> tuple[bytes, list[AcquiredRecords]]:
+) -> tuple[bytes | memoryview, list[AcquiredRecords]]:
     """Read the log from the share partition's next acquirable offset in chunks of at
     most ``READ_CHUNK`` bytes, acquiring what each chunk holds, until ``max_records``
     are acquired, ``budget`` bytes are kept or a chunk gives nothing more. Of each
@@ -282,7 +282,7 @@ def _acquire_from_log(
     else (0, batch-optimized: v1's only mode) the stored batch holding the last record
     is acquired whole, so more may be acquired, as the field's definition allows
     ("This limit can be exceeded for alignment of batch boundaries")."""
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     acquired: list[AcquiredRecords] = []
     kept = 0
     offset = max(share.next_fetch_offset(), log.log_start_offset)
@@ -327,7 +327,7 @@ def _acquire_from_log(
             high = got[-1].last_offset
         begin = next(start for _, last_of, start, _ in batches if last_of >= low)
         end = next(stop for base, last_of, _, stop in batches if last_of >= high)
-        parts.append(data[begin:end])
+        parts.append(memoryview(data)[begin:end] if (begin, end) != (0, len(data)) else data)
         kept += end - begin
         acquired += got
         max_records -= sum(r.last_offset - r.first_offset + 1 for r in got)

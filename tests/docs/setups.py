@@ -9,7 +9,10 @@ the sections before it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+
+from confluent_kafka import ShareConsumer
 
 from kafkette import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from tests.brokers import BrokerProcess
@@ -34,7 +37,7 @@ def empty_broker(servers: str) -> None:
         topics = admin.list_topics()
         if topics:
             admin.delete_topics(topics).all()
-        groups = [listing.group_id for listing in admin.list_consumer_groups().all()]
+        groups = [listing.group_id for listing in admin.list_groups().all()]
         if groups:
             admin.delete_consumer_groups(groups).all()
 
@@ -96,6 +99,33 @@ def billing_committed(docs: DocContext) -> None:
     partitions = [TopicPartition("orders", p) for p in range(2)]
     with Consumer(bootstrap_servers=docs.servers, group_id="billing") as consumer:
         consumer.commit(consumer.end_offsets(partitions))
+
+
+@setup
+def workers_share_group(docs: DocContext) -> None:
+    """Topic jobs (1 partition, 3 records) and share group workers (no members) that
+    accepted all three: its start offset is 3. confluent-kafka's ShareConsumer reads."""
+    empty_broker(docs.servers)
+    create(docs.servers, "jobs", 1)
+    jobs = TopicPartition("jobs", 0)
+    member = ShareConsumer({"bootstrap.servers": docs.servers, "group.id": "workers"})
+    try:
+        member.subscribe(["jobs"])
+        deadline = time.monotonic() + 30
+        with AdminClient(bootstrap_servers=docs.servers) as admin:
+            while admin.list_share_group_offsets("workers", [jobs]).all()[jobs] is None:
+                assert time.monotonic() < deadline, "the share partition never started"
+                member.poll(0.2)
+        with Producer(bootstrap_servers=docs.servers) as producer:
+            for n in range(3):
+                producer.send("jobs", f"job-{n}".encode())
+        taken = 0
+        while taken < 3:
+            assert time.monotonic() < deadline, f"{taken} of 3 jobs delivered"
+            taken += len(member.poll(0.2))
+        member.commit_sync(10)
+    finally:
+        member.close()
 
 
 @setup

@@ -28,8 +28,13 @@ gives per client the median over rounds of each percentile (p50, p99, p99.9) and
 round's, with the ratio of each median to confluent-kafka's (lower is better: 1.0x or less is
 #30's target for p99). ``--plot PATH`` draws the medians as a PNG.
 
+``--mixed`` adds two crossed pairs, kafkette's sync producer with confluent-kafka's consumer
+(``kafkette-p/ck-c``) and the reverse (``ck-p/kafkette-c``), to tell which side of a pair
+its latency comes from (the broker is the same for every pair).
+
     .venv/bin/python bench/latency.py [--rates 1000,50000] [--seconds 5] [--rounds 3]
-        [--disk] [--linger-ms 5] [--only kafkette-sync] [--plot docs/images/latency.png]
+        [--disk] [--linger-ms 5] [--only kafkette-sync] [--mixed]
+        [--plot docs/images/latency.png]
 """
 
 from __future__ import annotations
@@ -377,17 +382,89 @@ def aiokafka(bootstrap: str, topic: str, plan: Plan) -> Run:
     return asyncio.run(main())
 
 
+# ---- mixed pairs (--mixed): which side of a pair its latency comes from
+
+
+def kafkette_to_confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
+    """kafkette's sync producer, confluent-kafka's consumer."""
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.min.bytes": 1,
+            "fetch.wait.max.ms": 500,
+            "log_level": 4,
+        }
+    )
+    producer_settings = {"acks": -1, "enable_idempotence": True, "linger_ms": plan.linger_ms}
+    try:
+        consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+        with Producer(bootstrap_servers=bootstrap, batch_size=16_384, **producer_settings) as p:
+
+            def send(value: bytes) -> None:
+                p.send(topic, value, partition=0)
+
+            def poll() -> list[bytes]:
+                first = consumer.poll(0.1)
+                if first is None:
+                    return []
+                return [m.value() for m in [first, *consumer.consume(1000, timeout=0)]]
+
+            return run_sync(plan, send, p.flush, lambda: None, poll)
+    finally:
+        consumer.close()
+
+
+def confluent_to_kafkette(bootstrap: str, topic: str, plan: Plan) -> Run:
+    """confluent-kafka's producer, kafkette's sync consumer."""
+    producer = ConfluentProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": plan.linger_ms,
+            "batch.size": 16_384,
+            "log_level": 4,
+        }
+    )
+    with Consumer(bootstrap_servers=bootstrap, fetch_min_bytes=1, fetch_max_wait_ms=500) as c:
+        c.assign([TopicPartition(topic, 0)])
+        c.seek(TopicPartition(topic, 0), 0)
+
+        def send(value: bytes) -> None:
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0)
+                    return
+                except BufferError:
+                    producer.poll(0.001)
+
+        def flush() -> None:
+            if producer.flush(DRAIN_TIMEOUT_S):
+                raise RuntimeError("confluent-kafka: records still unacknowledged")
+
+        def poll() -> list[bytes]:
+            batches = c.poll(timeout_ms=100).values()
+            return [r.value for batch in batches for r in batch if r.value is not None]
+
+        return run_sync(plan, send, flush, lambda: producer.poll(0), poll)
+
+
 PAIRS: dict[str, Callable[[str, str, Plan], Run]] = {
     "kafkette-sync": kafkette_sync,
     "kafkette-async": kafkette_async,
     "confluent-kafka": confluent,
     "aiokafka": aiokafka,
+    "kafkette-p/ck-c": kafkette_to_confluent,
+    "ck-p/kafkette-c": confluent_to_kafkette,
 }
+MIXED = ("kafkette-p/ck-c", "ck-p/kafkette-c")
 
 
 def run_on_new_topic(admin: AdminClient, bootstrap: str, name: str, plan: Plan) -> Run:
     """One pair's run on a one-partition topic of its own, deleted afterwards."""
-    topic = f"bench-latency-{name}-{plan.rate}-{next(_topic_numbers)}"
+    topic = f"bench-latency-{name.replace('/', '.')}-{plan.rate}-{next(_topic_numbers)}"
     admin.create_topics([NewTopic(topic, 1)]).all()
     try:
         return PAIRS[name](bootstrap, topic, plan)
@@ -476,14 +553,20 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--disk", action="store_true", help="serve --data-dir, not --memory")
-    parser.add_argument("--only", action="append", default=[], choices=CLIENTS)
+    parser.add_argument("--only", action="append", default=[], choices=CLIENTS + MIXED)
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="also kafkette's sync producer with confluent-kafka's consumer and the reverse",
+    )
     parser.add_argument("--plot", metavar="PATH", help="write a PNG of the medians")
     args = parser.parse_args()
     if args.size < STAMP.size:
         parser.error(f"--size must be at least {STAMP.size}")
     if args.warmup >= args.seconds:
         parser.error("--warmup must be shorter than --seconds")
-    names = [n for n in CLIENTS if n in (args.only or CLIENTS)]
+    offered = CLIENTS + MIXED if args.mixed else CLIENTS
+    names = [n for n in offered if n in (args.only or offered)]
     data_dir = tempfile.mkdtemp(prefix="bench-latency-") if args.disk else None
     results: dict[int, tuple[Figures, dict[str, float]]] = {}
     try:

@@ -210,6 +210,7 @@ class ConsumerCore:
             )
             if self.telemetry is not None:  # OpenTelemetry spans of its own commits
                 self.group.commit_trace = self.telemetry.committing
+            self.group.commit_latency = self.metrics_recorder.commit_done
             if self.start_task is None:
                 raise IllegalStateError("the consumer is not running")
             self.start_task(self.group.run)
@@ -282,10 +283,10 @@ class ConsumerCore:
         wanted = self.offsets_to_commit(offsets)
         budget = self.timeout(timeout_ms)
         if self.telemetry is None:
-            await self.within("commit", budget, lambda: member.commit(wanted, budget))
+            await self.within("commit", budget, lambda: member.timed_commit(wanted, budget))
             return
         with self.telemetry.committing(wanted):
-            await self.within("commit", budget, lambda: member.commit(wanted, budget))
+            await self.within("commit", budget, lambda: member.timed_commit(wanted, budget))
 
     def commit_async(
         self,
@@ -449,6 +450,7 @@ class ConsumerCore:
         if limit < 1:
             raise ValueError(f"max_records must be positive, got {limit}")
         steps = self._poll(lambda: self.drain(limit), timeout_ms or 0)
+        steps = self.metrics_recorder.timed_poll(steps, self.client.clock)
         if self.telemetry is not None:
             steps = self.telemetry.traced_poll(steps)
         return PollRun(steps)
@@ -460,6 +462,7 @@ class ConsumerCore:
         if max_offsets < 1:
             raise ValueError(f"max_offsets must be positive, got {max_offsets}")
         steps = self._poll(lambda: self.drain_batches(max_offsets), timeout_ms or 0)
+        steps = self.metrics_recorder.timed_poll(steps, self.client.clock)
         if self.telemetry is not None:
             steps = self.telemetry.traced_poll_batches(steps)
         return PollRun(steps)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
+from typing import TypeVar
+
 import attrs
 
 from kafkette.structs import TopicPartition
@@ -24,6 +27,17 @@ class ConsumerMetrics:
     records_lag: dict[TopicPartition, int]
     """Per partition: records between the position and the high watermark (LSO for
     read_committed), as of the last fetch response; partitions not fetched yet are left out."""
+    commit_latency_avg_ms: float = 0.0
+    """Offset commits that succeeded (every kind: commit, commit_async, auto, on close):
+    their average round trip."""
+    commit_latency_max_ms: float = 0.0
+    poll_idle_ratio_avg: float = 0.0
+    """Java's poll-idle-ratio-avg: per poll, the time inside it over that time plus the
+    time since the previous poll returned (the application's), averaged over the polls."""
+
+
+S = TypeVar("S")
+R = TypeVar("R")
 
 
 class MetricsRecorder:
@@ -32,9 +46,15 @@ class MetricsRecorder:
     __slots__ = (
         "bytes_consumed",
         "bytes_fetched",
+        "commit_count",
+        "commit_latency_max_ms",
+        "commit_latency_total_ms",
         "fetch_count",
         "fetch_latency_max_ms",
         "fetch_latency_total_ms",
+        "poll_count",
+        "poll_ended_ms",
+        "poll_idle_ratio_total",
         "records_consumed",
     )
 
@@ -45,6 +65,12 @@ class MetricsRecorder:
         self.bytes_fetched = 0
         self.fetch_latency_total_ms = 0.0
         self.fetch_latency_max_ms = 0.0
+        self.commit_count = 0
+        self.commit_latency_total_ms = 0.0
+        self.commit_latency_max_ms = 0.0
+        self.poll_count = 0
+        self.poll_idle_ratio_total = 0.0
+        self.poll_ended_ms: float | None = None
 
     def fetch_done(self, latency_ms: float, size: int) -> None:
         self.fetch_count += 1
@@ -53,8 +79,31 @@ class MetricsRecorder:
         if latency_ms > self.fetch_latency_max_ms:
             self.fetch_latency_max_ms = latency_ms
 
+    def commit_done(self, latency_ms: float) -> None:
+        """An offset commit succeeded after ``latency_ms``."""
+        self.commit_count += 1
+        self.commit_latency_total_ms += latency_ms
+        if latency_ms > self.commit_latency_max_ms:
+            self.commit_latency_max_ms = latency_ms
+
+    def timed_poll(
+        self, steps: Generator[S, None, R], clock: Callable[[], float]
+    ) -> Generator[S, None, R]:
+        """A poll's steps, its time inside and since the previous poll counted."""
+        start = clock()
+        result = yield from steps
+        end = clock()
+        inside = end - start
+        if self.poll_ended_ms is not None:
+            total = inside + (start - self.poll_ended_ms)
+            self.poll_idle_ratio_total += inside / total if total > 0 else 1.0
+            self.poll_count += 1
+        self.poll_ended_ms = end
+        return result
+
     def snapshot(self, lag: dict[TopicPartition, int]) -> ConsumerMetrics:
         count = self.fetch_count
+        commits, polls = self.commit_count, self.poll_count
         return ConsumerMetrics(
             records_consumed=self.records_consumed,
             bytes_consumed=self.bytes_consumed,
@@ -63,4 +112,7 @@ class MetricsRecorder:
             fetch_latency_avg_ms=self.fetch_latency_total_ms / count if count else 0.0,
             fetch_latency_max_ms=self.fetch_latency_max_ms,
             records_lag=lag,
+            commit_latency_avg_ms=self.commit_latency_total_ms / commits if commits else 0.0,
+            commit_latency_max_ms=self.commit_latency_max_ms,
+            poll_idle_ratio_avg=self.poll_idle_ratio_total / polls if polls else 0.0,
         )

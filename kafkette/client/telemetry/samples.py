@@ -60,6 +60,12 @@ class ConsumerSnapshot(Protocol):
     def fetch_latency_max_ms(self) -> float: ...
     @property
     def records_lag(self) -> Mapping[Any, int]: ...
+    @property
+    def commit_latency_avg_ms(self) -> float: ...
+    @property
+    def commit_latency_max_ms(self) -> float: ...
+    @property
+    def poll_idle_ratio_avg(self) -> float: ...
 
 
 def connection_samples(group: str, stats: ConnectionStats) -> list[Sample]:
@@ -219,6 +225,24 @@ def consumer_samples(snapshot: ConsumerSnapshot, assigned: int) -> list[Sample]:
             base + "coordinator.assigned.partitions",
             assigned,
             description="The number of partitions currently assigned to this consumer.",
+        ),
+        Sample(
+            base + "coordinator.commit.latency.avg",
+            snapshot.commit_latency_avg_ms,
+            description="The average time taken for a commit request.",
+            unit="ms",
+        ),
+        Sample(
+            base + "coordinator.commit.latency.max",
+            snapshot.commit_latency_max_ms,
+            description="The max time taken for a commit request.",
+            unit="ms",
+        ),
+        Sample(
+            base + "poll.idle.ratio.avg",
+            snapshot.poll_idle_ratio_avg,
+            description="The average fraction of time the consumer's poll() is idle as "
+            "opposed to waiting for the user code to process records.",
         ),
     ]
     lags = dict(snapshot.records_lag)

@@ -91,6 +91,8 @@ class MemberBase:
     commit_trace: CommitTrace | None = None
     """The consumer's OpenTelemetry commit span (``ConsumerTelemetry.committing``), around
     the commits the member starts itself: ``commit_async``, auto commits, on close."""
+    commit_latency: Callable[[float], None] | None = None
+    """Told each successful commit's round trip in ms (the consumer's metrics)."""
 
     def tell_poll(self) -> None:
         """Wake a ``poll`` waiting for records to run the group's steps again (event loop):
@@ -108,10 +110,19 @@ class MemberBase:
     ) -> None:
         """:meth:`commit` of a commit the application does not wait for, traced."""
         if self.commit_trace is None or not offsets:
-            await self.commit(offsets, timeout_ms)
+            await self.timed_commit(offsets, timeout_ms)
             return
         with self.commit_trace(offsets):
-            await self.commit(offsets, timeout_ms)
+            await self.timed_commit(offsets, timeout_ms)
+
+    async def timed_commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: float
+    ) -> None:
+        """:meth:`commit`, its round trip told to :attr:`commit_latency` when it succeeds."""
+        start = self.client.clock()
+        await self.commit(offsets, timeout_ms)
+        if self.commit_latency is not None and offsets:
+            self.commit_latency(self.client.clock() - start)
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``func`` in the member's task group (async commits), once it runs."""

@@ -104,6 +104,9 @@ def test_the_consumer_snapshot_under_java_s_names_with_lag_per_partition() -> No
         fetch_latency_avg_ms=2.0,
         fetch_latency_max_ms=5.0,
         records_lag={TopicPartition("t", 1): 4, TopicPartition("t", 0): 6},
+        commit_latency_avg_ms=3.0,
+        commit_latency_max_ms=8.0,
+        poll_idle_ratio_avg=0.25,
     )
     got = [
         (s.name.removeprefix("org.apache.kafka.consumer."), s.value, s.sum, s.attributes)
@@ -118,6 +121,9 @@ def test_the_consumer_snapshot_under_java_s_names_with_lag_per_partition() -> No
         ("fetch.manager.records.consumed.total", 9, True, ()),
         ("fetch.manager.bytes.consumed.total", 900, True, ()),
         ("coordinator.assigned.partitions", 2, False, ()),
+        ("coordinator.commit.latency.avg", 3.0, False, ()),
+        ("coordinator.commit.latency.max", 8.0, False, ()),
+        ("poll.idle.ratio.avg", 0.25, False, ()),
         ("fetch.manager.records.lag.max", 6, False, ()),
         ("fetch.manager.records.lag", 6, False, (("topic", "t"), ("partition", "0"))),
         ("fetch.manager.records.lag", 4, False, (("topic", "t"), ("partition", "1"))),

@@ -259,3 +259,43 @@ async def test_a_failure_to_build_the_payload_stops_telemetry_not_the_producer(
         metadata = await (await producer.send("telemetry", b"after", partition=0))
     assert metadata.offset == 1
     assert pushed(cluster) == {}
+
+
+@pytest.mark.anyio
+async def test_a_group_consumer_pushes_its_commit_latency_and_poll_idle_ratio(
+    cluster: MemoryCluster,
+) -> None:
+    """Two commits and a commit_async are measured; the pushed figures are the consumer's."""
+    subscribe(cluster, "consumers", CONSUMER + "coordinator.commit.", CONSUMER + "poll.")
+    async with AsyncProducer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_metrics_push=False
+    ) as producer:
+        await producer.send("telemetry", b"the topic, for the commits", partition=0)
+    async with AsyncConsumer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        client_id="committer",
+        group_id="g",
+        enable_auto_commit=False,
+    ) as consumer:
+        consumer.assign([TopicPartition("telemetry", 0)])
+        for offset in (1, 2):
+            await consumer.poll(timeout_ms=10)
+            await consumer.commit({TopicPartition("telemetry", 0): offset})
+        done: list[Exception | None] = []
+        consumer.commit_async({TopicPartition("telemetry", 0): 3}, lambda _, e: done.append(e))
+        with anyio.fail_after(10):
+            while not done:
+                await consumer.poll(timeout_ms=10)
+        core = consumer._core
+        assert core is not None
+        await subscribed(core.client.telemetry)
+    final = core.metrics()
+    assert done == [None]
+    assert core.metrics_recorder.commit_count == 3
+    assert 0 < final.commit_latency_avg_ms <= final.commit_latency_max_ms
+    assert 0 < final.poll_idle_ratio_avg <= 1
+    assert pushed(cluster)["committer"] == {
+        CONSUMER + "coordinator.commit.latency.avg": final.commit_latency_avg_ms,
+        CONSUMER + "coordinator.commit.latency.max": final.commit_latency_max_ms,
+        CONSUMER + "poll.idle.ratio.avg": final.poll_idle_ratio_avg,
+    }

@@ -25,6 +25,8 @@ from kafkette.errors import (
 from kafkette.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     FetchRequest,
     FetchResponse,
     MetadataRequest,
@@ -35,6 +37,11 @@ from kafkette.protocol.messages import (
 from kafkette.protocol.messages.alter_partition_reassignments_request import (
     ReassignablePartition,
     ReassignableTopic,
+)
+from kafkette.protocol.messages.describe_topic_partitions_request import Cursor as RequestCursor
+from kafkette.protocol.messages.describe_topic_partitions_request import TopicRequest
+from kafkette.protocol.messages.describe_topic_partitions_response import (
+    DescribeTopicPartitionsResponsePartition,
 )
 from kafkette.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
@@ -368,3 +375,58 @@ async def test_a_reassignment_completes_at_once() -> None:
             39,
             "The manual partition assignment includes broker 4, but no such broker is registered.",
         )
+
+
+async def test_describe_topic_partitions_pages_replicas_and_isr() -> None:
+    """DescribeTopicPartitions (KIP-966): topics in name order with replicas, ISR and
+    offline replicas, cut at the partition limit with a cursor to go on from."""
+    async with MemoryCluster(brokers=3) as cluster:
+        with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("orders", 4, 3), NewTopic("audit", 1, 2)]).all()
+        cluster.stop_broker(2)
+
+        async def describe(
+            names: list[str], limit: int, cursor: tuple[str, int] | None = None
+        ) -> DescribeTopicPartitionsResponse:
+            request = DescribeTopicPartitionsRequest(
+                topics=[TopicRequest(n) for n in names],
+                response_partition_limit=limit,
+                cursor=None if cursor is None else RequestCursor(*cursor),
+            )
+            async with connect(cluster, 1) as connection:
+                answer = await connection.request(request)
+            assert isinstance(answer, DescribeTopicPartitionsResponse)
+            return answer
+
+        def replicas(p: DescribeTopicPartitionsResponsePartition) -> list[list[int]]:
+            return [p.replica_nodes, p.isr_nodes, p.offline_replicas]
+
+        def rows(answer: DescribeTopicPartitionsResponse) -> list[tuple[object, ...]]:
+            return [
+                (t.name, t.error_code, p.partition_index, p.leader_id, *replicas(p))
+                for t in answer.topics
+                for p in t.partitions
+            ]
+
+        first = await describe(["orders", "audit", "missing"], 3)
+        assert rows(first) == [
+            ("audit", 0, 0, 1, [1, 2], [1], [2]),
+            ("orders", 0, 0, 3, [3, 1, 2], [3, 1], [2]),
+            ("orders", 0, 1, 1, [1, 2, 3], [1, 3], [2]),
+        ]
+        assert first.next_cursor is not None
+        assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("orders", 2)
+        assert [(t.name, t.error_code) for t in first.topics] == [
+            ("audit", 0),
+            ("missing", 3),  # UNKNOWN_TOPIC_OR_PARTITION, not created
+            ("orders", 0),
+        ]
+        rest = await describe(["orders", "unknown"], 10, ("orders", 2))
+        assert [(t.name, t.error_code, len(t.partitions)) for t in rest.topics] == [
+            ("orders", 0, 2),
+            ("unknown", 3, 0),
+        ]
+        assert rest.next_cursor is None
+        assert [p.leader_id for p in rest.topics[0].partitions] == [3, 3]
+        refused = await describe(["orders"], 10, ("audit", 0))
+        assert [(t.name, t.error_code) for t in refused.topics] == [("orders", 42)]

@@ -1,4 +1,5 @@
-"""Metadata (key 3): brokers, topics and partition leaders; topic auto-creation.
+"""Metadata (key 3): brokers, topics and partition leaders; topic auto-creation;
+DescribeTopicPartitions (75, KIP-966): the same partitions, paged by a cursor.
 
 The internal topics (``__consumer_offsets``, ``__transaction_state``) are
 listed with ``is_internal`` once their coordinator has made them, and are
@@ -16,13 +17,26 @@ from typing import TYPE_CHECKING, TypeVar
 from kafkette.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.errors import (
     ApiError,
+    InvalidRequestError,
     InvalidTopicError,
     LeaderNotAvailableError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from kafkette.protocol.messages import MetadataRequest, MetadataResponse
+from kafkette.protocol.messages import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafkette.protocol.messages.describe_topic_partitions_response import (
+    Cursor as ResponseCursor,
+)
+from kafkette.protocol.messages.describe_topic_partitions_response import (
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+)
 from kafkette.protocol.messages.metadata_response import (
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -266,3 +280,109 @@ async def _auto_create(
                 logger.info("auto-created topic %s with %d partitions", name, partitions)
             answers[name] = describe_topic(broker, topic, ops(name))
     return answers
+
+
+# ---- DescribeTopicPartitions (KIP-966)
+
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+"""Kafka's ``max.request.partition.size.limit``: the most partitions one answer holds."""
+
+
+@handler(DescribeTopicPartitionsRequest)
+async def handle_describe_topic_partitions(
+    broker: Broker, ctx: RequestContext, request: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    """Topics in name order with their partitions' replicas, ISR and offline replicas, at
+    most ``response_partition_limit`` partitions (and Kafka's 2000) per answer, from the
+    cursor on; the next cursor where the limit cut. As Kafka: every topic when none is
+    named (those the principal may not describe left out), a named one it may not
+    describe TOPIC_AUTHORIZATION_FAILED, no auto-creation."""
+    cluster = broker.cluster
+    everything = not request.topics
+    cursor = request.cursor
+    start_name = cursor.topic_name if cursor is not None else ""
+    names = {t.name for t in request.topics} if not everything else set(cluster.topics)
+    names = {n for n in names if n >= start_name}
+    try:
+        if not everything and cursor is not None and cursor.topic_name not in names:
+            raise InvalidRequestError(
+                "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
+                f"{cursor.topic_name}"
+            )
+        if cursor is not None and cursor.partition_index < 0:
+            raise InvalidRequestError(
+                "DescribeTopicPartitionsRequest cursor partition must be valid: "
+                f"{cursor.topic_name}-{cursor.partition_index}"
+            )
+    except ApiError as exc:
+        return DescribeTopicPartitionsResponse(
+            topics=[
+                DescribeTopicPartitionsResponseTopic(error_code=exc.code, name=t.name)
+                for t in request.topics
+            ]
+        )
+    refused: list[DescribeTopicPartitionsResponseTopic] = []
+    allowed: list[str] = []
+    for name in sorted(names):
+        if ctx.allows(DESCRIBE, TOPIC, name):
+            allowed.append(name)
+        elif not everything:
+            refused.append(
+                DescribeTopicPartitionsResponseTopic(
+                    error_code=TopicAuthorizationFailedError.code, name=name
+                )
+            )
+    remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
+    response = DescribeTopicPartitionsResponse()
+    for name in allowed:
+        if remaining == 0:
+            response.next_cursor = ResponseCursor(topic_name=name, partition_index=0)
+            break
+        topic = cluster.topics.get(name)
+        if topic is None:
+            if not everything:
+                response.topics.append(_missing_partitions_topic(name))
+            continue
+        first = cursor.partition_index if cursor is not None and name == start_name else 0
+        upper = min(len(topic.partitions), first + remaining)
+        described = describe_topic(broker, topic, topic_operations(ctx, True, name))
+        response.topics.append(
+            DescribeTopicPartitionsResponseTopic(
+                error_code=0,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=topic.is_internal,
+                partitions=[
+                    DescribeTopicPartitionsResponsePartition(
+                        error_code=0,
+                        partition_index=p.partition_index,
+                        leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=p.replica_nodes,
+                        isr_nodes=p.isr_nodes,
+                        eligible_leader_replicas=[],
+                        last_known_elr=[],
+                        offline_replicas=p.offline_replicas,
+                    )
+                    for p in described.partitions[first:upper]
+                ],
+                topic_authorized_operations=described.topic_authorized_operations,
+            )
+        )
+        if upper < len(topic.partitions):
+            response.next_cursor = ResponseCursor(topic_name=name, partition_index=upper)
+            break
+        remaining -= upper - first
+    response.topics.extend(refused)
+    return response
+
+
+def _missing_partitions_topic(name: str) -> DescribeTopicPartitionsResponseTopic:
+    try:
+        validate_topic_name(name)
+        error: ApiError = UnknownTopicOrPartitionError()
+    except InvalidTopicError as exc:
+        error = exc
+    return DescribeTopicPartitionsResponseTopic(
+        error_code=error.code, name=name, is_internal=name in INTERNAL_TOPICS
+    )

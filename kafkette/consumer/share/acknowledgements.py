@@ -128,6 +128,6 @@ def batches(types: dict[int, int]) -> list[AckBatch]:
 
 def _batch(run: list[int], types: dict[int, int]) -> AckBatch:
     kinds = [types[offset] for offset in run]
-    if all(kind == kinds[0] for kind in kinds):
+    if kinds.count(kinds[0]) == len(kinds):
         kinds = kinds[:1]
     return run[0], run[-1], kinds

@@ -21,6 +21,7 @@ or task.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -80,6 +81,8 @@ from kafkette.structs import TopicPartition
 logger = logging.getLogger("kafkette.consumer.share")
 
 T = TypeVar("T")
+
+_new = tuple.__new__  # a NamedTuple made without its Python-level __new__ (per record)
 
 RENEW_SINCE = 2
 """ShareFetch and ShareAcknowledge carry RENEW from version 2 (KIP-1222)."""
@@ -453,49 +456,61 @@ class ShareConsumerCore:
         return out
 
     def _records(self, tp: TopicPartition, part: PartitionData) -> list[ShareConsumerRecord]:
-        """The acquired records of one partition's answer, booking its gaps."""
+        """The acquired records of one partition's answer, booking its gaps.
+
+        The broker sends whole stored batches, often holding far more records than
+        were acquired: only the acquired ranges' slices of each batch become records."""
         if not part.acquired_records:
             return []
-        counts: dict[int, int] = {}
-        for acquired in part.acquired_records:
-            for offset in range(acquired.first_offset, acquired.last_offset + 1):
-                counts[offset] = acquired.delivery_count
+        ranges = sorted(
+            (a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records
+        )
         kd, vd = self.config.key_deserializer, self.config.value_deserializer
+        prefix = (tp.topic, tp.partition)
         out: list[ShareConsumerRecord] = []
         try:
             for batch in iter_batches(
                 part.records or b"", allow_partial=True, check_crc=self.config.check_crcs
             ):
                 if isinstance(batch, RecordBatch):
-                    if batch.header.is_control:
+                    header = batch.header
+                    if header.is_control:
                         continue
-                    epoch = batch.header.partition_leader_epoch
+                    low, high = header.base_offset, header.last_offset
+                    epoch = header.partition_leader_epoch
                     leader_epoch = None if epoch == NO_PARTITION_LEADER_EPOCH else epoch
                 else:
+                    low, high = 0, batch.next_offset - 1
                     leader_epoch = None
-                kind = timestamp_type(batch)
-                for offset, timestamp, key, value, headers in batch:
-                    count = counts.get(offset)
-                    if count is None:
-                        continue
-                    out.append(
-                        ShareConsumerRecord(
-                            tp.topic,
-                            tp.partition,
-                            offset,
-                            timestamp,
-                            key if kd is None or key is None else kd(key),
-                            value if vd is None or value is None else vd(value),
-                            headers,
-                            kind,
-                            leader_epoch,
-                            count,
+                wanted = [r for r in ranges if r[0] <= high and r[1] >= low]
+                if not wanted:
+                    continue
+                records = list(batch)
+                suffix = (timestamp_type(batch), leader_epoch)
+                for first, last, count in wanted:
+                    i = bisect.bisect_left(records, first, key=_offset)
+                    j = bisect.bisect_right(records, last, key=_offset)
+                    for offset, timestamp, key, value, headers in records[i:j]:
+                        if kd is not None and key is not None:
+                            key = kd(key)
+                        if vd is not None and value is not None:
+                            value = vd(value)
+                        out.append(
+                            _new(
+                                ShareConsumerRecord,
+                                (*prefix, offset, timestamp, key, value, headers, *suffix, count),
+                            )
                         )
-                    )
         except ProtocolError as exc:
             raise CorruptMessageError(f"{tp}: {exc}") from exc
         seen = {record.offset for record in out}
-        self.acks.delivered(tp, seen, (offset for offset in counts if offset not in seen))
+        gaps = [
+            offset
+            for first, last, _ in ranges
+            for offset in range(first, last + 1)
+            if offset not in seen
+        ]
+        self.acks.delivered(tp, seen, gaps)
         return out
 
     # ---- acknowledgements
@@ -647,6 +662,10 @@ class ShareConsumerCore:
             self._tell_poll()
             with anyio.CancelScope(shield=True):
                 await self.client.close()
+
+
+def _offset(record: tuple[Any, ...]) -> int:
+    return int(record[0])
 
 
 def _has_renew(acks: dict[TopicPartition, list[AckBatch]]) -> bool:

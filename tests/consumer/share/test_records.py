@@ -1,0 +1,56 @@
+"""Which records of a ShareFetch answer a share consumer hands out: only the acquired
+ranges of the whole stored batches the broker sends, each with its range's delivery
+count; acquired offsets without a record are booked as GAP."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkette.client.config import ShareConsumerConfig
+from kafkette.consumer.share.acknowledgements import GAP
+from kafkette.consumer.share.core import ShareConsumerCore
+from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, PartitionData
+from kafkette.protocol.records.default_records import RecordBatchBuilder
+from kafkette.structs import TopicPartition
+
+TP = TopicPartition("t", 4)
+
+
+def batch(base: int, count: int) -> bytes:
+    builder = RecordBatchBuilder(base_offset=base, partition_leader_epoch=7)
+    for i in range(count):
+        builder.append(1000 + base + i, b"k%d" % (base + i), b"v%d" % (base + i))
+    return builder.build()
+
+
+@pytest.mark.anyio
+async def test_only_acquired_ranges_become_records_and_missing_offsets_are_gaps() -> None:
+    config = ShareConsumerConfig.from_user(
+        bootstrap_servers="memory://records-test", group_id="g", value_deserializer=bytes.upper
+    )
+    core = ShareConsumerCore(config)
+    part = PartitionData(
+        partition_index=TP.partition,
+        records=batch(0, 10) + batch(10, 5),  # offsets 0-9 and 10-14
+        acquired_records=[
+            AcquiredRecords(2, 4, 1),
+            AcquiredRecords(8, 11, 3),
+            AcquiredRecords(20, 21, 1),  # beyond the records sent
+        ],
+    )
+    records = core._records(TP, part)
+    assert [(r.offset, r.key, r.value, r.delivery_count) for r in records] == [
+        (2, b"k2", b"V2", 1),
+        (3, b"k3", b"V3", 1),
+        (4, b"k4", b"V4", 1),
+        (8, b"k8", b"V8", 3),
+        (9, b"k9", b"V9", 3),
+        (10, b"k10", b"V10", 3),
+        (11, b"k11", b"V11", 3),
+    ]
+    assert {(r.topic, r.partition, r.timestamp - r.offset, r.leader_epoch) for r in records} == {
+        ("t", 4, 1000, 7)
+    }
+    assert core.acks.unacknowledged[TP] == {2, 3, 4, 8, 9, 10, 11}
+    assert core.acks.booked[TP] == {20: GAP, 21: GAP}
+    await core.client.close()

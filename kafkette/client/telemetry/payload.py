@@ -52,6 +52,12 @@ class Ledger:
         return out
 
 
+def load_protobuf() -> None:
+    """Import OTLP's generated classes (and protobuf): tens of milliseconds of file reads,
+    which the runner does in a worker thread before the first push, not in the loop."""
+    from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: F401
+
+
 def encode(
     points: list[tuple[Sample, float, int]],
     delta: bool,

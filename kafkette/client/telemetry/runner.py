@@ -19,14 +19,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from kafkette.client.telemetry.payload import Ledger, compressed, encode
+from kafkette.client.telemetry.payload import Ledger, compressed, encode, load_protobuf
 from kafkette.client.telemetry.samples import (
     ConnectionStats,
     Sample,
     connection_samples,
     selected,
 )
-from kafkette.client.telemetry.state import DEFAULT_PUSH_INTERVAL_MS, Subscription, TelemetryMachine
+from kafkette.client.telemetry.state import (
+    DEFAULT_PUSH_INTERVAL_MS,
+    State,
+    Subscription,
+    TelemetryMachine,
+)
 from kafkette.errors import KafkaError
 from kafkette.protocol.messages import (
     GetTelemetrySubscriptionsRequest,
@@ -71,6 +76,7 @@ class ClientTelemetry:
         self._wake: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._closed = False
+        self._protobuf_loaded = False
         self.connections_created = 0
         self.requests_sent = 0
         """GetTelemetrySubscriptions and PushTelemetry requests sent (for tests and logs)."""
@@ -139,6 +145,10 @@ class ClientTelemetry:
                 self.machine.on_failure(self._clock())
                 self.machine.next_at_ms = self._clock() + DEFAULT_PUSH_INTERVAL_MS
             return
+        pushing = self.machine.state in (State.PUSH_NEEDED, State.TERMINATING_PUSH_NEEDED)
+        if pushing and not self._protobuf_loaded:
+            await anyio.to_thread.run_sync(load_protobuf)  # not on the loop: file reads
+            self._protobuf_loaded = True
         request = self.machine.next_request(self._clock(), self._payload)
         if request is None:
             return

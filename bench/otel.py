@@ -18,8 +18,14 @@ rotating (the machine is shared):
 Figures: median and best records/s per variant, each variant's median over ``off``, and
 the cost per record of ``on`` (median wall time difference over the records).
 
+``--kip714`` measures KIP-714's client metrics instead (no OpenTelemetry SDK), on the
+common path: ``nopush`` (``enable.metrics.push=false``), ``idle`` (the default: the
+client asks for its subscription, none matches it) and ``push`` (a CLIENT_METRICS
+subscription of every metric every 100 ms matches it: pushes all through the run, far
+more often than anyone would configure).
+
     .venv/bin/python bench/otel.py [--records 100000] [--repeat 5] [--before DIR]
-        [--send-only] [--without-on]
+        [--send-only] [--without-on] [--kip714]
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from kafkette import Producer
 variant, path, records, topic, bootstrap, send_only = sys.argv[1:7]
 records = int(records)
 settings = {"bootstrap_servers": bootstrap, "acks": 1, "linger_ms": 5}
+if variant in ("nopush", "idle", "push"):
+    settings["enable_metrics_push"] = variant != "nopush"
+    settings["client_id"] = "kip714-" + variant  # the subscription matches kip714-push
 if variant in ("on", "sdk"):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -90,13 +99,16 @@ with Producer(**settings) as producer:
         send(topic, value, None, headers)
     if send_only == "0":
         producer.flush()
-    print(time.perf_counter() - wall, time.process_time() - cpu)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    telemetry = producer._core.client.telemetry
+    print(wall, cpu, telemetry.requests_sent if telemetry is not None else 0)
 """
 
 
 def run_child(
     root: Path, variant: str, path: str, records: int, topic: str, broker: str, send_only: bool
-) -> float:
+) -> tuple[float, int]:
+    """The child's wall time, and the KIP-714 requests its producer sent."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(
         [
@@ -117,7 +129,23 @@ def run_child(
         timeout=600,
         check=True,
     )
-    return float(done.stdout.split()[0])
+    wall, _, requests = done.stdout.split()
+    return float(wall), int(requests)
+
+
+def subscribe_push(bootstrap: str) -> None:
+    """The CLIENT_METRICS subscription of ``--kip714``'s ``push`` variant."""
+    from kafkette import AdminClient
+    from kafkette.admin import AlterConfigOp, ConfigResource, ResourceType
+
+    with AdminClient(bootstrap_servers=bootstrap, enable_metrics_push=False) as admin:
+        changes = [
+            AlterConfigOp("metrics", "*"),
+            AlterConfigOp("interval.ms", "100"),
+            AlterConfigOp("match", "client_id=kip714-push"),
+        ]
+        resource = ConfigResource(ResourceType.CLIENT_METRICS, "bench")
+        admin.incremental_alter_configs({resource: changes}).all()
 
 
 def main() -> None:
@@ -131,40 +159,54 @@ def main() -> None:
         help="stop the clock when the sends return, before the flush: send()'s own cost",
     )
     parser.add_argument("--without-on", action="store_true", help="only before and off")
+    parser.add_argument("--kip714", action="store_true", help="KIP-714 pushing off, idle, on")
     args = parser.parse_args()
     variants = [("off", ROOT)] if args.without_on else [("off", ROOT), ("on", ROOT), ("sdk", ROOT)]
+    paths = PATHS
+    if args.kip714:
+        variants, paths = [("nopush", ROOT), ("idle", ROOT), ("push", ROOT)], ("common",)
     if args.before is not None:
         variants.insert(0, ("before", args.before.resolve()))
     walls: dict[tuple[str, str], list[float]] = {}
+    telemetry_requests: dict[str, list[int]] = {}
     broker = BrokerProcess()
     broker.start()
     topics = iter(range(1 << 30))
     try:
+        if args.kip714:
+            subscribe_push(broker.bootstrap)
         for round_number in range(args.repeat):
-            for path in PATHS:
+            for path in paths:
                 turn = round_number % len(variants)
                 for variant, root in variants[turn:] + variants[:turn]:
                     name = "off" if variant == "before" else variant
                     topic = f"otel-{variant}-{path}-{next(topics)}"
-                    wall = run_child(
+                    wall, sent = run_child(
                         root, name, path, args.records, topic, broker.bootstrap, args.send_only
                     )
                     walls.setdefault((variant, path), []).append(wall)
+                    telemetry_requests.setdefault(variant, []).append(sent)
             print(f"round {round_number + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     finally:
         broker.close()
     clock = "until the sends return" if args.send_only else "until all are acknowledged"
     print(f"{args.records:,} records of 100 B, sync Producer, kafkette serve --memory, {clock}")
-    print(f"{'path':<9}{'variant':<8}{'median rec/s':>14}{'best rec/s':>12}{'vs off':>8}")
-    for path in PATHS:
-        off = statistics.median(walls[("off", path)])
+    base = "nopush" if args.kip714 else "off"
+    print(f"{'path':<9}{'variant':<8}{'median rec/s':>14}{'best rec/s':>12}{'vs ' + base:>10}")
+    for path in paths:
+        off = statistics.median(walls[(base, path)])
         for variant, _ in variants:
             times = walls[(variant, path)]
             median = statistics.median(times)
             print(
                 f"{path:<9}{variant:<8}{args.records / median:>14,.0f}"
-                f"{args.records / min(times):>12,.0f}{off / median:>8.2f}"
+                f"{args.records / min(times):>12,.0f}{off / median:>10.2f}"
             )
+        if args.kip714:
+            for variant, _ in variants:
+                sent = statistics.median(telemetry_requests[variant])
+                print(f"{variant}: {sent:g} GetTelemetrySubscriptions/PushTelemetry a run")
+            continue
         if args.without_on:
             continue
         on = statistics.median(walls[("on", path)])

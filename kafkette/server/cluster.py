@@ -119,6 +119,20 @@ class TopicPlan:
     """Each partition's replicas (None: one, chosen by the nodes when first looked at)."""
 
 
+def _saved_topic(topic: Topic) -> dict[str, object]:
+    """A topic's entry in the topics file; the replicas of its partitions when placed on
+    several simulated nodes (:class:`~kafkette.server.nodes.NodeTable`)."""
+    entry: dict[str, object] = {
+        "name": topic.name,
+        "id": str(topic.topic_id),
+        "partitions": len(topic.partitions),
+        "configs": topic.configs,
+    }
+    if any(p.replicas is not None and len(p.replicas) > 1 for p in topic.partitions):
+        entry["replicas"] = [p.replicas or [] for p in topic.partitions]
+    return entry
+
+
 class Cluster:
     """Topics of this node, backed by a :class:`Storage` for their logs.
 
@@ -563,8 +577,12 @@ class Cluster:
             topic = Topic(name, uuid.UUID(entry["id"]), [], configs)
             count = int(entry["partitions"])
             logs = self.storage.open_many([(name, i, log_config) for i in range(count)])
+            replicas = entry.get("replicas") or []
             for index, log in enumerate(logs):
-                topic.partitions.append(Partition(name, index, log, int(entry.get("epoch", 0))))
+                partition = Partition(name, index, log, int(entry.get("epoch", 0)))
+                if index < len(replicas) and replicas[index]:
+                    partition.replicas = [int(n) for n in replicas[index]]
+                topic.partitions.append(partition)
             self.topics[name] = topic
             self.topics_by_id[topic.topic_id] = topic
         if not self.read_only:
@@ -579,18 +597,7 @@ class Cluster:
     def _save_topics(self) -> None:
         if self.data_dir is None:
             return
-        saved = {
-            "version": 1,
-            "topics": [
-                {
-                    "name": t.name,
-                    "id": str(t.topic_id),
-                    "partitions": len(t.partitions),
-                    "configs": t.configs,
-                }
-                for t in self.topics.values()
-            ],
-        }
+        saved = {"version": 1, "topics": [_saved_topic(t) for t in self.topics.values()]}
         self._topics_text = json.dumps(saved, indent=1, sort_keys=True)
         self._topics_version += 1
         if not self.defer_topic_saves:

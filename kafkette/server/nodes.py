@@ -227,6 +227,9 @@ class NodeTable:
     def _settle(self, partition: Partition) -> list[int]:
         """The replicas of ``partition``, its ISR and leader chosen on first look."""
         replicas = partition.replicas
+        if replicas is not None and not all(n in self.addresses for n in replicas):
+            # Kept in the data directory by a broker that stood for more nodes.
+            replicas = partition.replicas = [n for n in replicas if n in self.addresses] or None
         if replicas is None:
             # A topic created without placement (one replica): the leader is its replica.
             start = zlib.crc32(partition.topic.encode()) + partition.index

@@ -290,9 +290,9 @@ class ShareStateBook:
             )
             return self._snapshot(key, merged)
         value = encode_update(current.snapshot_epoch, epoch, write.start_offset, write.batches)
-        record = (encode_key(key, UPDATE), value)
-        self.replay(*record)
-        return record
+        # Applied as replay() would apply the record, without decoding what was just encoded.
+        self._update(key, write.start_offset, leader_epoch, write.batches)
+        return encode_key(key, UPDATE), value
 
     def delete(self, key: ShareKey) -> tuple[bytes, None]:
         """Forget ``key``: a tombstone, already applied."""
@@ -313,8 +313,13 @@ class ShareStateBook:
             self._updates[key] = 0
             return
         update = decode_update(value_data)
+        self._update(key, update.start_offset, update.leader_epoch, _batches(update.state_batches))
+
+    def _update(
+        self, key: ShareKey, start: int, leader_epoch: int, batches: tuple[StateBatch, ...]
+    ) -> None:
+        """Apply a ShareUpdate's fields (start offset -1 and leader epoch -1: unchanged)."""
         current = self._states.get(key)
-        start = update.start_offset
         if current is None:
             current = PersistedState(start_offset=max(start, 0))
         if start == -1:
@@ -322,8 +327,8 @@ class ShareStateBook:
         self._states[key] = attrs.evolve(
             current,
             start_offset=start,
-            leader_epoch=current.leader_epoch if update.leader_epoch == -1 else update.leader_epoch,
-            batches=combine(current.batches, _batches(update.state_batches), start),
+            leader_epoch=current.leader_epoch if leader_epoch == -1 else leader_epoch,
+            batches=combine(current.batches, batches, start),
         )
         self._updates[key] = self._updates.get(key, 0) + 1
 

@@ -24,6 +24,7 @@ Error codes in either answer (ClientTelemetryUtils' table):
 
 A request that fails (the connection broke) or that no connected broker supports waits
 the interval (5 minutes without a subscription) and starts again from the subscription.
+An answer's ``throttle_time_ms`` holds the next request back at least that long.
 """
 
 from __future__ import annotations
@@ -173,6 +174,10 @@ class TelemetryMachine:
         """A GetTelemetrySubscriptions answer."""
         if self.state is not State.SUBSCRIPTION_IN_PROGRESS:
             return  # closed while it was under way
+        self._on_subscriptions(response, now_ms)
+        self._throttled(response.throttle_time_ms, now_ms)
+
+    def _on_subscriptions(self, response: GetTelemetrySubscriptionsResponse, now_ms: float) -> None:
         if response.error_code != 0:
             self._error(response.error_code, now_ms)
             return
@@ -208,10 +213,15 @@ class TelemetryMachine:
             return
         if response.error_code != 0:
             self._error(response.error_code, now_ms)
-            return
-        assert self.subscription is not None
-        self.state = State.PUSH_NEEDED
-        self.next_at_ms = now_ms + self.subscription.interval_ms
+        else:
+            assert self.subscription is not None
+            self.state = State.PUSH_NEEDED
+            self.next_at_ms = now_ms + self.subscription.interval_ms
+        self._throttled(response.throttle_time_ms, now_ms)
+
+    def _throttled(self, throttle_ms: int, now_ms: float) -> None:
+        if throttle_ms > 0 and self.state in (State.SUBSCRIPTION_NEEDED, State.PUSH_NEEDED):
+            self.next_at_ms = max(self.next_at_ms, now_ms + throttle_ms)
 
     def on_failure(self, now_ms: float) -> None:
         """The request in progress got no answer (the connection broke, it timed out), or

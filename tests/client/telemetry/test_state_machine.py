@@ -242,3 +242,15 @@ def test_a_zero_instance_id_in_the_answer_disables_telemetry() -> None:
     machine.next_request(0.0, payload)
     machine.on_subscriptions(subscribed(client_instance_id=uuid.UUID(int=0)), 0.0)
     assert machine.state is State.DISABLED
+
+
+def test_an_answer_s_throttle_time_holds_the_next_request_back() -> None:
+    """UNKNOWN_SUBSCRIPTION_ID would ask again at once, but the answer throttles 700 ms;
+    a successful push throttled longer than the interval waits the throttle."""
+    machine = pushing()
+    machine.next_request(machine.next_at_ms, payload)
+    machine.on_push(PushTelemetryResponse(error_code=117, throttle_time_ms=700), 2000.0)
+    assert machine.due_in_ms(2000.0) == 700.0
+    machine.next_request(2700.0, payload)
+    machine.on_subscriptions(subscribed(throttle_time_ms=5000), 2700.0)
+    assert machine.due_in_ms(2700.0) == 5000.0  # more than the jittered first push

@@ -430,3 +430,13 @@ async def test_describe_topic_partitions_pages_replicas_and_isr() -> None:
         assert [p.leader_id for p in rest.topics[0].partitions] == [3, 3]
         refused = await describe(["orders"], 10, ("audit", 0))
         assert [(t.name, t.error_code) for t in refused.topics] == [("orders", 42)]
+
+
+def test_auto_created_topics_take_default_replication_factor() -> None:
+    """A topic auto-created by Metadata (a producer's first send) is placed with
+    default.replication.factor, as Kafka's auto-creation does."""
+    with MemoryCluster(brokers=3, default_replication_factor=3, num_partitions=4) as cluster:
+        with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+            producer.send_and_wait("orders", b"first", partition=0)
+        assert [cluster.replicas("orders", p) for p in range(4)] == ORDERS_REPLICAS
+        assert cluster.isr("orders", 3) == [3, 2, 1]

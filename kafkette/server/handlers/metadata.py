@@ -273,7 +273,12 @@ async def _auto_create(
             topic = cluster.topics.get(name)
             if topic is None:
                 try:
-                    topic = await open_topic(cluster, cluster.plan_topic(name, partitions))
+                    replicas = None
+                    if broker.nodes.multi:  # default.replication.factor, as Kafka
+                        factor = broker.config.default_replication_factor
+                        replicas = broker.nodes.place(name, 0, partitions, factor)
+                    plan = cluster.plan_topic(name, partitions, replicas=replicas)
+                    topic = await open_topic(cluster, plan)
                 except ApiError as exc:
                     answers[name] = _error_topic(name, exc)
                     continue

@@ -1,5 +1,5 @@
-"""Share-group (KIP-932) consumption on ``kafkette serve``: confluent-kafka's
-``ShareConsumer`` beside its classic ``Consumer``, same broker, same run.
+"""Share-group (KIP-932) consumption on ``kafkette serve``: kafkette's and confluent-kafka's
+``ShareConsumer`` beside confluent-kafka's classic ``Consumer``, same broker, same run.
 
 One ``kafkette serve --memory`` child process. Each round, for each consumer kind (the
 order alternating), a fresh one-partition topic: the consumer subscribes first and
@@ -7,8 +7,9 @@ reads one probe record (a share partition starts at the log end, Kafka's default
 classic consumer joins its group), then ``--records`` 100-byte records are produced and
 flushed, and the clock runs from the flush until the consumer has seen them all (the
 share consumer in implicit acknowledgement mode, so each poll accepts the last one's
-records). The table gives the median and best records/s of the rounds and the share
-consumer's ratio to the classic one. kafkette's own ShareConsumer does not exist yet.
+records). The table gives the median and best records/s of the rounds (``share`` is
+confluent-kafka's, ``kafkette`` ours), each share consumer's ratio to the classic one, and
+kafkette's to confluent-kafka's.
 
     .venv/bin/python bench/share.py [--records 100000] [--repeat 5]
 """
@@ -27,6 +28,7 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafkette import ShareConsumer as KafketteShareConsumer
 from tests.brokers import BrokerProcess
 
 VALUE = b"v" * 100
@@ -53,6 +55,10 @@ def run(bootstrap: str, kind: str, records: int) -> float:
         share = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
         share.subscribe([topic])
         poll, close = (lambda: list(share.poll(0.2))), share.close
+    elif kind == "kafkette":
+        ours = KafketteShareConsumer(bootstrap_servers=bootstrap, group_id=group)
+        ours.subscribe([topic])
+        poll, close = (lambda: list(ours.poll(timeout=0.2))), ours.close
     else:
         classic = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
@@ -79,7 +85,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    kinds = ["share", "classic"]
+    kinds = ["share", "kafkette", "classic"]
     rates: dict[str, list[float]] = {k: [] for k in kinds}
     with BrokerProcess() as broker:
         for round_ in range(args.repeat):
@@ -91,6 +97,9 @@ def main() -> None:
     ratio_median = statistics.median(rates["share"]) / statistics.median(rates["classic"])
     ratio_best = max(rates["share"]) / max(rates["classic"])
     print(f"  share / classic: {ratio_median:.2f}x median, {ratio_best:.2f}x best")
+    ours_median = statistics.median(rates["kafkette"]) / statistics.median(rates["share"])
+    ours_best = max(rates["kafkette"]) / max(rates["share"])
+    print(f"  kafkette / share: {ours_median:.2f}x median, {ours_best:.2f}x best")
 
 
 if __name__ == "__main__":

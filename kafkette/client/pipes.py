@@ -399,7 +399,7 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         self._on_drained: list[Callable[[], object]] = []
         self._corked: list[bytes | bytearray] | None = None
         self._received: memoryview | None = None  # what the transport reads into
-        self._direct = False  # get_buffer gave the wire's buffer of a large response
+        self._direct = False  # get_buffer gave a view of the wire's buffer
         self.failure: BaseException | None = None
         self.quiet = False
 
@@ -432,9 +432,10 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        # The rest of a large response (a fetch) goes straight into its own buffer: no
-        # copy, and one read takes all that has arrived (for the sync consumer's loop
-        # thread, each read is one more wait for the interpreter lock).
+        # Straight into the wire's buffer, and a large response (a fetch) into the buffer
+        # it is handed out in: no copy, and one read takes all that has arrived (for the
+        # sync consumer's loop thread, each read is one more wait for the interpreter
+        # lock).
         direct = self._wire.receive_buffer()
         self._direct = direct is not None
         if direct is not None:

@@ -91,9 +91,9 @@ class ClientWire:
         return self._responses()
 
     def receive_buffer(self) -> memoryview | None:
-        """Where to receive the rest of a large response straight into its own buffer
-        (see :meth:`FrameDecoder.receive_buffer
-        <kafkette.protocol.framing.FrameDecoder.receive_buffer>`), or None: then
+        """Where to receive the next bytes, a large response's straight into the buffer
+        it is handed out in (see :meth:`FrameDecoder.receive_buffer
+        <kafkette.protocol.framing.FrameDecoder.receive_buffer>`); or None: then
         receive anywhere and call :meth:`receive_data`."""
         return self._decoder.receive_buffer()
 

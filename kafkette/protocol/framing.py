@@ -14,10 +14,10 @@ and writes ``encode_frame(body)`` (or ``frame_parts(parts)`` with a vectored
 write) for the other direction.
 
 A caller that can receive into a buffer (``socket.recv_into``, asyncio's
-``BufferedProtocol``) may ask where the rest of a large frame goes: once its size
-is known, ``receive_buffer()`` gives a view of the frame's own buffer, the
-caller receives into it and reports the count with ``received(n)``; the frame is
-then handed out without being copied::
+``BufferedProtocol``) asks where the next bytes go instead: ``receive_buffer()``
+gives a view of the decoder's buffer (of a large frame's own buffer once its size
+is known), the caller receives into it and reports the count with
+``received(n)``; a large frame is then handed out without being copied::
 
     while True:
         target = decoder.receive_buffer()
@@ -39,12 +39,13 @@ reserves a frame of up to 16 MiB whole once it has begun to arrive.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterator, Sequence
 
 from kafkette.protocol.errors import EncodeError, FrameTooLargeError, InvalidLengthError
 
-__all__ = ["SIZE_PREFIX_LENGTH", "FrameDecoder", "encode_frame", "frame_parts"]
+__all__ = ["RECEIVE_ROOM", "SIZE_PREFIX_LENGTH", "FrameDecoder", "encode_frame", "frame_parts"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -68,6 +69,9 @@ _SPARE_MAX = 16 * 1024 * 1024
 # one comes in one read anyway), up to the largest reserved before it has arrived.
 _DIRECT_MIN = _SPARE_MIN
 _DIRECT_MAX = _SPARE_MAX
+
+RECEIVE_ROOM = 256 * 1024
+"""Room receive_buffer gives at least at the end of the decoder's buffer."""
 
 
 class FrameDecoder:
@@ -217,32 +221,48 @@ class FrameDecoder:
         while (frame := self.next_frame()) is not None:
             yield frame
 
-    def receive_buffer(self) -> memoryview | None:
-        """Where to receive the rest of the large frame being read, or None.
+    def receive_buffer(self, room: int = RECEIVE_ROOM) -> memoryview | None:
+        """Where to receive the next bytes: a writable view to receive into, then call
+        :meth:`received` with the count; or None (then receive anywhere and :meth:`feed`).
 
-        Once a frame of 64 KiB to 16 MiB has begun to arrive (its size known,
-        its body not whole), this is a writable view of the part of the frame's
-        own buffer still missing; receive into it and call :meth:`received`.
-        The bytes of it already buffered are moved there once. None otherwise
-        (no frame begun, a small or complete one, a size too large or invalid):
-        receive into any buffer and :meth:`feed` the bytes (an invalid size
-        then raises from :meth:`feed`).
+        Once a frame of 64 KiB to 16 MiB has begun to arrive, the view is the
+        part of it still missing, in the buffer it will be handed out in: the
+        decoder's own when that has room for it (a kept spare, typically; one a
+        little short grows), else one of the frame's size, to which the bytes of
+        it already here move once. Otherwise the view is at least ``room`` bytes
+        at the end of the decoder's buffer (more when the buffer is larger),
+        never sized by a declared size. None after an invalid size (:meth:`feed`
+        raises it).
         """
         if self._error is not None:
             return None
         direct = self._direct
+        buf = self._buf
         if direct is None:
             size = self._size
-            if size is None or not _DIRECT_MIN <= size <= _DIRECT_MAX:
-                return None
-            start = self._pos + SIZE_PREFIX_LENGTH
-            have = self._end - start
-            if have >= size:
-                return None  # whole already: next_frame hands it out
-            direct = self._direct = self._frame_buffer(size)
-            direct[:have] = memoryview(self._buf)[start : self._end]
-            self._direct_got = have
-            self._consume(self._end)
+            if size is not None and _DIRECT_MIN <= size <= _DIRECT_MAX:
+                start = self._pos + SIZE_PREFIX_LENGTH
+                if self._end - start >= size:
+                    return None  # whole already: next_frame hands it out
+                short = start + size - len(buf)
+                if 0 < short <= len(buf) // 8:  # nearly fits (a spare a bit small): grow it
+                    with contextlib.suppress(BufferError):  # a reader's view: not here
+                        buf += bytes(short)
+                if start + size <= len(buf):
+                    return memoryview(buf)[self._end : start + size]
+                direct = self._direct = self._frame_buffer(size)
+                have = self._end - start
+                direct[:have] = memoryview(buf)[start : self._end]
+                self._direct_got = have
+                self._consume(self._end)
+            else:
+                short = room - (len(buf) - self._end)
+                if short > 0:
+                    try:
+                        buf += bytes(short)
+                    except BufferError:  # still viewed by a reader (it never is, normally)
+                        return None
+                return memoryview(buf)[self._end :]
         got = self._direct_got
         size = self._size_of_direct()
         if got >= size:
@@ -250,10 +270,17 @@ class FrameDecoder:
         return memoryview(direct)[got:size]
 
     def received(self, nbytes: int) -> None:
-        """Count ``nbytes`` received into the view :meth:`receive_buffer` gave last."""
-        if self._direct is None or not 0 <= nbytes <= self._size_of_direct() - self._direct_got:
-            raise ValueError(f"{nbytes} bytes received into no frame buffer given for them")
-        self._direct_got += nbytes
+        """Count ``nbytes`` received into the view :meth:`receive_buffer` gave last;
+        raise at once if they complete an invalid size prefix."""
+        if self._direct is not None:
+            if not 0 <= nbytes <= self._size_of_direct() - self._direct_got:
+                raise ValueError(f"{nbytes} bytes received into a view of fewer")
+            self._direct_got += nbytes
+            return
+        if not 0 <= nbytes <= len(self._buf) - self._end:
+            raise ValueError(f"{nbytes} bytes received into a view of fewer")
+        self._end += nbytes
+        self._read_size()
 
     def _size_of_direct(self) -> int:
         size = self._size
@@ -314,12 +341,19 @@ class FrameDecoder:
         raise self._error
 
     def _consume(self, end: int) -> None:
+        # A reader's view of the buffer (received into) may still be alive: then it
+        # cannot be resized, and keeps its room or is compacted later.
         if end == self._end:
-            if end == len(self._buf):
-                self._buf.clear()
-            self._end = self._pos = 0  # a reused buffer keeps its room
+            if end == len(self._buf):  # fed, not received into: no room to keep
+                with contextlib.suppress(BufferError):  # a reader's view: keep it as room
+                    self._buf.clear()
+            self._end = self._pos = 0  # a buffer received into keeps its room
         elif end >= _COMPACT_THRESHOLD and end * 2 >= self._end:
-            del self._buf[:end]
+            try:
+                del self._buf[:end]
+            except BufferError:
+                self._pos = end
+                return
             self._end -= end
             self._pos = 0
         else:

@@ -14,10 +14,10 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.pipes import RECEIVE_SIZE, AsyncioPipe, OnResponse, StreamPipe
+from kafkette.client.pipes import AsyncioPipe, OnResponse, StreamPipe
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
-from kafkette.protocol.framing import FrameDecoder, encode_frame
+from kafkette.protocol.framing import RECEIVE_ROOM, FrameDecoder, encode_frame
 from kafkette.protocol.headers import decode_request, encode_response
 from kafkette.protocol.messages import (
     ApiVersionsResponse,
@@ -349,9 +349,9 @@ async def many_topics(cid: int, version: int, request: Request) -> bytes:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_asyncio_pipe_reads_a_large_response_into_its_own_buffer() -> None:
-    """Reads go into the one buffer the pipe keeps (no new bytes object per read) until a
-    large response's size is known; the rest of it is then read straight into that
-    response's own buffer (no copy), and responses spread over reads arrive whole."""
+    """The transport reads into the wire's buffer (no new bytes object per read, no
+    copy), and once a large response's size is known, the rest of it straight into the
+    buffer the response is handed out in; responses spread over reads arrive whole."""
     sizes: list[int] = []  # of the response frames' bodies
 
     async def answer(cid: int, version: int, request: Request) -> bytes:
@@ -365,21 +365,19 @@ async def test_asyncio_pipe_reads_a_large_response_into_its_own_buffer() -> None
     ):
         pipe = connection._pipe
         assert isinstance(pipe, AsyncioPipe)
-        kept: set[int] = set()
-        own_sizes: list[int] = []
-        reads: list[tuple[bool, int]] = []  # (into a response's own buffer, bytes)
+        lengths: list[int] = []  # of the buffer each read went into
+        reads: list[int] = []
         get_buffer, buffer_updated = pipe.get_buffer, pipe.buffer_updated
 
         def tracked_get_buffer(sizehint: int) -> memoryview:
             buffer = get_buffer(sizehint)
-            if pipe._direct:
-                own_sizes.append(len(buffer.obj))  # type: ignore[arg-type]
-            else:
-                kept.add(id(buffer.obj))
+            assert pipe._direct  # the wire's buffer, not the pipe's own
+            assert isinstance(buffer.obj, bytearray)
+            lengths.append(len(buffer.obj))
             return buffer
 
         def tracked_buffer_updated(nbytes: int) -> None:
-            reads.append((pipe._direct, nbytes))
+            reads.append(nbytes)
             buffer_updated(nbytes)
 
         pipe.get_buffer = tracked_get_buffer  # type: ignore[method-assign]
@@ -388,13 +386,12 @@ async def test_asyncio_pipe_reads_a_large_response_into_its_own_buffer() -> None
             response = await connection.request(_topic_request("a"))
             assert isinstance(response, MetadataResponse)
             assert [t.name for t in response.topics] == [f"topic-{i:06d}" for i in range(40_000)]
-        assert len(kept) == 1
         size = sizes[0]
         assert sizes == [size, size] and size > 1_000_000
-        assert own_sizes and all(own == size for own in own_sizes)
-        into_own = sum(n for own, n in reads if own)
-        assert into_own >= 2 * (size - RECEIVE_SIZE)
-        assert into_own + sum(n for own, n in reads if not own) == 2 * (size + 4)
+        assert set(lengths) <= {RECEIVE_ROOM, size}
+        into_own = sum(n for length, n in zip(lengths, reads, strict=True) if length == size)
+        assert into_own >= 2 * (size - RECEIVE_ROOM)
+        assert sum(reads) == 2 * (size + 4)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError, ProtocolError
-from kafkette.protocol.framing import FrameDecoder, encode_frame, frame_parts
+from kafkette.protocol.framing import RECEIVE_ROOM, FrameDecoder, encode_frame, frame_parts
 
 
 def _size(n: int) -> bytes:
@@ -382,7 +382,7 @@ def test_many_small_frames_in_large_chunks_is_linear() -> None:
 
 def _receive(decoder: FrameDecoder, stream: memoryview, chunk: int) -> int:
     """One read of up to ``chunk`` bytes from ``stream``, as a transport does it: into the
-    frame's own buffer when the decoder gives one, else fed. Returns the bytes taken."""
+    view the decoder gives, else fed. Returns the bytes taken."""
     target = decoder.receive_buffer()
     if target is None:
         decoder.feed(stream[:chunk])
@@ -394,14 +394,17 @@ def _receive(decoder: FrameDecoder, stream: memoryview, chunk: int) -> int:
 
 
 def test_a_large_frame_is_received_into_the_buffer_it_is_handed_out_in() -> None:
-    """Once a large frame's size is known, the rest of it is received into one buffer of
-    its size, which the frame handed out views (no copy); what follows it is decoded
-    as usual."""
+    """Bytes are received into the decoder's buffer; once a large frame's size is known
+    and it does not fit, the rest of it is received into one buffer of its size, which
+    the frame handed out views (no copy); what follows it is decoded as usual."""
     body = bytes(range(256)) * 1000  # 256,000 bytes
     stream = memoryview(encode_frame(body) + encode_frame(b"next"))
     decoder = FrameDecoder(max_frame_size=1 << 20)
-    assert decoder.receive_buffer() is None  # nothing begun: receive anywhere
-    decoder.feed(stream[:1000])
+    target = decoder.receive_buffer(room=1000)
+    assert target is not None and target.nbytes == 1000
+    target[:] = stream[:1000]
+    del target
+    decoder.received(1000)
     target = decoder.receive_buffer()
     assert target is not None and target.nbytes == len(body) - 996
     own = target.obj
@@ -422,57 +425,107 @@ def test_a_large_frame_is_received_into_the_buffer_it_is_handed_out_in() -> None
     assert decoder.next_frame() is None and decoder.buffered == 0
 
 
-def test_small_and_invalid_frames_are_fed() -> None:
-    """A frame under 64 KiB, one over 16 MiB and an invalid size get no buffer of their
-    own; the invalid size then raises from feed, as without receive_buffer."""
-    decoder = FrameDecoder(max_frame_size=1 << 30)
-    decoder.feed(_size(60_000) + b"x")
-    assert decoder.receive_buffer() is None
-    big = FrameDecoder(max_frame_size=1 << 30)
-    big.feed(_size((16 << 20) + 1) + b"x")
-    assert big.receive_buffer() is None
-    assert big.buffered == 5  # nothing reserved for the declared size
+def test_a_large_frame_that_fits_is_received_where_it_began() -> None:
+    """A large frame that fits the decoder's buffer is received there and handed out
+    with it; a released one's buffer (a kept spare) then receives a later frame whole,
+    in one read."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
+    buffers: list[object] = []
+    reads: list[int] = []
+    for letter in b"ABC":
+        stream = memoryview(encode_frame(bytes([letter]) * 200_000))
+        taken = count = 0
+        while taken < len(stream):
+            taken += _receive(decoder, stream[taken:], 1 << 20)
+            count += 1
+        reads.append(count)
+        frame = decoder.next_frame()
+        assert frame is not None and frame.tobytes() == bytes([letter]) * 200_000
+        buffers.append(frame.obj)
+        if letter != ord("B"):
+            del frame  # A's buffer is free when B is handed out; B's is kept viewed
+        else:
+            kept = frame
+    assert reads == [1, 1, 1]
+    assert buffers[2] is buffers[0] and buffers[1] is not buffers[0]
+    assert kept.tobytes() == b"B" * 200_000
+
+
+def test_a_buffer_a_little_short_of_a_large_frame_grows_for_it() -> None:
+    """A large frame a little larger than the decoder's buffer (a kept spare) grows that
+    buffer and is handed out in it, rather than moving to a buffer of its own."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
+    handed: list[object] = []
+    for letter, size in ((b"A", 200_000), (b"B", 200_000), (b"C", RECEIVE_ROOM + 5_000)):
+        stream = memoryview(encode_frame(letter * size))
+        taken = 0
+        while taken < len(stream):
+            taken += _receive(decoder, stream[taken:], 1 << 20)
+        frame = decoder.next_frame()
+        assert frame is not None and frame.tobytes() == letter * size
+        handed.append(frame.obj)
+        if letter == b"B":
+            kept = frame  # A's buffer is free when B is handed out: it is the next one
+        del frame
+    assert handed[2] is handed[0]
+    assert kept.tobytes() == b"B" * 200_000
+
+
+def test_declared_sizes_reserve_nothing_until_large_frames_begin() -> None:
+    """A small frame, one over 16 MiB and a partial size prefix get room for a read, not
+    their declared size; an invalid size gets None and raises from feed (and received)."""
+    for declared in (60_000, (16 << 20) + 1):
+        decoder = FrameDecoder(max_frame_size=1 << 30)
+        target = decoder.receive_buffer(room=1000)
+        assert target is not None
+        target[:5] = _size(declared) + b"x"
+        del target  # a reader drops its view before asking again, as transports do
+        decoder.received(5)
+        target = decoder.receive_buffer(room=1000)
+        assert target is not None and 995 <= target.nbytes < 2000
+        assert decoder.buffered == 5 and decoder.has_partial_frame
     bad = FrameDecoder(max_frame_size=100)
+    target = bad.receive_buffer()
+    assert target is not None
+    target[:4] = _size(200_000)
+    del target
     with pytest.raises(FrameTooLargeError):
-        bad.feed(_size(200_000) + b"x")
+        bad.received(4)
     assert bad.receive_buffer() is None
     with pytest.raises(FrameTooLargeError):
         bad.feed(b"x")
 
 
-def test_received_counts_only_what_the_buffer_given_holds() -> None:
+def test_received_counts_only_what_the_view_holds() -> None:
     decoder = FrameDecoder(max_frame_size=1 << 20)
-    with pytest.raises(ValueError, match="no frame buffer"):
-        decoder.received(1)
+    target = decoder.receive_buffer(room=10)
+    assert target is not None
+    with pytest.raises(ValueError, match="view of fewer"):
+        decoder.received(target.nbytes + 1)
     decoder.feed(_size(100_000) + b"x")
     target = decoder.receive_buffer()
     assert target is not None
-    with pytest.raises(ValueError, match="no frame buffer"):
+    with pytest.raises(ValueError, match="view of fewer"):
         decoder.received(target.nbytes + 1)
 
 
-def test_a_released_frame_buffer_receives_a_later_frame() -> None:
+def test_a_released_frame_buffer_receives_a_later_larger_frame() -> None:
     """With spare_buffers, the buffer a large frame was received into is received into
-    again once nothing views it; grown when the next frame is larger."""
+    again once nothing views it, grown when the next frame is larger."""
     decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=2)
-    stream = memoryview(encode_frame(b"A" * 100_000) + encode_frame(b"B" * 120_000))
-    taken = 0
     frames: list[memoryview] = []
-    while taken < len(stream):
-        taken += _receive(decoder, stream[taken:], 8192)
-        frames.extend(decoder)
-    first, second = frames
-    first_buffer = first.obj
-    assert second.obj is not first_buffer
-    del first, frames
-    stream = memoryview(encode_frame(b"C" * 130_000))
-    taken = 0
-    while taken < len(stream):
-        taken += _receive(decoder, stream[taken:], 8192)
-    third = decoder.next_frame()
-    assert third is not None and third.obj is first_buffer
-    assert third.tobytes() == b"C" * 130_000
-    assert second.tobytes() == b"B" * 120_000
+    for letter, size in ((b"A", 300_000), (b"B", 400_000)):
+        stream = memoryview(encode_frame(letter * size))
+        taken = 0
+        while taken < len(stream):
+            taken += _receive(decoder, stream[taken:], 8192)
+        frame = decoder.next_frame()
+        assert frame is not None and frame.tobytes() == letter * size
+        frames.append(frame)
+        del frame
+        if letter == b"A":
+            first_buffer = frames.pop().obj
+    assert frames[0].obj is first_buffer
 
 
 @settings(max_examples=60, deadline=None)

@@ -20,7 +20,7 @@ import heapq
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import dropwhile, islice, repeat
 from operator import add
 from typing import Any, NamedTuple
@@ -380,6 +380,7 @@ class FetchBuffer:
         self._cond = threading.Condition(self._lock)
         self._queue: deque[CompletedFetch] = deque()
         self._per_partition: dict[TopicPartition, list[CompletedFetch]] = {}
+        self._fetching: set[TopicPartition] = set()  # partitions in a fetch in flight
         self._arrived = anyio.Event()
         self.generation = 0  # bumped on every add: sync waiters watch it
 
@@ -397,6 +398,17 @@ class FetchBuffer:
             if last.state is not state:
                 return None
             return last.end_offset
+
+    def fetching(self, partitions: Iterable[TopicPartition]) -> None:
+        """A fetch for ``partitions`` is in flight: when it ends (:meth:`fetched`), the
+        fetcher plans again, so a :meth:`remove` meanwhile needs no wake-up."""
+        with self._lock:
+            self._fetching.update(partitions)
+
+    def fetched(self, partitions: Iterable[TopicPartition]) -> None:
+        """The fetch for ``partitions`` ended; the fetcher plans next (after this)."""
+        with self._lock:
+            self._fetching.difference_update(partitions)
 
     def add(self, entry: CompletedFetch) -> None:
         with self._lock:
@@ -432,18 +444,21 @@ class FetchBuffer:
                     return entry
             return None
 
-    def remove(self, entry: CompletedFetch) -> None:
+    def remove(self, entry: CompletedFetch) -> bool:
+        """Drop ``entry``; whether the fetcher must be woken to fetch in its place (not
+        when a fetch for its partition is in flight: the fetcher plans after that)."""
         with self._lock:
             try:
                 self._queue.remove(entry)
             except ValueError:
-                return
+                return True
             entries = self._per_partition.get(entry.tp)
             if entries is not None:
                 if entry in entries:
                     entries.remove(entry)
                 if not entries:
                     del self._per_partition[entry.tp]
+            return entry.tp not in self._fetching
 
     def replace(self, old: CompletedFetch, new: CompletedFetch) -> None:
         """Put ``new`` where ``old`` was (a fetch that turned out corrupt becomes its error)."""

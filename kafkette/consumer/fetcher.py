@@ -292,7 +292,11 @@ class Fetcher:
     ) -> None:
         try:
             while partitions:
-                await self._fetch_from(node, partitions)
+                self.buffer.fetching(partitions)
+                try:
+                    await self._fetch_from(node, partitions)
+                finally:
+                    self.buffer.fetched(partitions)  # poll wakes us again from now on
                 self.wake()  # a round for the other nodes' news; this node stays busy
                 partitions = self._next_from(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:

@@ -300,3 +300,25 @@ async def test_buffer_chains_at_most_two_fetches_per_partition() -> None:
     buffer.drop(TP)
     assert buffer.next_offset(TP, state) == 0
     assert len(buffer) == 0
+
+
+@pytest.mark.anyio
+async def test_a_used_up_fetch_wakes_the_fetcher_unless_its_partition_is_being_fetched() -> None:
+    """remove() says whether the fetcher must be woken to fetch in the removed entry's
+    place: not while a fetch for its partition is in flight (the fetcher plans again
+    when that ends), and again once it has ended."""
+    state = PartitionState(position=0)
+    other = TopicPartition("t", 1)
+    buffer = FetchBuffer()
+    entries = [CompletedFetch(TP, state, 3 * i, batch(3 * i, 3), 3 * i + 3) for i in range(3)]
+    for entry in entries[:2]:
+        buffer.add(entry)
+    buffer.fetching([TP, other])
+    assert buffer.remove(entries[0]) is False
+    buffer.fetched([other])
+    assert buffer.remove(entries[1]) is False
+    buffer.fetched([TP])
+    buffer.add(entries[2])
+    assert buffer.remove(entries[2]) is True
+    assert buffer.remove(entries[2]) is True  # not there (dropped meanwhile): wake anyway
+    assert len(buffer) == 0

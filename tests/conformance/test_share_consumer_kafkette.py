@@ -6,9 +6,9 @@ acknowledgement, 60 records over three partitions; every tenth RELEASEd on its f
 delivery and back with a higher delivery count, another tenth REJECTed and never back,
 each record accepted exactly once or rejected, none lost. Then a member in another
 process, killed with SIGKILL while it holds records (renewed, so that it may poll on in
-explicit mode): once their locks expire
-(``group.share.record.lock.duration.ms`` 2 s) another member receives exactly those
-records, with delivery count 2.
+explicit mode): another member receives exactly those records, with delivery count 1,
+as the broker releases them when the killed member's connection closes (Kafka's
+ShareSessionCache disconnect listener lowers the count of records released so).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ time.sleep(600)  # holding its records until SIGKILL
 """
 
 
-def test_records_of_a_killed_member_go_to_another_after_the_lock(server: BrokerProcess) -> None:
+def test_records_of_a_killed_member_go_to_another_when_its_connection_closes(server: BrokerProcess) -> None:
     count = 10
     group = f"killed-{time.monotonic_ns()}"
     holder = subprocess.Popen(
@@ -139,7 +139,6 @@ def test_records_of_a_killed_member_go_to_another_after_the_lock(server: BrokerP
         ]
         holder.kill()
         holder.wait()
-        killed_at = time.monotonic()
         got: list[tuple[int, bytes, int]] = []
         with ShareConsumer(
             bootstrap_servers=server.bootstrap,
@@ -153,12 +152,10 @@ def test_records_of_a_killed_member_go_to_another_after_the_lock(server: BrokerP
                 for record in consumer.poll(timeout=0.3):
                     got.append((record.offset, record.value, record.delivery_count))
                     consumer.acknowledge(record, AcknowledgeType.ACCEPT)
-                    if len(got) == 1:
-                        assert time.monotonic() - killed_at >= LOCK_MS / 1000 * 0.5
                 consumer.commit_sync(timeout=10)
                 if settle is None and len(got) >= count:
                     settle = time.monotonic() + 1
-        assert sorted(got) == [(first + n, f"job-{n}".encode(), 2) for n in range(count)]
+        assert sorted(got) == [(first + n, f"job-{n}".encode(), 1) for n in range(count)]
     finally:
         if holder.poll() is None:
             holder.kill()

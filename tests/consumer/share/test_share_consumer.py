@@ -236,6 +236,26 @@ def test_close_gives_back_what_it_holds_and_leaves(cluster: MemoryCluster) -> No
         assert values(poll_until(other, 2)) == [(first, b"h0", 1), (first + 1, b"h1", 1)]
 
 
+def test_implicit_close_accepts_the_last_poll_and_leaves_the_group(
+    cluster: MemoryCluster,
+) -> None:
+    with (
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        member(cluster, "implicit") as other,
+    ):
+        holder = member(cluster, "implicit")
+        started(cluster, holder, producer)
+        members = cluster._broker.share_groups.groups["g"].members
+        assert holder._core.membership.member_id in members
+        produce(producer, b"i0", b"i1")
+        assert len(poll_until(holder, 2)) == 2
+        holder.close()
+        assert holder._core.membership.member_id not in members  # left: epoch -1
+        assert len(members) == 1
+        cluster.advance(LOCK_MS / 1000 + 1)
+        assert other.poll(timeout=0.3) == []  # accepted by the close
+
+
 def test_bad_settings_and_calls_fail_at_once(cluster: MemoryCluster) -> None:
     with pytest.raises(ConfigError, match=r"group\.id"):
         ShareConsumer(bootstrap_servers=cluster.bootstrap_servers)

@@ -1,12 +1,14 @@
-"""The admin client's share-group operations against memory://: list_groups by type,
-describe_share_groups, list/alter/delete_share_group_offsets and delete_share_groups,
-with exact start offsets, lags and Kafka's error classes; one member speaks the share
-protocol by hand (our client core's connection) to make the group."""
+"""The admin client's share-group operations against memory:// and ``kafkette serve
+--memory``: list_groups by type, describe_share_groups, list/alter/delete_share_group_offsets
+and delete_share_groups, with exact start offsets, lags and Kafka's error classes; one
+member speaks the share protocol by hand (our client core's connection) to make the
+group. (The same against a disk broker with confluent-kafka's ShareConsumer and a
+restart: tests/cli/test_share_groups.py.)"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import anyio
 import pytest
@@ -31,6 +33,7 @@ from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, Sha
 from kafkette.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kafkette.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from kafkette.testing import MemoryCluster
+from tests.brokers import BrokerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -77,19 +80,30 @@ class HandMember:
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[MemoryCluster]:
-    with MemoryCluster() as memory:
-        yield memory
+def anyio_backend() -> str:
+    """One event loop: the point is the broker's answers (and CI's time is short)."""
+    return "asyncio"
 
 
-async def make_group(cluster: MemoryCluster, client: KafkaClient) -> HandMember:
+@pytest.fixture(params=["memory://", "serve --memory"])
+def servers(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "memory://":
+        with MemoryCluster() as memory:
+            yield memory.bootstrap_servers
+    else:
+        with BrokerProcess() as broker:
+            yield broker.bootstrap
+
+
+async def make_group(servers: str, client: KafkaClient) -> HandMember:
     """Group ``g`` with one member holding t-0 records 2-3 (0-1 accepted) and t-1 empty."""
     connection = await client.connection(await client.any_node())
-    topic_id = cluster._broker.cluster.get_topic("t").topic_id
+    async with AsyncAdminClient(bootstrap_servers=servers) as admin:
+        topic_id = (await admin.describe_topics(["t"])).all()["t"].topic_id
     member = HandMember(connection, topic_id)
     await member.heartbeat(0)
     assert await member.fetch() == []  # both share partitions start at the end: 0
-    with Producer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+    with Producer(bootstrap_servers=servers) as producer:
         for value in (b"a", b"b", b"c", b"d"):
             producer.send("t", value, partition=0).result(10)
     assert await member.fetch() == [AcquiredRecords(0, 3, 1)]
@@ -97,16 +111,16 @@ async def make_group(cluster: MemoryCluster, client: KafkaClient) -> HandMember:
     return member
 
 
-async def test_share_group_admin_on_memory(cluster: MemoryCluster) -> None:
+async def test_share_group_admin(servers: str) -> None:
     """Listed by type, described with its member and assignment, offsets with start and
     lag; alter/delete refused while the member is in; after it leaves, alter moves the
     start to 3, delete_share_group_offsets forgets the topic, delete_share_groups the
     group."""
-    async with AsyncAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+    async with AsyncAdminClient(bootstrap_servers=servers) as admin:
         await admin.create_topics([NewTopic("t", 2)])
-        config = AdminConfig.from_user(bootstrap_servers=cluster.bootstrap_servers)
+        config = AdminConfig.from_user(bootstrap_servers=servers)
         async with KafkaClient(config) as client:
-            member = await make_group(cluster, client)
+            member = await make_group(servers, client)
 
             (listed,) = (await admin.list_groups(types=["share"])).all()
             assert listed == GroupListing("g", GroupType.SHARE, "share", GroupState.STABLE, 1)
@@ -165,7 +179,7 @@ def test_the_sync_admin_client_does_the_same() -> None:
     async def populate(cluster: MemoryCluster) -> str:
         config = AdminConfig.from_user(bootstrap_servers=cluster.bootstrap_servers)
         async with KafkaClient(config) as client:
-            return (await make_group(cluster, client)).member_id
+            return (await make_group(cluster.bootstrap_servers, client)).member_id
 
     with (
         MemoryCluster() as cluster,

@@ -136,6 +136,27 @@ def test_released_comes_back_rejected_never_and_the_callback_hears(
     assert done[-2:] == [({tp: {first, first + 1, first + 2}}, None), ({tp: {first + 1}}, None)]
 
 
+def test_commit_async_reports_through_the_callback_at_a_later_poll(
+    cluster: MemoryCluster,
+) -> None:
+    done: list[tuple[dict[TopicPartition, set[int]], Exception | None]] = []
+    with (
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        member(cluster) as consumer,
+    ):
+        started(cluster, consumer, producer)
+        consumer.set_acknowledgement_commit_callback(lambda o, e: done.append((o, e)))
+        first = produce(producer, b"p", b"q")
+        for record in poll_until(consumer, 2):
+            consumer.acknowledge(record, AcknowledgeType.REJECT)
+        consumer.commit_async()
+        deadline = time.monotonic() + 10
+        while not done:
+            assert time.monotonic() < deadline, "the callback was never called"
+            assert consumer.poll(timeout=0.1) == []  # rejected: never back
+        assert done == [({TopicPartition("t", 0): {first, first + 1}}, None)]
+
+
 def test_implicit_mode_accepts_the_previous_poll_and_refuses_acknowledge(
     cluster: MemoryCluster,
 ) -> None:

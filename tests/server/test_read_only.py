@@ -26,7 +26,13 @@ from kafkette.protocol.messages import (
     ProduceRequest,
 )
 from kafkette.protocol.messages.alter_configs_request import AlterConfigsResource
+from kafkette.protocol.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequest,
+)
 from kafkette.protocol.messages.create_topics_request import CreatableTopic
+from kafkette.protocol.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequest,
+)
 from kafkette.protocol.messages.delete_topics_request import DeleteTopicState
 from kafkette.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
@@ -56,6 +62,7 @@ def test_reads_are_served() -> None:
         "DescribeProducers",
         "DescribeTransactions",
         "ListTransactions",
+        "DescribeShareGroupOffsets",
     }
     for key in READ_APIS & set(HANDLERS):
         assert refusal(REQUESTS[key](), "/d") is None
@@ -93,6 +100,18 @@ def test_produce_is_refused_per_partition_with_the_message() -> None:
         ("t", 0, TopicAuthorizationFailedError.code, -1, MESSAGE),
         ("t", 1, TopicAuthorizationFailedError.code, -1, MESSAGE),
     ]
+
+
+def test_share_group_offsets_are_refused_as_the_group() -> None:
+    """Altering or deleting a share group's offsets gets GROUP_AUTHORIZATION_FAILED with
+    the message, as Kafka answers a principal without READ (DELETE) on the group."""
+    altered: Any = refusal(AlterShareGroupOffsetsRequest(group_id="g"), "/d")
+    deleted: Any = refusal(DeleteShareGroupOffsetsRequest(group_id="g"), "/d")
+    for response in (altered, deleted):
+        assert (response.error_code, response.error_message) == (
+            GroupAuthorizationFailedError.code,
+            MESSAGE,
+        )
 
 
 def test_init_producer_id_is_refused_by_kind() -> None:

@@ -8,8 +8,8 @@ error Kafka gives a client allowed to read and describe but not to write:
 - topics and records (Produce, CreateTopics, DeleteTopics, CreatePartitions,
   DeleteRecords, a topic's configs): ``TOPIC_AUTHORIZATION_FAILED``;
 - groups and their offsets (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-  OffsetCommit, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat):
-  ``GROUP_AUTHORIZATION_FAILED``;
+  OffsetCommit, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat,
+  AlterShareGroupOffsets, DeleteShareGroupOffsets): ``GROUP_AUTHORIZATION_FAILED``;
 - transactions (InitProducerId with a transactional id, AddPartitionsToTxn,
   AddOffsetsToTxn, TxnOffsetCommit, EndTxn): ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``;
 - the cluster (an idempotent InitProducerId, WriteTxnMarkers, a broker's
@@ -148,6 +148,8 @@ _TOP_LEVEL: dict[int, int] = {
         "LeaveGroup": GROUP,
         "OffsetDelete": GROUP,
         "ConsumerGroupHeartbeat": GROUP,
+        "AlterShareGroupOffsets": GROUP,
+        "DeleteShareGroupOffsets": GROUP,
         "AddOffsetsToTxn": TRANSACTIONAL_ID,
         "EndTxn": TRANSACTIONAL_ID,
         "AlterPartitionReassignments": CLUSTER,

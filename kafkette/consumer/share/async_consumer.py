@@ -171,6 +171,12 @@ class AsyncShareConsumer:
         assert task_group is not None
         core.commit_async(task_group.start_soon)
 
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """How long this member holds the records it acquires, as the broker last said
+        (``group.share.record.lock.duration.ms`` or the group's override); None before
+        any fetch (Java's ``acquisitionLockTimeoutMs``)."""
+        return self._c.lock_timeout_ms
+
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:

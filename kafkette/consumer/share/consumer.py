@@ -158,6 +158,11 @@ class ShareConsumer:
     def commit_async(self) -> None:
         self._call(self._core.commit_async, self._tasks.start_soon)
 
+    @documented_as(AsyncShareConsumer.acquisition_lock_timeout_ms)
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        self._core.check_open()
+        return self._core.lock_timeout_ms
+
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:

@@ -116,6 +116,9 @@ class ShareConsumerCore:
         self.completed: list[Completion] = []
         """Answered acknowledgements waiting for the callback."""
         self.closed = False
+        self.lock_timeout_ms: int | None = None
+        """The acquisition lock duration the broker last gave (Java's
+        ``acquisitionLockTimeoutMs``)."""
         self._node_locks: dict[int, anyio.Lock] = {}
         self._wake = anyio.Event()
         self._news = anyio.Event()
@@ -390,6 +393,8 @@ class ShareConsumerCore:
             self._lose_session(node, acks, exc)
             return None
         code = response.error_code
+        if response.acquisition_lock_timeout_ms > 0:
+            self.lock_timeout_ms = response.acquisition_lock_timeout_ms
         if code in _SESSION_LOST:
             self._lose_session(node, acks, make_error(code, response.error_message))
             return None

@@ -116,7 +116,9 @@ def test_released_comes_back_rejected_never_and_the_callback_hears(
         member(cluster) as consumer,
     ):
         consumer.set_acknowledgement_commit_callback(lambda o, e: done.append((o, e)))
+        assert consumer.acquisition_lock_timeout_ms() is None  # nothing fetched yet
         started(cluster, consumer, producer)
+        assert consumer.acquisition_lock_timeout_ms() == LOCK_MS
         first = produce(producer, b"a", b"b", b"c")
         records = poll_until(consumer, 3)
         assert values(records) == [(first, b"a", 1), (first + 1, b"b", 1), (first + 2, b"c", 1)]

@@ -55,6 +55,7 @@ from kafkette.protocol.messages import (
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeProducersRequest,
+    DescribeTopicPartitionsRequest,
     DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
     EndTxnRequest,
@@ -94,6 +95,7 @@ from kafkette.protocol.messages import delete_topics_request as dt
 from kafkette.protocol.messages import describe_configs_request as dc
 from kafkette.protocol.messages import describe_producers_request as dp
 from kafkette.protocol.messages import describe_share_group_offsets_request as dsgo
+from kafkette.protocol.messages import describe_topic_partitions_request as dtp
 from kafkette.protocol.messages import fetch_request as fr
 from kafkette.protocol.messages import incremental_alter_configs_request as iac
 from kafkette.protocol.messages import join_group_request as jg
@@ -581,6 +583,16 @@ ROWS = [
         "Metadata",
         4,
         lambda rig: MetadataRequest(topics=[md.MetadataRequestTopic(name="t")]),
+        (TOPIC, "t", Op.DESCRIBE),
+        field("topics", 0, "error_code"),
+        29,
+        NONE,
+    ),
+    # KIP-966: a named topic the principal may not describe is refused, not left out.
+    Row(
+        "DescribeTopicPartitions",
+        0,
+        lambda rig: DescribeTopicPartitionsRequest(topics=[dtp.TopicRequest("t")]),
         (TOPIC, "t", Op.DESCRIBE),
         field("topics", 0, "error_code"),
         29,

@@ -92,6 +92,7 @@ READ_APIS = frozenset(
         "DescribeGroups",
         "DescribeLogDirs",
         "DescribeProducers",
+        "DescribeTopicPartitions",
         "DescribeShareGroupOffsets",
         "DescribeTransactions",
         "DescribeUserScramCredentials",

@@ -68,7 +68,7 @@ any broker config change does (checked first, by the configs handler).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from kafkette.errors import (
     ClusterAuthorizationFailedError,
@@ -84,10 +84,6 @@ from kafkette.server.faults.table import (
     FaultTable,
     parse_fault_spec,
 )
-
-if TYPE_CHECKING:
-    from kafkette.server.cluster import Partition
-    from kafkette.server.nodes import NodeTable
 
 PREFIX = CONFIG_PREFIX
 """Every name of the hook starts with this."""
@@ -118,6 +114,21 @@ class AlterEntry(Protocol):
     def value(self) -> str | None: ...
 
 
+class Nodes(Protocol):
+    """What :data:`STOP_BROKER` and :data:`START_BROKER` drive: the broker's
+    :class:`~kafkette.server.nodes.NodeTable` (this room may not import the core)."""
+
+    @property
+    def multi(self) -> bool: ...
+
+    @property
+    def ids(self) -> tuple[int, ...]: ...
+
+    def stop(self, node: int, partitions: list[Any]) -> None: ...
+
+    def start(self, node: int, partitions: list[Any]) -> None: ...
+
+
 def names_faults(resource_type: int, entries: Iterable[AlterEntry]) -> bool:
     """Whether an alter of a resource is for this hook (a BROKER one naming a fault)."""
     return resource_type == BROKER_RESOURCE and any(e.name.startswith(PREFIX) for e in entries)
@@ -130,8 +141,8 @@ def alter(
     entries: Sequence[AlterEntry],
     operations: Sequence[int],
     validate_only: bool,
-    nodes: NodeTable | None = None,
-    partitions: Callable[[], Iterable[Partition]] = tuple,
+    nodes: Nodes | None = None,
+    partitions: Callable[[], Iterable[Any]] = tuple,
 ) -> None:
     """Arm on ``table`` (or with ``validate_only`` check) the faults one resource names,
     all or none.
@@ -198,7 +209,7 @@ def _spec(name: str, value: str) -> FaultSpec | None:
         raise InvalidConfigError(f"{name}={value}: {exc}") from None
 
 
-def _node(nodes: NodeTable | None, name: str, value: str) -> int:
+def _node(nodes: Nodes | None, name: str, value: str) -> int:
     """The node a stop or start command names, checked."""
     if nodes is None or not nodes.multi:
         raise InvalidConfigError(f"{name}: this broker stands for one node (serve --nodes N)")

@@ -116,6 +116,10 @@ class ShareConsumerCore:
         self.completed: list[Completion] = []
         """Answered acknowledgements waiting for the callback."""
         self.closed = False
+        self.fetch_error: KafkaError | None = None
+        """A partition's error from a fetch (TOPIC_AUTHORIZATION_FAILED, say): raised by
+        the poll, or by the next one when this one has records of other partitions to
+        hand out (records booked as delivered are always handed out)."""
         self.lock_timeout_ms: int | None = None
         """The acquisition lock duration the broker last gave (Java's
         ``acquisitionLockTimeoutMs``)."""
@@ -263,6 +267,7 @@ class ShareConsumerCore:
                 )
         else:
             self.acks.accept_unacknowledged()
+        self._raise_fetch_error()
         clock = self.client.clock
         deadline = clock() + timeout_ms
         while True:
@@ -275,11 +280,17 @@ class ShareConsumerCore:
                 records = await self._fetch(assigned, left)
                 if records:
                     return records
+                self._raise_fetch_error()
             elif left > 0:
                 with anyio.move_on_after(left / 1000):
                     await news.wait()
             if clock() >= deadline:
                 return []
+
+    def _raise_fetch_error(self) -> None:
+        error, self.fetch_error = self.fetch_error, None
+        if error is not None:
+            raise error
 
     async def _fetch(
         self, assigned: list[TopicPartition], wait_ms: float
@@ -306,8 +317,11 @@ class ShareConsumerCore:
         async with anyio.create_task_group() as tasks:
             for node, partitions in by_node.items():
                 tasks.start_soon(one, node, partitions)
-        if failures and not out:
-            raise failures[0]
+        if failures:
+            if not out:
+                raise failures[0]
+            if isinstance(failures[0], KafkaError) and self.fetch_error is None:
+                self.fetch_error = failures[0]  # the next poll raises it
         return out
 
     def _session_node(self, tp: TopicPartition) -> int | None:
@@ -453,8 +467,9 @@ class ShareConsumerCore:
                     error = make_error(part.error_code, part.error_message)
                     if isinstance(error, RetriableError):
                         self.client.metadata.request_update()
-                        continue
-                    raise error
+                    elif self.fetch_error is None:
+                        self.fetch_error = error
+                    continue
                 out += self._records(tp, part)
         for tp, batches in acks.items():  # not answered: as if lost
             self._complete(tp, batches, ShareSessionNotFoundError(f"no answer for {tp}"))

@@ -4,12 +4,20 @@ count; acquired offsets without a record are booked as GAP."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kafkette.client.config import ShareConsumerConfig
 from kafkette.consumer.share.acknowledgements import GAP
 from kafkette.consumer.share.core import ShareConsumerCore
-from kafkette.protocol.messages.share_fetch_response import AcquiredRecords, PartitionData
+from kafkette.errors import TopicAuthorizationFailedError
+from kafkette.protocol.messages.share_fetch_response import (
+    AcquiredRecords,
+    PartitionData,
+    ShareFetchableTopicResponse,
+    ShareFetchResponse,
+)
 from kafkette.protocol.records.default_records import RecordBatchBuilder
 from kafkette.structs import TopicPartition
 
@@ -53,4 +61,35 @@ async def test_only_acquired_ranges_become_records_and_missing_offsets_are_gaps(
     }
     assert core.acks.unacknowledged[TP] == {2, 3, 4, 8, 9, 10, 11}
     assert core.acks.booked[TP] == {20: GAP, 21: GAP}
+    await core.client.close()
+
+
+@pytest.mark.anyio
+async def test_a_partition_error_waits_for_the_records_of_the_others() -> None:
+    """Records of one partition are handed out (they are booked as delivered) even when
+    another partition of the answer failed; its error is raised by the next poll."""
+    config = ShareConsumerConfig.from_user(bootstrap_servers="memory://records-test", group_id="g")
+    core = ShareConsumerCore(config)
+    topic_id = uuid.UUID(int=5)
+    core._names = lambda: {topic_id: "t"}  # type: ignore[method-assign]
+    response = ShareFetchResponse(
+        responses=[
+            ShareFetchableTopicResponse(
+                topic_id,
+                [
+                    PartitionData(partition_index=3, error_code=TopicAuthorizationFailedError.code),
+                    PartitionData(
+                        partition_index=4,
+                        records=batch(0, 2),
+                        acquired_records=[AcquiredRecords(0, 1, 1)],
+                    ),
+                ],
+            )
+        ]
+    )
+    records = core._read_fetch(response, {})
+    assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1)]
+    with pytest.raises(TopicAuthorizationFailedError):
+        core._raise_fetch_error()
+    core._raise_fetch_error()  # raised once
     await core.client.close()

@@ -470,7 +470,11 @@ class ShareConsumerCore:
                     elif self.fetch_error is None:
                         self.fetch_error = error
                     continue
-                out += self._records(tp, part)
+                try:
+                    out += self._records(tp, part)
+                except CorruptMessageError as exc:  # its records come back after their locks
+                    if self.fetch_error is None:
+                        self.fetch_error = exc
         for tp, batches in acks.items():  # not answered: as if lost
             self._complete(tp, batches, ShareSessionNotFoundError(f"no answer for {tp}"))
         return out

@@ -11,7 +11,7 @@ import pytest
 from kafkette.client.config import ShareConsumerConfig
 from kafkette.consumer.share.acknowledgements import GAP
 from kafkette.consumer.share.core import ShareConsumerCore
-from kafkette.errors import TopicAuthorizationFailedError
+from kafkette.errors import CorruptMessageError, TopicAuthorizationFailedError
 from kafkette.protocol.messages.share_fetch_response import (
     AcquiredRecords,
     PartitionData,
@@ -92,4 +92,39 @@ async def test_a_partition_error_waits_for_the_records_of_the_others() -> None:
     with pytest.raises(TopicAuthorizationFailedError):
         core._raise_fetch_error()
     core._raise_fetch_error()  # raised once
+    await core.client.close()
+
+
+@pytest.mark.anyio
+async def test_a_damaged_batch_waits_for_the_records_of_the_others() -> None:
+    config = ShareConsumerConfig.from_user(bootstrap_servers="memory://records-test", group_id="g")
+    core = ShareConsumerCore(config)
+    topic_id = uuid.UUID(int=5)
+    core._names = lambda: {topic_id: "t"}  # type: ignore[method-assign]
+    damaged = bytearray(batch(0, 2))
+    damaged[-1] ^= 0xFF  # the CRC no longer matches
+    response = ShareFetchResponse(
+        responses=[
+            ShareFetchableTopicResponse(
+                topic_id,
+                [
+                    PartitionData(
+                        partition_index=3,
+                        records=bytes(damaged),
+                        acquired_records=[AcquiredRecords(0, 1, 1)],
+                    ),
+                    PartitionData(
+                        partition_index=4,
+                        records=batch(0, 2),
+                        acquired_records=[AcquiredRecords(0, 1, 1)],
+                    ),
+                ],
+            )
+        ]
+    )
+    records = core._read_fetch(response, {})
+    assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1)]
+    assert TopicPartition("t", 3) not in core.acks.held  # its locks give them back
+    with pytest.raises(CorruptMessageError):
+        core._raise_fetch_error()
     await core.client.close()

@@ -107,8 +107,8 @@ with Producer(**settings) as producer:
 
 def run_child(
     root: Path, variant: str, path: str, records: int, topic: str, broker: str, send_only: bool
-) -> tuple[float, int]:
-    """The child's wall time, and the KIP-714 requests its producer sent."""
+) -> tuple[float, float, int]:
+    """The child's wall and CPU time, and the KIP-714 requests its producer sent."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(
         [
@@ -129,8 +129,8 @@ def run_child(
         timeout=600,
         check=True,
     )
-    wall, _, requests = done.stdout.split()
-    return float(wall), int(requests)
+    wall, cpu, requests = done.stdout.split()
+    return float(wall), float(cpu), int(requests)
 
 
 def subscribe_push(bootstrap: str) -> None:
@@ -169,6 +169,7 @@ def main() -> None:
         variants.insert(0, ("before", args.before.resolve()))
     walls: dict[tuple[str, str], list[float]] = {}
     telemetry_requests: dict[str, list[int]] = {}
+    cpus: dict[str, list[float]] = {}
     broker = BrokerProcess()
     broker.start()
     topics = iter(range(1 << 30))
@@ -181,11 +182,12 @@ def main() -> None:
                 for variant, root in variants[turn:] + variants[:turn]:
                     name = "off" if variant == "before" else variant
                     topic = f"otel-{variant}-{path}-{next(topics)}"
-                    wall, sent = run_child(
+                    wall, cpu, sent = run_child(
                         root, name, path, args.records, topic, broker.bootstrap, args.send_only
                     )
                     walls.setdefault((variant, path), []).append(wall)
                     telemetry_requests.setdefault(variant, []).append(sent)
+                    cpus.setdefault(variant, []).append(cpu)
             print(f"round {round_number + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     finally:
         broker.close()
@@ -205,7 +207,11 @@ def main() -> None:
         if args.kip714:
             for variant, _ in variants:
                 sent = statistics.median(telemetry_requests[variant])
-                print(f"{variant}: {sent:g} GetTelemetrySubscriptions/PushTelemetry a run")
+                cpu_us = statistics.median(cpus[variant]) / args.records * 1e6
+                print(
+                    f"{variant}: {sent:g} GetTelemetrySubscriptions/PushTelemetry a run, "
+                    f"process CPU {cpu_us:.2f} µs/record (median)"
+                )
             continue
         if args.without_on:
             continue

@@ -49,8 +49,9 @@ With one node (the default) nothing is routed: :attr:`NodeTable.multi` is
 False and every request is served, exactly as a single broker does.
 
 The table does no I/O and keeps no time; it is driven by the test hooks
-(:class:`~kafkette.testing.MemoryCluster`, the ``kafkette.node.*`` commands of
-``kafkette serve --enable-fault-injection``) and by AlterPartitionReassignments.
+(:class:`~kafkette.testing.MemoryCluster`, the ``kafkette.fault.stop_broker`` and
+``start_broker`` commands of ``kafkette serve --enable-fault-injection``), by
+CreateTopics and CreatePartitions, and by AlterPartitionReassignments.
 """
 
 from __future__ import annotations

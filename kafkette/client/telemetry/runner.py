@@ -163,7 +163,8 @@ class ClientTelemetry:
             self.machine.on_subscriptions(response, self._clock())
             subscription = self.machine.subscription
             if subscription is not None and response.error_code == 0:
-                logger.info(
+                log = logger.info if subscription.prefixes else logger.debug
+                log(
                     "client telemetry: instance id %s, %s every %d ms",
                     subscription.instance_id,
                     list(subscription.prefixes) or "no metrics",

@@ -94,6 +94,10 @@ async def test_the_async_producer_pushes_its_metrics(cluster: MemoryCluster) -> 
         await producer.flush()
         assert producer._core is not None
         telemetry = await subscribed(producer._core.client.telemetry)
+        with anyio.fail_after(10):  # a push at the interval (100 ms), before any close
+            while "tel-producer" not in pushed(cluster):
+                await anyio.sleep(0.01)
+        assert requests(cluster, PUSH) >= 1
     final = producer.metrics()
     values = pushed(cluster)["tel-producer"]  # the terminating push carried the last values
     assert values[PRODUCER + "record.send.total"] == RECORDS

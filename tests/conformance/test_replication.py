@@ -247,7 +247,7 @@ def test_racks_must_match_the_nodes() -> None:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert result.returncode == 2
+    assert result.returncode == 2, result.stderr
     assert result.stderr.strip().endswith(
         "expected one rack for all 3 nodes or one per node (comma-separated), got 'a,b'"
     )

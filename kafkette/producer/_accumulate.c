@@ -391,15 +391,19 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         Py_DECREF(last); /* the Python path closes this batch and opens the next */
         return 0;
     }
-    long long delta = batch->count;
+    long long delta = batch->count, ts_delta;
+    if (__builtin_sub_overflow(ts, batch->base_timestamp, &ts_delta)) {
+        Py_DECREF(last); /* a timestamp delta past 64 bits: the Python path's business */
+        return 0;
+    }
     /* the record as encode_record writes it: length, attributes, timestamp and offset
-     * deltas, key, value, no headers (ts and the base are both in 0..2**63-1) */
+     * deltas, key, value, no headers */
     Py_ssize_t key_size = key == Py_None ? 0 : PyBytes_GET_SIZE(key);
     Py_ssize_t value_size = value == Py_None ? 0 : PyBytes_GET_SIZE(value);
     unsigned char head[1 + 3 * 10], value_length[10], length[10];
     Py_ssize_t head_size = 1;
     head[0] = 0;
-    head_size += write_varint(head + head_size, ts - batch->base_timestamp);
+    head_size += write_varint(head + head_size, ts_delta);
     head_size += write_varint(head + head_size, delta);
     head_size += write_varint(head + head_size, key == Py_None ? -1 : (long long)key_size);
     Py_ssize_t value_length_size =

@@ -144,6 +144,7 @@ def test_declines_and_changes_nothing_when_python_must_decide() -> None:
         (2, None, bytearray(b"v")),  # nor a value
         (2.5, None, b"v"),  # a timestamp that is not an int
         (2**70, None, b"v"),  # past 64 bits
+        (-(2**63), None, b"v"),  # its delta from the batch's first (1) past 64 bits
     ]
     for ts, key, value in declined:
         assert c_append(acc, "t", 0, ts, key, value) is None

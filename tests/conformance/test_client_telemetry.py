@@ -24,8 +24,9 @@ from tests.server.metrics.scrape import by_label, samples
 LATENCY = "org_apache_kafka_producer_node_request_latency_avg"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def broker() -> Iterator[tuple[BrokerProcess, int]]:
+    """One broker for the module's tests (each its own subscription and client ids)."""
     process = BrokerProcess(args=("--metrics", "127.0.0.1:0")).start()
     try:
         found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", process.log())
@@ -99,14 +100,14 @@ def test_our_clients_push_their_metrics_to_the_endpoint(broker: tuple[BrokerProc
         admin.incremental_alter_configs({subscription: changes}).all()
     with Producer(bootstrap_servers=process.bootstrap, client_id="our-producer") as producer:
         for i in range(50):
-            producer.send("telemetry", b"record %d" % i, partition=0)
+            producer.send("our-telemetry", b"record %d" % i, partition=0)
         producer.flush()
         producer_instance = wait_subscribed(producer._core.client.telemetry)
     produced = producer.metrics()
     with Consumer(
         bootstrap_servers=process.bootstrap, client_id="our-consumer", auto_offset_reset="earliest"
     ) as consumer:
-        consumer.assign([TopicPartition("telemetry", 0)])
+        consumer.assign([TopicPartition("our-telemetry", 0)])
         got = 0
         deadline = time.monotonic() + 30
         while got < 50 and time.monotonic() < deadline:
@@ -122,8 +123,8 @@ def test_our_clients_push_their_metrics_to_the_endpoint(broker: tuple[BrokerProc
         client_id="our-producer",
     )
     assert sent == {str(producer_instance.instance_id): 50.0}
-    latency = by_label(scraped, LATENCY, "client_id")
-    assert latency == {"our-producer": produced["request_latency_avg_ms"]}
+    latency = by_label(scraped, LATENCY, "client_instance_id", client_id="our-producer")
+    assert latency == {str(producer_instance.instance_id): produced["request_latency_avg_ms"]}
     consumed = by_label(
         scraped,
         "org_apache_kafka_consumer_fetch_manager_records_consumed_total",
@@ -136,7 +137,7 @@ def test_our_clients_push_their_metrics_to_the_endpoint(broker: tuple[BrokerProc
         "org_apache_kafka_consumer_fetch_manager_records_lag",
         "partition",
         client_id="our-consumer",
-        topic="telemetry",
+        topic="our-telemetry",
     )
     assert lag == {"0": 0.0}
     requests = by_label(scraped, "kafkette_requests_total", "api")

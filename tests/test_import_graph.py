@@ -203,7 +203,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "sasl": frozenset(),
     "acl": frozenset(),
     "metrics": frozenset({"core", "config", "groups", "txn"}),
-    "share": frozenset({"core"}),
+    "share": frozenset({"core", "config"}),
 }
 """Which rooms of the server each room may import (annotations included), as each
 room's docstring says. The network edge is imported by no other room."""

@@ -12,4 +12,6 @@ from the generated messages. ``coordinator`` holds the broker's share groups,
 share partitions, sessions and timers together for the share handlers, and
 ``log_store`` keeps ``__share_group_state`` in the broker's logs: the one
 module here that imports the core (its internal topic); the rest is plain rules.
+Like ``groups``, the room may read ``config`` (the coordinator reads a group's
+``share.*`` configs through ``config.group_configs``).
 """

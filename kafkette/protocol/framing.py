@@ -98,6 +98,7 @@ class FrameDecoder:
         "_error",
         "_max_frame_size",
         "_pos",
+        "_received_into",
         "_size",
         "_spare_buffers",
         "_spares",
@@ -118,6 +119,7 @@ class FrameDecoder:
         # is _size, its bytes before _direct_got have arrived; _buf holds what follows it.
         self._direct: bytearray | None = None
         self._direct_got = 0
+        self._received_into = False  # receive_buffer was used: the buffer's room is kept
 
     @property
     def max_frame_size(self) -> int:
@@ -192,9 +194,12 @@ class FrameDecoder:
             self._direct = None
             self._direct_got = 0
             self._size = None
+            frame = memoryview(direct)[:whole]  # first: a viewed buffer is no free spare
             if self._spare_buffers:
                 self._keep(direct)
-            return memoryview(direct)[:whole]
+                if self._end == self._pos:
+                    self._take_larger_spare()
+            return frame
         self._read_size()
         size = self._size
         if size is None:
@@ -236,6 +241,7 @@ class FrameDecoder:
         """
         if self._error is not None:
             return None
+        self._received_into = True
         direct = self._direct
         buf = self._buf
         if direct is None:
@@ -288,12 +294,15 @@ class FrameDecoder:
         return size
 
     def _frame_buffer(self, size: int) -> bytearray:
-        """A buffer of at least ``size`` bytes for a frame: a free spare, else new."""
+        """A buffer of at least ``size`` bytes for a frame: a free spare, else new; with
+        room for a slightly larger next frame and its size prefix, should it become the
+        decoder's buffer (:meth:`_take_larger_spare`)."""
+        want = size + SIZE_PREFIX_LENGTH + size // 16
         free = self._take_free() if self._spare_buffers else None
         if free is None:
-            return bytearray(size)
+            return bytearray(want)
         if len(free) < size:
-            free.extend(bytes(size - len(free)))
+            free.extend(bytes(want - len(free)))
         return free
 
     def _spare(self, handed_over: bytearray) -> bytearray:
@@ -302,6 +311,19 @@ class FrameDecoder:
         free = self._take_free()
         self._keep(handed_over)
         return free if free is not None else bytearray()
+
+    def _take_larger_spare(self) -> None:
+        """With nothing buffered, receive into a free spare larger than the buffer: the
+        next large frame then comes whole into the buffer it is handed out in (a
+        consumer's next fetch, typically), not into a small buffer it outgrows."""
+        free = self._take_free()
+        if free is None:
+            return
+        if len(free) > len(self._buf):
+            self._buf = free
+            self._end = self._pos = 0
+        else:
+            self._keep(free)
 
     def _take_free(self) -> bytearray | None:
         """The largest kept buffer nothing views any more, taken out of the spares."""
@@ -344,7 +366,7 @@ class FrameDecoder:
         # A reader's view of the buffer (received into) may still be alive: then it
         # cannot be resized, and keeps its room or is compacted later.
         if end == self._end:
-            if end == len(self._buf):  # fed, not received into: no room to keep
+            if end == len(self._buf) and not self._received_into:  # fed: no room to keep
                 with contextlib.suppress(BufferError):  # a reader's view: keep it as room
                     self._buf.clear()
             self._end = self._pos = 0  # a buffer received into keeps its room

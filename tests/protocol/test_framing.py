@@ -528,6 +528,34 @@ def test_a_released_frame_buffer_receives_a_later_larger_frame() -> None:
     assert frames[0].obj is first_buffer
 
 
+def test_after_a_large_frame_a_free_larger_spare_receives_the_next_whole() -> None:
+    """When a frame that had its own buffer is handed out and nothing else is buffered,
+    a free spare larger than the decoder's buffer becomes it: the next large frame is
+    received whole, in one read, into the buffer it is handed out in."""
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=3)
+    size = RECEIVE_ROOM + 50_000  # larger than the room: a buffer of its own
+    stream = memoryview(encode_frame(b"A" * size) + encode_frame(b"B" * size))
+    taken = 0
+    while taken < len(stream) // 2:
+        taken += _receive(decoder, stream[taken : len(stream) // 2], 1 << 20)
+    first = decoder.next_frame()
+    assert first is not None
+    first_buffer = first.obj
+    while taken < len(stream):
+        taken += _receive(decoder, stream[taken:], 1 << 20)
+    del first  # free before B is handed out
+    second = decoder.next_frame()
+    assert second is not None and second.tobytes() == b"B" * size
+    target = decoder.receive_buffer()
+    assert target is not None and target.obj is first_buffer and target.nbytes >= size + 4
+    target[: size + 4] = encode_frame(b"C" * size)
+    del target
+    decoder.received(size + 4)
+    third = decoder.next_frame()
+    assert third is not None and third.obj is first_buffer and third.tobytes() == b"C" * size
+    assert second.tobytes() == b"B" * size
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 300_000), min_size=1, max_size=6),

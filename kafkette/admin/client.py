@@ -52,7 +52,6 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
 from kafkette.client.telemetry import attach
-from kafkette.client.telemetry import run as run_telemetry
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
@@ -125,14 +124,14 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = AdminConfig.from_user(config, **settings)
         self._client = KafkaClient(self.config, clock=loop_clock_ms())
-        attach(self._client, "admin")  # KIP-714: pushed while used as ``async with``
+        self._telemetry = attach(self._client, "admin")  # KIP-714, while ``async with``
         self._telemetry_tasks: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> AsyncAdminClient:
-        if self._client.telemetry is not None and self._telemetry_tasks is None:
+        if self._telemetry is not None and self._telemetry_tasks is None:
             self._telemetry_tasks = anyio.create_task_group()
             await self._telemetry_tasks.__aenter__()
-            self._telemetry_tasks.start_soon(run_telemetry, self._client)
+            self._telemetry_tasks.start_soon(self._telemetry.run)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -144,6 +143,8 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
                 await tasks.__aexit__(None, None, None)
 
     async def close(self) -> None:
+        if self._telemetry is not None:  # its task ends with it (KafkaClient.close does too)
+            await self._telemetry.close()
         await self._client.close()
 
     # ---- plumbing

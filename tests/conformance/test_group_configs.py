@@ -62,11 +62,25 @@ def confluent_describe(admin: ConfluentAdmin, group: str) -> dict[str, tuple[str
     return {name: (e.value, e.source) for name, e in future.result(TIMEOUT_S).items()}
 
 
+SHARE_DEFAULTS = {
+    name: (value, ConfigSource.DEFAULT_CONFIG.value)
+    for name, value in {
+        "share.auto.offset.reset": "latest",
+        "share.heartbeat.interval.ms": "5000",
+        "share.isolation.level": "read_uncommitted",
+        "share.record.lock.duration.ms": "30000",
+        "share.session.timeout.ms": "45000",
+    }.items()
+}
+"""A group's share.* configs at the broker's defaults: Kafka describes every group config."""
+
+
 def test_confluent_kafka_alters_and_describes_group_configs(server: BrokerProcess) -> None:
     admin = ConfluentAdmin({"bootstrap.servers": server.bootstrap})
     assert confluent_describe(admin, "g") == {
         SESSION: ("45000", ConfigSource.DEFAULT_CONFIG.value),
         HEARTBEAT: ("5000", ConfigSource.DEFAULT_CONFIG.value),
+        **SHARE_DEFAULTS,
     }
     confluent_alter(
         admin,
@@ -76,7 +90,11 @@ def test_confluent_kafka_alters_and_describes_group_configs(server: BrokerProces
             ConfigEntry(HEARTBEAT, "500", incremental_operation=AlterConfigOpType.SET),
         ],
     )
-    assert confluent_describe(admin, "g") == {SESSION: ("3000", 8), HEARTBEAT: ("500", 8)}
+    assert confluent_describe(admin, "g") == {
+        SESSION: ("3000", 8),
+        HEARTBEAT: ("500", 8),
+        **SHARE_DEFAULTS,
+    }
     with pytest.raises(KafkaException) as info:
         confluent_alter(
             admin,
@@ -92,6 +110,7 @@ def test_confluent_kafka_alters_and_describes_group_configs(server: BrokerProces
     assert confluent_describe(admin, "g") == {
         SESSION: ("45000", ConfigSource.DEFAULT_CONFIG.value),
         HEARTBEAT: ("500", 8),
+        **SHARE_DEFAULTS,
     }
 
 

@@ -49,6 +49,9 @@ class RequestContext:
     with client certificates, else ``User:ANONYMOUS``."""
     authorizer: AclAuthorizer | None = None
     """The broker's authorizer, or None when every request is allowed."""
+    large_answer: bool = False
+    """Set by a handler whose answer is large however fast it was made (DescribeConfigs
+    naming one broker thousands of times): the frame layer encodes it in a worker thread."""
 
     @property
     def host(self) -> str:

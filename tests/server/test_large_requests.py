@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 
@@ -62,7 +63,12 @@ def test_a_small_describe_configs_with_a_huge_answer_does_not_stall_other_connec
     with fuzz_broker() as fuzz, socket.create_connection(("127.0.0.1", fuzz.port)) as big:
         big.settimeout(60)
         big.sendall(struct.pack(">i", len(body)) + body)
+        started = time.monotonic()
         assert fuzz.healthy() is None
+        # Answered while the 15 MB answer is encoded in a worker thread (it took the loop
+        # 2 s when encoded there: the handler, reusing one description, was too quick to
+        # be taken for a large one).
+        assert time.monotonic() - started < 1.0
         correlation, response = decode_response(read_frame(big), request.API_KEY, 4)
     assert correlation == 6
     assert len(response.results) == 2_000

@@ -138,7 +138,7 @@ async def process_frame(
     # A long handler most likely made a long answer (DescribeConfigs naming a
     # broker 100,000 times in a 100 KB frame answers 150 MB): encode it off the loop too.
     if offload and not large and header.request_api_key not in _HOT_KEYS:
-        large = elapsed >= STEP_BUDGET_S
+        large = ctx.large_answer or elapsed >= STEP_BUDGET_S
     if response is None:
         return ()
     if not external_records:

@@ -168,7 +168,9 @@ time.sleep(600)  # holding its records until SIGKILL
 """
 
 
-def test_records_of_a_killed_member_go_to_another_when_its_connection_closes(tmp_path: Path) -> None:
+def test_records_of_a_killed_member_go_to_another_when_its_connection_closes(
+    tmp_path: Path,
+) -> None:
     """A member killed with SIGKILL while it holds 10 records (never acknowledged):
     another member of the group receives exactly those records. Its connection closes,
     so, as Kafka's ShareSessionCache disconnect listener, the broker ends its share

@@ -103,7 +103,9 @@ time.sleep(600)  # holding its records until SIGKILL
 """
 
 
-def test_records_of_a_killed_member_go_to_another_when_its_connection_closes(server: BrokerProcess) -> None:
+def test_records_of_a_killed_member_go_to_another_when_its_connection_closes(
+    server: BrokerProcess,
+) -> None:
     count = 10
     group = f"killed-{time.monotonic_ns()}"
     holder = subprocess.Popen(

@@ -69,6 +69,7 @@ from kafkette.protocol.messages import (
     OffsetFetchResponse,
 )
 from kafkette.protocol.messages.describe_groups_response import DescribedGroup
+from kafkette.protocol.messages.list_groups_response import ListedGroup
 from kafkette.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
@@ -229,31 +230,53 @@ class GroupOperations:
         broker gets UNSUPPORTED_VERSION. A broker that cannot answer before the
         deadline is in the result's ``errors``.
         """
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
+        listed, errors = await self._listed_groups(
+            states, types, timeout_in_ms(None, timeout, timeout_ms), "list consumer groups"
+        )
+        listings = [
+            ConsumerGroupListing(
+                group.group_id,
+                is_simple_consumer_group=not group.protocol_type,
+                state=GroupState.parse(group.group_state) if version >= 4 else None,
+                coordinator=node,
+                type=GroupType.parse(group.group_type) if version >= 5 else None,
+            )
+            for node, version, group in listed
+            if group.protocol_type in (CONSUMER_PROTOCOL, "")
+        ]
+        return ConsumerGroupListings(
+            tuple(sorted(listings, key=lambda g: (g.group_id, g.coordinator))), errors
+        )
+
+    async def _listed_groups(
+        self,
+        states: Iterable[GroupState | str] | None,
+        types: Iterable[GroupType | str] | None,
+        timeout_ms: float | None,
+        what: str,
+    ) -> tuple[list[tuple[int, int, ListedGroup]], dict[int, KafkaError]]:
+        """Every broker's ListGroups answer as ``(node, version, group)``, with the
+        brokers that could not answer before the deadline and why."""
         wanted = [GroupState.parse(s) if isinstance(s, str) else s for s in states or ()]
         kinds = [GroupType.parse(k) if isinstance(k, str) else k for k in types or ()]
         deadline = anyio.current_time() + self._timeout_s(timeout_ms)
-        snapshot = await self._until_done(
-            lambda: self._client.refresh_metadata([]), "list consumer groups", deadline
-        )
-        listings: list[ConsumerGroupListing] = []
+        snapshot = await self._until_done(lambda: self._client.refresh_metadata([]), what, deadline)
+        listed: list[tuple[int, int, ListedGroup]] = []
         errors: dict[int, KafkaError] = {}
         for node in sorted(snapshot.brokers):
             try:
-                listings += await self._until_done(
+                listed += await self._until_done(
                     functools.partial(self._list_groups, node, wanted, kinds),
                     f"list groups of broker {node}",
                     deadline,
                 )
             except KafkaError as exc:
                 errors[node] = exc
-        return ConsumerGroupListings(
-            tuple(sorted(listings, key=lambda g: (g.group_id, g.coordinator))), errors
-        )
+        return listed, errors
 
     async def _list_groups(
         self, node: int, states: list[GroupState], types: list[GroupType]
-    ) -> list[ConsumerGroupListing]:
+    ) -> list[tuple[int, int, ListedGroup]]:
         try:
             connection = await self._client.connection(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -276,17 +299,7 @@ class GroupOperations:
             raise _Retry(str(make_error(response.error_code, f"broker {node}")))
         if response.error_code:
             raise make_error(response.error_code, f"listing the groups of broker {node}")
-        return [
-            ConsumerGroupListing(
-                group.group_id,
-                is_simple_consumer_group=not group.protocol_type,
-                state=GroupState.parse(group.group_state) if version >= 4 else None,
-                coordinator=node,
-                type=GroupType.parse(group.group_type) if version >= 5 else None,
-            )
-            for group in response.groups
-            if group.protocol_type in (CONSUMER_PROTOCOL, "")
-        ]
+        return [(node, version, group) for group in response.groups]
 
     # ---- describe and delete
 

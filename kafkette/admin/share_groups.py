@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 import anyio
 
-from kafkette.admin.groups import GroupOperations, _Retry
+from kafkette.admin.groups import GroupOperations
 from kafkette.admin.share_types import (
     GroupListing,
     GroupListings,
@@ -34,13 +34,9 @@ from kafkette.admin.types import GroupState, GroupType, Outcome, Results
 from kafkette.client.connection import BrokerConnection
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
-    KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
-    UnsupportedVersionError,
     make_error,
 )
-from kafkette.protocol.messages import ListGroupsRequest, ListGroupsResponse
 from kafkette.protocol.messages.alter_share_group_offsets_request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,
@@ -99,55 +95,10 @@ class ShareGroupOperations(GroupOperations):
         older broker gets UNSUPPORTED_VERSION. A broker that cannot answer before the
         deadline is in the result's ``errors``.
         """
-        timeout_ms = timeout_in_ms(None, timeout, timeout_ms)
-        wanted = [GroupState.parse(s) if isinstance(s, str) else s for s in states or ()]
-        kinds = [GroupType.parse(k) if isinstance(k, str) else k for k in types or ()]
-        deadline = anyio.current_time() + self._timeout_s(timeout_ms)
-        snapshot = await self._until_done(
-            lambda: self._client.refresh_metadata([]), "list groups", deadline
+        listed, errors = await self._listed_groups(
+            states, types, timeout_in_ms(None, timeout, timeout_ms), "list groups"
         )
-        listings: list[GroupListing] = []
-        errors: dict[int, KafkaError] = {}
-        for node in sorted(snapshot.brokers):
-            try:
-                listings += await self._until_done(
-                    functools.partial(self._list_node_groups, node, wanted, kinds),
-                    f"list groups of broker {node}",
-                    deadline,
-                )
-            except KafkaError as exc:
-                errors[node] = exc
-        return GroupListings(
-            tuple(sorted(listings, key=lambda g: (g.group_id, g.coordinator))), errors
-        )
-
-    async def _list_node_groups(
-        self, node: int, states: list[GroupState], types: list[GroupType]
-    ) -> list[GroupListing]:
-        try:
-            connection = await self._client.connection(node)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            raise _Retry(str(exc)) from exc
-        version = connection.version_for(ListGroupsRequest)
-        if states and version < _FIRST_STATES_VERSION:
-            raise UnsupportedVersionError(
-                f"broker {node} cannot filter groups by state (ListGroups v{version} < v4)"
-            )
-        if types and version < _FIRST_TYPES_VERSION:
-            raise UnsupportedVersionError(
-                f"broker {node} cannot filter groups by type (ListGroups v{version} < v5)"
-            )
-        request = ListGroupsRequest(
-            states_filter=[s.value for s in states], types_filter=[k.value for k in types]
-        )
-        response = await self._client.send(node, request)
-        assert isinstance(response, ListGroupsResponse)
-        if response.error_code:
-            error = make_error(response.error_code, f"listing the groups of broker {node}")
-            if error.retriable:
-                raise _Retry(str(error))
-            raise error
-        return [
+        listings = [
             GroupListing(
                 group.group_id,
                 type=GroupType.parse(group.group_type) if version >= 5 else None,
@@ -155,8 +106,11 @@ class ShareGroupOperations(GroupOperations):
                 state=GroupState.parse(group.group_state) if version >= 4 else None,
                 coordinator=node,
             )
-            for group in response.groups
+            for node, version, group in listed
         ]
+        return GroupListings(
+            tuple(sorted(listings, key=lambda g: (g.group_id, g.coordinator))), errors
+        )
 
     # ---- describe and delete
 

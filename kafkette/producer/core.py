@@ -567,6 +567,14 @@ class ProducerCore:
             if m.requests_sent
             else 0.0,
             "request_latency_max_ms": m.latency_max_ms,
+            "record_queue_time_avg_ms": m.queue_time_total_ms / m.batches_drained
+            if m.batches_drained
+            else 0.0,
+            "record_queue_time_max_ms": m.queue_time_max_ms,
+            "produce_throttle_time_avg_ms": m.throttle_time_total_ms / m.throttle_answers
+            if m.throttle_answers
+            else 0.0,
+            "produce_throttle_time_max_ms": m.throttle_time_max_ms,
             "buffer_bytes_used": self.accumulator.buffer_used,
             "buffer_memory": self.accumulator.buffer_memory,
             "batches_incomplete": self.accumulator.incomplete,

@@ -213,6 +213,15 @@ class SenderMetrics:
     errors: int = 0
     latency_total_ms: float = 0.0
     latency_max_ms: float = 0.0
+    queue_time_total_ms: float = 0.0
+    """Time batches spent in the accumulator, creation to drain (each drain counts:
+    a retried batch's second wait too, as Java's ``record-queue-time``)."""
+    queue_time_max_ms: float = 0.0
+    batches_drained: int = 0
+    throttle_time_total_ms: float = 0.0
+    """The produce answers' ``throttle_time_ms``, summed over :attr:`throttle_answers`."""
+    throttle_time_max_ms: float = 0.0
+    throttle_answers: int = 0
 
 
 class Sender:
@@ -592,9 +601,15 @@ class Sender:
                 break
             first = False
             self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            metrics = self.metrics
+            metrics.batches_drained += len(batches)
             for batch in batches:
                 self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
                 written += len(batch.data or b"")
+                queued = now - batch.created_ms
+                metrics.queue_time_total_ms += queued
+                if queued > metrics.queue_time_max_ms:
+                    metrics.queue_time_max_ms = queued
             self._dispatch(tg, node, batches)
             if self._resyncing:
                 blocked = self._muted()
@@ -802,6 +817,11 @@ class Sender:
                     self._succeeded(batch, -1, -1)
                 return
             assert isinstance(response, ProduceResponse)
+            throttle = response.throttle_time_ms
+            metrics.throttle_answers += 1
+            metrics.throttle_time_total_ms += throttle
+            if throttle > metrics.throttle_time_max_ms:
+                metrics.throttle_time_max_ms = throttle
             self._handle_response(batches, response)
         finally:
             self._release_in_flight(node, batches)

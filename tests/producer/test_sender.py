@@ -246,14 +246,18 @@ def config(**settings: Any) -> ProducerConfig:
 
 
 async def run_sender(
-    client: FakeClient, cfg: ProducerConfig, body: Callable[[RecordAccumulator], Awaitable[None]]
+    client: FakeClient,
+    cfg: ProducerConfig,
+    body: Callable[[RecordAccumulator], Awaitable[None]],
+    clock: Callable[[], float] = monotonic_ms,
 ) -> Sender:
     accumulator = RecordAccumulator(
         batch_size=cfg.batch_size,
         linger_ms=cfg.linger_ms,
         delivery_timeout_ms=cfg.delivery_timeout_ms,
+        clock=clock,
     )
-    sender = Sender(client, accumulator, cfg, rng=random.Random(0))  # type: ignore[arg-type]
+    sender = Sender(client, accumulator, cfg, rng=random.Random(0), clock=clock)  # type: ignore[arg-type]
     accumulator.wakeup = sender.wakeup
     async with anyio.create_task_group() as tg:
         client.task_group = tg
@@ -798,3 +802,33 @@ async def test_batches_wait_for_a_connection_that_fell_behind_then_go_out_in_one
     assert sender.fatal_error is None
     assert client.writes == [[0, 1], [2, 3]]
     assert broker.log[0] == [bytes([i]) * 100 for i in range(4)]
+
+
+@pytest.mark.anyio
+async def test_queue_time_is_creation_to_drain_and_throttle_time_is_the_answers() -> None:
+    """Java's ``record-queue-time`` and ``produce-throttle-time`` (KIP-714's
+    ``producer.record.queue.time`` and ``producer.produce.throttle.time``), exact with a
+    test clock: batches drained 30 and 10 ms after their creation, answers throttled 7 and
+    3 ms."""
+    now = [1_000.0]
+    throttles = iter([7, 3])
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        response = answer(PartitionProduceResponse(0, 0, 0))
+        response.throttle_time_ms = next(throttles)
+        return response
+
+    client = FakeClient(handler)
+
+    async def body(acc: RecordAccumulator) -> None:
+        first = acc.append(TOPIC, 0, 5, None, b"a")
+        now[0] += 30  # the sender drains it at its next pass, at this time
+        await wait_all([first])
+        second = acc.append(TOPIC, 0, 5, None, b"b")
+        now[0] += 10
+        await wait_all([second])
+
+    sender = await run_sender(client, config(), body, clock=lambda: now[0])
+    m = sender.metrics
+    assert (m.batches_drained, m.queue_time_total_ms, m.queue_time_max_ms) == (2, 40.0, 30.0)
+    assert (m.throttle_answers, m.throttle_time_total_ms, m.throttle_time_max_ms) == (2, 10, 7)

@@ -164,6 +164,30 @@ def producer_samples(snapshot: Mapping[str, float]) -> list[Sample]:
             unit="ms",
         ),
         Sample(
+            base + "record.queue.time.avg",
+            snapshot.get("record_queue_time_avg_ms", 0.0),
+            description="The average time in ms record batches spent in the send buffer.",
+            unit="ms",
+        ),
+        Sample(
+            base + "record.queue.time.max",
+            snapshot.get("record_queue_time_max_ms", 0.0),
+            description="The maximum time in ms record batches spent in the send buffer.",
+            unit="ms",
+        ),
+        Sample(
+            base + "produce.throttle.time.avg",
+            snapshot.get("produce_throttle_time_avg_ms", 0.0),
+            description="The average time in ms a request was throttled by a broker.",
+            unit="ms",
+        ),
+        Sample(
+            base + "produce.throttle.time.max",
+            snapshot.get("produce_throttle_time_max_ms", 0.0),
+            description="The maximum time in ms a request was throttled by a broker.",
+            unit="ms",
+        ),
+        Sample(
             base + "buffer.total.bytes",
             snapshot.get("buffer_memory", 0),
             description="The maximum amount of buffer memory the client can use.",

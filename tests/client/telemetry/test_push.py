@@ -105,6 +105,10 @@ async def test_the_async_producer_pushes_its_metrics(cluster: MemoryCluster) -> 
     assert values[PRODUCER + "request.total"] == final["requests_sent"]
     assert values[PRODUCER + "node.request.latency.avg"] == final["request_latency_avg_ms"]
     assert values[PRODUCER + "node.request.latency.max"] == final["request_latency_max_ms"]
+    assert values[PRODUCER + "record.queue.time.avg"] == final["record_queue_time_avg_ms"]
+    assert values[PRODUCER + "record.queue.time.max"] == final["record_queue_time_max_ms"]
+    assert values[PRODUCER + "produce.throttle.time.avg"] == 0.0  # the broker throttled none
+    assert values[PRODUCER + "produce.throttle.time.max"] == 0.0
     assert values[PRODUCER + "connection.creation.total"] == telemetry.connections_created >= 1
     assert all(name.startswith(PRODUCER) for name in values)
     assert telemetry.machine.subscription is not None

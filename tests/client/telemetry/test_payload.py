@@ -73,6 +73,10 @@ def test_the_producer_snapshot_under_java_s_names() -> None:
         "buffer_bytes_used": 100,
         "buffer_memory": 1000,
         "requests_in_flight": 1,
+        "record_queue_time_avg_ms": 2.5,
+        "record_queue_time_max_ms": 30.0,
+        "produce_throttle_time_avg_ms": 3.5,
+        "produce_throttle_time_max_ms": 7.0,
     }
     values = {
         s.name.removeprefix("org.apache.kafka.producer."): s.value
@@ -81,6 +85,10 @@ def test_the_producer_snapshot_under_java_s_names() -> None:
     assert values == {
         "node.request.latency.avg": 4.0,
         "node.request.latency.max": 7.0,
+        "record.queue.time.avg": 2.5,
+        "record.queue.time.max": 30.0,
+        "produce.throttle.time.avg": 3.5,
+        "produce.throttle.time.max": 7.0,
         "record.send.total": 12,
         "record.retry.total": 1,
         "record.error.total": 0,

@@ -51,7 +51,7 @@ from kafkette.admin.types import (
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
-from kafkette.client.telemetry import attach
+from kafkette.client.telemetry import attach, client_instance_id
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.timeouts import timeout_in_ms
 from kafkette.errors import (
@@ -141,6 +141,22 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
             tasks, self._telemetry_tasks = self._telemetry_tasks, None
             if tasks is not None:
                 await tasks.__aexit__(None, None, None)
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The client instance id the broker gave this client (KIP-714's
+        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
+        ``timeout`` seconds (default ``max.block.ms`` for a producer,
+        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
+        client has none yet.
+
+        Raises :class:`~kafkette.errors.IllegalStateError` with
+        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
+        the broker did not give one in time (it has no KIP-714, or no reachable broker).
+
+        The id comes while the client is used as ``async with`` (its telemetry task runs
+        there).
+        """
+        return await client_instance_id(self._client, timeout)
 
     async def close(self) -> None:
         if self._telemetry is not None:  # its task ends with it (KafkaClient.close does too)

@@ -62,6 +62,10 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """See :meth:`AsyncAdminClient.client_instance_id`."""
+        return self._loop.call(telemetry.client_instance_id, self._async._client, timeout)
+
     def close(self) -> None:
         try:
             self._loop.call(self._async.close)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -317,6 +318,19 @@ class AsyncConsumer:
         record = self._iter_records[self._iter_at]
         self._iter_at += 1
         return record
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The client instance id the broker gave this client (KIP-714's
+        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
+        ``timeout`` seconds (default ``max.block.ms`` for a producer,
+        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
+        client has none yet.
+
+        Raises :class:`~kafkette.errors.IllegalStateError` with
+        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
+        the broker did not give one in time (it has no KIP-714, or no reachable broker).
+        """
+        return await telemetry.client_instance_id(self._c.client, timeout)
 
     def metrics(self) -> ConsumerMetrics:
         """A snapshot of the consumer's counters and per-partition lag."""

@@ -12,6 +12,7 @@ runs in the application's thread, as in Java.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
@@ -332,6 +333,10 @@ class Consumer:
             else:
                 self._drive(step)
         return run.result
+
+    @documented_as(AsyncConsumer.client_instance_id)
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        return self._wait(telemetry.client_instance_id, self._core.client, timeout)
 
     @documented_as(AsyncConsumer.metrics)
     def metrics(self) -> ConsumerMetrics:

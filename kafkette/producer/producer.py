@@ -28,6 +28,7 @@ semantics: see :mod:`kafkette.producer.transactions`)::
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -251,6 +252,19 @@ class AsyncProducer:
             await core.shutdown(timeout)
         finally:
             await self._task_group.__aexit__(None, None, None)
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The client instance id the broker gave this client (KIP-714's
+        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
+        ``timeout`` seconds (default ``max.block.ms`` for a producer,
+        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
+        client has none yet.
+
+        Raises :class:`~kafkette.errors.IllegalStateError` with
+        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
+        the broker did not give one in time (it has no KIP-714, or no reachable broker).
+        """
+        return await telemetry.client_instance_id(self._running().client, timeout)
 
     def metrics(self) -> dict[str, float]:
         """Counters: records/bytes/batches/requests sent, retries, errors, latency, buffer."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from types import TracebackType
@@ -222,6 +223,11 @@ class Producer:
             self._loop.call(self._core.shutdown, timeout)
         finally:
             self._loop.close()
+
+    @documented_as(AsyncProducer.client_instance_id)
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        self._core.check_open()
+        return self._loop.call(telemetry.client_instance_id, self._core.client, timeout)
 
     @documented_as(AsyncProducer.metrics)
     def metrics(self) -> dict[str, float]:

@@ -11,9 +11,11 @@ only), :mod:`.runner` (the task that sends the requests). The clients call
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from kafkette.client.config import AdminConfig, ConsumerConfig, ProducerConfig, ShareConsumerConfig
 from kafkette.client.telemetry.runner import ClientTelemetry
 from kafkette.client.telemetry.samples import (
     ConsumerSnapshot,
@@ -21,6 +23,7 @@ from kafkette.client.telemetry.samples import (
     consumer_samples,
     producer_samples,
 )
+from kafkette.errors import IllegalStateError
 
 if TYPE_CHECKING:
     from kafkette.client.client import KafkaClient
@@ -53,6 +56,28 @@ def attach_consumer(
     return attach(client, "consumer", lambda: consumer_samples(metrics(), assigned()))
 
 
+async def client_instance_id(client: KafkaClient, timeout: float | None) -> uuid.UUID:
+    """Java's ``clientInstanceId(Duration)`` for the clients: the id the broker gave
+    ``client`` in GetTelemetrySubscriptions, waiting up to ``timeout`` seconds for it
+    (None: ``default.api.timeout.ms``, or a producer's ``max.block.ms``).
+
+    Raises :class:`~kafkette.errors.IllegalStateError` with ``enable.metrics.push=false``
+    and :class:`~kafkette.errors.KafkaTimeoutError` when it did not come in time (the
+    broker has no KIP-714, or did not answer).
+    """
+    if client.telemetry is None:
+        raise IllegalStateError("Telemetry is not enabled")
+    if timeout is None:
+        config = client.config
+        if isinstance(config, ProducerConfig):
+            timeout = config.max_block_ms / 1000
+        elif isinstance(config, (ConsumerConfig, ShareConsumerConfig, AdminConfig)):
+            timeout = config.default_api_timeout_ms / 1000
+        else:
+            timeout = config.request_timeout_ms / 1000
+    return await client.telemetry.wait_instance_id(timeout)
+
+
 async def run(client: KafkaClient) -> None:
     """The telemetry task of ``client``, for the owner's task group (returns at once
     without telemetry)."""
@@ -60,4 +85,12 @@ async def run(client: KafkaClient) -> None:
         await client.telemetry.run()
 
 
-__all__ = ["ClientTelemetry", "Sample", "attach", "attach_consumer", "attach_producer", "run"]
+__all__ = [
+    "ClientTelemetry",
+    "Sample",
+    "attach",
+    "attach_consumer",
+    "attach_producer",
+    "client_instance_id",
+    "run",
+]

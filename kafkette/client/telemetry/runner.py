@@ -10,10 +10,12 @@ core starts :meth:`ClientTelemetry.run` in its task group.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -32,7 +34,7 @@ from kafkette.client.telemetry.state import (
     Subscription,
     TelemetryMachine,
 )
-from kafkette.errors import KafkaError
+from kafkette.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafkette.protocol.messages import (
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
@@ -77,6 +79,7 @@ class ClientTelemetry:
         self._scope: anyio.CancelScope | None = None
         self._closed = False
         self._protobuf_loaded = False
+        self._id_waiters: list[anyio.Event] = []
         self.connections_created = 0
         self.requests_sent = 0
         """GetTelemetrySubscriptions and PushTelemetry requests sent (for tests and logs)."""
@@ -95,6 +98,40 @@ class ClientTelemetry:
         """Every metric this client can push, now."""
         stats = ConnectionStats(self.connections_created, self._clock() - self._started_ms)
         return [*connection_samples(self.group, stats), *self._collect()]
+
+    # ---- the instance id
+
+    @property
+    def instance_id(self) -> uuid.UUID | None:
+        """The client instance id the broker gave (None before its first answer)."""
+        subscription = self.machine.subscription
+        return subscription.instance_id if subscription is not None else None
+
+    async def wait_instance_id(self, timeout: float) -> uuid.UUID:
+        """Java's ``clientInstanceId(Duration)``: the instance id, waiting up to ``timeout``
+        seconds for GetTelemetrySubscriptions' answer (opening a connection when the
+        client has none yet, as a producer before its first record); raises
+        :class:`KafkaTimeoutError` when it did not come in time."""
+        if timeout < 0:
+            raise ValueError(f"timeout must not be negative, got {timeout}")
+        known = self.instance_id
+        if known is not None:
+            return known
+        waiter = anyio.Event()
+        self._id_waiters.append(waiter)
+        try:
+            with anyio.move_on_after(timeout):
+                if not self._nodes:  # its connected() hook wakes the task
+                    # no broker reachable: the wait ends at the timeout
+                    with contextlib.suppress(KafkaConnectionError, KafkaTimeoutError):
+                        await self._client.any_node()
+                await waiter.wait()
+        finally:
+            self._id_waiters.remove(waiter)
+        known = self.instance_id
+        if known is None:
+            raise KafkaTimeoutError(f"the client instance id was not received within {timeout}s")
+        return known
 
     # ---- the task
 
@@ -162,6 +199,9 @@ class ClientTelemetry:
         if isinstance(response, GetTelemetrySubscriptionsResponse):
             self.machine.on_subscriptions(response, self._clock())
             subscription = self.machine.subscription
+            if subscription is not None:
+                for waiter in self._id_waiters:
+                    waiter.set()
             if subscription is not None and response.error_code == 0:
                 log = logger.info if subscription.prefixes else logger.debug
                 log(

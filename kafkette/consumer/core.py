@@ -211,6 +211,7 @@ class ConsumerCore:
             if self.telemetry is not None:  # OpenTelemetry spans of its own commits
                 self.group.commit_trace = self.telemetry.committing
             self.group.commit_latency = self.metrics_recorder.commit_done
+            self.group.rebalance_latency = self.metrics_recorder.rebalance_done
             if self.start_task is None:
                 raise IllegalStateError("the consumer is not running")
             self.start_task(self.group.run)

@@ -31,6 +31,12 @@ class ConsumerMetrics:
     """Offset commits that succeeded (every kind: commit, commit_async, auto, on close):
     their average round trip."""
     commit_latency_max_ms: float = 0.0
+    rebalance_latency_avg_ms: float = 0.0
+    """Rebalances the member went through (classic: JoinGroup to SyncGroup's assignment,
+    retries included; KIP-848: the join or new target to the assignment reconciled):
+    Java's rebalance-latency-avg, -max and -total."""
+    rebalance_latency_max_ms: float = 0.0
+    rebalance_latency_total_ms: float = 0.0
     poll_idle_ratio_avg: float = 0.0
     """Java's poll-idle-ratio-avg: per poll, the time inside it over that time plus the
     time since the previous poll returned (the application's), averaged over the polls."""
@@ -55,6 +61,9 @@ class MetricsRecorder:
         "poll_count",
         "poll_ended_ms",
         "poll_idle_ratio_total",
+        "rebalance_count",
+        "rebalance_latency_max_ms",
+        "rebalance_latency_total_ms",
         "records_consumed",
     )
 
@@ -68,6 +77,9 @@ class MetricsRecorder:
         self.commit_count = 0
         self.commit_latency_total_ms = 0.0
         self.commit_latency_max_ms = 0.0
+        self.rebalance_count = 0
+        self.rebalance_latency_total_ms = 0.0
+        self.rebalance_latency_max_ms = 0.0
         self.poll_count = 0
         self.poll_idle_ratio_total = 0.0
         self.poll_ended_ms: float | None = None
@@ -85,6 +97,13 @@ class MetricsRecorder:
         self.commit_latency_total_ms += latency_ms
         if latency_ms > self.commit_latency_max_ms:
             self.commit_latency_max_ms = latency_ms
+
+    def rebalance_done(self, latency_ms: float) -> None:
+        """A rebalance ended after ``latency_ms``."""
+        self.rebalance_count += 1
+        self.rebalance_latency_total_ms += latency_ms
+        if latency_ms > self.rebalance_latency_max_ms:
+            self.rebalance_latency_max_ms = latency_ms
 
     def timed_poll(
         self, steps: Generator[S, None, R], clock: Callable[[], float]
@@ -104,6 +123,7 @@ class MetricsRecorder:
     def snapshot(self, lag: dict[TopicPartition, int]) -> ConsumerMetrics:
         count = self.fetch_count
         commits, polls = self.commit_count, self.poll_count
+        rebalances = self.rebalance_count
         return ConsumerMetrics(
             records_consumed=self.records_consumed,
             bytes_consumed=self.bytes_consumed,
@@ -114,5 +134,10 @@ class MetricsRecorder:
             records_lag=lag,
             commit_latency_avg_ms=self.commit_latency_total_ms / commits if commits else 0.0,
             commit_latency_max_ms=self.commit_latency_max_ms,
+            rebalance_latency_avg_ms=self.rebalance_latency_total_ms / rebalances
+            if rebalances
+            else 0.0,
+            rebalance_latency_max_ms=self.rebalance_latency_max_ms,
+            rebalance_latency_total_ms=self.rebalance_latency_total_ms,
             poll_idle_ratio_avg=self.poll_idle_ratio_total / polls if polls else 0.0,
         )

@@ -66,6 +66,12 @@ class ConsumerSnapshot(Protocol):
     def commit_latency_max_ms(self) -> float: ...
     @property
     def poll_idle_ratio_avg(self) -> float: ...
+    @property
+    def rebalance_latency_avg_ms(self) -> float: ...
+    @property
+    def rebalance_latency_max_ms(self) -> float: ...
+    @property
+    def rebalance_latency_total_ms(self) -> float: ...
 
 
 def connection_samples(group: str, stats: ConnectionStats) -> list[Sample]:
@@ -260,6 +266,25 @@ def consumer_samples(snapshot: ConsumerSnapshot, assigned: int) -> list[Sample]:
             base + "coordinator.commit.latency.max",
             snapshot.commit_latency_max_ms,
             description="The max time taken for a commit request.",
+            unit="ms",
+        ),
+        Sample(
+            base + "coordinator.rebalance.latency.avg",
+            snapshot.rebalance_latency_avg_ms,
+            description="The average time taken for a group to complete a rebalance.",
+            unit="ms",
+        ),
+        Sample(
+            base + "coordinator.rebalance.latency.max",
+            snapshot.rebalance_latency_max_ms,
+            description="The max time taken for a group to complete a rebalance.",
+            unit="ms",
+        ),
+        Sample(
+            base + "coordinator.rebalance.latency.total",
+            snapshot.rebalance_latency_total_ms,
+            sum=True,
+            description="The total number of milliseconds spent in rebalances.",
             unit="ms",
         ),
         Sample(

@@ -336,6 +336,7 @@ class GroupMember(MemberBase):
             membership.on_sync_group(sync, generation, self.client.clock())
         ):
             return False
+        self.rebalance_ended()
         self._wake_heartbeats()
         return True
 
@@ -440,6 +441,7 @@ class GroupMember(MemberBase):
                     return  # the commit before the rebalance goes on; the next poll waits again
                 membership.revoked_for_join = True
             membership.start_join()
+            self.rebalance_started()
             yield Call(self._request_join)
         if membership.state is MemberState.JOINING:
             yield Call(partial(self._await_join, deadline_ms))

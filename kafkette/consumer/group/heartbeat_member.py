@@ -210,6 +210,8 @@ class HeartbeatMember(MemberBase):
             if not membership.in_group:
                 return
             self._last_sent_ms = self.client.clock()
+            if membership.state is HeartbeatState.JOINING:
+                self.rebalance_started()
             request = membership.heartbeat_request()
             try:
                 response = await self._send_heartbeat(request)
@@ -245,6 +247,10 @@ class HeartbeatMember(MemberBase):
                 response.heartbeat_interval_ms,
                 assignment,
             )
+            if membership.reconciling:
+                self.rebalance_started()
+            elif membership.state is HeartbeatState.STABLE:
+                self.rebalance_ended()  # a join that brought nothing to reconcile
             if (membership.state, membership.target) != before:
                 # A new assignment, fencing or a fatal error: poll acts on it now, not
                 # at its timeout (reconciling happens in poll, as Java's listener calls).
@@ -324,6 +330,7 @@ class HeartbeatMember(MemberBase):
             yield from self._listener_call("on_partitions_assigned", added)
         if self.membership.reconciling:  # not fenced or left meanwhile
             self.membership.reconciled(target)
+            self.rebalance_ended()
             self._wake.set()
 
     def _topic_names(self) -> dict[uuid.UUID, str]:

@@ -93,6 +93,11 @@ class MemberBase:
     the commits the member starts itself: ``commit_async``, auto commits, on close."""
     commit_latency: Callable[[float], None] | None = None
     """Told each successful commit's round trip in ms (the consumer's metrics)."""
+    rebalance_latency: Callable[[float], None] | None = None
+    """Told each rebalance's time in ms, from its first join (JoinGroup, or the
+    heartbeat that brought a new target) until the member holds its assignment (the
+    consumer's metrics: Java's ``rebalance-latency``)."""
+    _rebalance_started_ms: float | None = None
 
     def tell_poll(self) -> None:
         """Wake a ``poll`` waiting for records to run the group's steps again (event loop):
@@ -123,6 +128,17 @@ class MemberBase:
         await self.commit(offsets, timeout_ms)
         if self.commit_latency is not None and offsets:
             self.commit_latency(self.client.clock() - start)
+
+    def rebalance_started(self) -> None:
+        """A rebalance begins now, unless one is under way (its retries count in it)."""
+        if self._rebalance_started_ms is None:
+            self._rebalance_started_ms = self.client.clock()
+
+    def rebalance_ended(self) -> None:
+        """The member holds its assignment: tell :attr:`rebalance_latency` the time."""
+        started, self._rebalance_started_ms = self._rebalance_started_ms, None
+        if started is not None and self.rebalance_latency is not None:
+            self.rebalance_latency(self.client.clock() - started)
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``func`` in the member's task group (async commits), once it runs."""

@@ -114,6 +114,9 @@ def test_the_consumer_snapshot_under_java_s_names_with_lag_per_partition() -> No
         records_lag={TopicPartition("t", 1): 4, TopicPartition("t", 0): 6},
         commit_latency_avg_ms=3.0,
         commit_latency_max_ms=8.0,
+        rebalance_latency_avg_ms=20.0,
+        rebalance_latency_max_ms=30.0,
+        rebalance_latency_total_ms=40.0,
         poll_idle_ratio_avg=0.25,
     )
     got = [
@@ -131,6 +134,9 @@ def test_the_consumer_snapshot_under_java_s_names_with_lag_per_partition() -> No
         ("coordinator.assigned.partitions", 2, False, ()),
         ("coordinator.commit.latency.avg", 3.0, False, ()),
         ("coordinator.commit.latency.max", 8.0, False, ()),
+        ("coordinator.rebalance.latency.avg", 20.0, False, ()),
+        ("coordinator.rebalance.latency.max", 30.0, False, ()),
+        ("coordinator.rebalance.latency.total", 40.0, True, ()),
         ("poll.idle.ratio.avg", 0.25, False, ()),
         ("fetch.manager.records.lag.max", 6, False, ()),
         ("fetch.manager.records.lag", 6, False, (("topic", "t"), ("partition", "0"))),

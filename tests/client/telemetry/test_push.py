@@ -307,3 +307,31 @@ async def test_a_group_consumer_pushes_its_commit_latency_and_poll_idle_ratio(
         CONSUMER + "coordinator.commit.latency.max": final.commit_latency_max_ms,
         CONSUMER + "poll.idle.ratio.avg": final.poll_idle_ratio_avg,
     }
+
+
+@pytest.mark.anyio
+async def test_a_subscribed_consumer_pushes_its_rebalance_latency(cluster: MemoryCluster) -> None:
+    """The classic join's time, as the consumer's metrics() has it, in the push."""
+    subscribe(cluster, "rebalancers", CONSUMER + "coordinator.rebalance.")
+    async with AsyncProducer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_metrics_push=False
+    ) as producer:
+        await producer.send("rebalanced", b"the topic", partition=0)
+    async with AsyncConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, client_id="rebalancer", group_id="rg"
+    ) as consumer:
+        consumer.subscribe(["rebalanced"])
+        with anyio.fail_after(20):
+            while not consumer.assignment():
+                await consumer.poll(timeout_ms=10)
+        core = consumer._core
+        assert core is not None
+        await subscribed(core.client.telemetry)
+    final = core.metrics()
+    assert core.metrics_recorder.rebalance_count == 1
+    assert final.rebalance_latency_total_ms > 0
+    assert pushed(cluster)["rebalancer"] == {
+        CONSUMER + "coordinator.rebalance.latency.avg": final.rebalance_latency_total_ms,
+        CONSUMER + "coordinator.rebalance.latency.max": final.rebalance_latency_total_ms,
+        CONSUMER + "coordinator.rebalance.latency.total": final.rebalance_latency_total_ms,
+    }

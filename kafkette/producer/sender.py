@@ -606,10 +606,13 @@ class Sender:
             for batch in batches:
                 self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
                 written += len(batch.data or b"")
+                # ``now`` is the pass's start: a batch a sync producer's thread opened
+                # since then waited no time (not a negative one)
                 queued = now - batch.created_ms
-                metrics.queue_time_total_ms += queued
-                if queued > metrics.queue_time_max_ms:
-                    metrics.queue_time_max_ms = queued
+                if queued > 0:
+                    metrics.queue_time_total_ms += queued
+                    if queued > metrics.queue_time_max_ms:
+                        metrics.queue_time_max_ms = queued
             self._dispatch(tg, node, batches)
             if self._resyncing:
                 blocked = self._muted()

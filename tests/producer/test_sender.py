@@ -250,12 +250,13 @@ async def run_sender(
     cfg: ProducerConfig,
     body: Callable[[RecordAccumulator], Awaitable[None]],
     clock: Callable[[], float] = monotonic_ms,
+    accumulator_clock: Callable[[], float] | None = None,
 ) -> Sender:
     accumulator = RecordAccumulator(
         batch_size=cfg.batch_size,
         linger_ms=cfg.linger_ms,
         delivery_timeout_ms=cfg.delivery_timeout_ms,
-        clock=clock,
+        clock=accumulator_clock or clock,
     )
     sender = Sender(client, accumulator, cfg, rng=random.Random(0), clock=clock)  # type: ignore[arg-type]
     accumulator.wakeup = sender.wakeup
@@ -832,3 +833,25 @@ async def test_queue_time_is_creation_to_drain_and_throttle_time_is_the_answers(
     m = sender.metrics
     assert (m.batches_drained, m.queue_time_total_ms, m.queue_time_max_ms) == (2, 40.0, 30.0)
     assert (m.throttle_answers, m.throttle_time_total_ms, m.throttle_time_max_ms) == (2, 10, 7)
+
+
+@pytest.mark.anyio
+async def test_a_batch_opened_after_the_pass_started_waited_no_time() -> None:
+    """A sync producer's thread may open a batch after the sender's pass read the time:
+    its queue time is 0, not negative (here the accumulator's clock is 5 ms ahead and a
+    flush sends the batch at once)."""
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 0))))
+
+    async def body(acc: RecordAccumulator) -> None:
+        future = acc.append(TOPIC, 0, 5, None, b"a")
+        acc.begin_flush()  # sent at once, as a flush does, though not lingered yet
+        try:
+            await wait_all([future])
+        finally:
+            acc.end_flush()
+
+    sender = await run_sender(
+        client, config(), body, clock=lambda: 1_000.0, accumulator_clock=lambda: 1_005.0
+    )
+    m = sender.metrics
+    assert (m.batches_drained, m.queue_time_total_ms, m.queue_time_max_ms) == (1, 0.0, 0.0)

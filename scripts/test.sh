@@ -18,6 +18,8 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 cd "$here"
 # Test files spread over the machine's cores (one file's tests stay on one worker,
-# with its session fixtures); "-n 0" runs everything in this process.
+# with its session fixtures), handed out in collection order, where tests/conftest.py
+# puts the minutes-long files first (xdist's default order, most tests first, left
+# the Spark files to the end); "-n 0" runs everything in this process.
 exec "$here/.venv/bin/python" -m pytest -n auto --maxprocesses 4 --dist loadfile \
-    --durations=25 "$@"
+    --no-loadscope-reorder --durations=25 "$@"

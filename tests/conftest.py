@@ -9,6 +9,23 @@ import pytest
 
 from tests.brokers import BrokerProcess, TansuProcess, kafkette_broker, tansu_broker
 
+LONG_FIRST = (
+    "tests/spark_integration/",
+    "tests/server/test_fuzz.py",
+    "tests/cli/test_tansu.py",
+    "tests/cli/test_file_bootstrap.py",
+    "tests/cli/test_admin_commands.py",
+)
+"""Files of minutes (Spark sessions, fuzzing, subprocess brokers), collected first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, the rest in their order. With ``--no-loadscope-reorder``
+    (scripts/test.sh) pytest-xdist hands files to its workers in collection order; by
+    default it hands out the files of most tests first, which left the Spark files (few
+    tests of a minute each) to the end: a tail of minutes on a worker or two."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+
 
 @pytest.fixture
 def memory_broker() -> Iterator[BrokerProcess]:

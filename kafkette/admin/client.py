@@ -142,11 +142,13 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
             if tasks is not None:
                 await tasks.__aexit__(None, None, None)
 
-    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+    async def client_instance_id(
+        self, *, timeout_ms: float | None = None, timeout: float | None = None
+    ) -> uuid.UUID:
         """The client instance id the broker gave this client (KIP-714's
         GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
-        ``timeout`` seconds (default ``max.block.ms`` for a producer,
-        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
+        ``timeout`` seconds or ``timeout_ms`` (default ``default.api.timeout.ms``, keyword-only
+        like every admin operation's) for it, opening a connection if the
         client has none yet.
 
         Raises :class:`~kafkette.errors.IllegalStateError` with
@@ -156,7 +158,8 @@ class AsyncAdminClient(TransactionOperations, ScramOperations, AclOperations, Sh
         The id comes while the client is used as ``async with`` (its telemetry task runs
         there).
         """
-        return await client_instance_id(self._client, timeout)
+        ms = timeout_in_ms(None, timeout, timeout_ms)
+        return await client_instance_id(self._client, None if ms is None else ms / 1000)
 
     async def close(self) -> None:
         if self._telemetry is not None:  # its task ends with it (KafkaClient.close does too)

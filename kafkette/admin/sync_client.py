@@ -62,9 +62,14 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+    def client_instance_id(
+        self, *, timeout_ms: float | None = None, timeout: float | None = None
+    ) -> uuid.UUID:
         """See :meth:`AsyncAdminClient.client_instance_id`."""
-        return self._loop.call(telemetry.client_instance_id, self._async._client, timeout)
+        ms = timeout_in_ms(None, timeout, timeout_ms)
+        return self._loop.call(
+            telemetry.client_instance_id, self._async._client, None if ms is None else ms / 1000
+        )
 
     def close(self) -> None:
         try:

@@ -20,12 +20,27 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
+import anyio.abc
 from anyio.from_thread import BlockingPortal
 
 from kafkette.errors import KafkaTimeoutError
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+async def run_plain(func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` as a coroutine: how a sync client runs plain code on its loop's
+    thread (:meth:`BackgroundLoop.call` takes coroutine functions)."""
+    return func(*args)
+
+
+async def task_host(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+    """A task group on the loop for a sync client's tasks that outlive one call: started
+    with ``portal.start_task``, it hands out the group and runs until cancelled."""
+    async with anyio.create_task_group() as task_group:
+        task_status.started(task_group)
+        await anyio.sleep_forever()
 
 
 def documented_as(twin: Callable[..., Any]) -> Callable[[F], F]:

@@ -16,12 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
-import anyio
-import anyio.abc
-
 from kafkette.client import telemetry
 from kafkette.client.config import ConsumerConfig
-from kafkette.client.sync_bridge import BackgroundLoop, documented_as
+from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain, task_host
 from kafkette.consumer.async_consumer import AsyncConsumer
 from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
@@ -40,16 +37,6 @@ ITERATION_POLL_MS = 1_000
 
 async def _build(config: ConsumerConfig) -> ConsumerCore:
     return ConsumerCore(config)
-
-
-async def _run(func: Callable[..., T], *args: Any) -> T:
-    return func(*args)
-
-
-async def _task_host(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
-    async with anyio.create_task_group() as task_group:
-        task_status.started(task_group)
-        await anyio.sleep_forever()
 
 
 class Consumer:
@@ -72,7 +59,7 @@ class Consumer:
         loop.call_soon(core.fetcher.run)
         loop.call_soon(telemetry.run, core.client)
         # Background tasks started from inside the loop (the group member) go in here.
-        _, self._tasks = loop.portal.start_task(_task_host)
+        _, self._tasks = loop.portal.start_task(task_host)
         core.start_task = self._tasks.start_soon
         self._iter_records: list[ConsumerRecord] = []
         self._iter_at = 0
@@ -94,7 +81,7 @@ class Consumer:
     def _call(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)`` run in the loop thread."""
         self._core.check_open()
-        return cast(T, self._loop.call(_run, func, *args))
+        return cast(T, self._loop.call(run_plain, func, *args))
 
     def _wait(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await func(*args)`` in the loop: a core operation that waits."""

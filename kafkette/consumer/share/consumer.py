@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-import anyio
-import anyio.abc
-
 from kafkette.client.config import ShareConsumerConfig
-from kafkette.client.sync_bridge import BackgroundLoop, documented_as
+from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain, task_host
 from kafkette.consumer.share.async_consumer import AsyncShareConsumer
 from kafkette.consumer.share.core import ShareConsumerCore
 from kafkette.consumer.share.record import (
@@ -34,16 +31,6 @@ async def _build(config: ShareConsumerConfig) -> ShareConsumerCore:
     return ShareConsumerCore(config)
 
 
-async def _run(func: Callable[..., T], *args: Any) -> T:
-    return func(*args)
-
-
-async def _task_host(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
-    async with anyio.create_task_group() as task_group:
-        task_status.started(task_group)
-        await anyio.sleep_forever()
-
-
 class ShareConsumer:
     """A share group member, blocking; see :class:`AsyncShareConsumer`.
 
@@ -59,12 +46,12 @@ class ShareConsumer:
             self._loop.close()
             raise
         self._loop.call_soon(self._core.run)
-        _, self._tasks = self._loop.portal.start_task(_task_host)
+        _, self._tasks = self._loop.portal.start_task(task_host)
         self._callback: AcknowledgementCommitCallback | None = None
 
     def _call(self, func: Callable[..., T], *args: Any) -> T:
         self._core.check_open()
-        result: T = self._loop.call(_run, func, *args)
+        result: T = self._loop.call(run_plain, func, *args)
         return result
 
     def _wait(self, func: Callable[..., Awaitable[T]], *args: Any) -> T:

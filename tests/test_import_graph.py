@@ -175,6 +175,7 @@ SERVER_ROOMS = (
     "config",
     "faults",
     "data_dir",
+    "kept_files",
     "handlers",
     "groups",
     "txn",
@@ -187,7 +188,18 @@ SERVER_ROOMS = (
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "core": frozenset(
-        {"config", "faults", "handlers", "groups", "txn", "sasl", "acl", "metrics", "share"}
+        {
+            "config",
+            "faults",
+            "kept_files",
+            "handlers",
+            "groups",
+            "txn",
+            "sasl",
+            "acl",
+            "metrics",
+            "share",
+        }
     ),
     "net": frozenset(
         {"core", "config", "faults", "data_dir", "handlers", "sasl", "acl", "metrics"}
@@ -195,8 +207,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "config": frozenset({"core", "groups", "sasl"}),
     "faults": frozenset({"acl"}),
     "data_dir": frozenset({"core"}),
+    "kept_files": frozenset(),
     "handlers": frozenset(
-        {"core", "config", "faults", "groups", "sasl", "acl", "metrics", "share"}
+        {"core", "config", "faults", "kept_files", "groups", "sasl", "acl", "metrics", "share"}
     ),
     "groups": frozenset({"core", "config"}),
     "txn": frozenset({"core", "groups"}),

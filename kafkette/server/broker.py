@@ -21,7 +21,7 @@ from kafkette.backends import DiskStorage, Log, MemoryStorage, Storage
 from kafkette.clocks import WallClockMs, wall_ms
 from kafkette.errors import KafkaError
 from kafkette.protocol.schema import Request, Response
-from kafkette.server.acl.store import open_authorizer
+from kafkette.server.acl.store import ACLS_FILE, open_authorizer
 from kafkette.server.cluster import Cluster
 from kafkette.server.collector import ServedCollector
 from kafkette.server.config.broker_config import BrokerConfig
@@ -36,9 +36,9 @@ from kafkette.server.groups.timer import Timed, group_timer_loop
 from kafkette.server.maintenance import maintenance_loop
 from kafkette.server.metrics import BrokerMetrics, BrokerState
 from kafkette.server.nodes import NodeTable, single_node
-from kafkette.server.producer_ids import ProducerIdManager
+from kafkette.server.producer_ids import IDS_FILE, ProducerIdManager
 from kafkette.server.sasl.credentials import CredentialStore
-from kafkette.server.sasl.users import ScramUsers
+from kafkette.server.sasl.users import CREDENTIALS_FILE, ScramUsers
 from kafkette.server.share.coordinator import ShareConfig, ShareCoordinator
 from kafkette.server.share.log_store import ShareStateLog, share_state_topic
 from kafkette.server.txn.coordinator import TransactionCoordinator
@@ -98,6 +98,10 @@ class Broker:
         )
         """The ACLs and their decisions (``authorizer.class.name``); None: every request
         is allowed."""
+        self.acls_file = self.cluster.kept_file(ACLS_FILE)
+        """The ACL bindings kept in the data directory (None without one)."""
+        self._credentials_file = self.cluster.kept_file(CREDENTIALS_FILE)
+        self._ids_file = self.cluster.kept_file(IDS_FILE)
         self.nodes: NodeTable = single_node(self.config.node_id, self.config.advertised)
         """The nodes this core stands for (one, unless a test cluster or ``kafkette serve
         --nodes`` made several): partition leaders and coordinators per node."""
@@ -204,7 +208,7 @@ class Broker:
             logs = [p.log for p in self.cluster.partitions()]
             ids = [pid for log in logs for pid in log.producer_state().producers]
             highest = max(max(ids, default=-1), self.transactions.highest_producer_id())
-            self._producer_ids = ProducerIdManager(self.config.data_dir, at_least=highest + 1)
+            self._producer_ids = ProducerIdManager(self._ids_file, at_least=highest + 1)
         return self._producer_ids
 
     @property
@@ -213,14 +217,18 @@ class Broker:
         manage: a credential store of their own (made on first use) unless
         :meth:`use_credentials` gave the SASL listeners' one."""
         if self._scram_users is None:
-            self._scram_users = ScramUsers(CredentialStore(), self.config.data_dir)
+            self._scram_users = self._users(CredentialStore())
         return self._scram_users
 
     def use_credentials(self, store: CredentialStore) -> None:
         """Manage ``store`` (the users the SASL listeners authenticate), loading into it
         the SCRAM credentials the data directory keeps
         (:class:`~kafkette.server.sasl.users.CredentialsFileError` if they cannot be read)."""
-        self._scram_users = ScramUsers(store, self.config.data_dir)
+        self._scram_users = self._users(store)
+
+    def _users(self, store: CredentialStore) -> ScramUsers:
+        keep = None if self._credentials_file is None else self._credentials_file.change
+        return ScramUsers(store, self.config.data_dir, keep=keep)
 
     def own_collector(self) -> ServedCollector:
         """Take charge of the process's garbage collector, as ``kafkette serve`` does
@@ -234,12 +242,15 @@ class Broker:
     async def run_background(self) -> None:
         """Run the broker's timers until cancelled: retention, compaction and flushes
         (:func:`~kafkette.server.maintenance.maintenance_loop`), the coordinators'
-        deadlines (:meth:`run_timers`) and the topics file's writes in a worker thread
-        (:meth:`Cluster.save_topics_loop <kafkette.server.cluster.Cluster.save_topics_loop>`)."""
+        deadlines (:meth:`run_timers`) and the data directory's small files written in
+        worker threads (:meth:`Cluster.keep_files_written
+        <kafkette.server.cluster.Cluster.keep_files_written>`)."""
+        for kept in self.cluster.kept_files:  # deferred before any task of this starts
+            kept.defer()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(maintenance_loop, self.cluster, self.config, self.now_ms)
             tasks.start_soon(self.run_timers)
-            tasks.start_soon(self.cluster.save_topics_loop)
+            tasks.start_soon(self.cluster.keep_files_written)
 
     async def run_timers(self) -> None:
         """Run the deadlines of the classic group, consumer group and transaction

@@ -19,22 +19,20 @@ import json
 import logging
 import os
 import re
-import threading
 import uuid
 from collections.abc import Generator, Iterator
 
 import anyio
-import anyio.to_thread
 import attrs
 
 from kafkette.backends import Log, LogConfig, Storage
+from kafkette.backends.disk.checkpoint import write_atomically
 from kafkette.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
-    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -46,6 +44,7 @@ from kafkette.server.config.catalog import (
     validate_topic_configs,
 )
 from kafkette.server.connection_quotas import parse_overrides
+from kafkette.server.kept_files.kept_file import KeptFile
 
 logger = logging.getLogger("kafkette.server.cluster")
 
@@ -180,17 +179,11 @@ class Cluster:
         broker configs."""
         self.collector: ServedCollector | None = None
         """A served broker's collector policy, told of every partition opened."""
-        self.defer_topic_saves = False
-        """When set (a broker's background tasks run, see :meth:`save_topics_loop`), a
-        change of the topics writes the topics file in a worker thread: :meth:`save_topics`
-        waits for it. Unset, the file is written at once, on the caller's thread."""
-        self._topics_text: str | None = None
-        """The topics file's newest content (written once ``_topics_saved_version``
-        reaches ``_topics_version``)."""
-        self._topics_version = 0
-        self._topics_saved_version = 0
-        self._topics_file_lock = threading.Lock()
-        self._topics_unsaved: anyio.Event | None = None
+        self.kept_files: list[KeptFile] = []
+        """The data directory's files written off the loop while :meth:`keep_files_written`
+        runs (see :mod:`kafkette.server.data_dir.kept_file`)."""
+        self.topics_file = self.kept_file(TOPICS_FILE)
+        self.configs_file = self.kept_file(BROKER_CONFIGS_FILE)
         self.cluster_id = self._load_cluster_id()
         self._load_broker_configs()
         self._load_topics()
@@ -211,7 +204,7 @@ class Cluster:
                         return value
         cluster_id = new_cluster_id()
         if not self.read_only:
-            self._write_atomically(path, f"version=1\ncluster.id={cluster_id}\n")
+            write_atomically(path, f"version=1\ncluster.id={cluster_id}\n".encode())
         return cluster_id
 
     # ---- topics
@@ -531,10 +524,8 @@ class Cluster:
             "groups": self.group_configs,
             "client_metrics": self.client_metrics_configs,
         }
-        self._write_atomically(
-            os.path.join(self.data_dir, BROKER_CONFIGS_FILE),
-            json.dumps(saved, indent=1, sort_keys=True),
-        )
+        if self.configs_file is not None:
+            self.configs_file.change(json.dumps(saved, indent=1, sort_keys=True))
 
     # ---- lookups
 
@@ -595,82 +586,47 @@ class Cluster:
                     self.storage.delete_log(name, index)
 
     def _save_topics(self) -> None:
-        if self.data_dir is None:
+        if self.topics_file is None:
             return
         saved = {"version": 1, "topics": [_saved_topic(t) for t in self.topics.values()]}
-        self._topics_text = json.dumps(saved, indent=1, sort_keys=True)
-        self._topics_version += 1
-        if not self.defer_topic_saves:
-            self.write_topics_now()
-        elif self._topics_unsaved is not None:
-            self._topics_unsaved.set()
+        self.topics_file.change(json.dumps(saved, indent=1, sort_keys=True))
 
     def write_topics_now(self) -> None:
         """Write the topics file's pending change, if any, on this thread (blocking)."""
-        text, version = self._topics_text, self._topics_version
-        if text is not None and version > self._topics_saved_version:
-            self._write_topics(text, version)
-
-    def _write_topics(self, text: str, version: int) -> None:
-        """Replace the topics file with ``text`` unless a newer version is written
-        (a worker thread's write and one on the loop may race: the file never goes back)."""
-        assert self.data_dir is not None
-        with self._topics_file_lock:
-            if version <= self._topics_saved_version:
-                return
-            self._write_atomically(os.path.join(self.data_dir, TOPICS_FILE), text)
-            self._topics_saved_version = version
+        if self.topics_file is not None:
+            self.topics_file.write_now()
 
     async def save_topics(self) -> None:
-        """Return once the topics file holds every change made before the call, writing
-        it (and fsyncing it and its directory) in a worker thread if still pending.
+        """Return once the topics file holds every change made before the call (written
+        in a worker thread if still pending): a topic's creation is answered, and a
+        deleted topic's logs deleted, only after this returns."""
+        if self.topics_file is not None:
+            await self.topics_file.saved()
 
-        The newest content wins and the file only moves forward: a topic's creation
-        is answered, and a deleted topic's logs deleted, only after this returns.
-        Shielded from cancellation: a write under way ends.
-        """
-        wanted = self._topics_version
-        with anyio.CancelScope(shield=True):
-            while self._topics_saved_version < wanted:
-                text, version = self._topics_text, self._topics_version
-                assert text is not None
-                await anyio.to_thread.run_sync(self._write_topics, text, version)
+    async def files_saved(self) -> None:
+        """Return once every kept file (topics, configs, and those of :meth:`kept_file`)
+        holds every change made before the call."""
+        for kept in self.kept_files:
+            await kept.saved()
 
-    async def save_topics_loop(self) -> None:
-        """Write the topics file in a worker thread after each change, until cancelled
-        (then at once, if a change is pending): while it runs, changes are deferred
-        (:attr:`defer_topic_saves`), so that no fsync of the topics file runs on the
+    def kept_file(self, name: str) -> KeptFile | None:
+        """The data directory's file ``name``, written off the loop while
+        :meth:`keep_files_written` runs; None without a data directory."""
+        if self.data_dir is None:
+            return None
+        kept = KeptFile(os.path.join(self.data_dir, name), read_only=self.read_only)
+        self.kept_files.append(kept)
+        return kept
+
+    async def keep_files_written(self) -> None:
+        """Write the kept files in worker threads after each change, until cancelled
+        (then at once, if a change is pending), so that no fsync of theirs runs on the
         event loop, also for a change whose caller does not wait for it."""
-        self._topics_unsaved = anyio.Event()
-        self.defer_topic_saves = True
-        try:
-            while True:
-                await self._topics_unsaved.wait()
-                self._topics_unsaved = anyio.Event()
-                try:
-                    await self.save_topics()
-                except OSError:  # tried again at the next change; a waiting request fails
-                    logger.exception("writing %s failed", TOPICS_FILE)
-        finally:
-            self.defer_topic_saves = False
-            self._topics_unsaved = None
-            self.write_topics_now()
-
-    def _write_atomically(self, path: str, text: str) -> None:
-        if self.read_only:
-            raise PolicyViolationError(f"cannot write {path}: the cluster is opened read-only")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        async with anyio.create_task_group() as tasks:
+            for kept in self.kept_files:
+                tasks.start_soon(kept.keep_written)
 
     def close(self) -> None:
-        self.write_topics_now()
+        for kept in self.kept_files:
+            kept.write_now()
         self.storage.close()

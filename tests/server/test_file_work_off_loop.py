@@ -1,5 +1,6 @@
-"""No fsync on a disk broker's event loop for the topics file or DeleteRecords, and the
-order that keeps a crash from losing a topic or bringing deleted data back (#30).
+"""No fsync on a disk broker's event loop for the topics file, DeleteRecords or the
+data directory's other small files, and the order that keeps a crash from losing a
+topic or bringing deleted data back (#30).
 
 The topics file (``kafkette-topics.json``, written at each CreateTopics,
 CreatePartitions, AlterConfigs of a topic and DeleteTopics) was written and
@@ -21,13 +22,27 @@ from typing import Any
 import anyio
 import pytest
 
+from kafkette.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkette.protocol.headers import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from kafkette.protocol.messages import (
+    AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
 )
+from kafkette.protocol.messages.alter_user_scram_credentials_request import (
+    ScramCredentialUpsertion,
+)
+from kafkette.protocol.messages.create_acls_request import AclCreation
 from kafkette.protocol.messages.create_partitions_request import CreatePartitionsTopic
 from kafkette.protocol.messages.create_topics_request import CreatableTopic
 from kafkette.protocol.messages.delete_records_request import (
@@ -39,7 +54,13 @@ from kafkette.protocol.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from kafkette.server import Broker, BrokerConfig
+from kafkette.server.acl.store import load_bindings
 from kafkette.server.cluster import Cluster
+from kafkette.server.config.broker_config import STANDARD_AUTHORIZER
+from kafkette.server.dispatch import RequestContext
+from kafkette.server.kept_files import kept_file
+from kafkette.server.producer_ids import BLOCK_SIZE, IDS_FILE
+from kafkette.server.sasl.users import CREDENTIALS_FILE
 from tests.server.dataplane import batch, call, produce
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -170,15 +191,15 @@ class HeldWrites:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.started = threading.Event()
         self.release = threading.Event()
-        real: Callable[[Cluster, str, str], None] = Cluster._write_atomically
+        real: Callable[[str, bytes], None] = kept_file.write_atomically
 
-        def held(cluster: Cluster, path: str, text: str) -> None:
+        def held(path: str, data: bytes) -> None:
             if path.endswith("kafkette-topics.json"):
                 self.started.set()
                 assert self.release.wait(10)
-            real(cluster, path, text)
+            real(path, data)
 
-        monkeypatch.setattr(Cluster, "_write_atomically", held)
+        monkeypatch.setattr(kept_file, "write_atomically", held)
 
 
 def _live_logs(data_dir: Path) -> list[str]:
@@ -241,3 +262,81 @@ async def test_a_crash_during_create_or_delete_loses_no_topic_and_revives_no_dat
     crashed = _reopened(data, tmp_path / "crash4")
     assert sorted(crashed.topics) == ["new"]
     assert _live_logs(tmp_path / "crash4") == ["new-0", "new-1", "new-2"]
+
+
+async def _call_as_admin(broker: Broker, request: Any, version: int) -> Any:
+    """``call``, from a super user through the broker's authorizer."""
+    frame = encode_request(request, version, 7, "tests")
+    header, decoded = decode_request(memoryview(bytes(frame)))
+    context = RequestContext(header, principal="User:admin", authorizer=broker.authorizer)
+    response = await broker.handle(context, decoded)
+    raw = encode_response(response, version, 7)
+    return decode_response(bytes(raw), request.API_KEY, version)[1]
+
+
+@pytest.mark.anyio
+async def test_acls_credentials_configs_and_producer_ids_fsync_in_worker_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each small file of the data directory is on disk when its change is answered,
+    and none is written on the loop (``kafkette.server.kept_files``)."""
+    data = tmp_path / "data"
+    config = BrokerConfig(
+        data_dir=str(data), authorizer_class_name=STANDARD_AUTHORIZER, super_users=("User:admin",)
+    )
+    broker = Broker(config)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(broker.run_background)
+        await anyio.sleep(0)
+        fsyncs = FsyncsOnLoop(monkeypatch)
+        acl = AclCreation(
+            resource_type=ResourceType.TOPIC.value,
+            resource_name="orders",
+            resource_pattern_type=PatternType.LITERAL.value,
+            principal="User:alice",
+            host="*",
+            operation=AclOperation.READ.value,
+            permission_type=AclPermissionType.ALLOW.value,
+        )
+        created = await _call_as_admin(broker, CreateAclsRequest(creations=[acl]), 3)
+        assert [r.error_code for r in created.results] == [0]
+        assert [b.principal for b in load_bindings(data)] == ["User:alice"]
+
+        upsert = ScramCredentialUpsertion(
+            name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"p" * 32
+        )
+        altered = await _call_as_admin(
+            broker, AlterUserScramCredentialsRequest(upsertions=[upsert]), 0
+        )
+        assert [(r.user, r.error_code) for r in altered.results] == [("alice", 0)]
+        assert '"user": "alice"' in (data / CREDENTIALS_FILE).read_text()
+
+        group_config = IncrementalAlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    resource_type=32,
+                    resource_name="g",
+                    configs=[AlterableConfig("consumer.session.timeout.ms", 0, "50000")],
+                )
+            ]
+        )
+        answered = await _call_as_admin(broker, group_config, 1)
+        assert [r.error_code for r in answered.responses] == [0]
+        assert (
+            '"consumer.session.timeout.ms": "50000"'
+            in (data / "kafkette-broker-configs.json").read_text()
+        )
+
+        ids = []
+        for _ in range(BLOCK_SIZE + 2):  # into a second block
+            init = await _call_as_admin(broker, InitProducerIdRequest(transactional_id=None), 4)
+            assert init.error_code == 0
+            ids.append(init.producer_id)
+        assert ids == list(range(ids[0], ids[0] + BLOCK_SIZE + 2))
+        await anyio.sleep(0.2)  # the block asked ahead is written meanwhile
+        assert int((data / IDS_FILE).read_text()) >= ids[-1] + 1
+
+        assert fsyncs.on_loop == [], fsyncs.on_loop[0]
+        assert fsyncs.elsewhere >= 8  # four files and their directory
+        tasks.cancel_scope.cancel()
+    broker.close()

@@ -3,7 +3,8 @@
 ``<data dir>/kafkette-acls.json`` holds every binding (Kafka keeps them in its
 metadata log). It is rewritten whole after each CreateAcls or DeleteAcls that
 changed something: written to a temporary file, flushed, then renamed over the
-old one, so a crash leaves either the old or the new list, never half of one.
+old one, so a crash leaves either the old or the new list, never half of one
+(by a served broker in a worker thread: ``kafkette.server.kept_files``).
 """
 
 from __future__ import annotations
@@ -60,9 +61,8 @@ def load_bindings(data_dir: str | os.PathLike[str]) -> list[AclBinding]:
     return bindings
 
 
-def save_bindings(data_dir: str | os.PathLike[str], bindings: list[AclBinding]) -> None:
-    """Replace the kept bindings with ``bindings``, atomically."""
-    path = Path(data_dir) / ACLS_FILE
+def bindings_document(bindings: list[AclBinding]) -> str:
+    """The ACL file's content for ``bindings``."""
     document = {
         "acls": [
             {
@@ -77,9 +77,16 @@ def save_bindings(data_dir: str | os.PathLike[str], bindings: list[AclBinding]) 
             for b in bindings
         ]
     }
+    return json.dumps(document, indent=1)
+
+
+def save_bindings(data_dir: str | os.PathLike[str], bindings: list[AclBinding]) -> None:
+    """Replace the kept bindings with ``bindings``, atomically (blocking: a served broker
+    writes the file in a worker thread instead, see ``Broker.acls_file``)."""
+    path = Path(data_dir) / ACLS_FILE
     temporary = path.with_suffix(".json.tmp")
     with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(document, file, indent=1)
+        file.write(bindings_document(bindings))
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)

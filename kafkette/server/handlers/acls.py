@@ -45,7 +45,7 @@ from kafkette.protocol.messages.delete_acls_response import (
     DeleteAclsMatchingAcl,
 )
 from kafkette.protocol.messages.describe_acls_response import AclDescription, DescribeAclsResource
-from kafkette.server.acl.store import save_bindings
+from kafkette.server.acl.store import bindings_document
 from kafkette.server.dispatch import RequestContext, handler
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ async def handle_create_acls(
     before = len(ctx.authorizer.bindings)
     ctx.authorizer.create(valid)
     if len(ctx.authorizer.bindings) != before:
-        _persist(broker, ctx)
+        await _persist(broker, ctx)
     return CreateAclsResponse(results=results)
 
 
@@ -149,7 +149,7 @@ async def handle_delete_acls(
     errors = [f.error() for f in filters]
     removed = ctx.authorizer.delete(f for f, e in zip(filters, errors, strict=True) if e is None)
     if any(removed):
-        _persist(broker, ctx)
+        await _persist(broker, ctx)
     results: list[DeleteAclsFilterResult] = []
     deleted = iter(removed)
     for error in errors:
@@ -192,7 +192,9 @@ def _filter(wire: DescribeAclsRequest | DeleteAclsFilter) -> AclBindingFilter:
     )
 
 
-def _persist(broker: Broker, ctx: RequestContext) -> None:
+async def _persist(broker: Broker, ctx: RequestContext) -> None:
+    """Keep the bindings in the data directory, answered only once they are on disk."""
     assert ctx.authorizer is not None
-    if broker.config.data_dir is not None and not broker.config.read_only:
-        save_bindings(broker.config.data_dir, ctx.authorizer.bindings)
+    if broker.acls_file is not None and not broker.config.read_only:
+        broker.acls_file.change(bindings_document(ctx.authorizer.bindings))
+        await broker.acls_file.saved()

@@ -362,7 +362,7 @@ async def handle_alter_configs(
         except ApiError as exc:
             response.error_code, response.error_message = exc.code, exc.detail
         responses.append(response)
-    await broker.cluster.save_topics()  # a topic's new overrides are on disk first
+    await broker.cluster.files_saved()  # the new configs are on disk first
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
@@ -462,5 +462,5 @@ async def handle_incremental_alter_configs(
         except ApiError as exc:
             response.error_code, response.error_message = exc.code, exc.detail
         responses.append(response)
-    await broker.cluster.save_topics()  # a topic's new overrides are on disk first
+    await broker.cluster.files_saved()  # the new configs are on disk first
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -53,6 +53,7 @@ async def handle_init_producer_id(
         )
     if not _may_write_idempotently(ctx):
         return _refused(ClusterAuthorizationFailedError.code)
+    await broker.producer_ids.reserved()  # a new block's file write, in a worker thread
     return InitProducerIdResponse(
         error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0
     )

@@ -80,6 +80,7 @@ async def handle_alter_user_scram_credentials(
             for u in request.upsertions
         ],
     )
+    await broker.cluster.files_saved()  # the credentials are on disk before the answer
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[

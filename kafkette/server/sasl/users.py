@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -88,9 +88,18 @@ class CredentialsFileError(ValueError):
 class ScramUsers:
     """The SCRAM users of one broker: described, altered, persisted."""
 
-    def __init__(self, store: CredentialStore, data_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        store: CredentialStore,
+        data_dir: str | None = None,
+        *,
+        keep: Callable[[str], object] | None = None,
+    ) -> None:
+        """``keep`` takes the credentials file's new content after a change (a served
+        broker writes it in a worker thread); without it the file is written at once."""
         self.store = store
         self.path = os.path.join(data_dir, CREDENTIALS_FILE) if data_dir else None
+        self._keep = keep
         if self.path is not None:
             self._load(self.path)
 
@@ -164,7 +173,10 @@ class ScramUsers:
                         applied = True
             results.append(UserResult(user, error))
         if applied and self.path is not None:
-            self._save(self.path)
+            if self._keep is not None:
+                self._keep(self.document())
+            else:
+                self._save(self.path)
         return results
 
     def _check(self, change: Deletion | Upsertion, duplicate: bool) -> ApiError | None:
@@ -211,7 +223,8 @@ class ScramUsers:
 
     # ---- persistence
 
-    def _save(self, path: str) -> None:
+    def document(self) -> str:
+        """The credentials file's content: every SCRAM credential, without passwords."""
         entries = []
         for name in self.store.users:
             for mechanism in MECHANISM_IDS:
@@ -227,9 +240,12 @@ class ScramUsers:
                             "server_key": credential.server_key.hex(),
                         }
                     )
+        return json.dumps({"version": 1, "credentials": entries}, indent=1)
+
+    def _save(self, path: str) -> None:
         temporary = path + ".tmp"
         with open(temporary, "w", encoding="utf-8") as f:
-            json.dump({"version": 1, "credentials": entries}, f, indent=1)
+            f.write(self.document())
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)

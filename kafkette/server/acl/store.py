@@ -21,6 +21,7 @@ from kafkette.acl import (
     ResourceType,
     new_binding_error,
 )
+from kafkette.backends.disk.checkpoint import write_atomically
 from kafkette.server.acl.authorizer import AclAuthorizer
 
 ACLS_FILE = "kafkette-acls.json"
@@ -83,13 +84,7 @@ def bindings_document(bindings: list[AclBinding]) -> str:
 def save_bindings(data_dir: str | os.PathLike[str], bindings: list[AclBinding]) -> None:
     """Replace the kept bindings with ``bindings``, atomically (blocking: a served broker
     writes the file in a worker thread instead, see ``Broker.acls_file``)."""
-    path = Path(data_dir) / ACLS_FILE
-    temporary = path.with_suffix(".json.tmp")
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write(bindings_document(bindings))
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    write_atomically(str(Path(data_dir) / ACLS_FILE), bindings_document(bindings).encode())
 
 
 def open_authorizer(

@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from kafkette.backends.disk.checkpoint import write_atomically
 from kafkette.errors import (
     ApiError,
     DuplicateResourceError,
@@ -243,12 +244,7 @@ class ScramUsers:
         return json.dumps({"version": 1, "credentials": entries}, indent=1)
 
     def _save(self, path: str) -> None:
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(self.document())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
+        write_atomically(path, self.document().encode())
 
     def _load(self, path: str) -> None:
         try:

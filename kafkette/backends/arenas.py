@@ -63,7 +63,18 @@ _populate_works = True
 class Arena:
     """An anonymous mapping batches are copied into; see the module docstring."""
 
-    __slots__ = ("address", "ahead_done", "exposed", "populated", "region", "requested", "size")
+    __slots__ = (
+        "__weakref__",
+        "address",
+        "ahead_done",
+        "exposed",
+        "landing",
+        "pooled",
+        "populated",
+        "region",
+        "requested",
+        "size",
+    )
 
     def __init__(self, region: mmap.mmap) -> None:
         self.region = region
@@ -79,6 +90,11 @@ class Arena:
         writes this)."""
         self.exposed = False
         """Whether a read that may have handed its pages to the kernel covered it."""
+        self.landing = False
+        """Whether a connection receives requests into it (:mod:`kafkette.backends.landing`):
+        its regions are the logs' to keep until the pool hands it out again."""
+        self.pooled = False
+        """Whether it waits in a pool (retiring it again changes nothing)."""
 
     def populate(self, end: int) -> None:
         """Have the pages up to ``end`` (rounded up to :data:`POPULATE_STEP`) allocated
@@ -185,31 +201,49 @@ class ArenaPool:
         one of exactly ``size``; None when no mapping can be had."""
         with self._lock:
             best: Arena | None = None
+            exposed: list[Arena] = []
             for arena in self._retired:
+                if arena.exposed:  # (a read covered it after it was retired)
+                    exposed.append(arena)
+                    continue
                 fits = size <= arena.size and (best is None or arena.size < best.size)
                 if fits and not arena.in_use():
                     best = arena
+            for arena in exposed:
+                self._drop(arena)
             if best is not None:
-                self._retired.remove(best)
-                self._kept -= best.populated
+                self._drop(best)
+                best.landing = False
                 return best
         return new_arena(size)
 
+    def _drop(self, arena: Arena) -> None:
+        self._retired.remove(arena)
+        self._kept -= arena.populated
+        arena.pooled = False
+
     def retire(self, arena: Arena) -> None:
-        """Keep ``arena``, whose owner no longer holds batches in it, for reuse (or let it
-        go: exposed, nothing allocated, or the pool full)."""
+        """Keep ``arena``, whose owner no longer holds batches in it, for reuse once no view
+        of it lives (or let it go: exposed, nothing allocated, or the pool full). Several
+        owners may retire the same arena (a connection's landing arena holds batches of
+        many segments): it is kept once."""
+        if arena.pooled:
+            return
         arena.settle()
         if arena.exposed or not arena.populated:
             return
         with self._lock:
-            if self._kept + arena.populated > self.max_bytes:
+            if arena.pooled or self._kept + arena.populated > self.max_bytes:
                 return
             self._retired.append(arena)
             self._kept += arena.populated
+            arena.pooled = True
 
     def clear(self) -> None:
         """Let every kept arena go (unmapped once no view of it lives)."""
         with self._lock:
+            for arena in self._retired:
+                arena.pooled = False
             self._retired.clear()
             self._kept = 0
 

@@ -5,9 +5,11 @@ rewritten): into a ``bytes`` of its own, or, once a segment holds
 :data:`ARENA_FROM` bytes, into an arena (:mod:`kafkette.backends.arenas`): a
 mapping the segment's next batches are copied into one after the other, taken
 from an :class:`~kafkette.backends.arenas.ArenaPool` that reuses the arenas of
-deleted segments. Reads return read-only memoryviews of the stored batches (no
-copy). Segments, rolls, retention, DeleteRecords and compaction behave as on
-disk; nothing survives the process.
+deleted segments; a batch that arrived in a connection's landing arena
+(:mod:`kafkette.backends.landing`) is kept there instead, not copied. Reads
+return read-only memoryviews of the stored batches (no copy). Segments, rolls,
+retention, DeleteRecords and compaction behave as on disk; nothing survives
+the process.
 
 Arena memory is never written again once a batch is in it, nor reused while
 any view of it lives: a read of arena batches says so
@@ -25,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from kafkette.backends.arenas import ARENA_POOL, Arena, ArenaPool, arena_size
 from kafkette.backends.config import LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
+from kafkette.backends.landing import landed_arena
 from kafkette.backends.log import Log, Storage
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
@@ -102,12 +105,20 @@ class MemorySegment(Segment):
         self, data: BufferLike, header: tuple[int, ...], base_offset: int, leader_epoch: int
     ) -> None:
         size = len(data)
-        prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
-        rest = memoryview(data)[STORED_PREFIX_SIZE:]
         stored: memoryview | None = None
         if self.size >= ARENA_FROM:
-            stored = self._arena_copy((prefix, rest), size)
+            landed = landed_arena(data)
+            if landed is not None and isinstance(data, memoryview) and not data.readonly:
+                # Received into a connection's landing arena: kept where it arrived.
+                STORED_PREFIX.pack_into(data, 0, base_offset, size - LOG_OVERHEAD, leader_epoch)
+                self._arena_run(landed)
+                stored = data.toreadonly()
+            else:
+                prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
+                stored = self._arena_copy((prefix, memoryview(data)[STORED_PREFIX_SIZE:]), size)
         if stored is None:
+            prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
+            rest = memoryview(data)[STORED_PREFIX_SIZE:]
             stored = self._keep_alone(memoryview(b"".join((prefix, rest))))
         self._add(stored, base_offset, header[_LAST_OFFSET_DELTA], header[_MAX_TIMESTAMP])
 
@@ -129,6 +140,7 @@ class MemorySegment(Segment):
         end = pos + size
         writing = self._writing
         assert writing is not None
+        self._arena_run(writing)  # (a new run if landed batches came in between)
         if end > writing.populated:
             writing.populate(end)
         at = pos
@@ -137,6 +149,12 @@ class MemorySegment(Segment):
             at += len(part)
         self._arena_pos = end
         return arena[pos:end].toreadonly()
+
+    def _arena_run(self, arena: Arena) -> None:
+        """The next batch is in ``arena``: a new run unless the last one is in it too."""
+        if not self._arenas or self._arenas[-1] is not arena:
+            self._arenas.append(arena)
+            self._arena_firsts.append(len(self._data))
 
     def _new_arena(self, batch_size: int) -> memoryview | None:
         taken = self._pool.take(arena_size(self.size, batch_size))

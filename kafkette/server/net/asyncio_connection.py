@@ -5,11 +5,15 @@ The socket stays registered for reading for the connection's life (no
 by the thread's connections: :meth:`ConnectionProtocol.buffer_updated` cuts
 whole requests out of it with a :class:`~kafkette.server.net.frame_queue.FrameQueue`
 (one copy each) and wakes the connection's one serving task only once a whole
-request has arrived. Before the task waits, it reads what the socket already
-holds: a client waiting for an answer has often sent its next request by the
-time the answer is written, and reading it there serves it without two turns
-of the event loop (select, then the woken task). It gives the event loop a
-turn at least every :data:`MAX_DIRECT_READS` such reads.
+request has arrived. The rest of a large request (from
+:data:`~kafkette.backends.landing.LAND_FROM` bytes) is received straight into
+its region of the connection's :class:`~kafkette.backends.landing.Landing`
+instead, where a memory log may keep its batches. Before the task waits, it
+reads what the socket already holds: a client waiting for an answer has often
+sent its next request by the time the answer is written, and reading it there
+serves it without two turns of the event loop (select, then the woken task).
+It gives the event loop a turn at least every :data:`MAX_DIRECT_READS` such
+reads.
 
 The task serves the requests strictly in order (so pipelined requests are
 answered in order, as Kafka does), and each answer goes out as soon as it is
@@ -53,6 +57,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from kafkette.backends.landing import Landing
 from kafkette.backends.types import FileRef
 from kafkette.protocol.errors import ProtocolError
 from kafkette.server.acl.principal import connection_principal
@@ -157,6 +162,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self._waiting_since = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._receive_view = _receive_buffer()
+        self._into_landing = False
+        """Whether the last buffer handed out is the rest of a frame in a landing region."""
         self._out: list[Any] = []
         self._out_size = 0
         self._flush_scheduled = False
@@ -191,14 +198,19 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
             )
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._receive_view
+        landing = self.decoder.receive_buffer()
+        self._into_landing = landing is not None
+        return self._receive_view if landing is None else landing
 
     def buffer_updated(self, nbytes: int) -> None:
         decoder = self.decoder
         if self._idle_timer is not None:
             self._last_received = self.loop.time()
         try:
-            decoder.feed(self._receive_view[:nbytes])
+            if self._into_landing:
+                decoder.received(nbytes)
+            else:
+                decoder.feed(self._receive_view[:nbytes])
         except ProtocolError:
             # next_frame raises it again.
             self._pause_reading()
@@ -303,7 +315,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         if sock is None:
             return False
         try:
-            n = sock.recv_into(self._receive_view)
+            n = sock.recv_into(self.get_buffer(-1))
         except OSError:  # EAGAIN mostly
             return False
         if not n:
@@ -680,7 +692,7 @@ async def serve_asyncio_connection(
     """
     idle_ms = broker.config.connections_max_idle_ms
     idle_s = idle_ms / 1000.0 if idle_ms >= 0 else math.inf
-    decoder = FrameQueue(broker.config.socket_request_max_bytes)
+    decoder = FrameQueue(broker.config.socket_request_max_bytes, Landing())
     if sasl is not None:  # until the client authenticates; raised again in serve_protocol
         decoder.max_frame_size = min(sasl.max_receive_size, decoder.max_frame_size)
     loop = asyncio.get_running_loop()
@@ -775,3 +787,4 @@ async def serve_protocol(
             conn.abort()
         else:
             conn.close()
+        conn.decoder.close()

@@ -1,0 +1,202 @@
+"""Landing arenas: regions a connection receives requests into, kept by memory logs.
+
+A region is handed out once; the arena is received into again from its start
+only when nothing sees it (no view, no spliceable read), else it goes to the
+pool and the connection takes another. A memory log past ``ARENA_FROM`` keeps
+a landed batch where it arrived (its prefix rewritten in place) and reads back
+exactly what it was given; anything else it copies, as before.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kafkette.backends import landing, memory
+from kafkette.backends.arenas import POPULATE_STEP, ArenaPool
+from kafkette.backends.config import LogConfig
+from kafkette.backends.landing import LANDING_SIZE, Landing, landed_arena
+from kafkette.backends.memory import MemoryLog, MemoryStorage
+from tests.backends.helpers import FakeClock, make_batch
+
+MiB = 1 << 20
+BASE = 1_700_000_000_000
+
+
+def _batch(index: int, size: int) -> bytes:
+    return make_batch([(BASE + index, b"k%d" % index, bytes([index % 251]) * size)])
+
+
+def _stored(data: bytes, offset: int, epoch: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(">qii", out, 0, offset, len(data) - 12, epoch)
+    return bytes(out)
+
+
+def _land(place: Landing, data: bytes) -> memoryview:
+    """``data`` received into a region of ``place``, as a connection does."""
+    region = place.region(len(data))
+    assert region is not None
+    place.reach(region, len(data))
+    region[:] = data
+    return region
+
+
+def test_regions_follow_each_other_and_the_arena_is_reused_only_when_unseen() -> None:
+    """Consecutive regions of one arena; when the next does not fit, the same arena from
+    its start if no view of it lives, else a new one (the old one to the pool)."""
+    pool = ArenaPool()
+    place = Landing(pool)
+    first = place.region(3 * MiB)
+    second = place.region(3 * MiB)
+    assert first is not None and second is not None
+    place.reach(second, 3 * MiB)  # (pages allocated: the pool keeps only such arenas)
+    arena = landed_arena(first)
+    assert arena is not None and landed_arena(second) is arena
+    assert arena.size == LANDING_SIZE and arena.landing
+    first[:3] = b"abc"
+    second[:3] = b"xyz"
+    assert bytes(first[:3]) == b"abc"  # no overlap
+    del first, second
+    third = place.region(3 * MiB)  # (6 + 3 > 8 MiB)
+    assert third is not None and landed_arena(third) is arena  # reused in place
+    kept = third[:10].toreadonly()
+    place.region(3 * MiB)
+    fourth = place.region(3 * MiB)  # does not fit; the arena is still seen
+    assert fourth is not None
+    other = landed_arena(fourth)
+    assert other is not None and other is not arena
+    assert arena.pooled and pool.kept == 1
+    assert pool.take(MiB) is not arena  # not while the view lives
+    del kept, third
+    again = pool.take(MiB)
+    assert again is arena and not again.landing and landed_arena(memoryview(again.region)) is None
+
+
+def test_an_exposed_arena_is_not_received_into_again() -> None:
+    """The kernel may still hold pages a spliceable read covered: a new arena instead, and
+    the pool does not keep it."""
+    pool = ArenaPool()
+    place = Landing(pool)
+    region = place.region(5 * MiB)
+    assert region is not None
+    arena = landed_arena(region)
+    assert arena is not None
+    place.reach(region, 5 * MiB)
+    arena.exposed = True
+    del region
+    nxt = place.region(5 * MiB)
+    assert nxt is not None and landed_arena(nxt) is not arena
+    assert pool.kept == 0
+
+
+def test_only_views_of_landing_arenas_are_landed() -> None:
+    place = Landing(ArenaPool())
+    region = place.region(LANDING_SIZE + 1)  # a larger request: an arena of its size
+    assert region is not None
+    arena = landed_arena(region)
+    assert arena is not None and arena.size == LANDING_SIZE + POPULATE_STEP
+    assert landed_arena(region[5:9]) is arena
+    assert landed_arena(bytes(region[:5])) is None
+    assert landed_arena(bytearray(5)) is None
+    assert landed_arena(memoryview(bytearray(5))) is None
+    assert place.region(landing.LAND_MAX + 1) is None  # received as before
+
+
+def test_reach_allocates_pages_as_bytes_come_not_for_the_declared_size() -> None:
+    place = Landing(ArenaPool())
+    region = place.region(40 * MiB)
+    assert region is not None
+    arena = landed_arena(region)
+    assert arena is not None
+    place.reach(region, 1000)
+    assert arena.populated == POPULATE_STEP
+    place.reach(region, 3 * MiB)
+    assert arena.populated == 2 * POPULATE_STEP
+
+
+def _log(pool: ArenaPool, monkeypatch: pytest.MonkeyPatch, **config: int) -> MemoryLog:
+    monkeypatch.setattr(memory, "ARENA_FROM", 0)  # arena batches from the first one
+    settings_ = {"segment_bytes": 64 * MiB, "max_message_bytes": 8 * MiB, **config}
+    return MemoryLog("t", 0, LogConfig(**settings_), clock=FakeClock(), arenas=pool)
+
+
+def test_a_memory_log_keeps_landed_batches_where_they_arrived(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No copy: the stored batch is the received region, prefix rewritten (base offset,
+    length, leader epoch), read-only; reads return exactly the stored bytes, interleaved
+    with batches the log copied (the in-process transport's bytes)."""
+    pool = ArenaPool()
+    log = _log(pool, monkeypatch)
+    place = Landing(pool)
+    sent = [_batch(i, 200_000) for i in range(6)]
+    expected: list[bytes] = []
+    for i, data in enumerate(sent):
+        offset = log.log_end_offset
+        if i % 3 == 2:
+            log.append(data, leader_epoch=4)  # bytes of its own: copied
+        else:
+            log.append(_land(place, data), leader_epoch=4)
+        expected.append(_stored(data, offset, 4))
+    log.update_high_watermark(log.log_end_offset)
+    segment = log.segments[-1]
+    stored = [segment.batch_bytes(p, 0) for p, _ in segment.headers()]
+    landed = [landed_arena(v) for v in stored]
+    assert [a is not None for a in landed] == [True, True, False, True, True, False]
+    assert all(isinstance(v, memoryview) and v.readonly for v in stored)
+    assert [bytes(v) for v in stored] == expected
+    read = log.read(0, 1 << 30)
+    assert read.spliceable and read.to_bytes() == b"".join(expected)
+    assert landed[0] is not None and landed[0].exposed  # the read covered it
+
+
+def test_the_landing_arena_of_a_deleted_log_is_reused_once_its_batches_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleting the log lets its batches go: the connection receives into the same arena
+    again (nothing sees it), and what the new log keeps reads back exactly."""
+    pool = ArenaPool()
+    monkeypatch.setattr(memory, "ARENA_FROM", 0)
+    storage = MemoryStorage(
+        clock=FakeClock(), default_config=LogConfig(max_message_bytes=8 * MiB), arenas=pool
+    )
+    place = Landing(pool)
+    log = storage.open_log("t", 0)
+    first = _land(place, _batch(1, 3 * MiB))
+    arena = landed_arena(first)
+    log.append(first)
+    del first
+    storage.delete_log("t", 0)
+    log = storage.open_log("t", 0)
+    _land(place, _batch(2, 3 * MiB))  # fills the arena to 6 MiB
+    data = _batch(3, 3 * MiB)
+    again = _land(place, data)  # does not fit: the arena from its start
+    assert landed_arena(again) is arena
+    log.append(again, leader_epoch=1)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.read(0, 1 << 30).to_bytes() == _stored(data, 0, 1)
+
+
+def test_truncation_across_landed_batches_keeps_the_rest_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = ArenaPool()
+    log = _log(pool, monkeypatch)
+    place = Landing(pool)
+    kept = []
+    for i in range(3):
+        data = _batch(i, 100_000)
+        kept.append(_stored(data, log.log_end_offset, 0))
+        log.append(_land(place, data) if i != 1 else data, leader_epoch=0)
+    for i in range(3):
+        log.append(_land(place, _batch(10 + i, 100_000)), leader_epoch=0)
+    log.truncate_to(3)
+    new = []
+    for i in range(3):
+        data = _batch(20 + i, 150_000)
+        new.append(_stored(data, log.log_end_offset, 0))
+        log.append(_land(place, data) if i else data, leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.read(0, 1 << 30).to_bytes() == b"".join(kept + new)

@@ -14,7 +14,10 @@
   are unacknowledged is refused (Java's IllegalStateException).
 - The booked acknowledgements leave with the next request to the partition's leader
   (:meth:`Acknowledgements.take`), as acknowledgement batches: consecutive offsets,
-  one type for the whole range or one per offset.
+  one type for the whole range or one per offset. A ShareFetch, which goes out in the
+  background, carries only what was booked before the last poll
+  (:meth:`Acknowledgements.seal`, as Java hands them to its fetcher at poll); a commit
+  or close sends everything booked.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class Acknowledgements:
         """Records that may still be acknowledged: the unacknowledged and the renewed."""
         self.booked: dict[TopicPartition, dict[int, int]] = {}
         """Acknowledgements to send: offset -> type, per partition."""
+        self.sealed: dict[TopicPartition, dict[int, int]] = {}
+        """Acknowledgements booked before the last poll: the next ShareFetch takes them."""
         # The sync consumer books in the application's thread while the loop may take.
         self._lock = threading.Lock()
 
@@ -81,25 +86,47 @@ class Acknowledgements:
         """Implicit mode: ACCEPT every record not acknowledged yet."""
         with self._lock:
             for tp, offsets in self.unacknowledged.items():
-                booked = self.booked.setdefault(tp, {})
-                for offset in offsets:
-                    booked[offset] = AcknowledgeType.ACCEPT
-                self.held[tp].difference_update(offsets)
-                offsets.clear()
+                if offsets:
+                    self.booked.setdefault(tp, {}).update(
+                        dict.fromkeys(offsets, int(AcknowledgeType.ACCEPT))
+                    )
+                    self.held[tp].difference_update(offsets)
+                    offsets.clear()
 
     def pending(self) -> bool:
         """Whether acknowledgements are booked and not sent."""
-        return any(self.booked.values())
+        return any(self.booked.values()) or any(self.sealed.values())
 
-    def take(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[AckBatch]]:
-        """The booked acknowledgements of ``partitions`` as batches, no longer booked."""
+    def seal(self) -> None:
+        """A poll: what is booked so far goes with the next ShareFetches."""
+        with self._lock:
+            for tp, types in self.booked.items():
+                if types:
+                    self.sealed.setdefault(tp, {}).update(types)
+            self.booked = {}
+
+    def take(
+        self, partitions: Iterable[TopicPartition], *, sealed_only: bool = False
+    ) -> dict[TopicPartition, list[AckBatch]]:
+        """The booked acknowledgements of ``partitions`` as batches, no longer booked;
+        with ``sealed_only`` (a ShareFetch) those booked before the last poll only."""
         out: dict[TopicPartition, list[AckBatch]] = {}
         with self._lock:
             for tp in partitions:
-                booked = self.booked.pop(tp, None)
-                if booked:
-                    out[tp] = batches(booked)
+                types = self.sealed.pop(tp, None) or {}
+                if not sealed_only:
+                    types.update(self.booked.pop(tp, {}))  # the later type wins
+                if types:
+                    out[tp] = batches(types)
         return out
+
+    def waiting(self, *, sealed_only: bool = False) -> list[TopicPartition]:
+        """The partitions with acknowledgements to send."""
+        with self._lock:
+            found = {tp for tp, types in self.sealed.items() if types}
+            if not sealed_only:
+                found.update(tp for tp, types in self.booked.items() if types)
+        return list(found)
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop what is held in ``partitions``: their share session ended, so the
@@ -109,14 +136,20 @@ class Acknowledgements:
                 self.unacknowledged.pop(tp, None)
                 self.held.pop(tp, None)
                 self.booked.pop(tp, None)
+                self.sealed.pop(tp, None)
 
 
 def batches(types: dict[int, int]) -> list[AckBatch]:
     """Offsets and their types as acknowledgement batches: consecutive offsets share a
     batch, which carries one type when all are alike, else one per offset."""
+    offsets = sorted(types)
+    if offsets and offsets[-1] - offsets[0] + 1 == len(offsets):  # one run: often one type
+        kinds = set(types.values())
+        if len(kinds) == 1:
+            return [(offsets[0], offsets[-1], [kinds.pop()])]
     out: list[AckBatch] = []
     run: list[int] = []
-    for offset in sorted(types):
+    for offset in offsets:
         if run and run[-1] + 1 != offset:
             out.append(_batch(run, types))
             run = []

@@ -4,27 +4,45 @@
 :class:`ShareConsumerCore` owns the client, the membership
 (:class:`~kafkette.consumer.share.membership.ShareMembership`, heartbeated by
 :meth:`ShareConsumerCore.run` at the broker's interval), the held records and booked
-acknowledgements (:class:`~kafkette.consumer.share.acknowledgements.Acknowledgements`)
+acknowledgements (:class:`~kafkette.consumer.share.acknowledgements.Acknowledgements`),
+the records fetched ahead (:class:`~kafkette.consumer.share.fetch_buffer.ShareFetchBuffer`)
 and one share session per partition leader, with its epoch (0 opens it, each answer
 moves it on, -1 closes it).
 
-Records are fetched by ``poll`` itself, never ahead: a record is acquired (and its
-lock starts) only when the application asks for records, as librdkafka's preview does.
-One ShareFetch goes to each leader of the assigned partitions, all at once, carrying
-the acknowledgements booked for that leader's partitions; ``commit`` sends them in
-ShareAcknowledge instead; ``close`` sends them with epoch -1, which also closes the
-session (the broker gives back what the member still holds), then leaves the group
-(ShareGroupHeartbeat with epoch -1). Each answered acknowledgement is queued for the
-acknowledgement-commit callback, which the consumer calls in the application's thread
-or task.
+Fetching ahead, as Java's ``ShareConsumer``: nothing is fetched before the first
+``poll`` (nothing is acquired for a member that does not read). :meth:`ShareConsumerCore.run`
+sends a leader its ShareFetches, one at a time, and the next one only when the last
+answer was taken by a poll or held no records: at most one answer per leader waits,
+acquired, beside the records the application has (Java's bound). A leader is fetched
+from
+
+- while a poll waits for records: the ShareFetch waits at the broker up to
+  ``fetch.max.wait.ms`` (or what is left of the poll's timeout);
+- right after a poll took its answer with records, and while acknowledgements wait for
+  it: the ShareFetch does not wait (``max_wait_ms`` 0), so the next records are fetched
+  while the application works on these. Java's fetcher long-polls here too; not doing so
+  means no ShareFetch sits at an idle broker for ``fetch.max.wait.ms``, where a commit
+  would wait behind it (one request at a time per share session), and an idle member
+  acquires nothing it was not asked for.
+
+Each ShareFetch carries the acknowledgements booked for that leader's partitions before
+the last poll (in implicit mode a poll accepts the previous poll's records first), so
+they ride on the next fetch; ``commit`` sends everything booked in ShareAcknowledge, after
+the fetch that is out. ``close`` and ``unsubscribe`` stop fetching, send what is booked
+with epoch -1, which closes the session: the broker gives back what the member still
+holds, the records waiting in the buffer among them (never handed out, so never
+acknowledged), then leave the group (ShareGroupHeartbeat with epoch -1). Each answered
+acknowledgement is queued for the acknowledgement-commit callback, which the consumer
+calls in the application's thread or task.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -35,6 +53,7 @@ from kafkette.client.config import ShareConsumerConfig
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.consumer.fetch_buffer import timestamp_type
 from kafkette.consumer.share.acknowledgements import AckBatch, Acknowledgements
+from kafkette.consumer.share.fetch_buffer import Fetched, ShareFetchBuffer
 from kafkette.consumer.share.membership import LEAVE_EPOCH, ShareMembership
 from kafkette.consumer.share.record import (
     AcknowledgementCommitCallback,
@@ -116,7 +135,15 @@ class ShareConsumerCore:
         self.completed: list[Completion] = []
         """Answered acknowledgements waiting for the callback."""
         self.closed = False
-        self.fetch_error: KafkaError | None = None
+        self.buffer = ShareFetchBuffer()
+        self.fetching = False
+        """Whether records are fetched ahead: from the first poll until unsubscribe or
+        close (Java's ``fetchMoreRecords``)."""
+        self.flowing: set[int] = set()
+        """Leaders whose last answer held records: fetched from again without waiting."""
+        self.poll_deadline: float | None = None
+        """While a poll waits for records: when it gives up (client clock, ms)."""
+        self.fetch_error: Exception | None = None
         """A partition's error from a fetch (TOPIC_AUTHORIZATION_FAILED, say): raised by
         the poll, or by the next one when this one has records of other partitions to
         hand out (records booked as delivered are always handed out)."""
@@ -126,28 +153,35 @@ class ShareConsumerCore:
         self._node_locks: dict[int, anyio.Lock] = {}
         self._wake = anyio.Event()
         self._news = anyio.Event()
+        self._fetch_wake = anyio.Event()
         self._stop = anyio.CancelScope()
 
     def check_open(self) -> None:
         if self.closed:
             raise IllegalStateError("the share consumer is closed")
 
-    # ---- the heartbeat (a background task)
+    # ---- the background: heartbeat and fetching ahead
 
     async def run(self) -> None:
-        """Heartbeat while subscribed, at the broker's interval, until closed."""
+        """Heartbeat while subscribed, at the broker's interval, and fetch ahead once
+        polled, until closed."""
         with self._stop:
-            while not self.closed:
-                membership = self.membership
-                if membership.due(self.client.clock()):
-                    await self._heartbeat()
-                wait_s = None
-                if membership.subscribed and membership.error is None:
-                    wait_s = max(membership.next_ms - self.client.clock(), 0) / 1000
-                with anyio.move_on_after(wait_s if wait_s is not None else float("inf")):
-                    await self._wake.wait()
-                if self._wake.is_set():
-                    self._wake = anyio.Event()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._heartbeat_loop)
+                await self._fetch_loop(tasks)
+
+    async def _heartbeat_loop(self) -> None:
+        while not self.closed:
+            membership = self.membership
+            if membership.due(self.client.clock()):
+                await self._heartbeat()
+            wait_s = None
+            if membership.subscribed and membership.error is None:
+                wait_s = max(membership.next_ms - self.client.clock(), 0) / 1000
+            with anyio.move_on_after(wait_s if wait_s is not None else float("inf")):
+                await self._wake.wait()
+            if self._wake.is_set():
+                self._wake = anyio.Event()
 
     def wake(self) -> None:
         self._wake.set()
@@ -176,8 +210,76 @@ class ShareConsumerCore:
         self._tell_poll()
 
     def _tell_poll(self) -> None:
+        """Something a waiting poll and the fetcher look at changed (an answer, an
+        assignment, an error)."""
         self._news.set()
         self._news = anyio.Event()
+        self._fetch_wake.set()
+
+    def wake_fetcher(self) -> None:
+        self._fetch_wake.set()
+
+    async def _fetch_loop(self, tasks: anyio.abc.TaskGroup) -> None:
+        """Start a ShareFetch to each leader that may have one (see the module
+        docstring), whenever something changed."""
+        while not self.closed:
+            self._fetch_wake = anyio.Event()
+            wait_s = float("inf")
+            if self.fetching and self.membership.subscribed:
+                try:
+                    await self._start_fetches(tasks)
+                except KafkaError as exc:  # no metadata yet, say: try again after the backoff
+                    logger.debug("share group %s: cannot fetch yet: %s", self.group_id, exc)
+                    wait_s = self.config.retry_backoff_ms / 1000
+            with anyio.move_on_after(wait_s):
+                await self._fetch_wake.wait()
+
+    async def _start_fetches(self, tasks: anyio.abc.TaskGroup) -> None:
+        by_node = await self._by_leader(await self.assigned())
+        for tp in self.acks.waiting(sealed_only=True):
+            node = self._session_node(tp)
+            if node is not None:
+                by_node.setdefault(node, set())  # acknowledgements of a partition left
+        for node in self.session_partitions:
+            by_node.setdefault(node, set())  # to forget what it no longer reads
+        sealed = {self._session_node(tp) for tp in self.acks.waiting(sealed_only=True)}
+        deadline = self.poll_deadline
+        for node, partitions in by_node.items():
+            if not self.fetching or self.buffer.busy(node):
+                continue
+            if deadline is not None:  # a poll waits: wait at the broker too
+                wait_ms = min(max(deadline - self.client.clock(), 0), self.config.fetch_max_wait_ms)
+            elif node in self.flowing or node in sealed:
+                wait_ms = 0
+            else:
+                continue
+            self.buffer.in_flight.add(node)
+            tasks.start_soon(self._fetch_ahead, node, partitions, int(wait_ms))
+
+    async def _fetch_ahead(self, node: int, partitions: set[TopicPartition], wait_ms: int) -> None:
+        """One ShareFetch to ``node``; its records wait in the buffer for a poll."""
+        sent = False
+        try:
+            fetched = await self._fetch_node(node, partitions, wait_ms)
+            if fetched is not None:
+                sent = True
+                self.buffer.add(fetched)
+                if fetched.records:
+                    self.flowing.add(node)
+                else:
+                    self.flowing.discard(node)
+                if node not in self.sessions:  # the session or connection was lost
+                    await anyio.sleep(self.config.retry_backoff_ms / 1000)
+        except Exception as exc:  # for the next poll to raise
+            sent = True
+            self.flowing.discard(node)
+            if self.fetch_error is None:
+                self.fetch_error = exc
+            await anyio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self.buffer.in_flight.discard(node)
+        if sent:  # else nothing was to send: fetch again when something changes
+            self._tell_poll()
 
     async def _leave(self) -> None:
         membership = self.membership
@@ -211,9 +313,11 @@ class ShareConsumerCore:
         await self.within("unsubscribe()", self.timeout(timeout_ms), self._close_sessions_and_leave)
 
     async def _close_sessions_and_leave(self) -> None:
+        self.fetching = False  # a fetch out is answered first: its node's lock is held
         if not self.explicit:
             self.acks.accept_unacknowledged()
         await self._acknowledge_all(closing=True)
+        self.buffer.drop()  # never handed out: the closed sessions gave them back
         await self._leave()
 
     # ---- assignment
@@ -267,62 +371,48 @@ class ShareConsumerCore:
                 )
         else:
             self.acks.accept_unacknowledged()
+        self.acks.seal()  # for the next fetch to each leader
         self._raise_fetch_error()
         clock = self.client.clock
         deadline = clock() + timeout_ms
+        self.fetching = True
+        self.wake_fetcher()  # a leader whose answer this poll takes is fetched from again
         while True:
             if self.membership.error is not None:
                 raise self.membership.error
-            news = self._news
-            assigned = await self.assigned()
-            left = max(deadline - clock(), 0.0)
-            if assigned or self.acks.pending():
-                records = await self._fetch(assigned, left)
+            taken = self.buffer.take()
+            if taken:
+                self.wake_fetcher()
+                records = self._hand_out(taken)
                 if records:
                     return records
-                self._raise_fetch_error()
-            elif left > 0:
+            self._raise_fetch_error()
+            left = deadline - clock()
+            if left <= 0:
+                return []
+            news = self._news
+            if self.poll_deadline is None:  # the fetcher waits at the broker meanwhile
+                self.poll_deadline = deadline
+                self.wake_fetcher()
+            try:
                 with anyio.move_on_after(left / 1000):
                     await news.wait()
-            if clock() >= deadline:
-                return []
+            finally:
+                self.poll_deadline = None
+
+    def _hand_out(self, taken: list[Fetched]) -> list[ShareConsumerRecord]:
+        """The records of answers taken from the buffer, booked as delivered."""
+        out: list[ShareConsumerRecord] = []
+        for fetched in taken:
+            for tp, (offsets, gaps) in fetched.offsets.items():
+                self.acks.delivered(tp, itertools.chain.from_iterable(offsets), gaps)
+            out += fetched.records
+        return out
 
     def _raise_fetch_error(self) -> None:
         error, self.fetch_error = self.fetch_error, None
         if error is not None:
             raise error
-
-    async def _fetch(
-        self, assigned: list[TopicPartition], wait_ms: float
-    ) -> list[ShareConsumerRecord]:
-        """One ShareFetch to each leader, at once; their records."""
-        by_node = await self._by_leader(assigned)
-        booked = [tp for tp, offsets in list(self.acks.booked.items()) if offsets]
-        for tp in booked:
-            node = self._session_node(tp)
-            if node is not None:
-                by_node.setdefault(node, set())
-        for node in self.session_partitions:
-            by_node.setdefault(node, set())  # to forget what it no longer reads
-        out: list[ShareConsumerRecord] = []
-        max_wait = int(min(wait_ms, self.config.fetch_max_wait_ms))
-        failures: list[Exception] = []
-
-        async def one(node: int, partitions: set[TopicPartition]) -> None:
-            try:
-                out.extend(await self._fetch_node(node, partitions, max_wait))
-            except Exception as exc:
-                failures.append(exc)
-
-        async with anyio.create_task_group() as tasks:
-            for node, partitions in by_node.items():
-                tasks.start_soon(one, node, partitions)
-        if failures:
-            if not out:
-                raise failures[0]
-            if isinstance(failures[0], KafkaError) and self.fetch_error is None:
-                self.fetch_error = failures[0]  # the next poll raises it
-        return out
 
     def _session_node(self, tp: TopicPartition) -> int | None:
         for node, partitions in self.session_partitions.items():
@@ -335,15 +425,19 @@ class ShareConsumerCore:
 
     async def _fetch_node(
         self, node: int, partitions: set[TopicPartition], max_wait_ms: int
-    ) -> list[ShareConsumerRecord]:
+    ) -> Fetched | None:
+        """One ShareFetch to ``node``: its answer (empty when the session was lost), or
+        None when nothing was to be sent."""
         async with self._lock(node):
+            if not self.fetching:  # unsubscribed or closing meanwhile
+                return None
             epoch = self.sessions.get(node, 0)
             previous = self.session_partitions.get(node, set())
-            acks = self.acks.take(previous) if epoch else {}
+            acks = self.acks.take(previous, sealed_only=True) if epoch else {}
             if not partitions and not acks:
                 if previous and epoch:  # nothing left to read there: close the session
                     await self._send_acknowledge(node, {}, closing=True)
-                return []
+                return None
             ids = self._ids()
             topics: dict[str, dict[int, FetchPartition]] = {}
             for tp in partitions | set(acks):
@@ -376,11 +470,11 @@ class ShareConsumerCore:
             )
             response = await self._exchange(node, request, acks)
             if response is None:
-                return []
+                return Fetched(node, [], {})
             assert isinstance(response, ShareFetchResponse)
             self.sessions[node] = _next_epoch(epoch)
             self.session_partitions[node] = set(partitions)
-            return self._read_fetch(response, acks)
+            return self._read_fetch(node, response, acks)
 
     async def _exchange(
         self,
@@ -426,6 +520,7 @@ class ShareConsumerCore:
         self.sessions.pop(node, None)
         lost = self.session_partitions.pop(node, set())
         self.acks.forget(lost)
+        self.buffer.drop({node})
         self._fail(acks, error)
 
     def _fail(self, acks: dict[TopicPartition, list[AckBatch]], error: Exception) -> None:
@@ -449,10 +544,10 @@ class ShareConsumerCore:
             self.completed.append(({tp: offsets}, error))
 
     def _read_fetch(
-        self, response: ShareFetchResponse, acks: dict[TopicPartition, list[AckBatch]]
-    ) -> list[ShareConsumerRecord]:
+        self, node: int, response: ShareFetchResponse, acks: dict[TopicPartition, list[AckBatch]]
+    ) -> Fetched:
         names = self._names()
-        out: list[ShareConsumerRecord] = []
+        out = Fetched(node, [], {})
         for topic in response.responses:
             name = names.get(topic.topic_id)
             if name is None:
@@ -471,7 +566,7 @@ class ShareConsumerCore:
                         self.fetch_error = error
                     continue
                 try:
-                    out += self._records(tp, part)
+                    self._records(tp, part, out)
                 except CorruptMessageError as exc:  # its records come back after their locks
                     if self.fetch_error is None:
                         self.fetch_error = exc
@@ -479,19 +574,21 @@ class ShareConsumerCore:
             self._complete(tp, batches, ShareSessionNotFoundError(f"no answer for {tp}"))
         return out
 
-    def _records(self, tp: TopicPartition, part: PartitionData) -> list[ShareConsumerRecord]:
-        """The acquired records of one partition's answer, booking its gaps.
+    def _records(self, tp: TopicPartition, part: PartitionData, into: Fetched) -> None:
+        """The acquired records of one partition's answer, and its gaps, into ``into``.
 
         The broker sends whole stored batches, often holding far more records than
         were acquired: only the acquired ranges' slices of each batch become records."""
         if not part.acquired_records:
-            return []
+            return
         ranges = sorted(
             (a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records
         )
         kd, vd = self.config.key_deserializer, self.config.value_deserializer
+        plain = kd is None and vd is None
         prefix = (tp.topic, tp.partition)
-        out: list[ShareConsumerRecord] = []
+        out = into.records
+        seen: list[Sequence[int]] = []  # the offsets of the records made, a range per run
         try:
             for batch in iter_batches(
                 part.records or b"", allow_partial=True, check_crc=self.config.check_crcs
@@ -509,12 +606,31 @@ class ShareConsumerCore:
                 wanted = [r for r in ranges if r[0] <= high and r[1] >= low]
                 if not wanted:
                     continue
-                records = list(batch)
                 suffix = (timestamp_type(batch), leader_epoch)
+                if plain and len(wanted) == 1 and isinstance(batch, RecordBatch):
+                    first, last, count = wanted[0]
+                    # The whole batch made by the C extension (None without it).
+                    made = batch.records_as(ShareConsumerRecord, prefix, (*suffix, count))
+                    if made is not None:
+                        if first > low or last < high:
+                            made = [r for r in made if first <= r.offset <= last]
+                        if made:
+                            out += made
+                            seen.append(_offsets(made, 2))
+                        continue
+                records = list(batch)
                 for first, last, count in wanted:
                     i = bisect.bisect_left(records, first, key=_offset)
                     j = bisect.bisect_right(records, last, key=_offset)
-                    for offset, timestamp, key, value, headers in records[i:j]:
+                    chunk = records[i:j]
+                    if not chunk:
+                        continue
+                    seen.append(_offsets(chunk, 0))
+                    tail = (*suffix, count)
+                    if plain:
+                        out += [_new(ShareConsumerRecord, prefix + r + tail) for r in chunk]
+                        continue
+                    for offset, timestamp, key, value, headers in chunk:
                         if kd is not None and key is not None:
                             key = kd(key)
                         if vd is not None and value is not None:
@@ -522,20 +638,23 @@ class ShareConsumerCore:
                         out.append(
                             _new(
                                 ShareConsumerRecord,
-                                (*prefix, offset, timestamp, key, value, headers, *suffix, count),
+                                (*prefix, offset, timestamp, key, value, headers, *tail),
                             )
                         )
         except ProtocolError as exc:
             raise CorruptMessageError(f"{tp}: {exc}") from exc
-        seen = {record.offset for record in out}
+        acquired = sum(last - first + 1 for first, last, _ in ranges)
+        if sum(len(offsets) for offsets in seen) == acquired:  # no gaps
+            into.offsets[tp] = (seen, [])
+            return
+        found = set(itertools.chain.from_iterable(seen))
         gaps = [
             offset
             for first, last, _ in ranges
             for offset in range(first, last + 1)
-            if offset not in seen
+            if offset not in found
         ]
-        self.acks.delivered(tp, seen, gaps)
-        return out
+        into.offsets[tp] = (seen, gaps)
 
     # ---- acknowledgements
 
@@ -557,9 +676,7 @@ class ShareConsumerCore:
 
     async def _acknowledge_all(self, *, closing: bool) -> dict[TopicPartition, Exception | None]:
         nodes: dict[int, set[TopicPartition]] = {}
-        for tp, offsets in list(self.acks.booked.items()):
-            if not offsets:
-                continue
+        for tp in self.acks.waiting():
             node = self._session_node(tp)
             if node is None:  # its session is gone: the broker gave the records back
                 error = ShareSessionNotFoundError(f"no share session holds {tp}")
@@ -618,6 +735,7 @@ class ShareConsumerCore:
         if closing:
             self.sessions.pop(node, None)
             self.acks.forget(self.session_partitions.pop(node, set()))
+            self.buffer.drop({node})
         if response is None:
             return
         assert isinstance(response, ShareAcknowledgeResponse)
@@ -690,6 +808,15 @@ class ShareConsumerCore:
 
 def _offset(record: tuple[Any, ...]) -> int:
     return int(record[0])
+
+
+def _offsets(records: Sequence[tuple[Any, ...]], field: int) -> Sequence[int]:
+    """The offsets of ``records`` (ascending, offset at ``field``): a range when they
+    are contiguous, as they are unless compaction removed some."""
+    first, last = records[0][field], records[-1][field]
+    if last - first + 1 == len(records):
+        return range(first, last + 1)
+    return [r[field] for r in records]
 
 
 def _has_renew(acks: dict[TopicPartition, list[AckBatch]]) -> bool:

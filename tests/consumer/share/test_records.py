@@ -1,6 +1,7 @@
 """Which records of a ShareFetch answer a share consumer hands out: only the acquired
 ranges of the whole stored batches the broker sends, each with its range's delivery
-count; acquired offsets without a record are booked as GAP."""
+count; acquired offsets without a record are booked as GAP. An answer waits in the fetch
+buffer until a poll takes it: only then are its records booked as delivered."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from kafkette.client.config import ShareConsumerConfig
 from kafkette.consumer.share.acknowledgements import GAP
 from kafkette.consumer.share.core import ShareConsumerCore
+from kafkette.consumer.share.fetch_buffer import Fetched
 from kafkette.errors import CorruptMessageError, TopicAuthorizationFailedError
 from kafkette.protocol.messages.share_fetch_response import (
     AcquiredRecords,
@@ -32,9 +34,16 @@ def batch(base: int, count: int) -> bytes:
 
 
 @pytest.mark.anyio
-async def test_only_acquired_ranges_become_records_and_missing_offsets_are_gaps() -> None:
+@pytest.mark.parametrize("deserialized", [True, False])
+async def test_only_acquired_ranges_become_records_and_missing_offsets_are_gaps(
+    deserialized: bool,
+) -> None:
+    """With a deserializer each record is made in Python; without, whole batches are made
+    by the C extension (when built) and cut to the acquired ranges."""
     config = ShareConsumerConfig.from_user(
-        bootstrap_servers="memory://records-test", group_id="g", value_deserializer=bytes.upper
+        bootstrap_servers="memory://records-test",
+        group_id="g",
+        value_deserializer=bytes.upper if deserialized else None,
     )
     core = ShareConsumerCore(config)
     part = PartitionData(
@@ -46,15 +55,19 @@ async def test_only_acquired_ranges_become_records_and_missing_offsets_are_gaps(
             AcquiredRecords(20, 21, 1),  # beyond the records sent
         ],
     )
-    records = core._records(TP, part)
+    fetched = Fetched(1, [], {})
+    core._records(TP, part, fetched)
+    assert TP not in core.acks.unacknowledged  # waiting in the buffer: not delivered yet
+    records = core._hand_out([fetched])
+    v = b"V" if deserialized else b"v"
     assert [(r.offset, r.key, r.value, r.delivery_count) for r in records] == [
-        (2, b"k2", b"V2", 1),
-        (3, b"k3", b"V3", 1),
-        (4, b"k4", b"V4", 1),
-        (8, b"k8", b"V8", 3),
-        (9, b"k9", b"V9", 3),
-        (10, b"k10", b"V10", 3),
-        (11, b"k11", b"V11", 3),
+        (2, b"k2", v + b"2", 1),
+        (3, b"k3", v + b"3", 1),
+        (4, b"k4", v + b"4", 1),
+        (8, b"k8", v + b"8", 3),
+        (9, b"k9", v + b"9", 3),
+        (10, b"k10", v + b"10", 3),
+        (11, b"k11", v + b"11", 3),
     ]
     assert {(r.topic, r.partition, r.timestamp - r.offset, r.leader_epoch) for r in records} == {
         ("t", 4, 1000, 7)
@@ -87,7 +100,7 @@ async def test_a_partition_error_waits_for_the_records_of_the_others() -> None:
             )
         ]
     )
-    records = core._read_fetch(response, {})
+    records = core._hand_out([core._read_fetch(1, response, {})])
     assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1)]
     with pytest.raises(TopicAuthorizationFailedError):
         core._raise_fetch_error()
@@ -122,7 +135,7 @@ async def test_a_damaged_batch_waits_for_the_records_of_the_others() -> None:
             )
         ]
     )
-    records = core._read_fetch(response, {})
+    records = core._hand_out([core._read_fetch(1, response, {})])
     assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1)]
     assert TopicPartition("t", 3) not in core.acks.held  # its locks give them back
     with pytest.raises(CorruptMessageError):

@@ -29,6 +29,9 @@ from kafkette.testing import MemoryCluster
 from tests.consumer.share import scenario
 
 LOCK_MS = 2_000
+BATCHED = 60_000
+"""The producers' linger.ms: the records of one :func:`produce` go in one batch (sent by
+its flush), so a fetch that is out (the consumer fetches ahead) gets all of them or none."""
 
 
 @pytest.fixture
@@ -57,7 +60,8 @@ def started(cluster: MemoryCluster, consumer: ShareConsumer, producer: Producer)
     deadline = time.monotonic() + 30
     while True:
         assert time.monotonic() < deadline, "no probe delivered"
-        producer.send_and_wait("t", b"probe", timeout=10)
+        producer.send("t", b"probe")
+        producer.flush(10)
         records = consumer.poll(timeout=0.3)
         if records:
             if consumer.config.share_acknowledgement_mode == "explicit":
@@ -81,12 +85,10 @@ def poll_until(consumer: ShareConsumer, count: int) -> list[ShareConsumerRecord]
 
 
 def produce(producer: Producer, *items: bytes) -> int:
-    """Produce ``items``; the offset of the first."""
-    first = producer.send_and_wait("t", items[0], timeout=10).offset
-    for item in items[1:]:
-        producer.send("t", item)
+    """Produce ``items`` in one batch; the offset of the first."""
+    futures = [producer.send("t", item) for item in items]
     producer.flush(10)
-    return first
+    return futures[0].result(10).offset
 
 
 def test_three_members_accept_release_and_reject() -> None:
@@ -112,7 +114,7 @@ def test_released_comes_back_rejected_never_and_the_callback_hears(
 ) -> None:
     done: list[tuple[dict[TopicPartition, set[int]], Exception | None]] = []
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as consumer,
     ):
         consumer.set_acknowledgement_commit_callback(lambda o, e: done.append((o, e)))
@@ -143,7 +145,7 @@ def test_commit_async_reports_through_the_callback_at_a_later_poll(
 ) -> None:
     done: list[tuple[dict[TopicPartition, set[int]], Exception | None]] = []
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as consumer,
     ):
         started(cluster, consumer, producer)
@@ -163,7 +165,7 @@ def test_implicit_mode_accepts_the_previous_poll_and_refuses_acknowledge(
     cluster: MemoryCluster,
 ) -> None:
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster, "implicit") as consumer,
         member(cluster, "implicit") as other,
     ):
@@ -183,7 +185,7 @@ def test_a_lock_that_expires_gives_the_records_to_another_member(cluster: Memory
     records go to another member with delivery count 2; the late holder's ACCEPT is
     refused with INVALID_RECORD_STATE."""
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as holder,
         member(cluster) as other,
     ):
@@ -202,7 +204,7 @@ def test_a_lock_that_expires_gives_the_records_to_another_member(cluster: Memory
 
 def test_renew_keeps_the_lock(cluster: MemoryCluster) -> None:
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as holder,
         member(cluster) as other,
     ):
@@ -225,7 +227,7 @@ def test_renew_keeps_the_lock(cluster: MemoryCluster) -> None:
 def test_the_delivery_count_limit_archives(cluster: MemoryCluster) -> None:
     """group.share.delivery.count.limit=3: released three times, the record is archived."""
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as consumer,
     ):
         started(cluster, consumer, producer)
@@ -243,7 +245,7 @@ def test_the_delivery_count_limit_archives(cluster: MemoryCluster) -> None:
 
 def test_close_gives_back_what_it_holds_and_leaves(cluster: MemoryCluster) -> None:
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster) as other,
     ):
         holder = member(cluster)
@@ -263,7 +265,7 @@ def test_implicit_close_accepts_the_last_poll_and_leaves_the_group(
     cluster: MemoryCluster,
 ) -> None:
     with (
-        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0) as producer,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
         member(cluster, "implicit") as other,
     ):
         holder = member(cluster, "implicit")

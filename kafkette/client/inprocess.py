@@ -37,6 +37,14 @@ a stream is opened to one node (the client picks it from the metadata's
 node id; the bootstrap connection reaches the first live node), and each of
 its requests is served as that node (:data:`~kafkette.server.nodes.serving_node`).
 A stopped node refuses new streams and drops its open ones.
+
+A stream that ends (closed by its client, dropped with its node, or closed by the
+broker after bad bytes) tells the broker, as a socket's end does
+(:meth:`~kafkette.server.Broker.connection_closed`: the share sessions it opened end and
+their members' records go back), after the requests it sent were served. Each stream is
+its own connection there: its requests carry a key of their own
+(:data:`~kafkette.server.share.sessions.connection_key`), since all of them come from the
+cluster's URL.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import itertools
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -64,6 +73,7 @@ from kafkette.server.data_dir.lock import DataDirLock
 from kafkette.server.net.frames import process_frame
 from kafkette.server.net.listener import CloseConnection
 from kafkette.server.nodes import numbered_nodes, serving_node
+from kafkette.server.share.sessions import connection_key
 
 T = TypeVar("T")
 
@@ -106,6 +116,8 @@ class InProcessCluster:
         self._max_frame = self.broker.config.socket_request_max_bytes
         self._in_flight: set[concurrent.futures.Future[list[bytes]]] = set()
         """Requests handed to the broker's loop and not answered yet."""
+        self.connections = StreamEnds(self.broker)
+        self._stream_keys = itertools.count(1)
         if self._loop is not None:
             self._broker_loop = self._loop.call(_running_loop)
             self._loop.call_soon(self.broker.run_background)
@@ -119,7 +131,7 @@ class InProcessCluster:
         """Start serving on the running event loop (a cluster made with ``in_loop``)."""
         if self._loop is not None or self._home is not None or self.closed:
             raise RuntimeError(f"{self.url} cannot start serving on this event loop")
-        self._home = await LoopHome.open(self.broker, self.url)
+        self._home = await LoopHome.open(self.broker, self.url, self.connections)
 
     async def exit_loop(self) -> None:
         """Stop serving on the event loop: the broker's tasks and requests in flight end."""
@@ -127,9 +139,11 @@ class InProcessCluster:
         if home is not None:
             await home.aclose()
 
-    async def serve_frame(self, frame: memoryview, node: int | None = None) -> Sequence[Any]:
+    async def serve_frame(
+        self, frame: memoryview, node: int | None = None, connection: str | None = None
+    ) -> Sequence[Any]:
         """Serve one request frame in the broker's loop as ``node`` (None: the only
-        node); returns the response frame's parts.
+        node), from the stream ``connection``; returns the response frame's parts.
 
         The caller's task waits without a thread. Cancelled, it returns at once:
         the broker finishes the request (a long-poll Fetch its wait) and the
@@ -145,14 +159,16 @@ class InProcessCluster:
             home = self._home
             if home is None:
                 raise anyio.BrokenResourceError(f"{self.url} is not serving")
-            parts = await home.serve(data, node)
+            parts = await home.serve(data, node, connection)
         else:
-            parts = await self._serve_across(data, node)
+            parts = await self._serve_across(data, node, connection)
         if not nodes.is_live(node):
             raise anyio.BrokenResourceError(f"node {node} of {self.url} stopped")
         return parts
 
-    async def _serve_across(self, data: bytes, node: int | None) -> list[bytes]:
+    async def _serve_across(
+        self, data: bytes, node: int | None, connection: str | None
+    ) -> list[bytes]:
         """Serve ``data`` in the broker's own loop thread; wake the caller with its answer."""
         done = event_factory()()
         wake = threadsafe_call_soon_factory()
@@ -174,7 +190,10 @@ class InProcessCluster:
             context = contextvars.Context()
             if node is not None:
                 context.run(serving_node.set, node)
-            self._broker_loop.call_soon_threadsafe(self._start, data, answer, context=context)
+            context.run(connection_key.set, connection)
+            self._broker_loop.call_soon_threadsafe(
+                self._start, data, answer, connection, context=context
+            )
         except RuntimeError:  # the loop stopped meanwhile
             answer.cancel()
         await done.wait()
@@ -183,12 +202,19 @@ class InProcessCluster:
         except concurrent.futures.CancelledError:  # the cluster closed under the request
             raise anyio.BrokenResourceError(f"{self.url} is closed") from None
 
-    def _start(self, data: bytes, answer: concurrent.futures.Future[list[bytes]]) -> None:
+    def _start(
+        self,
+        data: bytes,
+        answer: concurrent.futures.Future[list[bytes]],
+        connection: str | None,
+    ) -> None:
         """In the broker's loop: serve ``data`` in a task of its own, its outcome to ``answer``."""
         if not answer.set_running_or_notify_cancel():
             return  # the cluster closed before the request started
+        self.connections.started(connection)
 
         def finished(task: asyncio.Task[list[bytes]]) -> None:
+            self.connections.finished(connection)
             if task.cancelled():  # the cluster's loop is shutting down
                 answer.set_exception(anyio.BrokenResourceError(f"{self.url} is closed"))
             elif (error := task.exception()) is not None:
@@ -230,6 +256,22 @@ class InProcessCluster:
                 "(MemoryCluster(in_loop=True)): call it from that loop's thread"
             )
         return func(*args)
+
+    def stream_ended(self, connection: str) -> None:
+        """The stream ``connection`` ended (from any thread): the broker hears of it
+        after the stream's requests were served."""
+        if self.closed:
+            return
+        if self._loop is None:
+            if self._home is not None:
+                self.connections.ended(connection)
+            return
+        with contextlib.suppress(RuntimeError):  # the broker's loop has stopped
+            self._broker_loop.call_soon_threadsafe(self.connections.ended, connection)
+
+    def new_connection(self) -> str:
+        """A key for a new stream's requests."""
+        return f"{self.url}#{next(self._stream_keys)}"
 
     def open_stream(self, node: int | None = None) -> InProcessStream:
         """A new connection to ``node`` (None: the bootstrap connection, to the first
@@ -277,6 +319,38 @@ class InProcessCluster:
             self._lock.release()
 
 
+class StreamEnds:
+    """The requests of each stream being served, so that the broker hears of a stream's
+    end after its last request (as of a socket's, after the requests read from it).
+    Used in the broker's loop only."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._serving: dict[str, int] = {}
+        self._ended: set[str] = set()
+        """Streams that ended while requests of theirs were served."""
+
+    def started(self, connection: str | None) -> None:
+        if connection is not None:
+            self._serving[connection] = self._serving.get(connection, 0) + 1
+
+    def finished(self, connection: str | None) -> None:
+        if connection is None:
+            return
+        left = self._serving.pop(connection, 1) - 1
+        if left:
+            self._serving[connection] = left
+        elif connection in self._ended:
+            self._ended.discard(connection)
+            self._broker.connection_closed(connection)
+
+    def ended(self, connection: str) -> None:
+        if connection in self._serving:
+            self._ended.add(connection)
+        else:
+            self._broker.connection_closed(connection)
+
+
 async def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
@@ -284,20 +358,29 @@ async def _running_loop() -> asyncio.AbstractEventLoop:
 class LoopHome:
     """A broker core's tasks on the running event loop, from :meth:`open` to :meth:`aclose`."""
 
-    def __init__(self, broker: Broker, url: str, task_group: anyio.abc.TaskGroup) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        url: str,
+        task_group: anyio.abc.TaskGroup,
+        connections: StreamEnds | None = None,
+    ) -> None:
         self._broker = broker
         self._url = url
+        self.connections = connections or StreamEnds(broker)
         self._tasks = task_group
         self._thread = threading.get_ident()
         self._event = event_factory()
         self._cancelled = anyio.get_cancelled_exc_class()
 
     @classmethod
-    async def open(cls, broker: Broker, url: str) -> LoopHome:
+    async def open(
+        cls, broker: Broker, url: str, connections: StreamEnds | None = None
+    ) -> LoopHome:
         """Start ``broker``'s timers on the running loop; its requests are served there."""
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
-        home = cls(broker, url, tasks)
+        home = cls(broker, url, tasks, connections)
         tasks.start_soon(broker.run_background)
         return home
 
@@ -323,15 +406,17 @@ class LoopHome:
                 "and other threads need a MemoryCluster without in_loop"
             )
 
-    async def serve(self, data: bytes, node: int | None) -> Sequence[Any]:
-        """Serve one request frame as ``node`` in a task of its own; the response's parts.
+    async def serve(self, data: bytes, node: int | None, connection: str | None) -> Sequence[Any]:
+        """Serve one request frame as ``node``, from the stream ``connection``, in a task of
+        its own; the response's parts.
 
         Cancelled, the caller returns at once: the task finishes the request
         (a long-poll Fetch its wait) and its answer is dropped, as when a client
         closes its socket."""
         done = self._event()
         outcome: list[Sequence[Any] | BaseException] = []
-        self._tasks.start_soon(self._serve, data, node, done, outcome)
+        self.connections.started(connection)
+        self._tasks.start_soon(self._serve, data, node, connection, done, outcome)
         await done.wait()
         result = outcome[0]
         if isinstance(result, self._cancelled):  # the cluster closed under the request
@@ -344,11 +429,13 @@ class LoopHome:
         self,
         data: bytes,
         node: int | None,
+        connection: str | None,
         done: anyio.Event,
         outcome: list[Sequence[Any] | BaseException],
     ) -> None:
         if node is not None:
             serving_node.set(node)  # in this task's own context
+        connection_key.set(connection)
         try:
             parts = await process_frame(self._broker, memoryview(data), self._url, offload=False)
             outcome.append(parts)
@@ -358,6 +445,7 @@ class LoopHome:
         except Exception as exc:  # the caller's (a connection to close, a broker bug)
             outcome.append(exc)
         finally:
+            self.connections.finished(connection)
             done.set()
 
 
@@ -368,6 +456,9 @@ class InProcessStream(anyio.abc.ByteStream):
         self._cluster = cluster
         self.node = node
         """The node this stream reached (None: the cluster has one node)."""
+        self.connection = cluster.new_connection()
+        """The key its requests carry (the broker's name for this connection)."""
+        self._told = False
         self._decoder = FrameDecoder(cluster._max_frame)
         self._pending = bytearray()
         self._ready = anyio.Event()
@@ -381,6 +472,7 @@ class InProcessStream(anyio.abc.ByteStream):
         """Close the stream from any thread, as a broker going away does."""
         if self._wake is None:
             self._closed = True
+            self._tell_ended()
             return
         with contextlib.suppress(RuntimeError):  # the stream's event loop has ended
             self._wake(self._drop_now)
@@ -388,6 +480,13 @@ class InProcessStream(anyio.abc.ByteStream):
     def _drop_now(self) -> None:
         self._closed = True
         self._ready.set()
+        self._tell_ended()
+
+    def _tell_ended(self) -> None:
+        """Tell the broker this connection ended (once)."""
+        if not self._told:
+            self._told = True
+            self._cluster.stream_ended(self.connection)
 
     async def send(self, item: bytes) -> None:
         if self._closed:
@@ -395,13 +494,14 @@ class InProcessStream(anyio.abc.ByteStream):
         try:
             self._decoder.feed(item)
             while (frame := self._decoder.next_frame()) is not None:
-                for part in await self._cluster.serve_frame(frame, self.node):
+                for part in await self._cluster.serve_frame(frame, self.node, self.connection):
                     self._pending += part
                 self._ready.set()
         except (CloseConnection, ProtocolError, anyio.BrokenResourceError):
             # The broker closes a connection that sent bad bytes, as over TCP.
             self._closed = True
             self._ready.set()
+            self._tell_ended()
             raise anyio.BrokenResourceError from None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
@@ -420,6 +520,7 @@ class InProcessStream(anyio.abc.ByteStream):
     async def aclose(self) -> None:
         self._closed = True
         self._ready.set()
+        self._tell_ended()
 
 
 _clusters: dict[str, InProcessCluster] = {}

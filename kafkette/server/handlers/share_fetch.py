@@ -56,7 +56,7 @@ from kafkette.protocol.schema import RecordsData
 from kafkette.server.dispatch import RequestContext, handler
 from kafkette.server.share import wire
 from kafkette.server.share.partition import SharePartition
-from kafkette.server.share.sessions import FINAL_EPOCH
+from kafkette.server.share.sessions import FINAL_EPOCH, connection_key
 from kafkette.server.share.state import Acknowledgement, AcquiredRecords
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ async def handle_share_fetch(
             fetch=wanted,
             forget=forget,
             has_acknowledgements=bool(acks),
-            connection_id=ctx.client_host,
+            connection_id=connection_key.get() or ctx.client_host,
         )
     except ApiError as error:
         return ShareFetchResponse(error_code=error.code, error_message=str(error) or None)

@@ -17,10 +17,14 @@ The rules are Kafka's ``SharePartitionManager.newContext`` and
   follows the same epochs but never opens a session (epoch 0 is
   INVALID_SHARE_SESSION_EPOCH).
 - A session also ends when its connection closes (:meth:`ShareSessions.disconnect`).
+  A connection is known by its peer's ``host:port``, or, where peers do not tell
+  connections apart (the in-process streams of ``memory://`` all come from the cluster's
+  URL), by :data:`connection_key`, which such a transport sets for its requests.
 """
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Iterable
 
@@ -38,6 +42,12 @@ FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
 
 TopicPartition = tuple[uuid.UUID, int]
+
+connection_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "kafkette_share_connection", default=None
+)
+"""The connection a request came over, set by a transport whose peers' addresses do not
+tell connections apart (in-process streams); None: the peer's ``host:port`` does."""
 
 
 def next_epoch(epoch: int) -> int:

@@ -1,14 +1,16 @@
 """Share groups on memory://, spoken at the protocol level by our client core:
 ApiVersions lists the share APIs, ``cluster.advance()`` expires acquisition locks
-without sleeping, and ``cluster.share_partition_state()`` reads a share partition out."""
+without sleeping, ``cluster.share_partition_state()`` reads a share partition out, and a
+closed connection ends its share sessions."""
 
 from __future__ import annotations
 
 import uuid
 
+import anyio
 import pytest
 
-from kafkette import Producer
+from kafkette import AsyncProducer, Producer
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import AdminConfig
 from kafkette.client.connection import BrokerConnection
@@ -141,3 +143,37 @@ async def test_share_partition_state_reads_out_starts_states_and_counts() -> Non
             assert cluster.share_partition_state("g", "t", 0) == SharePartitionState(
                 1, 2, (ShareRecordState(1, "ACQUIRED", 2, one, int(cluster.clock()) + 30_000),)
             )
+
+
+@pytest.mark.parametrize("in_loop", [False, True])
+async def test_a_closed_connection_ends_its_share_session(in_loop: bool) -> None:
+    """A member acquires a record over memory:// and its client closes its connections
+    without closing the share session: the session ends and the record is AVAILABLE at
+    once with its delivery count given back (Kafka's ShareSessionCache disconnect
+    listener, as over TCP), so another member gets it before any lock expires. Both
+    with the cluster in its own thread and served on the test's loop."""
+    cluster = MemoryCluster(in_loop=in_loop)
+    async with cluster:
+        config = AdminConfig.from_user(bootstrap_servers=cluster.bootstrap_servers)
+        async with KafkaClient(config) as other_client:
+            await other_client.refresh_metadata(["t"], allow_auto_topic_creation=True)
+            other = await other_client.connection(await other_client.any_node())
+            topic_id = cluster._broker.cluster.get_topic("t").topic_id
+            one, two = str(uuid.uuid4()), str(uuid.uuid4())
+            async with KafkaClient(config) as client:
+                connection = await client.connection(await client.any_node())
+                await join(connection, one)
+                assert await fetch(connection, one, 0, topic_id) == []
+                async with AsyncProducer(bootstrap_servers=cluster.bootstrap_servers) as producer:
+                    await producer.send_and_wait("t", b"held", partition=0)
+                assert await fetch(connection, one, 1, topic_id) == [AcquiredRecords(0, 0, 1)]
+                assert cluster.share_partition_state("g", "t", 0).acquired == {0: one}
+            with anyio.fail_after(10):  # a cluster in its own thread hears of it soon after
+                while cluster.share_partition_state("g", "t", 0).acquired:
+                    await anyio.sleep(0.01)
+            assert cluster.share_partition_state("g", "t", 0) == SharePartitionState(
+                0, 1, (ShareRecordState(0, "AVAILABLE", 0),)
+            )
+            assert cluster._broker.share_groups.sessions.get("g", one) is None
+            await join(other, two)
+            assert await fetch(other, two, 0, topic_id) == [AcquiredRecords(0, 0, 1)]

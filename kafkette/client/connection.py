@@ -421,7 +421,7 @@ class BrokerConnection:
             done.set()
 
         correlation_id, frame = self._wire.send(request, version)
-        pipe.submit(frame, correlation_id, on_response)
+        pipe.submit([frame], correlation_id, on_response)
         pipe.uncork()
         try:
             with anyio.fail_after(self._request_timeout_s):
@@ -642,8 +642,8 @@ class BrokerConnection:
         ):
             self._held.append((request, on_response))  # until re-authenticated (KIP-368)
             return
-        correlation_id, frame = self._wire.send(request, version)
-        pipe.submit(frame, correlation_id, on_response)
+        correlation_id, parts = self._wire.send_parts(request, version)
+        pipe.submit(parts, correlation_id, on_response)
 
     def _submit_now(
         self, request: Request, on_response: OnResponse, error: BaseException | None
@@ -652,10 +652,10 @@ class BrokerConnection:
         failure = error or self._pipe.failure
         if failure is None:
             try:
-                correlation_id, frame = self._wire.send(
+                correlation_id, parts = self._wire.send_parts(
                     request, self._submit_versions[type(request)]
                 )
-                self._pipe.submit(frame, correlation_id, on_response)
+                self._pipe.submit(parts, correlation_id, on_response)
                 return
             except KafkaConnectionError as exc:
                 failure = exc

@@ -41,9 +41,11 @@ import anyio
 import anyio.abc
 
 from kafkette.client.events import clock_factory, event_factory
+from kafkette.client.gather_write import GatherWriter
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkette.protocol.errors import DecodeError, ProtocolError
+from kafkette.protocol.primitives import Buffer
 from kafkette.protocol.schema import Response
 
 logger = logging.getLogger("kafkette.client.connection")
@@ -102,10 +104,9 @@ class FramePipe(Protocol):
         :attr:`behind` or closes."""
         ...
 
-    def submit(
-        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
-    ) -> None:
-        """Write ``frame``; ``on_response(response, error)`` gets the outcome later."""
+    def submit(self, parts: list[Buffer], correlation_id: int, on_response: OnResponse) -> None:
+        """Write the frame ``parts`` make, one after another (unchanged until written);
+        ``on_response(response, error)`` gets the outcome later."""
         ...
 
     def cork(self) -> None:
@@ -152,7 +153,7 @@ class StreamPipe:
         self._changed = self._new_event()
         self._callbacks: dict[int, OnResponse] = {}
         self._deadlines: deque[tuple[float, int]] = deque()
-        self._outbox: list[bytes | bytearray] = []
+        self._outbox: list[Buffer] = []
         self._outbox_size = 0
         self._outbox_ready = self._new_event()
         self._on_drained: list[Callable[[], object]] = []
@@ -264,10 +265,8 @@ class StreamPipe:
 
     # ---- submit: the pump writes and reads for requests that have no task
 
-    def submit(
-        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
-    ) -> None:
-        """Queue ``frame`` for the pump; ``on_response`` gets its response later.
+    def submit(self, parts: list[Buffer], correlation_id: int, on_response: OnResponse) -> None:
+        """Queue the frame ``parts`` make for the pump; ``on_response`` gets its response later.
 
         As :meth:`AsyncioPipe.submit`: ``on_response(response, None)``, or
         ``on_response(None, error)`` when the connection breaks or the request
@@ -276,8 +275,8 @@ class StreamPipe:
         if self.failure is not None:
             raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
         self._callbacks[correlation_id] = on_response
-        self._outbox.append(frame)
-        self._outbox_size += len(frame)
+        self._outbox += parts
+        self._outbox_size += sum(map(len, parts))
         deadline = self._clock() + self._request_timeout_s
         self._deadlines.append((deadline, correlation_id))
         scope = self._read_scope
@@ -397,7 +396,8 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._drained: asyncio.Future[None] | None = None
         self._on_drained: list[Callable[[], object]] = []
-        self._corked: list[bytes | bytearray] | None = None
+        self._writer: GatherWriter | None = None  # writes submitted frames
+        self._corked: list[Buffer] | None = None
         self._received: memoryview | None = None  # what the transport reads into
         self._direct = False  # get_buffer gave a view of the wire's buffer
         self.failure: BaseException | None = None
@@ -429,6 +429,7 @@ class AsyncioPipe(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._writer = GatherWriter(transport)
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -533,10 +534,10 @@ class AsyncioPipe(asyncio.BufferedProtocol):
             self._discard(correlation_id, waiter)
             raise
 
-    def submit(
-        self, frame: bytes | bytearray, correlation_id: int, on_response: OnResponse
-    ) -> None:
-        """Write ``frame`` now; ``on_response`` gets its response later, in the event loop.
+    def submit(self, parts: list[Buffer], correlation_id: int, on_response: OnResponse) -> None:
+        """Write the frame ``parts`` make now (:class:`GatherWriter`: over TCP, a batch's
+        buffer is written from where it is, not copied into a frame); ``on_response``
+        gets its response later, in the event loop.
 
         ``on_response(response, None)`` when the response arrives, or
         ``on_response(None, error)`` when the connection breaks or the request
@@ -547,13 +548,13 @@ class AsyncioPipe(asyncio.BufferedProtocol):
         """
         if self.failure is not None:
             raise KafkaConnectionError(f"connection to {self._address} is closed") from self.failure
-        transport = self._transport
-        assert transport is not None
+        writer = self._writer
+        assert writer is not None
         self._callbacks[correlation_id] = on_response
         if self._corked is not None:
-            self._corked.append(frame)
+            self._corked += parts
         else:
-            transport.write(frame)
+            writer.write(parts)
         self._watch(correlation_id)
 
     def cork(self) -> None:
@@ -563,10 +564,10 @@ class AsyncioPipe(asyncio.BufferedProtocol):
 
     def uncork(self) -> None:
         """Write the frames held since :meth:`cork` (one write: one system call)."""
-        frames, self._corked = self._corked, None
-        if not frames or self.failure is not None or self._transport is None:
+        parts, self._corked = self._corked, None
+        if not parts or self.failure is not None or self._writer is None:
             return
-        self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        self._writer.write(parts)
 
     @property
     def can_submit(self) -> bool:

@@ -15,7 +15,13 @@ from kafkette.client.throttle import client_throttle_ms
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.protocol.errors import DecodeError
 from kafkette.protocol.framing import FrameDecoder
-from kafkette.protocol.headers import decode_response, encode_request_frame, peek_correlation_id
+from kafkette.protocol.headers import (
+    decode_response,
+    encode_request_frame,
+    encode_request_parts,
+    peek_correlation_id,
+)
+from kafkette.protocol.primitives import Buffer
 from kafkette.protocol.schema import Request, Response
 
 DEFAULT_MAX_RESPONSE_SIZE = 2**31 - 1
@@ -74,6 +80,16 @@ class ClientWire:
         if expect_response:
             self._in_flight[correlation_id] = InFlight(request.API_KEY, version)
         return correlation_id, frame
+
+    def send_parts(self, request: Request, version: int) -> tuple[int, list[Buffer]]:
+        """Encode ``request`` (a response expected): its correlation id and the frame in
+        pieces, a Produce request's large batches by reference (see
+        :func:`~kafkette.protocol.headers.encode_request_parts`)."""
+        correlation_id = self._next_id
+        parts = encode_request_parts(request, version, correlation_id, self.client_id)
+        self._next_id = (correlation_id + 1) & 0x7FFFFFFF
+        self._in_flight[correlation_id] = InFlight(request.API_KEY, version)
+        return correlation_id, parts
 
     def forget(self, correlation_id: int) -> None:
         """Stop expecting a response (the caller gave up on it); it is dropped on arrival."""

@@ -24,6 +24,14 @@
  *     The client's mirror of encode_produce_response (records: any contiguous
  *     buffer or None).
  *
+ * encode_produce_request_parts(version, out, request) -> list | None
+ *     The whole frame in pieces, to be written one after another (one writev):
+ *     `out`, a bytearray holding 4 bytes for the size and the request header,
+ *     gets the size and the body up to the first large record set; each record
+ *     set of BY_REFERENCE_MIN bytes or more (a bytes or bytearray) is a piece of
+ *     its own, the object itself, not copied; bytes objects hold what lies
+ *     between. None when declined (`out` unchanged).
+ *
  * decode_produce_response(version, fallback, buf, pos) -> (ProduceResponse, end)
  *     The body at `pos`, as the generated decoder makes it; declining, it
  *     returns fallback(buf, pos).
@@ -413,6 +421,10 @@ done:
 typedef struct {
     unsigned char *buf;
     Py_ssize_t len, cap;
+    /* By reference (encode_produce_request_parts): a list of (position in buf, records)
+       for the record sets left out of buf, to be written after buf[:position]; NULL
+       when every record set is copied into buf. */
+    PyObject *cuts;
 } Writer;
 
 static int
@@ -655,7 +667,7 @@ encode_with(BodyEncoder put, const char *usage, PyObject *const *args, Py_ssize_
     if (version == -1 && PyErr_Occurred())
         PyErr_Clear();
     if (version >= MIN_VERSION && version <= MAX_VERSION && PyByteArray_Check(out)) {
-        Writer w = {PyMem_Malloc(256), 0, 256};
+        Writer w = {PyMem_Malloc(256), 0, 256, NULL};
         if (w.buf == NULL)
             return PyErr_NoMemory();
         int ok = put(&w, message, version);
@@ -842,6 +854,27 @@ decode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* ------------------------------------------------------------------------ */
 /* the client's side: ProduceRequest encoding                               */
 
+/* Record sets from this size on are written by reference by
+   encode_produce_request_parts; smaller ones cost less copied than as a piece of
+   their own. */
+#define BY_REFERENCE_MIN 4096
+
+/* Leave `records` (`len` bytes) out of w's buffer: a cut at the current position. */
+static int
+cut_records(Writer *w, PyObject *records, Py_ssize_t len)
+{
+    PyObject *position = PyLong_FromSsize_t(w->len);
+    if (position == NULL)
+        return 0;
+    PyObject *cut = PyTuple_Pack(2, position, records);
+    Py_DECREF(position);
+    if (cut == NULL)
+        return 0;
+    int ok = PyList_Append(w->cuts, cut) == 0;
+    Py_DECREF(cut);
+    return ok;
+}
+
 static int
 put_records(Writer *w, PyObject *records, int flexible)
 {
@@ -850,10 +883,16 @@ put_records(Writer *w, PyObject *records, int flexible)
     Py_buffer buffer;
     if (PyObject_GetBuffer(records, &buffer, PyBUF_SIMPLE) < 0)
         return 0;
-    int ok = buffer.len < INT32_MAX &&
-             (flexible ? put_uv(w, (uint32_t)(buffer.len + 1))
-                       : put_be(w, (uint64_t)buffer.len, 4)) &&
-             put_bytes(w, buffer.buf, buffer.len);
+    int ok = buffer.len < INT32_MAX && (flexible ? put_uv(w, (uint32_t)(buffer.len + 1))
+                                                 : put_be(w, (uint64_t)buffer.len, 4));
+    if (ok) {
+        /* by reference only the buffers nobody resizes while the request is written */
+        if (w->cuts != NULL && buffer.len >= BY_REFERENCE_MIN &&
+            (PyByteArray_CheckExact(records) || PyBytes_CheckExact(records)))
+            ok = cut_records(w, records, buffer.len);
+        else
+            ok = put_bytes(w, buffer.buf, buffer.len);
+    }
     PyBuffer_Release(&buffer);
     return ok;
 }
@@ -906,6 +945,98 @@ encode_produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                        args, nargs);
 }
 
+/* The pieces of a frame whose first `head` bytes are `out` (a bytearray: 4 bytes for
+   the size, then the request header) and whose body w's buffer and cuts hold: `out`
+   with w's bytes up to the first cut, then each cut's records and the bytes up to the
+   next. The size is written into out[0:4]. NULL on an error (nothing declined here). */
+static PyObject *
+frame_parts(PyObject *out, Writer *w)
+{
+    Py_ssize_t ncuts = PyList_GET_SIZE(w->cuts), total = PyByteArray_GET_SIZE(out) + w->len;
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    Py_ssize_t from = 0;
+    for (Py_ssize_t i = 0; i <= ncuts; i++) {
+        PyObject *records = NULL;
+        Py_ssize_t upto = w->len;
+        if (i < ncuts) {
+            PyObject *cut = PyList_GET_ITEM(w->cuts, i);
+            upto = PyLong_AsSsize_t(PyTuple_GET_ITEM(cut, 0));
+            records = PyTuple_GET_ITEM(cut, 1);
+            total += Py_SIZE(records);
+        }
+        int ok;
+        if (i == 0) {
+            Py_ssize_t start = PyByteArray_GET_SIZE(out);
+            ok = PyByteArray_Resize(out, start + upto) == 0;
+            if (ok) {
+                memcpy(PyByteArray_AS_STRING(out) + start, w->buf, (size_t)upto);
+                ok = PyList_Append(parts, out) == 0;
+            }
+        }
+        else if (upto > from) {
+            PyObject *piece = PyBytes_FromStringAndSize((const char *)w->buf + from, upto - from);
+            ok = piece != NULL && PyList_Append(parts, piece) == 0;
+            Py_XDECREF(piece);
+        }
+        else
+            ok = 1;
+        if (ok && records != NULL)
+            ok = PyList_Append(parts, records) == 0;
+        if (!ok) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        from = upto;
+    }
+    if (total - 4 > INT32_MAX) {
+        Py_DECREF(parts);
+        PyErr_SetString(PyExc_OverflowError, "a Produce frame over 2 GiB");
+        return NULL;
+    }
+    uint32_t size = (uint32_t)(total - 4);
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(out);
+    p[0] = (unsigned char)(size >> 24);
+    p[1] = (unsigned char)(size >> 16);
+    p[2] = (unsigned char)(size >> 8);
+    p[3] = (unsigned char)size;
+    return parts;
+}
+
+static PyObject *
+encode_produce_request_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_produce_request_parts(version, out, request) takes 3 arguments");
+        return NULL;
+    }
+    int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
+    if (version == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    PyObject *out = args[1], *request = args[2];
+    if (version < MIN_VERSION || version > MAX_VERSION || !PyByteArray_CheckExact(out) ||
+        PyByteArray_GET_SIZE(out) < 4)
+        Py_RETURN_NONE;
+    Writer w = {PyMem_Malloc(256), 0, 256, PyList_New(0)};
+    PyObject *parts = NULL;
+    if (w.buf == NULL || w.cuts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (put_request(&w, request, version))
+        parts = frame_parts(out, &w);
+    if (parts == NULL && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
+        PyErr_Clear(); /* declined: the Python encoder encodes it or says what is wrong */
+done:
+    PyMem_Free(w.buf);
+    Py_XDECREF(w.cuts);
+    if (parts == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return parts;
+}
+
 /* ------------------------------------------------------------------------ */
 
 static PyObject *
@@ -948,6 +1079,10 @@ static PyMethodDef methods[] = {
      METH_FASTCALL,
      "encode_produce_request(version, fallback, out, request): append the body to out;\n"
      "returns fallback(out, request) for what only the Python encoder handles."},
+    {"encode_produce_request_parts",
+     (PyCFunction)(void (*)(void))encode_produce_request_parts, METH_FASTCALL,
+     "encode_produce_request_parts(version, out, request): the frame's pieces, the large\n"
+     "record sets by reference, `out` (size and header) first; None when declined."},
     {"decode_produce_response", (PyCFunction)(void (*)(void))decode_produce_response,
      METH_FASTCALL,
      "decode_produce_response(version, fallback, buf, pos): (ProduceResponse, end) for a\n"

@@ -53,6 +53,9 @@ from kafkette.protocol.produce_speedups import (
     encode_produce_request as _encode_produce_request,
 )
 from kafkette.protocol.produce_speedups import (
+    encode_produce_request_parts as _encode_produce_request_parts,
+)
+from kafkette.protocol.produce_speedups import (
     encode_produce_response as _encode_produce_response,
 )
 from kafkette.protocol.schema import Request, Response
@@ -141,18 +144,7 @@ def encode_request_frame(
         if entry is None:
             return _slow_encode_request_frame(request, version, correlation_id, client_id)
     header_version, encode_body = entry
-    out = bytearray(4)
-    try:
-        # The request header written directly: api key, version and correlation id, then
-        # (v1+) the client id, always a non-compact nullable string, then (v2) an empty
-        # tagged section. test_codec_fast_paths checks it against the compiled RequestHeader.
-        out += _HEADER_FIXED.pack(request.API_KEY, version, correlation_id)
-        if header_version:
-            out += _client_ids.get(client_id) or _encode_client_id(client_id)
-            if header_version == 2:
-                out.append(0)
-    except ENCODE_FAILURES as exc:
-        raise encode_error(exc, f"RequestHeader v{header_version}") from exc
+    out = _frame_head(request.API_KEY, version, correlation_id, client_id, header_version)
     try:
         encode_body(out, request)
     except ENCODE_FAILURES as exc:
@@ -161,6 +153,49 @@ def encode_request_frame(
     if size > 0x7FFFFFFF:
         raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
     INT32.pack_into(out, 0, size)
+    return out
+
+
+def encode_request_parts(
+    request: Request, version: int, correlation_id: int, client_id: str | None
+) -> list[Buffer]:
+    """The whole frame of ``request`` in pieces, to be written one after another.
+
+    A ProduceRequest's record sets of 4 KiB or more are pieces by themselves (the
+    batches' own buffers, not copied: a 1 MiB batch copied into the frame is fresh
+    memory faulted in page by page); any other request is one piece, the frame of
+    :func:`encode_request_frame`. The pieces must not change until written.
+    """
+    parts = _encode_produce_request_parts
+    if (
+        parts is not None
+        and request.API_KEY == PRODUCE_KEY
+        and _FAST_PRODUCE_MIN <= version <= _FAST_PRODUCE_MAX
+    ):
+        header_version = 2 if request.is_flexible(version) else 1
+        head = _frame_head(PRODUCE_KEY, version, correlation_id, client_id, header_version)
+        pieces = parts(version, head, request)
+        if pieces is not None:
+            return pieces
+    return [encode_request_frame(request, version, correlation_id, client_id)]
+
+
+def _frame_head(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, header_version: int
+) -> bytearray:
+    """4 bytes for the frame's size, then the request header."""
+    out = bytearray(4)
+    try:
+        # The request header written directly: api key, version and correlation id, then
+        # (v1+) the client id, always a non-compact nullable string, then (v2) an empty
+        # tagged section. test_codec_fast_paths checks it against the compiled RequestHeader.
+        out += _HEADER_FIXED.pack(api_key, version, correlation_id)
+        if header_version:
+            out += _client_ids.get(client_id) or _encode_client_id(client_id)
+            if header_version == 2:
+                out.append(0)
+    except ENCODE_FAILURES as exc:
+        raise encode_error(exc, f"RequestHeader v{header_version}") from exc
     return out
 
 
@@ -458,6 +493,8 @@ __all__ = [
     "decode_request_header",
     "decode_response",
     "encode_request",
+    "encode_request_frame",
+    "encode_request_parts",
     "encode_response",
     "encode_response_parts",
     "peek_correlation_id",

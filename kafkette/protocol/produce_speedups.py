@@ -1,7 +1,8 @@
 """Selection of the optional C accelerator for Produce.
 
 ``decode_produce_request`` and ``encode_produce_response`` (the broker's side),
-``encode_produce_request`` and ``decode_produce_response`` (the client's) are the
+``encode_produce_request``, ``encode_produce_request_parts`` and
+``decode_produce_response`` (the client's) are the
 compiled functions of :mod:`kafkette.protocol._produce` when the extension was
 built and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not ``1``, else None.
 They take only the common, well-formed case (versions 3 to 11) and leave the
@@ -70,6 +71,16 @@ encode_produce_request: EncodeProduceRequest | None = (
 )
 """``(version, fallback, out, request)``: append the ProduceRequest body at ``version``
 to the bytearray ``out``, or return ``fallback(out, request)`` (the client's side)."""
+
+encode_produce_request_parts: Callable[[int, bytearray, Any], list[Any] | None] | None = (
+    None if _module is None else _module.encode_produce_request_parts
+)
+"""``(version, out, request)``: the whole ProduceRequest frame at ``version`` in pieces to
+write one after another, or None when only the generated encoder takes the request.
+``out`` holds 4 bytes for the size and the request header; it becomes the first piece
+(the size written, the body up to the first large record set appended), each record
+set of 4 KiB or more (a bytes or bytearray) is a piece by itself, not copied, and
+bytes objects hold the rest."""
 
 decode_produce_response: DecodeProduceResponse | None = (
     None if _module is None else _module.decode_produce_response

@@ -6,7 +6,7 @@ Under asyncio a TCP connection uses :class:`AsyncioPipe`, under trio
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -14,6 +14,7 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
+from kafkette.client.gather_write import GatherWriter
 from kafkette.client.pipes import AsyncioPipe, OnResponse, StreamPipe
 from kafkette.client.wire import ClientWire
 from kafkette.errors import KafkaConnectionError, KafkaTimeoutError
@@ -404,22 +405,21 @@ async def test_corked_submits_go_out_in_one_write_in_order() -> None:
     ):
         pipe = connection._pipe
         assert isinstance(pipe, AsyncioPipe)
-        transport = pipe._transport
-        assert transport is not None
-        write = transport.write
+        assert pipe._transport is not None
 
-        def counting_write(data: bytes | bytearray | memoryview) -> None:
-            decoder = FrameDecoder(1 << 20)
-            decoder.feed(bytes(data))
-            names = []
-            while (frame := decoder.next_frame()) is not None:
-                request = decode_request(frame)[1]
-                assert isinstance(request, MetadataRequest) and request.topics
-                names.append(request.topics[0].name)
-            reads.append(names)
-            write(data)
+        class CountingWriter(GatherWriter):
+            def write(self, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+                decoder = FrameDecoder(1 << 20)
+                decoder.feed(b"".join(parts))
+                names = []
+                while (frame := decoder.next_frame()) is not None:
+                    request = decode_request(frame)[1]
+                    assert isinstance(request, MetadataRequest) and request.topics
+                    names.append(request.topics[0].name)
+                reads.append(names)
+                super().write(parts)
 
-        transport.write = counting_write  # type: ignore[method-assign]
+        pipe._writer = CountingWriter(pipe._transport)
         outcomes: list[Outcome] = []
         done = anyio.Event()
         on_response = _recorder(outcomes, done, 4)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.protocol import headers, produce_speedups
 from kafkette.protocol.codec import message_decoder, message_encoder
-from kafkette.protocol.errors import ProtocolError
-from kafkette.protocol.messages import ProduceRequest, ProduceResponse
+from kafkette.protocol.errors import EncodeError, ProtocolError
+from kafkette.protocol.messages import MetadataRequest, ProduceRequest, ProduceResponse
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -242,3 +243,51 @@ def test_responses_the_fast_path_leaves_to_the_generated_decoder() -> None:
         fallback = Fallback(lambda buf, pos: ("python", pos))
         assert decode_fast(version, fallback, b"", 0) == ("python", 0)
         assert fallback.calls == 1
+
+
+def _frame(request: ProduceRequest, version: int) -> bytes:
+    return bytes(headers.encode_request_frame(request, version, 7, "client"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests, st.sampled_from([bytes, bytearray, memoryview]), st.sampled_from([1, 4096]))
+def test_a_request_in_pieces_is_the_frame_and_leaves_large_batches_where_they_are(
+    drawn: tuple[int, ProduceRequest], kind: type, repeat: int
+) -> None:
+    """Joined, the pieces are the whole frame's bytes; a bytes or bytearray record set of
+    4 KiB or more is a piece by itself, the very object (not copied); smaller ones and
+    memoryviews are copied into the pieces around them."""
+    version, request = drawn
+    records: list[Any] = []
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            if p.records is not None:
+                p.records = kind(bytes(p.records) * repeat)
+                records.append(p.records)
+    parts = headers.encode_request_parts(request, version, 7, "client")
+    assert b"".join(parts) == _frame(request, version)
+    referenced = [p for p in parts if any(p is r for r in records)]
+    assert referenced == [r for r in records if kind is not memoryview and len(r) >= 4096]
+    assert isinstance(parts[0], bytearray) and len(parts[0]) >= 4
+
+
+def test_a_request_the_pieces_encoder_declines_is_one_frame() -> None:
+    """What only the generated encoder takes (a version under 3, records that are not
+    bytes) comes whole from it, or raises its error."""
+    records = bytearray(b"r" * 5000)
+    request = ProduceRequest(
+        acks=1, timeout_ms=5, topic_data=[TopicProduceData("t", [PartitionProduceData(0, records)])]
+    )
+    parts = headers.encode_request_parts(request, 2, 7, "client")
+    assert len(parts) == 1 and bytes(parts[0]) == _frame(request, 2)
+    bad = ProduceRequest(
+        acks=1,
+        timeout_ms=5,
+        topic_data=[TopicProduceData("t", [PartitionProduceData(0, "x")])],  # type: ignore[arg-type]
+    )
+    with pytest.raises(EncodeError):
+        headers.encode_request_parts(bad, 9, 7, "client")
+    metadata = MetadataRequest(topics=None)
+    assert headers.encode_request_parts(metadata, 9, 7, None) == [
+        headers.encode_request_frame(metadata, 9, 7, None)
+    ]

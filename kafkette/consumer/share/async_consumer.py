@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ShareConsumerConfig
 from kafkette.clocks import loop_clock_ms
@@ -54,6 +56,7 @@ class AsyncShareConsumer:
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._core.run)
+        self._task_group.start_soon(telemetry.run, self._core.client)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -176,6 +179,18 @@ class AsyncShareConsumer:
         (``group.share.record.lock.duration.ms`` or the group's override); None before
         any fetch (Java's ``acquisitionLockTimeoutMs``)."""
         return self._c.lock_timeout_ms
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        """The client instance id the broker gave this consumer (KIP-714's
+        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
+        ``timeout`` seconds (default ``default.api.timeout.ms``) for it, opening a
+        connection if the consumer has none yet.
+
+        Raises :class:`~kafkette.errors.IllegalStateError` with
+        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
+        the broker did not give one in time (it has no KIP-714, or no reachable broker).
+        """
+        return await telemetry.client_instance_id(self._c.client, timeout)
 
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None

@@ -9,9 +9,11 @@ polls, commits or closes, as in Java.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from kafkette.client import telemetry
 from kafkette.client.config import ShareConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain, task_host
 from kafkette.consumer.share.async_consumer import AsyncShareConsumer
@@ -46,6 +48,7 @@ class ShareConsumer:
             self._loop.close()
             raise
         self._loop.call_soon(self._core.run)
+        self._loop.call_soon(telemetry.run, self._core.client)
         _, self._tasks = self._loop.portal.start_task(task_host)
         self._callback: AcknowledgementCommitCallback | None = None
 
@@ -149,6 +152,10 @@ class ShareConsumer:
     def acquisition_lock_timeout_ms(self) -> int | None:
         self._core.check_open()
         return self._core.lock_timeout_ms
+
+    @documented_as(AsyncShareConsumer.client_instance_id)
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
+        return self._wait(telemetry.client_instance_id, self._core.client, timeout)
 
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None

@@ -50,11 +50,13 @@ import anyio.abc
 
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ShareConsumerConfig
+from kafkette.client.telemetry import attach
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.consumer.fetch_buffer import timestamp_type
 from kafkette.consumer.share.acknowledgements import AckBatch, Acknowledgements
 from kafkette.consumer.share.fetch_buffer import Fetched, ShareFetchBuffer
 from kafkette.consumer.share.membership import LEAVE_EPOCH, ShareMembership
+from kafkette.consumer.share.metrics import ShareFetchMetrics
 from kafkette.consumer.share.record import (
     AcknowledgementCommitCallback,
     AcknowledgeType,
@@ -127,6 +129,8 @@ class ShareConsumerCore:
         self.client = KafkaClient(config, clock=clock)
         self.membership = ShareMembership(self.group_id, rack_id=config.client_rack or None)
         self.acks = Acknowledgements()
+        self.metrics = ShareFetchMetrics()
+        attach(self.client, "consumer", self.metrics.samples)  # KIP-714 (enable.metrics.push)
         self.explicit = config.share_acknowledgement_mode == "explicit"
         self.sessions: dict[int, int] = {}
         """The next epoch of each leader's share session (absent: none open)."""
@@ -407,6 +411,7 @@ class ShareConsumerCore:
             for tp, (offsets, gaps) in fetched.offsets.items():
                 self.acks.delivered(tp, itertools.chain.from_iterable(offsets), gaps)
             out += fetched.records
+        self.metrics.records_consumed += len(out)
         return out
 
     def _raise_fetch_error(self) -> None:
@@ -494,8 +499,17 @@ class ShareConsumerCore:
                 )
             if version >= RENEW_SINCE:
                 request.is_renew_ack = _has_renew(acks)
+            self.metrics.acknowledgements_sent += sum(
+                last - first + 1 for batches in acks.values() for first, last, _ in batches
+            )
+            sent_ms = self.client.clock()
             response = await connection.request(request, version=version)
             assert isinstance(response, (ShareFetchResponse, ShareAcknowledgeResponse))
+            if isinstance(response, ShareFetchResponse):
+                self.metrics.fetched(
+                    self.client.clock() - sent_ms,
+                    sum(len(p.records or b"") for t in response.responses for p in t.partitions),
+                )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             self.client.metadata.request_update()
             self._lose_session(node, acks, exc)
@@ -542,6 +556,8 @@ class ShareConsumerCore:
         }
         if offsets:
             self.completed.append(({tp: offsets}, error))
+            if error is not None:
+                self.metrics.acknowledgements_failed += len(offsets)
 
     def _read_fetch(
         self, node: int, response: ShareFetchResponse, acks: dict[TopicPartition, list[AckBatch]]

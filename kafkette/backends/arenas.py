@@ -122,6 +122,15 @@ class Arena:
         if _populate_works and ahead > start and POPULATOR.request(self, start, ahead):
             self.requested = ahead
 
+    def prefetch(self, end: int) -> None:
+        """Ask the populator thread for the pages up to ``end`` (rounded up to
+        :data:`POPULATE_STEP`) it was not asked for yet: the owner will write there soon
+        (:meth:`populate` then leaves them to the thread)."""
+        stop = min(-(-end // POPULATE_STEP) * POPULATE_STEP, self.size)
+        start = max(self.requested, self.populated)
+        if _populate_works and stop > start and POPULATOR.request(self, start, stop):
+            self.requested = stop
+
     def settle(self) -> None:
         """Count what the populator thread was asked for as allocated (it will be): the
         owner lets the arena go."""

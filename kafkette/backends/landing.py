@@ -18,7 +18,11 @@ reused in place only when no view of it lives and no read exposed its pages;
 otherwise it is retired to the :class:`~kafkette.backends.arenas.ArenaPool`,
 which hands it out again once the views are gone (the logs that keep batches
 in it let them go when retention or deletion drops them), and the connection
-takes another.
+takes another. Once that has happened (what it receives is kept), the
+connection takes its next arena when the current one is half full, and the
+populator thread (:mod:`kafkette.backends.populator`) allocates the next
+arena's first pages meanwhile, so that the event loop receives into allocated
+pages rather than allocating them itself.
 
 :func:`landed_arena` tells a log whether a buffer is such a region: only a view
 of an arena a :class:`Landing` took (until the pool hands it out for another
@@ -65,13 +69,18 @@ def landed_arena(data: object) -> Arena | None:
 class Landing:
     """One connection's arena for its large requests, handed out a region at a time."""
 
-    __slots__ = ("_arena", "_pool", "_pos", "_view")
+    __slots__ = ("_arena", "_kept", "_pool", "_pos", "_spare", "_view")
 
     def __init__(self, pool: ArenaPool = ARENA_POOL) -> None:
         self._pool = pool
         self._arena: Arena | None = None
         self._view: memoryview | None = None
         self._pos = 0
+        self._kept = False
+        """Whether an arena of this landing was still seen when full (a memory log keeps
+        what the connection receives): the next arena is then taken ahead of time."""
+        self._spare: Arena | None = None
+        """The next arena, its first pages allocated by the populator thread meanwhile."""
 
     def region(self, size: int) -> memoryview | None:
         """A writable view of ``size`` bytes nobody else writes (None: no arena to be had;
@@ -88,6 +97,10 @@ class Landing:
         assert view is not None
         start = self._pos
         self._pos = start + size
+        if self._kept and self._spare is None and 2 * self._pos >= arena.size:
+            self._spare = self._take(LANDING_SIZE)
+            if self._spare is not None:
+                self._spare.prefetch(POPULATE_STEP)
         return view[start : start + size]
 
     def reach(self, region: memoryview, end: int) -> None:
@@ -109,21 +122,30 @@ class Landing:
                 self._view = memoryview(arena.region)
                 self._pos = 0
                 return arena
-        self.close()
-        wanted = max(LANDING_SIZE, -(-size // POPULATE_STEP) * POPULATE_STEP)
-        arena = self._pool.take(wanted)
-        if arena is None:
-            return None
-        arena.landing = True
-        _LANDING[id(arena.region)] = arena
+            self._kept = True
+        self._retire_current()
+        spare, self._spare = self._spare, None
+        if spare is not None and size <= spare.size:
+            arena = spare
+        else:
+            if spare is not None:
+                self._pool.retire(spare)
+            arena = self._take(max(LANDING_SIZE, -(-size // POPULATE_STEP) * POPULATE_STEP))
+            if arena is None:
+                return None
         self._arena = arena
         self._view = memoryview(arena.region)
         self._pos = 0
         return arena
 
-    def close(self) -> None:
-        """The connection is done with its arena: to the pool, reused once no view of it
-        lives (the logs keeping batches in it let them go)."""
+    def _take(self, size: int) -> Arena | None:
+        arena = self._pool.take(size)
+        if arena is not None:
+            arena.landing = True
+            _LANDING[id(arena.region)] = arena
+        return arena
+
+    def _retire_current(self) -> None:
         arena, self._arena = self._arena, None
         view, self._view = self._view, None
         if view is not None:
@@ -131,3 +153,11 @@ class Landing:
                 view.release()
         if arena is not None:
             self._pool.retire(arena)
+
+    def close(self) -> None:
+        """The connection is done with its arena: to the pool, reused once no view of it
+        lives (the logs keeping batches in it let them go)."""
+        self._retire_current()
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            self._pool.retire(spare)

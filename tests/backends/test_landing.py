@@ -18,6 +18,7 @@ from kafkette.backends.arenas import POPULATE_STEP, ArenaPool
 from kafkette.backends.config import LogConfig
 from kafkette.backends.landing import LANDING_SIZE, Landing, landed_arena
 from kafkette.backends.memory import MemoryLog, MemoryStorage
+from kafkette.backends.populator import POPULATOR
 from tests.backends.helpers import FakeClock, make_batch
 
 MiB = 1 << 20
@@ -200,3 +201,29 @@ def test_truncation_across_landed_batches_keeps_the_rest_exact(
         log.append(_land(place, data) if i else data, leader_epoch=0)
     log.update_high_watermark(log.log_end_offset)
     assert log.read(0, 1 << 30).to_bytes() == b"".join(kept + new)
+
+
+def test_once_requests_are_kept_the_next_arena_is_taken_and_populated_ahead() -> None:
+    """A connection whose full arena is still seen (a memory log keeps what it receives)
+    takes its next arena once the current one is half full, and the populator thread
+    allocates that arena's first step meanwhile; a connection whose arenas are reused in
+    place (nothing kept) takes none ahead."""
+    pool = ArenaPool()
+    place = Landing(pool)
+    first = _land(place, bytes(5 * MiB))
+    second = _land(place, bytes(5 * MiB))  # the first is still seen: another arena
+    current = landed_arena(second)
+    assert current is not None and current is not landed_arena(first)
+    spare = place._spare  # type: ignore[attr-defined]
+    assert spare is not None and spare is not current and spare.landing
+    assert spare.requested == POPULATE_STEP
+    assert POPULATOR.wait_idle(30)
+    assert spare.ahead_done == POPULATE_STEP
+    third = _land(place, bytes(5 * MiB))
+    assert landed_arena(third) is spare
+    assert bytes(first) == bytes(second) == bytes(5 * MiB)
+
+    reused = Landing(ArenaPool())
+    for _ in range(4):
+        _land(reused, bytes(5 * MiB))  # (nothing holds the regions)
+    assert reused._spare is None  # type: ignore[attr-defined]

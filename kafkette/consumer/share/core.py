@@ -9,31 +9,31 @@ the records fetched ahead (:class:`~kafkette.consumer.share.fetch_buffer.ShareFe
 and one share session per partition leader, with its epoch (0 opens it, each answer
 moves it on, -1 closes it).
 
-Fetching ahead, as Java's ``ShareConsumer``: nothing is fetched before the first
-``poll`` (nothing is acquired for a member that does not read). :meth:`ShareConsumerCore.run`
-sends a leader its ShareFetches, one at a time, and the next one only when the last
-answer was taken by a poll or held no records: at most one answer per leader waits,
-acquired, beside the records the application has (Java's bound). A leader is fetched
-from
-
-- while a poll waits for records: the ShareFetch waits at the broker up to
-  ``fetch.max.wait.ms`` (or what is left of the poll's timeout);
-- right after a poll took its answer with records, and while acknowledgements wait for
-  it: the ShareFetch does not wait (``max_wait_ms`` 0), so the next records are fetched
-  while the application works on these. Java's fetcher long-polls here too; not doing so
-  means no ShareFetch sits at an idle broker for ``fetch.max.wait.ms``, where a commit
-  would wait behind it (one request at a time per share session), and an idle member
-  acquires nothing it was not asked for.
+Fetching in the background, as Java's ``ShareConsumer``: a poll hands out what the
+fetch buffer holds; when it holds nothing, the poll asks :meth:`ShareConsumerCore.run`
+to fetch (Java's ``fetchMoreRecords``), which sends each leader not already asked a
+ShareFetch, waiting at the broker up to ``fetch.max.wait.ms`` (or what is left of the
+poll's timeout) while a poll waits, and not at all once none does. Fetching stops when
+an answer brings records, until a poll finds the buffer empty again: as in Java, the
+member holds at most one answer per leader (the records the application had are
+acknowledged by the fetch that brings the next ones), whatever the
+application does meanwhile. An answer that comes after its poll gave up waits in the
+buffer for the next poll, its records acquired, their locks running. Unlike Java's
+fetcher, no ShareFetch long-polls in the background once no poll waits: a commit would
+queue behind it (one request at a time per share session) for up to
+``fetch.max.wait.ms``.
 
 Each ShareFetch carries the acknowledgements booked for that leader's partitions before
 the last poll (in implicit mode a poll accepts the previous poll's records first), so
-they ride on the next fetch; ``commit`` sends everything booked in ShareAcknowledge, after
-the fetch that is out. ``close`` and ``unsubscribe`` stop fetching, send what is booked
-with epoch -1, which closes the session: the broker gives back what the member still
-holds, the records waiting in the buffer among them (never handed out, so never
-acknowledged), then leave the group (ShareGroupHeartbeat with epoch -1). Each answered
-acknowledgement is queued for the acknowledgement-commit callback, which the consumer
-calls in the application's thread or task.
+they ride on the next fetch; when a poll hands out buffered records instead, they go in
+a ShareAcknowledge at once (Java's asynchronous acknowledgement); ``commit`` sends
+everything booked in ShareAcknowledge, after the request that is out. ``close`` and
+``unsubscribe`` stop fetching, send what is booked with epoch -1, which closes the
+session: the broker gives back what the member still holds, the records waiting in the
+buffer among them (never handed out, so never acknowledged), then leave the group
+(ShareGroupHeartbeat with epoch -1). Each answered acknowledgement is queued for the
+acknowledgement-commit callback, which the consumer calls in the application's thread
+or task.
 """
 
 from __future__ import annotations
@@ -140,11 +140,14 @@ class ShareConsumerCore:
         """Answered acknowledgements waiting for the callback."""
         self.closed = False
         self.buffer = ShareFetchBuffer()
+        self._last_made: dict[TopicPartition, tuple[object, list[ShareConsumerRecord]]] = {}
+        """The records of the last stored batch made per partition (see ``_made``)."""
         self.fetching = False
         """Whether records are fetched ahead: from the first poll until unsubscribe or
         close (Java's ``fetchMoreRecords``)."""
-        self.flowing: set[int] = set()
-        """Leaders whose last answer held records: fetched from again without waiting."""
+        self.wanted = False
+        """A poll found nothing to hand out: fetch, until an answer brings records (Java's
+        ``fetchMoreRecords``)."""
         self.poll_deadline: float | None = None
         """While a poll waits for records: when it gives up (client clock, ms)."""
         self.fetch_error: Exception | None = None
@@ -251,14 +254,16 @@ class ShareConsumerCore:
         for node, partitions in by_node.items():
             if not self.fetching or self.buffer.busy(node):
                 continue
-            if deadline is not None:  # a poll waits: wait at the broker too
-                wait_ms = min(max(deadline - self.client.clock(), 0), self.config.fetch_max_wait_ms)
-            elif node in self.flowing or node in sealed:
-                wait_ms = 0
-            else:
-                continue
-            self.buffer.in_flight.add(node)
-            tasks.start_soon(self._fetch_ahead, node, partitions, int(wait_ms))
+            if self.wanted:
+                wait_ms = 0.0  # no poll waits: what is there now, then stop
+                if deadline is not None:  # a poll waits: wait at the broker too
+                    left = max(deadline - self.client.clock(), 0)
+                    wait_ms = min(left, self.config.fetch_max_wait_ms)
+                self.buffer.in_flight.add(node)
+                tasks.start_soon(self._fetch_ahead, node, partitions, int(wait_ms))
+            elif node in sealed:  # a poll handed out buffered records: send the last ones'
+                self.buffer.in_flight.add(node)
+                tasks.start_soon(self._acknowledge_ahead, node)
 
     async def _fetch_ahead(self, node: int, partitions: set[TopicPartition], wait_ms: int) -> None:
         """One ShareFetch to ``node``; its records wait in the buffer for a poll."""
@@ -268,15 +273,12 @@ class ShareConsumerCore:
             if fetched is not None:
                 sent = True
                 self.buffer.add(fetched)
-                if fetched.records:
-                    self.flowing.add(node)
-                else:
-                    self.flowing.discard(node)
+                if fetched.records or self.poll_deadline is None:
+                    self.wanted = False  # the next poll finding nothing asks again
                 if node not in self.sessions:  # the session or connection was lost
                     await anyio.sleep(self.config.retry_backoff_ms / 1000)
         except Exception as exc:  # for the next poll to raise
             sent = True
-            self.flowing.discard(node)
             if self.fetch_error is None:
                 self.fetch_error = exc
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
@@ -284,6 +286,23 @@ class ShareConsumerCore:
             self.buffer.in_flight.discard(node)
         if sent:  # else nothing was to send: fetch again when something changes
             self._tell_poll()
+
+    async def _acknowledge_ahead(self, node: int) -> None:
+        """A ShareAcknowledge of what was booked before the last poll for ``node``'s
+        partitions, when no fetch takes it (Java's ShareAcknowledgeAsyncEvent)."""
+        try:
+            async with self._lock(node):
+                partitions = self.session_partitions.get(node, set())
+                acks = self.acks.take(partitions, sealed_only=True)
+                if acks and node in self.sessions:
+                    await self._send_acknowledge(node, acks, closing=False)
+                elif acks:
+                    self._fail(acks, ShareSessionNotFoundError(f"no share session with {node}"))
+        except Exception as exc:  # for the next poll to raise
+            if self.fetch_error is None:
+                self.fetch_error = exc
+        finally:
+            self.buffer.in_flight.discard(node)
 
     async def _leave(self) -> None:
         membership = self.membership
@@ -380,17 +399,16 @@ class ShareConsumerCore:
         clock = self.client.clock
         deadline = clock() + timeout_ms
         self.fetching = True
-        self.wake_fetcher()  # a leader whose answer this poll takes is fetched from again
         while True:
             if self.membership.error is not None:
                 raise self.membership.error
-            taken = self.buffer.take()
-            if taken:
-                self.wake_fetcher()
-                records = self._hand_out(taken)
-                if records:
-                    return records
+            records = self._hand_out(self.buffer.take())
+            if records:
+                self.wake_fetcher()  # the acknowledgements booked before, when no fetch is due
+                return records
             self._raise_fetch_error()
+            self.wanted = True  # nothing to hand out: fetch (carrying what is booked)
+            self.wake_fetcher()
             left = deadline - clock()
             if left <= 0:
                 return []
@@ -590,6 +608,29 @@ class ShareConsumerCore:
             self._complete(tp, batches, ShareSessionNotFoundError(f"no answer for {tp}"))
         return out
 
+    def _made(
+        self,
+        tp: TopicPartition,
+        batch: RecordBatch,
+        prefix: tuple[str, int],
+        suffix: tuple[int, int | None, int],
+    ) -> list[ShareConsumerRecord] | None:
+        """The records of a whole stored batch, made by the C extension (None without it).
+
+        A stored batch larger than what one fetch acquires (the broker keeps at most
+        ``group.share.partition.max.record.locks`` records in flight, 2000 by default)
+        comes again with the next answers, whole: the last one made per partition is
+        kept, so that each is made once, not once per answer."""
+        header = batch.header
+        key = (header.base_offset, header.crc, header.batch_length, suffix)
+        known = self._last_made.get(tp)
+        if known is not None and known[0] == key:
+            return known[1]
+        made = batch.records_as(ShareConsumerRecord, prefix, suffix)
+        if made is not None:
+            self._last_made[tp] = (key, made)
+        return made
+
     def _records(self, tp: TopicPartition, part: PartitionData, into: Fetched) -> None:
         """The acquired records of one partition's answer, and its gaps, into ``into``.
 
@@ -625,11 +666,10 @@ class ShareConsumerCore:
                 suffix = (timestamp_type(batch), leader_epoch)
                 if plain and len(wanted) == 1 and isinstance(batch, RecordBatch):
                     first, last, count = wanted[0]
-                    # The whole batch made by the C extension (None without it).
-                    made = batch.records_as(ShareConsumerRecord, prefix, (*suffix, count))
+                    made = self._made(tp, batch, prefix, (*suffix, count))
                     if made is not None:
                         if first > low or last < high:
-                            made = [r for r in made if first <= r.offset <= last]
+                            made = _within(made, first, last)
                         if made:
                             out += made
                             seen.append(_offsets(made, 2))
@@ -824,6 +864,14 @@ class ShareConsumerCore:
 
 def _offset(record: tuple[Any, ...]) -> int:
     return int(record[0])
+
+
+def _within(made: list[ShareConsumerRecord], first: int, last: int) -> list[ShareConsumerRecord]:
+    """The records of ``made`` (ascending offsets) from ``first`` to ``last``."""
+    base = made[0].offset
+    if made[-1].offset - base + 1 == len(made):  # contiguous: a slice
+        return made[max(first - base, 0) : max(last - base + 1, 0)]
+    return [r for r in made if first <= r.offset <= last]
 
 
 def _offsets(records: Sequence[tuple[Any, ...]], field: int) -> Sequence[int]:

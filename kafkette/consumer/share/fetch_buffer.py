@@ -1,11 +1,10 @@
-"""Records a share consumer fetched ahead of ``poll``: no I/O.
+"""Records a share consumer fetched and did not hand out yet: no I/O.
 
-Java's ``ShareConsumer`` keeps a ShareFetch going in the background and holds its answer
-in a fetch buffer until the application polls; :class:`ShareFetchBuffer` is that buffer,
-with Java's bound on what it holds: a leader gets its next ShareFetch only when no fetch
-to it is in flight and none of its records wait here (Java's ``nodesWithPendingRequests``
-and one buffered answer per node). So the member never holds more than the records the
-application has and one answer per leader, each acquired (its lock running) from the
+Java's ``ShareConsumer`` fetches in the background and holds the answers in a fetch
+buffer until the application polls; :class:`ShareFetchBuffer` is that buffer. A leader
+is not sent another ShareFetch while one is out to it or its answer waits here (Java's
+``nodesWithPendingRequests``), and the consumer asks for one only when a poll found
+nothing here, so at most one answer per leader is held, its records acquired from the
 moment the broker answered.
 
 Records waiting here are not the application's yet: they are booked as delivered

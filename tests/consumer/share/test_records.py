@@ -141,3 +141,30 @@ async def test_a_damaged_batch_waits_for_the_records_of_the_others() -> None:
     with pytest.raises(CorruptMessageError):
         core._raise_fetch_error()
     await core.client.close()
+
+
+@pytest.mark.anyio
+async def test_a_stored_batch_sent_again_gives_the_ranges_each_answer_acquired() -> None:
+    """The broker sends a large stored batch whole with each answer acquiring part of it
+    (at most max.record.locks in flight): each answer gives exactly its acquired range,
+    with its delivery count, the batch made once per count."""
+    config = ShareConsumerConfig.from_user(bootstrap_servers="memory://records-test", group_id="g")
+    core = ShareConsumerCore(config)
+    stored = batch(0, 10)
+
+    def answer(first: int, last: int, count: int) -> list[tuple[int, bytes, int]]:
+        part = PartitionData(
+            partition_index=TP.partition,
+            records=stored,
+            acquired_records=[AcquiredRecords(first, last, count)],
+        )
+        fetched = Fetched(1, [], {})
+        core._records(TP, part, fetched)
+        return [(r.offset, r.value, r.delivery_count) for r in core._hand_out([fetched])]
+
+    assert answer(0, 3, 1) == [(i, b"v%d" % i, 1) for i in range(4)]
+    assert answer(4, 9, 1) == [(i, b"v%d" % i, 1) for i in range(4, 10)]
+    assert answer(2, 3, 2) == [(2, b"v2", 2), (3, b"v3", 2)]
+    assert answer(9, 12, 1) == [(9, b"v9", 1)]  # 10-12: gaps
+    assert core.acks.booked[TP] == {10: GAP, 11: GAP, 12: GAP}
+    await core.client.close()

@@ -41,6 +41,10 @@ class InFlight:
     api_version: int
 
 
+_sent: dict[tuple[int, int], InFlight] = {}
+"""One (frozen) InFlight per API key and version, shared by the requests that use them."""
+
+
 class ClientWire:
     """Correlation ids and response parsing for one connection."""
 
@@ -88,7 +92,10 @@ class ClientWire:
         correlation_id = self._next_id
         parts = encode_request_parts(request, version, correlation_id, self.client_id)
         self._next_id = (correlation_id + 1) & 0x7FFFFFFF
-        self._in_flight[correlation_id] = InFlight(request.API_KEY, version)
+        sent = _sent.get((request.API_KEY, version))
+        if sent is None:
+            sent = _sent[request.API_KEY, version] = InFlight(request.API_KEY, version)
+        self._in_flight[correlation_id] = sent
         return correlation_id, parts
 
     def forget(self, correlation_id: int) -> None:

@@ -24,13 +24,14 @@
  *     The client's mirror of encode_produce_response (records: any contiguous
  *     buffer or None).
  *
- * encode_produce_request_parts(version, out, request) -> list | None
+ * encode_produce_request_parts(version, correlation_id, client_id, request)
+ *         -> list | None
  *     The whole frame in pieces, to be written one after another (one writev):
- *     `out`, a bytearray holding 4 bytes for the size and the request header,
- *     gets the size and the body up to the first large record set; each record
- *     set of BY_REFERENCE_MIN bytes or more (a bytes or bytearray) is a piece of
- *     its own, the object itself, not copied; bytes objects hold what lies
- *     between. None when declined (`out` unchanged).
+ *     a bytearray with the size, the request header (`client_id` is the
+ *     header's encoded client id: int16 length and UTF-8, or -1) and the body up
+ *     to the first large record set; each record set of BY_REFERENCE_MIN bytes
+ *     or more (a bytes or bytearray) is a piece of its own, the object itself,
+ *     not copied; bytes objects hold what lies between. None when declined.
  *
  * decode_produce_response(version, fallback, buf, pos) -> (ProduceResponse, end)
  *     The body at `pos`, as the generated decoder makes it; declining, it
@@ -945,8 +946,8 @@ encode_produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                        args, nargs);
 }
 
-/* The pieces of a frame whose first `head` bytes are `out` (a bytearray: 4 bytes for
-   the size, then the request header) and whose body w's buffer and cuts hold: `out`
+/* The pieces of a frame whose head is `out` (a bytearray: 4 bytes for the size, then
+   the request header) and whose body w's buffer and cuts hold: `out`
    with w's bytes up to the first cut, then each cut's records and the bytes up to the
    next. The size is written into out[0:4]. NULL on an error (nothing declined here). */
 static PyObject *
@@ -1007,29 +1008,58 @@ frame_parts(PyObject *out, Writer *w)
 static PyObject *
 encode_produce_request_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError,
-                        "encode_produce_request_parts(version, out, request) takes 3 arguments");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_produce_request_parts(version, correlation_id, "
+                                         "client_id, request) takes 4 arguments");
         return NULL;
     }
     int version = PyLong_Check(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
     if (version == -1 && PyErr_Occurred())
         PyErr_Clear();
-    PyObject *out = args[1], *request = args[2];
-    if (version < MIN_VERSION || version > MAX_VERSION || !PyByteArray_CheckExact(out) ||
-        PyByteArray_GET_SIZE(out) < 4)
+    long long correlation_id = 0;
+    if (PyLong_Check(args[1])) {
+        int overflow;
+        correlation_id = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+        if (overflow || correlation_id < INT32_MIN || correlation_id > INT32_MAX)
+            version = -1;
+        if (correlation_id == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            version = -1;
+        }
+    }
+    else
+        version = -1;
+    PyObject *client_id = args[2], *request = args[3];
+    if (version < MIN_VERSION || version > MAX_VERSION || !PyBytes_CheckExact(client_id))
         Py_RETURN_NONE;
+    /* the frame's head: the size (written last), then the request header (v1, or v2
+       from the first flexible version: an empty tagged section after the client id) */
+    Py_ssize_t id_size = PyBytes_GET_SIZE(client_id), head_size = 12 + id_size;
+    if (version >= FIRST_FLEXIBLE)
+        head_size += 1;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, head_size);
     Writer w = {PyMem_Malloc(256), 0, 256, PyList_New(0)};
     PyObject *parts = NULL;
-    if (w.buf == NULL || w.cuts == NULL) {
-        PyErr_NoMemory();
+    if (out == NULL || w.buf == NULL || w.cuts == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         goto done;
     }
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(out);
+    uint32_t id = (uint32_t)correlation_id;
+    unsigned char fixed[8] = {0, 0, 0, (unsigned char)version, (unsigned char)(id >> 24),
+                              (unsigned char)(id >> 16), (unsigned char)(id >> 8),
+                              (unsigned char)id};
+    memcpy(p + 4, fixed, 8);
+    memcpy(p + 12, PyBytes_AS_STRING(client_id), (size_t)id_size);
+    if (version >= FIRST_FLEXIBLE)
+        p[12 + id_size] = 0;
     if (put_request(&w, request, version))
         parts = frame_parts(out, &w);
     if (parts == NULL && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
         PyErr_Clear(); /* declined: the Python encoder encodes it or says what is wrong */
 done:
+    Py_XDECREF(out);
     PyMem_Free(w.buf);
     Py_XDECREF(w.cuts);
     if (parts == NULL && !PyErr_Occurred())
@@ -1081,8 +1111,8 @@ static PyMethodDef methods[] = {
      "returns fallback(out, request) for what only the Python encoder handles."},
     {"encode_produce_request_parts",
      (PyCFunction)(void (*)(void))encode_produce_request_parts, METH_FASTCALL,
-     "encode_produce_request_parts(version, out, request): the frame's pieces, the large\n"
-     "record sets by reference, `out` (size and header) first; None when declined."},
+     "encode_produce_request_parts(version, correlation_id, client_id, request): the\n"
+     "frame's pieces, the large record sets by reference; None when declined."},
     {"decode_produce_response", (PyCFunction)(void (*)(void))decode_produce_response,
      METH_FASTCALL,
      "decode_produce_response(version, fallback, buf, pos): (ProduceResponse, end) for a\n"

@@ -17,7 +17,7 @@ def encode_produce_request(
     version: int, fallback: Callable[[Any, Any], None], out: Any, request: Any, /
 ) -> None: ...
 def encode_produce_request_parts(
-    version: int, out: bytearray, request: Any, /
+    version: int, correlation_id: int, client_id: bytes, request: Any, /
 ) -> list[Any] | None: ...
 def decode_produce_response(
     version: int, fallback: Callable[[Any, int], Any], buf: Any, pos: int, /

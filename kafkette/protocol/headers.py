@@ -166,15 +166,9 @@ def encode_request_parts(
     memory faulted in page by page); any other request is one piece, the frame of
     :func:`encode_request_frame`. The pieces must not change until written.
     """
-    parts = _encode_produce_request_parts
-    if (
-        parts is not None
-        and request.API_KEY == PRODUCE_KEY
-        and _FAST_PRODUCE_MIN <= version <= _FAST_PRODUCE_MAX
-    ):
-        header_version = 2 if request.is_flexible(version) else 1
-        head = _frame_head(PRODUCE_KEY, version, correlation_id, client_id, header_version)
-        pieces = parts(version, head, request)
+    if request.API_KEY == PRODUCE_KEY and _encode_produce_request_parts is not None:
+        encoded_id = _client_ids.get(client_id) or _encode_client_id(client_id)
+        pieces = _encode_produce_request_parts(version, correlation_id, encoded_id, request)
         if pieces is not None:
             return pieces
     return [encode_request_frame(request, version, correlation_id, client_id)]

@@ -72,15 +72,16 @@ encode_produce_request: EncodeProduceRequest | None = (
 """``(version, fallback, out, request)``: append the ProduceRequest body at ``version``
 to the bytearray ``out``, or return ``fallback(out, request)`` (the client's side)."""
 
-encode_produce_request_parts: Callable[[int, bytearray, Any], list[Any] | None] | None = (
+encode_produce_request_parts: Callable[[int, int, bytes, Any], list[Any] | None] | None = (
     None if _module is None else _module.encode_produce_request_parts
 )
-"""``(version, out, request)``: the whole ProduceRequest frame at ``version`` in pieces to
-write one after another, or None when only the generated encoder takes the request.
-``out`` holds 4 bytes for the size and the request header; it becomes the first piece
-(the size written, the body up to the first large record set appended), each record
-set of 4 KiB or more (a bytes or bytearray) is a piece by itself, not copied, and
-bytes objects hold the rest."""
+"""``(version, correlation_id, client_id, request)``: the whole ProduceRequest frame at
+``version`` in pieces to write one after another, or None when only the generated
+encoder takes the request (``client_id``: the request header's encoded client id,
+its int16 length and UTF-8, or ``b"\\xff\\xff"``). The first piece is a bytearray with
+the size, the header and the body up to the first large record set; each record set of
+4 KiB or more (a bytes or bytearray) is a piece by itself, not copied; bytes objects
+hold the rest."""
 
 decode_produce_response: DecodeProduceResponse | None = (
     None if _module is None else _module.decode_produce_response

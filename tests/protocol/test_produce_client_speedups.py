@@ -245,14 +245,19 @@ def test_responses_the_fast_path_leaves_to_the_generated_decoder() -> None:
         assert fallback.calls == 1
 
 
-def _frame(request: ProduceRequest, version: int) -> bytes:
-    return bytes(headers.encode_request_frame(request, version, 7, "client"))
+def _frame(request: ProduceRequest, version: int, client_id: str | None = "client") -> bytes:
+    return bytes(headers.encode_request_frame(request, version, 7, client_id))
 
 
 @settings(max_examples=200, deadline=None)
-@given(requests, st.sampled_from([bytes, bytearray, memoryview]), st.sampled_from([1, 4096]))
+@given(
+    requests,
+    st.sampled_from([bytes, bytearray, memoryview]),
+    st.sampled_from([1, 4096]),
+    st.sampled_from([None, "client", "prodücer-ü" * 20]),
+)
 def test_a_request_in_pieces_is_the_frame_and_leaves_large_batches_where_they_are(
-    drawn: tuple[int, ProduceRequest], kind: type, repeat: int
+    drawn: tuple[int, ProduceRequest], kind: type, repeat: int, client_id: str | None
 ) -> None:
     """Joined, the pieces are the whole frame's bytes; a bytes or bytearray record set of
     4 KiB or more is a piece by itself, the very object (not copied); smaller ones and
@@ -264,8 +269,8 @@ def test_a_request_in_pieces_is_the_frame_and_leaves_large_batches_where_they_ar
             if p.records is not None:
                 p.records = kind(bytes(p.records) * repeat)
                 records.append(p.records)
-    parts = headers.encode_request_parts(request, version, 7, "client")
-    assert b"".join(parts) == _frame(request, version)
+    parts = headers.encode_request_parts(request, version, 7, client_id)
+    assert b"".join(parts) == _frame(request, version, client_id)
     referenced = [p for p in parts if any(p is r for r in records)]
     assert referenced == [r for r in records if kind is not memoryview and len(r) >= 4096]
     assert isinstance(parts[0], bytearray) and len(parts[0]) >= 4

@@ -2,11 +2,11 @@
 
 Each batch is copied once, as stored (base offset, length and leader epoch
 rewritten): into a ``bytes`` of its own, or, once a segment holds
-:data:`ARENA_FROM` bytes, into an arena (:mod:`kafkette.backends.arenas`): a
+:data:`ARENA_FROM` bytes, into an arena (:mod:`kafkette.backends.pages.arenas`): a
 mapping the segment's next batches are copied into one after the other, taken
-from an :class:`~kafkette.backends.arenas.ArenaPool` that reuses the arenas of
+from an :class:`~kafkette.backends.pages.arenas.ArenaPool` that reuses the arenas of
 deleted segments; a batch that arrived in a connection's landing arena
-(:mod:`kafkette.backends.landing`) is kept there instead, not copied. Reads
+(:mod:`kafkette.backends.pages.landing`) is kept there instead, not copied. Reads
 return read-only memoryviews of the stored batches (no copy). Segments, rolls,
 retention, DeleteRecords and compaction behave as on disk; nothing survives
 the process.
@@ -24,11 +24,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 
-from kafkette.backends.arenas import ARENA_POOL, Arena, ArenaPool, arena_size
 from kafkette.backends.config import LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
-from kafkette.backends.landing import landed_arena
 from kafkette.backends.log import Log, Storage
+from kafkette.backends.pages.arenas import ARENA_POOL, Arena, ArenaPool, arena_size
+from kafkette.backends.pages.landing import landed_arena
 from kafkette.backends.producer_state import ProducerStateTable
 from kafkette.backends.segment import STORED_PREFIX, STORED_PREFIX_SIZE, BufferLike, Segment
 from kafkette.backends.segmented import SegmentedLog

@@ -16,11 +16,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kafkette.backends import arenas, memory
-from kafkette.backends.arenas import POPULATE_STEP, Arena, ArenaPool, arena_size
+from kafkette.backends import memory
 from kafkette.backends.config import LogConfig
 from kafkette.backends.memory import MemoryLog, MemoryStorage
-from kafkette.backends.populator import POPULATOR
+from kafkette.backends.pages import arenas
+from kafkette.backends.pages.arenas import POPULATE_STEP, Arena, ArenaPool, arena_size
+from kafkette.backends.pages.populator import POPULATOR
 from tests.backends.helpers import FakeClock, make_batch
 
 MiB = 1 << 20

@@ -13,12 +13,13 @@ import struct
 
 import pytest
 
-from kafkette.backends import landing, memory
-from kafkette.backends.arenas import POPULATE_STEP, ArenaPool
+from kafkette.backends import memory
 from kafkette.backends.config import LogConfig
-from kafkette.backends.landing import LANDING_SIZE, Landing, landed_arena
 from kafkette.backends.memory import MemoryLog, MemoryStorage
-from kafkette.backends.populator import POPULATOR
+from kafkette.backends.pages import landing
+from kafkette.backends.pages.arenas import POPULATE_STEP, ArenaPool
+from kafkette.backends.pages.landing import LANDING_SIZE, Landing, landed_arena
+from kafkette.backends.pages.populator import POPULATOR
 from tests.backends.helpers import FakeClock, make_batch
 
 MiB = 1 << 20

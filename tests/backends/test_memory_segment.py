@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.backends import arenas, memory
+from kafkette.backends import memory
 from kafkette.backends.config import LogConfig
 from kafkette.backends.memory import MemoryLog, MemorySegment
+from kafkette.backends.pages import arenas
 from kafkette.backends.types import TimestampOffset
 from tests.backends.helpers import FakeClock, make_batch
 

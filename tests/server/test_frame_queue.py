@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.backends.arenas import ArenaPool
-from kafkette.backends.landing import Landing, landed_arena
+from kafkette.backends.pages.arenas import ArenaPool
+from kafkette.backends.pages.landing import Landing, landed_arena
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError, ProtocolError
 from kafkette.protocol.framing import FrameDecoder
 from kafkette.server.net import frame_queue

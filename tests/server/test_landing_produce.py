@@ -1,7 +1,7 @@
 """Produce over TCP into a memory log that keeps batches where they were received.
 
 Large Produce requests land in the connection's landing arena
-(kafkette.backends.landing); the memory log keeps their batches there. A fetch
+(kafkette.backends.pages.landing); the memory log keeps their batches there. A fetch
 over the same listener returns byte for byte what a disk broker returns for the
 same requests, and the stored batches are views of the landing arena.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkette.backends import memory
-from kafkette.backends.landing import landed_arena
+from kafkette.backends.pages.landing import landed_arena
 from kafkette.protocol.headers import decode_response
 from kafkette.protocol.messages import ProduceRequest
 from kafkette.protocol.messages.produce_request import PartitionProduceData, TopicProduceData

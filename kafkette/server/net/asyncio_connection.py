@@ -6,8 +6,8 @@ by the thread's connections: :meth:`ConnectionProtocol.buffer_updated` cuts
 whole requests out of it with a :class:`~kafkette.server.net.frame_queue.FrameQueue`
 (one copy each) and wakes the connection's one serving task only once a whole
 request has arrived. The rest of a large request (from
-:data:`~kafkette.backends.landing.LAND_FROM` bytes) is received straight into
-its region of the connection's :class:`~kafkette.backends.landing.Landing`
+:data:`~kafkette.backends.pages.landing.LAND_FROM` bytes) is received straight into
+its region of the connection's :class:`~kafkette.backends.pages.landing.Landing`
 instead, where a memory log may keep its batches. Before the task waits, it
 reads what the socket already holds: a client waiting for an answer has often
 sent its next request by the time the answer is written, and reading it there
@@ -57,7 +57,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from kafkette.backends.landing import Landing
+from kafkette.backends.pages.landing import Landing
 from kafkette.backends.types import FileRef
 from kafkette.protocol.errors import ProtocolError
 from kafkette.server.acl.principal import connection_principal

@@ -13,8 +13,8 @@ never buffering the body), the error raised from :meth:`feed` or
 raised again on every later call. Memory grows with the bytes received, never
 with a declared size.
 
-Given a :class:`~kafkette.backends.landing.Landing`, a frame of at least
-:data:`~kafkette.backends.landing.LAND_FROM` bytes goes into a region of the
+Given a :class:`~kafkette.backends.pages.landing.Landing`, a frame of at least
+:data:`~kafkette.backends.pages.landing.LAND_FROM` bytes goes into a region of the
 connection's landing arena instead of a ``bytearray``, and
 :meth:`FrameQueue.receive_buffer` hands out the rest of that region, so that
 the connection receives the frame's remaining bytes in place (no copy); a
@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 
-from kafkette.backends.landing import LAND_FROM, Landing
+from kafkette.backends.pages.landing import LAND_FROM, Landing
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError
 
 _SIZE = struct.Struct(">i")

@@ -18,7 +18,7 @@ pages; 45-100 ms into a disk log's page cache), and :class:`ArenaPool` keeps
 the arenas of deleted segments, pages and all, for the next ones (1 GiB through
 a log kept to 64 MiB by retention: 270-280 ms of CPU, 690-840 ms without). An
 arena being filled has its next step's pages allocated by a thread of its own
-(:mod:`kafkette.backends.populator`), off the broker's event loop.
+(:mod:`kafkette.backends.pages.populator`), off the broker's event loop.
 
 An arena may be reused only when nothing can still see its bytes:
 
@@ -39,7 +39,7 @@ import errno
 import mmap
 import threading
 
-from kafkette.backends.populator import POPULATOR, address_of
+from kafkette.backends.pages.populator import POPULATOR, address_of
 
 POPULATE_STEP = 2 << 20
 """Arenas are reserved in multiples of this size and their pages allocated this many
@@ -91,7 +91,7 @@ class Arena:
         self.exposed = False
         """Whether a read that may have handed its pages to the kernel covered it."""
         self.landing = False
-        """Whether a connection receives requests into it (:mod:`kafkette.backends.landing`):
+        """Whether a connection receives requests into it (:mod:`kafkette.backends.pages.landing`):
         its regions are the logs' to keep until the pool hands it out again."""
         self.pooled = False
         """Whether it waits in a pool (retiring it again changes nothing)."""
@@ -99,7 +99,7 @@ class Arena:
     def populate(self, end: int) -> None:
         """Have the pages up to ``end`` (rounded up to :data:`POPULATE_STEP`) allocated
         now, unless the populator thread was asked for them (it may be at it), and ask
-        it for the next step's (:mod:`kafkette.backends.populator`)."""
+        it for the next step's (:mod:`kafkette.backends.pages.populator`)."""
         global _populate_works
         stop = min(-(-end // POPULATE_STEP) * POPULATE_STEP, self.size)
         if stop > self.populated:

@@ -4,7 +4,7 @@ A produce request's batches reach a memory log in the request's own frame.
 Copying them into the log's arena costs a copy and, worse, fresh pages for
 the arena while the frame's pages are freed (on this kind of virtual machine
 fresh anonymous pages cost more than the copy: see
-:mod:`kafkette.backends.arenas`). So a connection receives each request of at
+:mod:`kafkette.backends.pages.arenas`). So a connection receives each request of at
 least :data:`LAND_FROM` bytes (and at most :data:`LAND_MAX`) straight into a
 region of an arena of its own, a :class:`Landing`, and a memory log whose
 segment would copy a batch into an arena keeps the view of the received batch
@@ -15,12 +15,12 @@ A region is handed out once and never written again by the connection after
 the request in it has been received, so a view of it may be kept as an arena
 batch is, and sent by reference (``vmsplice``) the same way. The arena is
 reused in place only when no view of it lives and no read exposed its pages;
-otherwise it is retired to the :class:`~kafkette.backends.arenas.ArenaPool`,
+otherwise it is retired to the :class:`~kafkette.backends.pages.arenas.ArenaPool`,
 which hands it out again once the views are gone (the logs that keep batches
 in it let them go when retention or deletion drops them), and the connection
 takes another. Once that has happened (what it receives is kept), the
 connection takes its next arena when the current one is half full, and the
-populator thread (:mod:`kafkette.backends.populator`) allocates the next
+populator thread (:mod:`kafkette.backends.pages.populator`) allocates the next
 arena's first pages meanwhile, so that the event loop receives into allocated
 pages rather than allocating them itself.
 
@@ -37,7 +37,7 @@ import contextlib
 import mmap
 import weakref
 
-from kafkette.backends.arenas import ARENA_POOL, POPULATE_STEP, Arena, ArenaPool
+from kafkette.backends.pages.arenas import ARENA_POOL, POPULATE_STEP, Arena, ArenaPool
 
 LAND_FROM = 64 << 10
 """Requests of at least this many bytes are received into a landing arena (smaller

@@ -1,7 +1,7 @@
 """Allocating an arena's next pages in a thread of its own, ahead of its writer.
 
 Allocating fresh pages (``MADV_POPULATE_WRITE``) costs several times the copy
-of a batch into them (see :mod:`kafkette.backends.arenas`). Done on the thread
+of a batch into them (see :mod:`kafkette.backends.pages.arenas`). Done on the thread
 that copies, that is the broker's event loop, it makes every request wait;
 done here, while the loop copies into the step before, it overlaps the loop's
 work. Python's ``mmap.madvise`` holds the GIL for the whole call, so this

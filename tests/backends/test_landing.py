@@ -228,3 +228,38 @@ def test_once_requests_are_kept_the_next_arena_is_taken_and_populated_ahead() ->
     for _ in range(4):
         _land(reused, bytes(5 * MiB))  # (nothing holds the regions)
     assert reused._spare is None  # type: ignore[attr-defined]
+
+
+def _lazy_free(address: int) -> int:
+    """Bytes of the mapping at ``address`` the kernel may take back (``LazyFree`` in
+    ``/proc/self/smaps``)."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "LazyFree:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError("mapping not found")
+
+
+def test_an_arena_received_into_again_may_be_taken_back_until_written() -> None:
+    """Reused in place, the arena's pages are given to the kernel to take back under
+    memory pressure (MADV_FREE), so a connection gone quiet holds nothing it must keep;
+    what is received next reads back exactly."""
+    place = Landing(ArenaPool())
+    first = _land(place, b"a" * (5 * MiB))
+    arena = landed_arena(first)
+    assert arena is not None and arena.address is not None
+    del first
+    assert POPULATOR.wait_idle(30)
+    assert _lazy_free(arena.address) == 0
+    second = place.region(5 * MiB)
+    assert second is not None and landed_arena(second) is arena  # in place
+    assert _lazy_free(arena.address) >= 5 * MiB  # (the pages the first request wrote)
+    place.reach(second, 5 * MiB)
+    second[:] = b"b" * (5 * MiB)
+    assert _lazy_free(arena.address) < MiB + 512 * 1024  # written again: kept
+    assert bytes(second) == b"b" * (5 * MiB)

@@ -48,6 +48,8 @@ space for the whole request)."""
 LANDING_SIZE = 8 << 20
 """Bytes of a landing arena (a larger request gets one of its own size, rounded up)."""
 
+_MADV_FREE: int | None = getattr(mmap, "MADV_FREE", None)
+
 _LANDING: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
 """Arenas of landings, by the ``id`` of their mapping (an entry lives with its arena,
 which holds the mapping: the id cannot be reused meanwhile)."""
@@ -119,6 +121,11 @@ class Landing:
                 view.release()
             if not arena.exposed and not arena.in_use():
                 # Nothing sees its bytes: received again from the start, pages and all.
+                # Until they are written again the kernel may take them back (memory
+                # pressure): a connection that has gone quiet holds nothing it must keep.
+                if _MADV_FREE is not None and arena.populated:
+                    with contextlib.suppress(OSError):
+                        arena.region.madvise(_MADV_FREE, 0, arena.populated)
                 self._view = memoryview(arena.region)
                 self._pos = 0
                 return arena

@@ -382,7 +382,14 @@ class FetchBuffer:
         self._per_partition: dict[TopicPartition, list[CompletedFetch]] = {}
         self._fetching: set[TopicPartition] = set()  # partitions in a fetch in flight
         self._arrived = anyio.Event()
-        self.generation = 0  # bumped on every add: sync waiters watch it
+        self._telling = False  # a deferred wake-up of the waiters is due
+        self.generation = 0  # bumped when waiters are told of adds: sync waiters watch it
+        self.defer: Callable[[Callable[[], object]], object] | None = None
+        """How :meth:`add` wakes the waiters: None, at once; else a function of the event
+        loop's thread that runs the wake-up once the current task step is over. The sync
+        consumer defers it: the fetcher sends its next request in the same step, so the
+        woken ``poll`` thread neither holds the interpreter lock while that request waits
+        to be written nor takes the CPU from the broker it was sent to."""
 
     # ---- fetcher side (event loop)
 
@@ -411,12 +418,19 @@ class FetchBuffer:
             self._fetching.difference_update(partitions)
 
     def add(self, entry: CompletedFetch) -> None:
+        """Queue ``entry`` for ``poll`` and wake the waiters (see :attr:`defer`)."""
         with self._lock:
             self._queue.append(entry)
             self._per_partition.setdefault(entry.tp, []).append(entry)
-            self.generation += 1
-            self._cond.notify_all()
-        self._arrived.set()
+        if self.defer is None:
+            self.wake_waiters()
+        elif not self._telling:
+            self._telling = True
+            self.defer(self._tell)
+
+    def _tell(self) -> None:
+        self._telling = False
+        self.wake_waiters()
 
     def drop(self, tp: TopicPartition) -> None:
         """Forget what is buffered for ``tp`` (after a seek or an unassignment)."""
@@ -492,7 +506,8 @@ class FetchBuffer:
             await self._arrived.wait()
 
     def wake_waiters(self) -> None:
-        """Wake every waiter (on close, on news from the group); event-loop thread only."""
+        """Wake every waiter (on adds, on close, on news from the group); event-loop
+        thread only."""
         with self._lock:
             self.generation += 1
             self._cond.notify_all()

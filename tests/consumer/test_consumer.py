@@ -13,6 +13,7 @@ from kafkette import AsyncConsumer, Consumer, ConsumerRecord, TopicPartition
 from kafkette.consumer import CREATE_TIME, NoOffsetForPartitionError, OffsetAndTimestamp
 from kafkette.errors import IllegalStateError, OffsetOutOfRangeError
 from kafkette.protocol.records import GZIP, LZ4, NO_COMPRESSION, SNAPPY, ZSTD
+from tests.brokers import BrokerProcess
 from tests.consumer.helpers import apoll_n, offsets, poll_n
 from tests.consumer.targets import Row, Target
 
@@ -594,3 +595,45 @@ def test_sync_poll_does_not_cross_threads_per_record(target: Target, topic: str)
         assert calls["call"] == 0
     assert offsets(got) == list(range(600))
     assert calls["wake"] <= fetches < polls_needed
+
+
+def test_sync_poll_is_told_of_a_fetch_once_the_next_fetch_is_sent(
+    serve_broker: BrokerProcess, topic: str
+) -> None:
+    """Over TCP, the sync consumer's poll thread is woken for a fetched batch only after
+    the fetcher has written its next FetchRequest (so the woken thread does not hold up
+    that request), and the records come back exactly, one batch per fetch."""
+    target = Target("serve", serve_broker.bootstrap)
+    try:
+        target.create_topic(topic)
+        tp = TopicPartition(topic, 0)
+        for start in range(0, 12, 3):
+            target.produce_values(tp, 3, start=start)
+        settings = config(target, auto_offset_reset="earliest", max_partition_fetch_bytes=1)
+        with Consumer(settings) as consumer:
+            buffer = consumer._core.buffer
+            client = consumer._core.client
+            defer = buffer.defer
+            assert defer is not None
+            in_flight: list[int] = []
+
+            def told(tell: Callable[[], object]) -> None:
+                def run() -> None:
+                    leader = client.metadata.snapshot.leader_for(topic, 0)
+                    connection = None if leader is None else client.open_connection(leader)
+                    in_flight.append(connection.in_flight if connection is not None else -1)
+                    tell()
+
+                defer(run)
+
+            buffer.defer = told
+            consumer.assign([tp])
+            got = poll_n(consumer, 12)
+    finally:
+        target.close()
+    assert [(r.offset, r.key, r.value) for r in got] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(12)
+    ]
+    # After the first batch (nothing was buffered before it) the next fetch is always
+    # planned, and written in the same step as the batch was buffered.
+    assert in_flight[0] == 1

@@ -19,7 +19,12 @@ one ProduceRequest. How requests go out, pipelined:
 
 The sender's task (:meth:`Sender.run`) runs a pass, then sleeps until woken
 (new batch, full batch, flush, a response of a worker) or until the next
-linger, backoff or expiry deadline.
+linger, backoff or expiry deadline. While it sleeps, passes also run from
+plain event-loop callbacks, one loop turn sooner than a woken task's: after
+responses, at a deadline under asyncio (a timer; trio's task sleeps with the
+deadline instead), and when a sync producer's thread reports a batch opened or
+filled (:meth:`Sender.nudge`). A deadline within :data:`TIMER_SLACK_MS` counts
+as come, since the loop's timers fire on whole milliseconds.
 
 Responses: what each partition's answer means is read in
 :mod:`kafkette.producer.produce_outcomes` (one table of error code ->
@@ -66,8 +71,10 @@ has nothing left to wait for.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+from asyncio import TimerHandle
 from collections import deque
 from collections.abc import Callable, Container, Coroutine
 from typing import Any
@@ -116,9 +123,24 @@ from kafkette.protocol.schema import Response
 logger = logging.getLogger("kafkette.producer")
 
 MAX_WORKERS_PER_NODE = 16
+TIMER_SLACK_MS = 0.5
+"""A batch whose linger (or backoff) ends within this many ms is sent now: the event
+loop's timers fire on the first whole millisecond at or after their deadline (epoll's
+resolution), so waiting for a deadline 0.3 ms away would send 1 ms late. Deadlines
+then hold to within half a millisecond either way, as Java's whole-millisecond clock
+holds them to within one."""
 WRITE_PER_PASS = 1 << 20
 """Bytes of batches one pass writes to a broker at most (a pass follows at once, until
 the connection falls behind): a full accumulator is not copied into one write."""
+
+
+def _loop_call_later() -> Callable[[float, Callable[[], object]], TimerHandle] | None:
+    """The running asyncio loop's ``call_later``; None under trio (which has no plain
+    timer callbacks: the sender's task then sleeps with a deadline)."""
+    try:
+        return asyncio.get_running_loop().call_later
+    except RuntimeError:
+        return None
 
 
 def _single(error: BaseException) -> BaseException:
@@ -269,6 +291,11 @@ class Sender:
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._asleep_until: float | None = None
         """When the sender's task wakes up on its own (None while it is not waiting)."""
+        self._call_later: Callable[[float, Callable[[], object]], TimerHandle] | None = None
+        """asyncio's ``loop.call_later`` (None under trio): the sleeping task's deadlines
+        run their pass from a timer callback (:meth:`_on_timer`)."""
+        self._timer: TimerHandle | None = None
+        self._timer_at = 0.0
         self._expiry_check_at = 0.0
         self.txn: TransactionManager | None = None
         """The transactional producer's state (None without transactional.id)."""
@@ -375,6 +402,7 @@ class Sender:
         cancellation from outside (the producer's task group, the event loop
         going away), :class:`IllegalStateError`.
         """
+        self._call_later = _loop_call_later()
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
@@ -393,6 +421,7 @@ class Sender:
             self.fail_fatally(_single(exc))
         finally:
             self._task_group = None
+            self._disarm()
             if self._abort_error is None and not (
                 self._stopping and self.accumulator.incomplete == 0
             ):
@@ -414,12 +443,51 @@ class Sender:
         if timeout_ms > 0:
             self._asleep_until = self.clock() + timeout_ms
             try:
-                with anyio.move_on_after(timeout_ms / 1000):
+                if self._call_later is not None:
+                    # the deadline's pass runs in a plain timer callback (see _on_timer)
+                    self._arm(timeout_ms)
                     await self._wake.wait()
+                else:
+                    with anyio.move_on_after(timeout_ms / 1000):
+                        await self._wake.wait()
             finally:
                 self._asleep_until = None
+                self._disarm()
         else:
             await anyio.sleep(0)
+
+    def _arm(self, timeout_ms: float) -> None:
+        """Run a pass in ``timeout_ms`` from a timer callback, unless one comes sooner."""
+        assert self._call_later is not None
+        deadline = self.clock() + timeout_ms
+        timer = self._timer
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return
+            timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._call_later(timeout_ms / 1000, self._on_timer)
+
+    def _disarm(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _on_timer(self) -> None:
+        """A deadline of the sleeping task (linger, backoff, expiry) came: its pass runs
+        here, in the timer's callback, instead of cancelling the task's wait and running
+        it in the task one loop turn later."""
+        self._timer = None
+        self._pass_outside()
+
+    def nudge(self) -> None:
+        """The accumulator has news (a batch opened or filled up), told by a plain event
+        loop callback (a sync producer's thread-safe wake-up): the pass runs here at once
+        while the task sleeps, rather than in the task one loop turn later."""
+        if self._asleep_until is None or self._wake.is_set():
+            self.wakeup()
+            return
+        self._pass_outside()
 
     def _pass(self, tg: anyio.abc.TaskGroup) -> float:
         """Expire, refresh and send what is ready; ms until a pass is needed again."""
@@ -457,7 +525,7 @@ class Sender:
                     self._spawn(tg, self._init_producer_id, idem)
                 else:
                     delays.append(wait)
-        ready, next_ms = self.accumulator.ready(now, muted)
+        ready, next_ms = self.accumulator.ready(now + TIMER_SLACK_MS, muted)
         if next_ms is not None:
             delays.append(next_ms)
         snapshot = self.client.metadata.snapshot
@@ -531,12 +599,17 @@ class Sender:
         self._call_soon(self._pass_after_responses)
 
     def _pass_after_responses(self) -> None:
-        """One pass for all the responses of a read: their freed places go out in one write.
-
-        The task sleeps until a deadline its own pass computed; it is woken
-        only if this pass needs an earlier one (or it is no longer asleep).
-        """
+        """One pass for all the responses of a read: their freed places go out in one write."""
         self._pass_scheduled = False
+        self._pass_outside()
+
+    def _pass_outside(self) -> None:
+        """A pass from a plain event-loop callback while the task sleeps.
+
+        The task sleeps until a deadline its own pass computed; where the loop
+        has timers (asyncio) the next deadline's pass is armed here, else the
+        task is woken if this pass needs an earlier one (or it is no longer asleep).
+        """
         tg = self._task_group
         asleep_until = self._asleep_until
         if tg is None or asleep_until is None or self._stopping or self._abort_error is not None:
@@ -550,7 +623,12 @@ class Sender:
             return
         finally:
             self._outside_task = False
-        if self.clock() + timeout_ms < asleep_until:
+        if self._call_later is None:
+            if self.clock() + timeout_ms < asleep_until:
+                self.wakeup()
+        elif timeout_ms > 0:
+            self._arm(timeout_ms)
+        else:
             self.wakeup()
 
     def _throttled_ms(self, node: int) -> float:
@@ -594,7 +672,7 @@ class Sender:
             batches = self.accumulator.drain(
                 tps,
                 self.config.max_request_size,
-                None if first else now,
+                None if first else now + TIMER_SLACK_MS,
                 idem.assign if idem is not None else None,
             )
             if not batches:

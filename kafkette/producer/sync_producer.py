@@ -63,7 +63,8 @@ class Producer:
         except BaseException:
             self._loop.close()
             raise
-        wake = self._core.sender.wakeup
+        sender = self._core.sender
+        wake = sender.wakeup
         loop_thread = self._loop_thread
         call_soon = self._call_soon
 
@@ -71,7 +72,7 @@ class Producer:
             if threading.get_ident() == loop_thread:
                 wake()  # a send from a delivery callback, or close
             else:
-                call_soon(wake)
+                call_soon(sender.nudge)
 
         self._core.accumulator.wakeup = wakeup
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)

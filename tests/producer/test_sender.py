@@ -252,6 +252,19 @@ async def run_sender(
     clock: Callable[[], float] = monotonic_ms,
     accumulator_clock: Callable[[], float] | None = None,
 ) -> Sender:
+    return await run_with_sender(
+        client, cfg, lambda acc, sender: body(acc), clock, accumulator_clock
+    )
+
+
+async def run_with_sender(
+    client: FakeClient,
+    cfg: ProducerConfig,
+    body: Callable[[RecordAccumulator, Sender], Awaitable[None]],
+    clock: Callable[[], float] = monotonic_ms,
+    accumulator_clock: Callable[[], float] | None = None,
+) -> Sender:
+    """:func:`run_sender` for a body that also pokes at the sender."""
     accumulator = RecordAccumulator(
         batch_size=cfg.batch_size,
         linger_ms=cfg.linger_ms,
@@ -264,7 +277,7 @@ async def run_sender(
         client.task_group = tg
         tg.start_soon(sender.run)
         with anyio.fail_after(10):
-            await body(accumulator)
+            await body(accumulator, sender)
         sender.stop()
     return sender
 
@@ -855,3 +868,86 @@ async def test_a_batch_opened_after_the_pass_started_waited_no_time() -> None:
     )
     m = sender.metrics
     assert (m.batches_drained, m.queue_time_total_ms, m.queue_time_max_ms) == (1, 0.0, 0.0)
+
+
+@pytest.mark.anyio
+async def test_a_batch_whose_linger_ends_within_the_timer_slack_is_sent_now() -> None:
+    """The loop's timers fire on whole milliseconds: a batch 0.4 ms short of its linger is
+    sent at this pass (it used to wait for a timer that could only fire up to 1 ms late),
+    one 0.6 ms short is not. The test clock stands still unless the test moves it."""
+    now = [1_000.0]
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 7))))
+    passes = [0]
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        real_pass = sender._pass
+
+        def counted(tg: anyio.abc.TaskGroup) -> float:
+            passes[0] += 1
+            return real_pass(tg)
+
+        sender._pass = counted  # type: ignore[method-assign]
+        future = acc.append(TOPIC, 0, 5, None, b"a")  # created at 1000, linger 5
+        now[0] = 1_004.4
+        seen = passes[0]
+        while passes[0] < seen + 3:  # three passes at 1004.4, each finding 0.6 ms to go
+            await anyio.sleep(0.001)
+        assert client.requests == [] and not future.done()
+        now[0] = 1_004.6
+        metadata = await future
+        assert (metadata.offset, metadata.timestamp) == (7, 5)
+
+    await run_with_sender(client, config(linger_ms=5), body, clock=lambda: now[0])
+    assert len(client.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_nudge_sends_what_is_ready_from_the_callback_itself() -> None:
+    """A sync producer's thread wakes the sender with ``nudge`` in a loop callback: what is
+    ready goes out there and then (written at once with ``submit``, else handed to a
+    worker), while the sender's task sleeps on."""
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 3))))
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        await acc.append(TOPIC, 0, 5, None, b"first")  # the producer id, first
+        while sender._asleep_until is None or sender._wake.is_set():  # asleep, not woken
+            await anyio.sleep(0)
+        asleep_until = sender._asleep_until
+        acc.wakeup = None  # as an append in another thread: the sender hears nothing ...
+        future = acc.append(TOPIC, 0, 6, None, b"a")
+        sender.nudge()  # ... until the loop runs this
+        if client.submitting:
+            assert len(client.requests) == 2
+        assert sender._asleep_until == asleep_until  # the task slept through it
+        assert (await future).offset == 3
+
+    await run_with_sender(client, config(linger_ms=0), body)
+    assert [batch_header(r).base_sequence for _, r in client.requests] == [0, 1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_asyncio_a_linger_deadline_runs_its_pass_in_a_timer_callback(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under asyncio a sleeping sender's deadline runs its pass in a plain timer callback,
+    not in the sender's task once a cancelled wait has woken it: each of three lingering
+    batches is drained from that callback. (Trio has no such callbacks: there the task
+    sleeps with a deadline.)"""
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 0))))
+    drained_outside: list[bool] = []
+    real_drain = RecordAccumulator.drain
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        def drain(self: RecordAccumulator, *args: Any, **kwargs: Any) -> Any:
+            batches = real_drain(self, *args, **kwargs)
+            drained_outside.extend(sender._outside_task for _ in batches)
+            return batches
+
+        monkeypatch.setattr(RecordAccumulator, "drain", drain)
+        for value in (b"a", b"b", b"c"):
+            await acc.append(TOPIC, 0, 5, None, value)
+
+    await run_with_sender(client, config(linger_ms=50), body)
+    assert drained_outside == [True, True, True]
+    assert len(client.requests) == 3

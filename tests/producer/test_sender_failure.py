@@ -102,8 +102,19 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
         def submit(connection: BrokerConnection, request: Any, on_response: Any) -> None:
             pass  # held, as if not answered yet: the failure comes first
 
+        real_nudge = Sender.nudge
+
+        def nudge(sender: Sender) -> None:
+            # a sync producer's flush would run its pass in the loop's callback: the
+            # sender's task wakes for it instead, as it does for an async producer's
+            if flushing and not started:
+                sender.wakeup()
+            else:
+                real_nudge(sender)
+
         monkeypatch.setattr(RecordAccumulator, "begin_flush", begin_flush)
         monkeypatch.setattr(Sender, "_turn", turn)
+        monkeypatch.setattr(Sender, "nudge", nudge)
         monkeypatch.setattr(BrokerConnection, "submit", submit)
     else:
         monkeypatch.setattr(Sender, "_succeeded", fail)

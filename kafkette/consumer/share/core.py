@@ -341,6 +341,7 @@ class ShareConsumerCore:
             self.acks.accept_unacknowledged()
         await self._acknowledge_all(closing=True)
         self.buffer.drop()  # never handed out: the closed sessions gave them back
+        self._last_made.clear()
         await self._leave()
 
     # ---- assignment

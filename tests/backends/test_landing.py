@@ -9,7 +9,9 @@ exactly what it was given; anything else it copies, as before.
 
 from __future__ import annotations
 
+import gc
 import struct
+import weakref
 
 import pytest
 
@@ -263,3 +265,30 @@ def test_an_arena_received_into_again_may_be_taken_back_until_written() -> None:
     second[:] = b"b" * (5 * MiB)
     assert _lazy_free(arena.address) < MiB + 512 * 1024  # written again: kept
     assert bytes(second) == b"b" * (5 * MiB)
+
+
+def test_deleting_a_log_frees_the_landing_arenas_the_pool_does_not_keep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no room in the pool, a landing arena whose connection closed and whose
+    batches a deleted log held is unmapped: nothing refers to it any more."""
+    pool = ArenaPool(0)
+    monkeypatch.setattr(memory, "ARENA_FROM", 0)
+    storage = MemoryStorage(
+        clock=FakeClock(), default_config=LogConfig(max_message_bytes=8 * MiB), arenas=pool
+    )
+    place = Landing(pool)
+    log = storage.open_log("t", 0)
+    for i in range(3):
+        log.append(_land(place, _batch(i, MiB)))
+    arena = landed_arena(log.segments[-1].batch_bytes(0, 0))  # type: ignore[attr-defined]
+    assert arena is not None
+    region = weakref.ref(arena.region)
+    del arena
+    place.close()
+    assert region() is not None  # the log's batches hold it
+    storage.delete_log("t", 0)
+    del log
+    assert POPULATOR.wait_idle(30)
+    gc.collect()
+    assert region() is None

@@ -115,6 +115,9 @@ class Populator:
                     target.ahead_done = stop
             elif ctypes.get_errno() == errno.EINVAL:  # a kernel before 5.14
                 self.works = False
+            # Held while waiting for the next job, the arena (and its pages) would outlive
+            # everything else that refers to it.
+            del target
             with self._lock:
                 self._pending -= 1
                 self._changed.notify_all()

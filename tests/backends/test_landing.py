@@ -222,8 +222,13 @@ def test_once_requests_are_kept_the_next_arena_is_taken_and_populated_ahead() ->
     assert spare.requested == POPULATE_STEP
     assert POPULATOR.wait_idle(30)
     assert spare.ahead_done == POPULATE_STEP
-    third = _land(place, bytes(5 * MiB))
-    assert landed_arena(third) is spare
+    third = _land(place, bytes(MiB))  # (fits in the current one)
+    assert landed_arena(third) is current
+    fourth = _land(place, bytes(3 * MiB))
+    assert landed_arena(fourth) is spare
+    # the thread is asked for AHEAD (two steps) past what is about to be received: up
+    # to 7 MiB, rounded to the arena's 8 (one step after the one reached: 6 MiB)
+    assert spare.requested == 8 * MiB
     assert bytes(first) == bytes(second) == bytes(5 * MiB)
 
     reused = Landing(ArenaPool())

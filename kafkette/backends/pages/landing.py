@@ -48,6 +48,10 @@ space for the whole request)."""
 LANDING_SIZE = 8 << 20
 """Bytes of a landing arena (a larger request gets one of its own size, rounded up)."""
 
+AHEAD = 2 * POPULATE_STEP
+"""Bytes past those about to be received whose pages the populator thread is asked for,
+on a connection whose requests are kept (a request arrives in bursts of up to 1 MiB)."""
+
 _MADV_FREE: int | None = getattr(mmap, "MADV_FREE", None)
 
 _LANDING: weakref.WeakValueDictionary[int, Arena] = weakref.WeakValueDictionary()
@@ -110,7 +114,10 @@ class Landing:
         have their pages allocated (and the next step's, by the populator thread)."""
         arena = self._arena
         if arena is not None and region.obj is arena.region:
-            arena.populate(self._pos - len(region) + end)
+            at = self._pos - len(region) + end
+            arena.populate(at)
+            if self._kept:
+                arena.prefetch(at + AHEAD)
 
     def _next_arena(self, size: int) -> Arena | None:
         arena = self._arena

@@ -281,6 +281,39 @@ def test_implicit_close_accepts_the_last_poll_and_leaves_the_group(
         assert other.poll(timeout=0.3) == []  # accepted by the close
 
 
+def test_records_fetched_and_never_handed_out_go_back_with_the_close(
+    cluster: MemoryCluster,
+) -> None:
+    """A poll that finds nothing starts a fetch and returns at its timeout (0 here); the
+    answer waits in the consumer, its records acquired. The close gives them back
+    unaccepted (implicit mode accepts only what polls handed out) with their delivery
+    count lowered, and the next poll of another member gets them at once."""
+    with (
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=BATCHED) as producer,
+        member(cluster, "implicit") as other,
+    ):
+        holder = member(cluster, "implicit")
+        started(cluster, holder, producer)
+        first = produce(producer, b"b0", b"b1")
+        assert holder.poll(timeout=0) == []  # nothing buffered yet: a fetch goes out
+        deadline = time.monotonic() + 10
+        while True:  # the answer came: both acquired by the holder
+            state = cluster.share_partition_state("g", "t", 0)
+            member_id = holder._core.membership.member_id
+            if state is not None and state.acquired == {first: member_id, first + 1: member_id}:
+                break
+            assert time.monotonic() < deadline, f"never acquired: {state}"
+            time.sleep(0.01)
+        holder.close()
+        state = cluster.share_partition_state("g", "t", 0)
+        assert state is not None
+        assert [(r.offset, r.state, r.delivery_count) for r in state.records[-2:]] == [
+            (first, "AVAILABLE", 0),
+            (first + 1, "AVAILABLE", 0),
+        ]
+        assert values(poll_until(other, 2)) == [(first, b"b0", 1), (first + 1, b"b1", 1)]
+
+
 def test_bad_settings_and_calls_fail_at_once(cluster: MemoryCluster) -> None:
     with pytest.raises(ConfigError, match=r"group\.id"):
         ShareConsumer(bootstrap_servers=cluster.bootstrap_servers)

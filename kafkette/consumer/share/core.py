@@ -140,6 +140,10 @@ class ShareConsumerCore:
         """Answered acknowledgements waiting for the callback."""
         self.closed = False
         self.buffer = ShareFetchBuffer()
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._plan: dict[int, set[TopicPartition]] | None = None
+        """The leaders and their partitions the fetcher's last pass found (``_kick``);
+        None once the assignment changed."""
         self._last_made: dict[TopicPartition, tuple[object, list[ShareConsumerRecord]]] = {}
         """The records of the last stored batch made per partition (see ``_made``)."""
         self.fetching = False
@@ -170,10 +174,11 @@ class ShareConsumerCore:
     # ---- the background: heartbeat and fetching ahead
 
     async def run(self) -> None:
-        """Heartbeat while subscribed, at the broker's interval, and fetch ahead once
-        polled, until closed."""
+        """Heartbeat while subscribed, at the broker's interval, and fetch for the polls,
+        until closed."""
         with self._stop:
             async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
                 tasks.start_soon(self._heartbeat_loop)
                 await self._fetch_loop(tasks)
 
@@ -211,9 +216,12 @@ class ShareConsumerCore:
         if not membership.subscribed:  # unsubscribed meanwhile: the answer is stale
             return
         assert isinstance(response, ShareGroupHeartbeatResponse)
+        assignment = membership.assignment
         if membership.on_answer(request, response, self.client.clock()):
             self.client.invalidate_coordinator(self.group_id)
             membership.next_ms = self.client.clock() + backoff
+        if membership.assignment != assignment:
+            self._plan = None  # the fetcher's next pass looks again
         self._tell_poll()
 
     def _tell_poll(self) -> None:
@@ -249,21 +257,38 @@ class ShareConsumerCore:
                 by_node.setdefault(node, set())  # acknowledgements of a partition left
         for node in self.session_partitions:
             by_node.setdefault(node, set())  # to forget what it no longer reads
+        self._plan = {node: set(partitions) for node, partitions in by_node.items()}
         sealed = {self._session_node(tp) for tp in self.acks.waiting(sealed_only=True)}
-        deadline = self.poll_deadline
         for node, partitions in by_node.items():
             if not self.fetching or self.buffer.busy(node):
                 continue
             if self.wanted:
-                wait_ms = 0.0  # no poll waits: what is there now, then stop
-                if deadline is not None:  # a poll waits: wait at the broker too
-                    left = max(deadline - self.client.clock(), 0)
-                    wait_ms = min(left, self.config.fetch_max_wait_ms)
-                self.buffer.in_flight.add(node)
-                tasks.start_soon(self._fetch_ahead, node, partitions, int(wait_ms))
+                self._launch(tasks, node, partitions)
             elif node in sealed:  # a poll handed out buffered records: send the last ones'
                 self.buffer.in_flight.add(node)
                 tasks.start_soon(self._acknowledge_ahead, node)
+
+    def _launch(
+        self, tasks: anyio.abc.TaskGroup, node: int, partitions: set[TopicPartition]
+    ) -> None:
+        """Start a ShareFetch to ``node``: waiting at the broker while a poll waits, not
+        at all once none does."""
+        wait_ms = 0.0
+        deadline = self.poll_deadline
+        if deadline is not None:
+            wait_ms = min(max(deadline - self.client.clock(), 0), self.config.fetch_max_wait_ms)
+        self.buffer.in_flight.add(node)
+        tasks.start_soon(self._fetch_ahead, node, partitions, int(wait_ms))
+
+    def _kick(self) -> None:
+        """From a poll: fetch at once from the leaders the fetcher last read from, without
+        waiting for its next pass (which looks the assignment and leaders up again)."""
+        tasks, plan = self._tasks, self._plan
+        if tasks is None or plan is None or not self.fetching:
+            return
+        for node, partitions in plan.items():
+            if partitions and not self.buffer.busy(node):
+                self._launch(tasks, node, partitions)
 
     async def _fetch_ahead(self, node: int, partitions: set[TopicPartition], wait_ms: int) -> None:
         """One ShareFetch to ``node``; its records wait in the buffer for a poll."""
@@ -409,14 +434,14 @@ class ShareConsumerCore:
                 return records
             self._raise_fetch_error()
             self.wanted = True  # nothing to hand out: fetch (carrying what is booked)
-            self.wake_fetcher()
             left = deadline - clock()
+            if left > 0:
+                self.poll_deadline = deadline  # the fetch waits at the broker meanwhile
+            self._kick()
+            self.wake_fetcher()
             if left <= 0:
                 return []
             news = self._news
-            if self.poll_deadline is None:  # the fetcher waits at the broker meanwhile
-                self.poll_deadline = deadline
-                self.wake_fetcher()
             try:
                 with anyio.move_on_after(left / 1000):
                     await news.wait()

@@ -81,6 +81,7 @@ class Fetcher:
         self._metadata_failures = 0
         self._refreshing = False
         self._wakeup = anyio.Event()
+        self._round_at = 0.0  # when the last round began (client clock, ms)
         self._closed = False
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
         """KIP-392: the replica a leader named to fetch a partition from, until when (the
@@ -101,6 +102,7 @@ class Fetcher:
         async with anyio.create_task_group() as tg:
             while not self._closed:
                 self._wakeup = anyio.Event()
+                self._round_at = self.client.clock()
                 try:
                     delay_ms = await self._round(tg)
                 except Exception as exc:
@@ -294,11 +296,20 @@ class Fetcher:
             while partitions:
                 self.buffer.fetching(partitions)
                 try:
-                    await self._fetch_from(node, partitions)
+                    quiet = await self._fetch_from(node, partitions)
                 finally:
                     self.buffer.fetched(partitions)  # poll wakes us again from now on
-                self.wake()  # a round for the other nodes' news; this node stays busy
-                partitions = self._next_from(node)
+                fetched, partitions = partitions, self._next_from(node)
+                # A round for what this node's next fetch leaves out (news of other nodes,
+                # errors, partitions moved or not fetchable now), and at least every
+                # retry.backoff.ms for the timers it watches; not after every answer: for
+                # the sync consumer it would run between telling poll and the loop's wait.
+                if (
+                    not quiet
+                    or not partitions.keys() >= fetched.keys()
+                    or self.client.clock() - self._round_at >= self.config.retry_backoff_ms
+                ):
+                    self.wake()
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("fetch from node %d failed: %s", node, exc)
             for tp in partitions:  # back to the leader
@@ -347,7 +358,9 @@ class Fetcher:
 
     async def _fetch_from(
         self, node: int, partitions: dict[TopicPartition, tuple[PartitionState, int]]
-    ) -> None:
+    ) -> bool:
+        """Fetch ``partitions`` from ``node``, the records into the buffer; whether the
+        answer was quiet: no error, no leader hint, no read replica named."""
         connection = await self.client.connection(node)
         snapshot = self.client.metadata.snapshot
         topic_ids: dict[str, uuid.UUID] = {}
@@ -394,9 +407,10 @@ class Fetcher:
             error = make_error(response.error_code, f"fetch from node {node}")
             logger.info("fetch from node %d failed: %s", node, error)
             self._node_backoff(node)
-            return
-        size = self._handle(node, partitions, response, version, topic_ids)
+            return False
+        size, quiet = self._handle(node, partitions, response, version, topic_ids)
         self.metrics.fetch_done(self.client.clock() - started, size)
+        return quiet
 
     def _handle(
         self,
@@ -405,9 +419,12 @@ class Fetcher:
         response: FetchResponse,
         version: int,
         topic_ids: dict[str, uuid.UUID],
-    ) -> int:
+    ) -> tuple[int, bool]:
+        """Buffer the answer's records; its record bytes, and whether it was quiet (no
+        partition error, no preferred read replica)."""
         names = {topic_id: name for name, topic_id in topic_ids.items()}
         total = 0
+        quiet = True
         refresh = False
         hints: list[tuple[str, int, int, int]] = []
         for topic in response.responses:
@@ -430,8 +447,10 @@ class Fetcher:
                 if p.preferred_read_replica >= 0:  # KIP-392: fetch from that replica
                     until = self.client.clock() + self.config.metadata_max_age_ms
                     self._read_replicas[tp] = (p.preferred_read_replica, until)
+                    quiet = False
                 elif p.error_code != 0:
                     self._read_replicas.pop(tp, None)
+                    quiet = False
                 if p.error_code == 0:
                     state.high_watermark = p.high_watermark
                     if p.last_stable_offset >= 0:
@@ -483,7 +502,7 @@ class Fetcher:
         if refresh:
             self.client.metadata.request_update()
             self._node_backoff(node)
-        return total
+        return total, quiet
 
     def _partition_error(
         self, tp: TopicPartition, state: PartitionState, fetch_offset: int, code: int

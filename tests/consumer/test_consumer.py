@@ -637,3 +637,51 @@ def test_sync_poll_is_told_of_a_fetch_once_the_next_fetch_is_sent(
     # After the first batch (nothing was buffered before it) the next fetch is always
     # planned, and written in the same step as the batch was buffered.
     assert in_flight[0] == 1
+
+
+def test_fetches_chained_from_one_node_need_no_round_each(
+    serve_broker: BrokerProcess, topic: str
+) -> None:
+    """A quiet answer whose partitions are fetched again at once wakes no planning round:
+    with retry.backoff.ms long, 12 long polls answered one record each take no round, and
+    the records come back exactly."""
+    target = Target("serve", serve_broker.bootstrap)
+    try:
+        target.create_topic(topic)
+        tp = TopicPartition(topic, 0)
+        settings = config(
+            target,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=5_000,
+            retry_backoff_ms=60_000,
+            retry_backoff_max_ms=60_000,
+        )
+        with Consumer(settings) as consumer:
+            fetcher = consumer._core.fetcher
+            counts = {"rounds": 0, "fetches": 0}
+            run_round, fetch_from = fetcher._round, fetcher._fetch_from
+
+            async def counted_round(*args: Any) -> float:
+                counts["rounds"] += 1
+                return await run_round(*args)
+
+            async def counted_fetch(*args: Any) -> bool:
+                counts["fetches"] += 1
+                return await fetch_from(*args)
+
+            fetcher._round = counted_round  # type: ignore[method-assign]
+            fetcher._fetch_from = counted_fetch  # type: ignore[method-assign]
+            consumer.assign([tp])
+            assert consumer.position(tp) == 0
+            got = []
+            for i in range(12):
+                if i == 1:  # the first answer came: the long polls chain from now on
+                    before = dict(counts)
+                target.produce_values(tp, 1, start=i)
+                got += poll_n(consumer, 1)
+            after = dict(counts)
+    finally:
+        target.close()
+    assert [(r.offset, r.value) for r in got] == [(i, b"v%d" % i) for i in range(12)]
+    assert after["fetches"] - before["fetches"] >= 11
+    assert after["rounds"] == before["rounds"], (before, after)

@@ -21,8 +21,8 @@ from kafkette.client.config import ClientConfig
 from kafkette.client.connection import BrokerConnection
 from kafkette.client.diagnose import FailureLog, unresolvable_hosts
 from kafkette.client.metadata import BrokerInfo, ClusterMetadata, MetadataCache
-from kafkette.client.sasl import sasl_credentials_for
-from kafkette.client.tls import ssl_context_for
+from kafkette.client.security.sasl import sasl_credentials_for
+from kafkette.client.security.tls import ssl_context_for
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import (
     AuthenticationError,

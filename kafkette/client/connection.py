@@ -10,7 +10,7 @@ On open, the connection negotiates API versions: it sends ApiVersions at our
 newest version and, if the broker does not know it, reads the version-0
 answer (KIP-511) and retries with the newest version both sides know.
 :meth:`version_for` then picks, per API, the highest version both support.
-Given SASL credentials, it then authenticates (:mod:`kafkette.client.sasl`)
+Given SASL credentials, it then authenticates (:mod:`kafkette.client.security.sasl`)
 before the connection is handed out.
 
 A connection that cannot be opened says why and what to check
@@ -24,7 +24,7 @@ closes the connection at its first request after ApiVersions).
 A broker that gives SASL sessions a lifetime (``connections.max.reauth.ms``,
 KIP-368) closes a connection that has not re-authenticated when its session
 ends. The connection re-authenticates itself when its
-:class:`~kafkette.client.sasl.ReauthSchedule` says so (85-95% of the lifetime), at
+:class:`~kafkette.client.security.sasl.ReauthSchedule` says so (85-95% of the lifetime), at
 the first request from then on: that request and every one made meanwhile wait
 (requests handed to :meth:`BrokerConnection.submit` are held, in order) until
 SaslHandshake and SaslAuthenticate are answered, then go out in the order they
@@ -57,7 +57,7 @@ from kafkette.client.diagnose import (
 )
 from kafkette.client.events import event_factory
 from kafkette.client.pipes import AsyncioPipe, FramePipe, OnResponse, StreamPipe, connect_stream
-from kafkette.client.sasl import ReauthSchedule, SaslCredentials, authenticate
+from kafkette.client.security.sasl import ReauthSchedule, SaslCredentials, authenticate
 from kafkette.client.wire import ClientWire
 from kafkette.clocks import MonotonicClockMs, monotonic_ms
 from kafkette.errors import (

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.sasl import REAUTH_WINDOW, ReauthSchedule, SaslCredentials
+from kafkette.client.security.sasl import REAUTH_WINDOW, ReauthSchedule, SaslCredentials
 from kafkette.errors import KafkaConnectionError
 from kafkette.protocol.messages import MetadataRequest, MetadataResponse
 from kafkette.protocol.schema import Response

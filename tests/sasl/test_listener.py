@@ -10,7 +10,7 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.sasl import SaslCredentials, ScramClient
+from kafkette.client.security.sasl import SaslCredentials, ScramClient
 from kafkette.errors import (
     IllegalSaslStateError,
     SaslAuthenticationFailedError,

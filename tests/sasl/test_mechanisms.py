@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkette.client.sasl import PlainClient, ScramClient
+from kafkette.client.security.sasl import PlainClient, ScramClient
 from kafkette.errors import SaslAuthenticationFailedError
 from kafkette.server.sasl import (
     MIN_ITERATIONS,

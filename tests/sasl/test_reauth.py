@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from kafkette.cli.serve import add_arguments, build_config, build_listeners, build_nodes, build_sasl
-from kafkette.client.sasl import ScramClient
+from kafkette.client.security.sasl import ScramClient
 from kafkette.errors import ConfigError
 from kafkette.protocol.messages import (
     MetadataRequest,

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 
 from kafkette import Consumer, Producer
-from kafkette.client.sasl import ScramClient
+from kafkette.client.security.sasl import ScramClient
 from kafkette.protocol.headers import decode_response, encode_request
 from kafkette.protocol.messages import (
     ApiVersionsRequest,

@@ -10,7 +10,7 @@ import anyio.abc
 import pytest
 
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.sasl import SaslCredentials
+from kafkette.client.security.sasl import SaslCredentials
 from kafkette.errors import SaslAuthenticationFailedError
 from kafkette.protocol.messages import CreateTopicsRequest, MetadataRequest
 from kafkette.protocol.messages.create_topics_request import CreatableTopic

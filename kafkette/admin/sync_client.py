@@ -47,7 +47,7 @@ class AdminClient:
     """Blocking admin client; the same operations as :class:`AsyncAdminClient`."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        self._loop = BackgroundLoop("AdminClient")
+        self._loop = BackgroundLoop("kafkette AdminClient")
         try:
             self._async = self._loop.call(_make, config, settings)
         except BaseException:

@@ -100,7 +100,7 @@ class InProcessCluster:
     ) -> None:
         self.url = url
         self._lock = lock
-        self._loop = None if in_loop else BackgroundLoop(url)
+        self._loop = None if in_loop else BackgroundLoop(f"kafkette {url}")
         self._home: LoopHome | None = None
         """The broker's tasks on its owner's loop (``in_loop``, between enter and exit)."""
         self.closed = False

@@ -58,6 +58,7 @@ class BackgroundLoop:
     """One event loop in a daemon thread, for one sync client."""
 
     def __init__(self, name: str, backend: str = "asyncio") -> None:
+        """``name`` names the thread and the errors ("kafkette producer")."""
         self.name = name
         self._closed = False
         self._lock = threading.Lock()
@@ -85,7 +86,7 @@ class BackgroundLoop:
         # A daemon thread (not anyio's start_blocking_portal, whose executor thread the
         # interpreter joins at exit): a client or in-process cluster nobody closed must
         # not keep the process from exiting.
-        self._thread = threading.Thread(target=run, name=f"kafkette {name}", daemon=True)
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
         started.wait()
         if not portal:

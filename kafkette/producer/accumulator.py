@@ -110,12 +110,19 @@ class ProducerBatch(BatchState):
     )
 
     def __init__(
-        self, topic: str, partition: int, compression: int, now_ms: float, first_timestamp: int
+        self,
+        topic: str,
+        partition: int,
+        compression: int,
+        now_ms: float,
+        first_timestamp: int,
+        tp: PartitionKey | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self.tp: PartitionKey = (topic, partition)
-        """(topic, partition), made once: the sender's per-request bookkeeping reads it."""
+        self.tp: PartitionKey = (topic, partition) if tp is None else tp
+        """(topic, partition), made once (or given, by the append that looked the queue up
+        with it): the sender's per-request bookkeeping reads it."""
         self.compression = compression
         self.buffer = bytearray(BATCH_OVERHEAD)
         self.count = 0
@@ -357,7 +364,7 @@ class RecordAccumulator(AccumulatorState):
             return batch, False
         if batch is not None:
             batch.full = True
-        batch = ProducerBatch(topic, partition, self.compression, self.clock(), timestamp)
+        batch = ProducerBatch(topic, partition, self.compression, self.clock(), timestamp, tp)
         queue.append(batch)
         self._incomplete.add(batch)
         return batch, True

@@ -74,7 +74,9 @@ class BatchResult:
         self.done = False
         self._event: threading.Event | None = None  # made by the first thread that waits
         self._async_event: anyio.Event | None = None
-        self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = []
+        # made by the first callback: most batches have none, and a list per batch would
+        # be one more object for the garbage collector to count and walk while it waits
+        self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = None
         # a batch the broker found too large is cut in parts: (first index, result)
         self._parts: list[tuple[int, BatchResult]] | None = None
         self._pending_parts = 0
@@ -103,9 +105,11 @@ class BatchResult:
     def add_callback(self, future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:
         """Register ``fn`` (``on_delivery(err, md)`` if ``delivery`` else ``fn(future)``)."""
         with _CALLBACK_LOCK:
-            callbacks = self._callbacks
-            if callbacks is not None:
-                callbacks.append((future, fn, delivery))
+            if not self.done:
+                if self._callbacks is None:
+                    self._callbacks = [(future, fn, delivery)]
+                else:
+                    self._callbacks.append((future, fn, delivery))
                 return
         _invoke(future, fn, delivery)
 

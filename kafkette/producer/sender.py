@@ -23,8 +23,8 @@ linger, backoff or expiry deadline. While it sleeps, passes also run from
 plain event-loop callbacks, one loop turn sooner than a woken task's: after
 responses, at a deadline under asyncio (a timer; trio's task sleeps with the
 deadline instead), and when a sync producer's thread reports a batch opened or
-filled (:meth:`Sender.nudge`). A deadline within :data:`TIMER_SLACK_MS` counts
-as come, since the loop's timers fire on whole milliseconds.
+filled (:meth:`Sender.nudge`). Under asyncio a deadline within
+:data:`TIMER_SLACK_MS` counts as come, since its timers fire on whole milliseconds.
 
 Responses: what each partition's answer means is read in
 :mod:`kafkette.producer.produce_outcomes` (one table of error code ->
@@ -124,8 +124,8 @@ logger = logging.getLogger("kafkette.producer")
 
 MAX_WORKERS_PER_NODE = 16
 TIMER_SLACK_MS = 0.5
-"""A batch whose linger (or backoff) ends within this many ms is sent now: the event
-loop's timers fire on the first whole millisecond at or after their deadline (epoll's
+"""Under asyncio, a batch whose linger (or backoff) ends within this many ms is sent now:
+the event loop's timers fire on the first whole millisecond at or after their deadline (epoll's
 resolution), so waiting for a deadline 0.3 ms away would send 1 ms late. Deadlines
 then hold to within half a millisecond either way, as Java's whole-millisecond clock
 holds them to within one."""
@@ -296,6 +296,9 @@ class Sender:
         run their pass from a timer callback (:meth:`_on_timer`)."""
         self._timer: TimerHandle | None = None
         self._timer_at = 0.0
+        self._slack_ms = 0.0
+        """:data:`TIMER_SLACK_MS` under asyncio, whose timers fire on whole milliseconds;
+        0 under trio, whose sleeping task wakes at the deadline (exactly, in virtual time)."""
         self._expiry_check_at = 0.0
         self.txn: TransactionManager | None = None
         """The transactional producer's state (None without transactional.id)."""
@@ -403,6 +406,7 @@ class Sender:
         going away), :class:`IllegalStateError`.
         """
         self._call_later = _loop_call_later()
+        self._slack_ms = TIMER_SLACK_MS if self._call_later is not None else 0.0
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
@@ -525,7 +529,7 @@ class Sender:
                     self._spawn(tg, self._init_producer_id, idem)
                 else:
                     delays.append(wait)
-        ready, next_ms = self.accumulator.ready(now + TIMER_SLACK_MS, muted)
+        ready, next_ms = self.accumulator.ready(now + self._slack_ms, muted)
         if next_ms is not None:
             delays.append(next_ms)
         snapshot = self.client.metadata.snapshot
@@ -672,7 +676,7 @@ class Sender:
             batches = self.accumulator.drain(
                 tps,
                 self.config.max_request_size,
-                None if first else now + TIMER_SLACK_MS,
+                None if first else now + self._slack_ms,
                 idem.assign if idem is not None else None,
             )
             if not batches:

@@ -313,7 +313,7 @@ def print_cell(cell: Cell, records: int) -> None:
 
 def print_summary(cells: list[Cell], records: int) -> None:
     """Every cell's ratios to confluent-kafka: median (best), per kafkette client."""
-    ours = [n for n in EQUAL_CLIENTS if n != "confluent-kafka"]
+    ours = [n for n in cells[0].runs if n != "confluent-kafka"] if cells else []
     print(f"\nsummary: kafkette / confluent-kafka records/s, median (best), {records:,} records")
     labels = [f"{cell.settings.describe()}, {cell.label}" for cell in cells]
     width = max(map(len, labels), default=0) + 2
@@ -329,8 +329,10 @@ def print_summary(cells: list[Cell], records: int) -> None:
         print(line, flush=True)
 
 
-def bench_equal(bootstrap: str, records: int, rounds: int) -> None:
-    """The safe and fast tables, each at both batch sizes and both record sizes."""
+def bench_equal(bootstrap: str, records: int, rounds: int, only: list[str]) -> None:
+    """The safe and fast tables, each at both batch sizes and both record sizes (``only``:
+    those of our clients, beside confluent-kafka, the peer every ratio is to)."""
+    clients = [n for n in EQUAL_CLIENTS if not only or n in only or n == "confluent-kafka"]
     cells: list[Cell] = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         for base in (SAFE, FAST):
@@ -338,10 +340,10 @@ def bench_equal(bootstrap: str, records: int, rounds: int) -> None:
                 settings = replace(base, batch_size=batch_size)
                 for label, size in SIZES.items():
                     value = b"v" * size
-                    cell = Cell(settings, label, {name: [] for name in EQUAL_CLIENTS})
+                    cell = Cell(settings, label, {name: [] for name in clients})
                     for number in range(rounds):
-                        shift = number % len(EQUAL_CLIENTS)
-                        for name in EQUAL_CLIENTS[shift:] + EQUAL_CLIENTS[:shift]:
+                        shift = number % len(clients)
+                        for name in clients[shift:] + clients[:shift]:
                             timing = run_checked(admin, bootstrap, name, value, records, settings)
                             cell.runs[name].append(timing)
                     print_cell(cell, records)
@@ -372,7 +374,7 @@ def main() -> None:
     settings = replace(DEFAULTS, batch_size=args.batch_size)
     with BrokerProcess() as broker:
         if args.equal:
-            bench_equal(broker.bootstrap, args.records, args.rounds)
+            bench_equal(broker.bootstrap, args.records, args.rounds, args.only)
             return
         if not args.consumers:
             bench_producers(broker.bootstrap, args.records, args.repeat, args.only, settings)

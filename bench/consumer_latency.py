@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.latency import STAMP, Plan, paced_sync
+from bench.latency import STAMP, Plan, confluent_consumer, confluent_producer, paced_sync
 from kafkette import AdminClient, AsyncConsumer, Consumer, NewTopic, TopicPartition
 from tests.brokers import BrokerProcess
 
@@ -71,19 +71,9 @@ def child(kind: str, bootstrap: str, topic: str, total: int, out: str) -> None:
     deadline = time.monotonic() + CHILD_TIMEOUT_S
     ready = Path(out + ".ready")
     if kind == "confluent-kafka":
-        from confluent_kafka import Consumer as ConfluentConsumer
         from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
-        consumer = ConfluentConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-consumer-latency-{os.getpid()}",
-                "enable.auto.commit": False,
-                "fetch.min.bytes": 1,
-                "fetch.wait.max.ms": 500,
-                "log_level": 4,
-            }
-        )
+        consumer = confluent_consumer(bootstrap, f"bench-consumer-latency-{os.getpid()}")
         try:
             consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
             consumer.poll(0.1)
@@ -126,18 +116,8 @@ def child(kind: str, bootstrap: str, topic: str, total: int, out: str) -> None:
 
 def produce(bootstrap: str, topic: str, plan: Plan) -> float:
     """Send the plan's records with confluent-kafka's producer; the achieved rate."""
-    from confluent_kafka import Producer as ConfluentProducer
 
-    producer = ConfluentProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": plan.linger_ms,
-            "batch.size": 16_384,
-            "log_level": 4,
-        }
-    )
+    producer = confluent_producer(bootstrap, plan)
 
     def send(value: bytes) -> None:
         while True:

@@ -288,8 +288,9 @@ def kafkette_async(bootstrap: str, topic: str, plan: Plan) -> Run:
     return asyncio.run(main())
 
 
-def confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
-    producer = ConfluentProducer(
+def confluent_producer(bootstrap: str, plan: Plan) -> ConfluentProducer:
+    """confluent-kafka's producer at the equal settings (see the module's docstring)."""
+    return ConfluentProducer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
@@ -299,16 +300,25 @@ def confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
             "log_level": 4,
         }
     )
-    consumer = ConfluentConsumer(
+
+
+def confluent_consumer(bootstrap: str, group_id: str = "bench-latency") -> ConfluentConsumer:
+    """confluent-kafka's consumer at the equal settings (assigned, never committing)."""
+    return ConfluentConsumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "bench-latency",
+            "group.id": group_id,
             "enable.auto.commit": False,
             "fetch.min.bytes": 1,
             "fetch.wait.max.ms": 500,
             "log_level": 4,
         }
     )
+
+
+def confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
+    producer = confluent_producer(bootstrap, plan)
+    consumer = confluent_consumer(bootstrap)
     try:
         consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
 
@@ -387,16 +397,7 @@ def aiokafka(bootstrap: str, topic: str, plan: Plan) -> Run:
 
 def kafkette_to_confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
     """kafkette's sync producer, confluent-kafka's consumer."""
-    consumer = ConfluentConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "bench-latency",
-            "enable.auto.commit": False,
-            "fetch.min.bytes": 1,
-            "fetch.wait.max.ms": 500,
-            "log_level": 4,
-        }
-    )
+    consumer = confluent_consumer(bootstrap)
     producer_settings = {"acks": -1, "enable_idempotence": True, "linger_ms": plan.linger_ms}
     try:
         consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
@@ -418,16 +419,7 @@ def kafkette_to_confluent(bootstrap: str, topic: str, plan: Plan) -> Run:
 
 def confluent_to_kafkette(bootstrap: str, topic: str, plan: Plan) -> Run:
     """confluent-kafka's producer, kafkette's sync consumer."""
-    producer = ConfluentProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": plan.linger_ms,
-            "batch.size": 16_384,
-            "log_level": 4,
-        }
-    )
+    producer = confluent_producer(bootstrap, plan)
     with Consumer(bootstrap_servers=bootstrap, fetch_min_bytes=1, fetch_max_wait_ms=500) as c:
         c.assign([TopicPartition(topic, 0)])
         c.seek(TopicPartition(topic, 0), 0)
@@ -566,7 +558,7 @@ def main() -> None:
     if args.warmup >= args.seconds:
         parser.error("--warmup must be shorter than --seconds")
     offered = CLIENTS + MIXED if args.mixed else CLIENTS
-    names = [n for n in offered if n in (args.only or offered)]
+    names = [n for n in CLIENTS + MIXED if n in args.only] if args.only else list(offered)
     data_dir = tempfile.mkdtemp(prefix="bench-latency-") if args.disk else None
     results: dict[int, tuple[Figures, dict[str, float]]] = {}
     try:

@@ -136,3 +136,15 @@ def decode_headers(data: bytes) -> list[tuple[int, int]]:
         out.append((base, base + delta))
         pos += 12 + length
     return out
+
+
+def sized_batch(index: int, size: int, base_ms: int = 1_700_000_000_000) -> bytes:
+    """One record of ``size`` value bytes (its byte ``index % 251``), key ``k<index>``."""
+    return make_batch([(base_ms + index, b"k%d" % index, bytes([index % 251]) * size)])
+
+
+def stored_form(data: bytes, offset: int, epoch: int) -> bytes:
+    """``data`` as a log stores it: base offset, length and leader epoch written in."""
+    out = bytearray(data)
+    struct.pack_into(">qii", out, 0, offset, len(data) - 12, epoch)
+    return bytes(out)

@@ -22,10 +22,9 @@ from kafkette.backends.memory import MemoryLog, MemoryStorage
 from kafkette.backends.pages import arenas
 from kafkette.backends.pages.arenas import POPULATE_STEP, Arena, ArenaPool, arena_size
 from kafkette.backends.pages.populator import POPULATOR
-from tests.backends.helpers import FakeClock, make_batch
+from tests.backends.helpers import FakeClock, sized_batch, stored_form
 
 MiB = 1 << 20
-BASE = 1_700_000_000_000
 
 
 def test_arena_sizes_grow_with_the_segment_in_powers_of_two() -> None:
@@ -253,16 +252,6 @@ test_pool_against_a_model = PoolMachine.TestCase
 # -- memory logs reusing arenas -------------------------------------------------------
 
 
-def _batch(index: int, size: int) -> bytes:
-    return make_batch([(BASE + index, b"k%d" % index, bytes([index % 251]) * size)])
-
-
-def _stored(data: bytes, offset: int, epoch: int) -> bytes:
-    out = bytearray(data)
-    struct.pack_into(">qii", out, 0, offset, len(data) - 12, epoch)
-    return bytes(out)
-
-
 def _log(pool: ArenaPool, monkeypatch: pytest.MonkeyPatch, **config: int) -> MemoryLog:
     monkeypatch.setattr(memory, "ARENA_FROM", 0)  # every batch into an arena
     settings_ = {"segment_bytes": 3 * MiB, "max_message_bytes": 8 * MiB, **config}
@@ -303,7 +292,7 @@ def _append(log: MemoryLog, batches: list[bytes]) -> list[bytes]:
     for data in batches:
         offset = log.log_end_offset
         log.append(data, leader_epoch=2)
-        stored.append(_stored(data, offset, 2))
+        stored.append(stored_form(data, offset, 2))
     log.update_high_watermark(log.log_end_offset)
     return stored
 
@@ -317,7 +306,7 @@ def test_deleted_segments_arenas_are_reused_and_read_back_exactly(
     each new one in the arena, and none of it is read."""
     pool = ArenaPool()
     log = _log(pool, monkeypatch)
-    old = _append(log, [_batch(i, 300_000) for i in range(25)])  # 10 a segment, 6 an arena
+    old = _append(log, [sized_batch(i, 300_000) for i in range(25)])  # 10 a segment, 6 an arena
     old_regions = {id(r): r for r in _regions(log)}
     assert [s.base_offset for s in log.segments] == [0, 10, 20]
     assert len(old_regions) == 5
@@ -325,7 +314,7 @@ def test_deleted_segments_arenas_are_reused_and_read_back_exactly(
     assert pool.kept == 4  # the active segment's arena stays in use
     assert pool.kept_bytes == 4 * 2 * MiB
     start = log.log_start_offset
-    new = _append(log, [_batch(100 + i, 100_000 + 7 * i) for i in range(40)])
+    new = _append(log, [sized_batch(100 + i, 100_000 + 7 * i) for i in range(40)])
     reused = [r for r in _regions(log) if id(r) in old_regions]
     assert reused, "no arena of the deleted segments was reused"
     assert _read_all(log, start) == old[start:] + new
@@ -340,12 +329,12 @@ def test_a_view_still_held_keeps_its_arena_from_reuse(monkeypatch: pytest.Monkey
     deleted segment's batch: its arena is not written again, the view keeps its bytes."""
     pool = ArenaPool()
     log = _log(pool, monkeypatch)
-    old = _append(log, [_batch(i, 300_000) for i in range(12)])
+    old = _append(log, [sized_batch(i, 300_000) for i in range(12)])
     held = _stored_views(log)[0]
     held_region = held.obj
     log.delete_records_before(10)
     assert pool.kept == 2
-    new = _append(log, [_batch(100 + i, 300_000) for i in range(12)])
+    new = _append(log, [sized_batch(100 + i, 300_000) for i in range(12)])
     regions = _regions(log)
     assert all(r is not held_region for r in regions)
     assert pool.kept == 1  # the other arena of segment 0 was reused
@@ -360,7 +349,7 @@ def test_an_arena_a_spliceable_read_covered_is_never_reused(
     spliceable read covered are let go, not reused, while an unread one is."""
     pool = ArenaPool()
     log = _log(pool, monkeypatch)
-    _append(log, [_batch(i, 300_000) for i in range(11)])  # segment 0: 2 arenas
+    _append(log, [sized_batch(i, 300_000) for i in range(11)])  # segment 0: 2 arenas
     assert [s.base_offset for s in log.segments] == [0, 10]
     assert len({id(r) for r in _regions(log)[:10]}) == 2
     read = log.read(0, 1, upper_bound=2)  # the first batch only
@@ -369,7 +358,7 @@ def test_an_arena_a_spliceable_read_covered_is_never_reused(
     del read
     log.delete_records_before(10)
     assert pool.kept == 1  # the exposed arena was let go
-    new = _append(log, [_batch(100 + i, 300_000) for i in range(30)])
+    new = _append(log, [sized_batch(100 + i, 300_000) for i in range(30)])
     assert all(r is not exposed_region for r in _regions(log))
     assert pool.kept == 0
     assert _read_all(log, 11) == new
@@ -381,13 +370,13 @@ def test_truncation_retires_the_arenas_it_empties(monkeypatch: pytest.MonkeyPatc
     later batches read back exactly."""
     pool = ArenaPool()
     log = _log(pool, monkeypatch, segment_bytes=64 * MiB)
-    kept = _append(log, [_batch(i, 500_000) for i in range(4)])  # arena 1 (2 MiB)
-    _append(log, [_batch(10 + i, 500_000) for i in range(12)])  # arenas 2, 3, ...
+    kept = _append(log, [sized_batch(i, 500_000) for i in range(4)])  # arena 1 (2 MiB)
+    _append(log, [sized_batch(10 + i, 500_000) for i in range(12)])  # arenas 2, 3, ...
     arenas_before = len(log.segments[-1]._arenas)  # type: ignore[attr-defined]
     assert arenas_before >= 3
     log.truncate_to(len(kept))
     assert pool.kept == arenas_before - 2  # all but the first and the one being filled
-    new = _append(log, [_batch(50 + i, 400_000) for i in range(12)])
+    new = _append(log, [sized_batch(50 + i, 400_000) for i in range(12)])
     assert _read_all(log, 0) == kept + new
 
 
@@ -400,7 +389,7 @@ def test_retention_reuses_arenas_when_no_one_reads(monkeypatch: pytest.MonkeyPat
     reused = 0
     written: list[bytes] = []
     for round_ in range(8):
-        batches = [_batch(round_ * 100 + i, 250_000) for i in range(12)]  # a segment each
+        batches = [sized_batch(round_ * 100 + i, 250_000) for i in range(12)]  # a segment each
         written += _append(log, batches)
         assert log.enforce_retention() == (1 if round_ >= 3 else 0)
         fresh = {id(r) for r in _regions(log)[-len(batches) :]}
@@ -423,16 +412,16 @@ def test_a_deleted_memory_log_gives_its_arenas_to_the_pool(
     )
     log = storage.open_log("t", 0)
     for i in range(8):
-        log.append(_batch(i, 300_000), leader_epoch=0)
+        log.append(sized_batch(i, 300_000), leader_epoch=0)
     storage.delete_log("t", 0)
     assert pool.kept == 2  # 6 batches in the first arena, 2 in the second
     again = storage.open_log("t", 0)
     assert again.log_end_offset == 0
-    data = _batch(99, 123_456)
+    data = sized_batch(99, 123_456)
     again.append(data, leader_epoch=0)
     assert pool.kept == 2  # the deleted log's batches are still seen through ``log``
     del log
-    more = _batch(98, 2 * MiB - 100_000)  # needs a new arena: one of the deleted log's
+    more = sized_batch(98, 2 * MiB - 100_000)  # needs a new arena: one of the deleted log's
     again.append(more, leader_epoch=0)
     assert pool.kept == 1
-    assert again.read(0, 1 << 40).to_bytes() == _stored(data, 0, 0) + _stored(more, 1, 0)
+    assert again.read(0, 1 << 40).to_bytes() == stored_form(data, 0, 0) + stored_form(more, 1, 0)

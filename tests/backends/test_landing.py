@@ -10,7 +10,6 @@ exactly what it was given; anything else it copies, as before.
 from __future__ import annotations
 
 import gc
-import struct
 import weakref
 
 import pytest
@@ -22,20 +21,9 @@ from kafkette.backends.pages import landing
 from kafkette.backends.pages.arenas import POPULATE_STEP, ArenaPool
 from kafkette.backends.pages.landing import LANDING_SIZE, Landing, landed_arena
 from kafkette.backends.pages.populator import POPULATOR
-from tests.backends.helpers import FakeClock, make_batch
+from tests.backends.helpers import FakeClock, sized_batch, stored_form
 
 MiB = 1 << 20
-BASE = 1_700_000_000_000
-
-
-def _batch(index: int, size: int) -> bytes:
-    return make_batch([(BASE + index, b"k%d" % index, bytes([index % 251]) * size)])
-
-
-def _stored(data: bytes, offset: int, epoch: int) -> bytes:
-    out = bytearray(data)
-    struct.pack_into(">qii", out, 0, offset, len(data) - 12, epoch)
-    return bytes(out)
 
 
 def _land(place: Landing, data: bytes) -> memoryview:
@@ -135,7 +123,7 @@ def test_a_memory_log_keeps_landed_batches_where_they_arrived(
     pool = ArenaPool()
     log = _log(pool, monkeypatch)
     place = Landing(pool)
-    sent = [_batch(i, 200_000) for i in range(6)]
+    sent = [sized_batch(i, 200_000) for i in range(6)]
     expected: list[bytes] = []
     for i, data in enumerate(sent):
         offset = log.log_end_offset
@@ -143,7 +131,7 @@ def test_a_memory_log_keeps_landed_batches_where_they_arrived(
             log.append(data, leader_epoch=4)  # bytes of its own: copied
         else:
             log.append(_land(place, data), leader_epoch=4)
-        expected.append(_stored(data, offset, 4))
+        expected.append(stored_form(data, offset, 4))
     log.update_high_watermark(log.log_end_offset)
     segment = log.segments[-1]
     stored = [segment.batch_bytes(p, 0) for p, _ in segment.headers()]
@@ -168,19 +156,19 @@ def test_the_landing_arena_of_a_deleted_log_is_reused_once_its_batches_go(
     )
     place = Landing(pool)
     log = storage.open_log("t", 0)
-    first = _land(place, _batch(1, 3 * MiB))
+    first = _land(place, sized_batch(1, 3 * MiB))
     arena = landed_arena(first)
     log.append(first)
     del first
     storage.delete_log("t", 0)
     log = storage.open_log("t", 0)
-    _land(place, _batch(2, 3 * MiB))  # fills the arena to 6 MiB
-    data = _batch(3, 3 * MiB)
+    _land(place, sized_batch(2, 3 * MiB))  # fills the arena to 6 MiB
+    data = sized_batch(3, 3 * MiB)
     again = _land(place, data)  # does not fit: the arena from its start
     assert landed_arena(again) is arena
     log.append(again, leader_epoch=1)
     log.update_high_watermark(log.log_end_offset)
-    assert log.read(0, 1 << 30).to_bytes() == _stored(data, 0, 1)
+    assert log.read(0, 1 << 30).to_bytes() == stored_form(data, 0, 1)
 
 
 def test_truncation_across_landed_batches_keeps_the_rest_exact(
@@ -191,16 +179,16 @@ def test_truncation_across_landed_batches_keeps_the_rest_exact(
     place = Landing(pool)
     kept = []
     for i in range(3):
-        data = _batch(i, 100_000)
-        kept.append(_stored(data, log.log_end_offset, 0))
+        data = sized_batch(i, 100_000)
+        kept.append(stored_form(data, log.log_end_offset, 0))
         log.append(_land(place, data) if i != 1 else data, leader_epoch=0)
     for i in range(3):
-        log.append(_land(place, _batch(10 + i, 100_000)), leader_epoch=0)
+        log.append(_land(place, sized_batch(10 + i, 100_000)), leader_epoch=0)
     log.truncate_to(3)
     new = []
     for i in range(3):
-        data = _batch(20 + i, 150_000)
-        new.append(_stored(data, log.log_end_offset, 0))
+        data = sized_batch(20 + i, 150_000)
+        new.append(stored_form(data, log.log_end_offset, 0))
         log.append(_land(place, data) if i else data, leader_epoch=0)
     log.update_high_watermark(log.log_end_offset)
     assert log.read(0, 1 << 30).to_bytes() == b"".join(kept + new)
@@ -285,7 +273,7 @@ def test_deleting_a_log_frees_the_landing_arenas_the_pool_does_not_keep(
     place = Landing(pool)
     log = storage.open_log("t", 0)
     for i in range(3):
-        log.append(_land(place, _batch(i, MiB)))
+        log.append(_land(place, sized_batch(i, MiB)))
     arena = landed_arena(log.segments[-1].batch_bytes(0, 0))  # type: ignore[attr-defined]
     assert arena is not None
     region = weakref.ref(arena.region)

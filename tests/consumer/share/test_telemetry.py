@@ -5,7 +5,6 @@ client-metrics subscription asks for are pushed under Java's share-consumer name
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import anyio
@@ -13,9 +12,9 @@ import pytest
 
 from kafkette import AdminClient, AsyncShareConsumer, Producer, ShareConsumer
 from kafkette.admin import AlterConfigOp, ConfigResource, ResourceType
-from kafkette.client.client import KafkaClient
 from kafkette.errors import IllegalStateError
 from kafkette.testing import MemoryCluster
+from tests.client.telemetry.test_instance_id import given
 from tests.client.telemetry.test_push import pushed, subscribed
 
 SHARE = "org.apache.kafka.consumer.share.fetch.manager."
@@ -25,13 +24,6 @@ SHARE = "org.apache.kafka.consumer.share.fetch.manager."
 def cluster() -> Iterator[MemoryCluster]:
     with MemoryCluster(num_partitions=1, group_share_heartbeat_interval_ms=100) as cluster:
         yield cluster
-
-
-def given(client: KafkaClient) -> uuid.UUID:
-    assert client.telemetry is not None
-    known = client.telemetry.instance_id
-    assert known is not None and known.int != 0
-    return known
 
 
 def test_the_sync_share_consumer_returns_the_id_the_broker_gave(cluster: MemoryCluster) -> None:

@@ -14,6 +14,7 @@ import anyio.abc
 from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ConsumerConfig
+from kafkette.client.sync_bridge import documented_as
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
 from kafkette.consumer.fetch_buffer import FetchBuffer, FetchedBatch
@@ -319,17 +320,8 @@ class AsyncConsumer:
         self._iter_at += 1
         return record
 
+    @documented_as(telemetry.client_instance_id)
     async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
-        """The client instance id the broker gave this client (KIP-714's
-        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
-        ``timeout`` seconds (default ``max.block.ms`` for a producer,
-        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
-        client has none yet.
-
-        Raises :class:`~kafkette.errors.IllegalStateError` with
-        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
-        the broker did not give one in time (it has no KIP-714, or no reachable broker).
-        """
         return await telemetry.client_instance_id(self._c.client, timeout)
 
     def metrics(self) -> ConsumerMetrics:

@@ -40,6 +40,7 @@ from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ProducerConfig
 from kafkette.client.events import event_factory
+from kafkette.client.sync_bridge import documented_as
 from kafkette.clocks import loop_clock_ms
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
@@ -253,17 +254,8 @@ class AsyncProducer:
         finally:
             await self._task_group.__aexit__(None, None, None)
 
+    @documented_as(telemetry.client_instance_id)
     async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
-        """The client instance id the broker gave this client (KIP-714's
-        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
-        ``timeout`` seconds (default ``max.block.ms`` for a producer,
-        ``default.api.timeout.ms`` for the others) for it, opening a connection if the
-        client has none yet.
-
-        Raises :class:`~kafkette.errors.IllegalStateError` with
-        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
-        the broker did not give one in time (it has no KIP-714, or no reachable broker).
-        """
         return await telemetry.client_instance_id(self._running().client, timeout)
 
     def metrics(self) -> dict[str, float]:

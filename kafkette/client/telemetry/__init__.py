@@ -57,13 +57,16 @@ def attach_consumer(
 
 
 async def client_instance_id(client: KafkaClient, timeout: float | None) -> uuid.UUID:
-    """Java's ``clientInstanceId(Duration)`` for the clients: the id the broker gave
-    ``client`` in GetTelemetrySubscriptions, waiting up to ``timeout`` seconds for it
-    (None: ``default.api.timeout.ms``, or a producer's ``max.block.ms``).
+    """The client instance id the broker gave this client (KIP-714's
+    GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
+    ``timeout`` seconds (default ``max.block.ms`` for a producer,
+    ``default.api.timeout.ms`` for the others) for it, opening a connection if the
+    client has none yet.
 
-    Raises :class:`~kafkette.errors.IllegalStateError` with ``enable.metrics.push=false``
-    and :class:`~kafkette.errors.KafkaTimeoutError` when it did not come in time (the
-    broker has no KIP-714, or did not answer).
+    Raises :class:`~kafkette.errors.IllegalStateError` with
+    ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
+    the broker did not give one in time (it has no KIP-714, or no reachable broker).
+    The clients' ``client_instance_id`` methods carry this docstring.
     """
     if client.telemetry is None:
         raise IllegalStateError("Telemetry is not enabled")

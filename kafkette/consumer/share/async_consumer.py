@@ -14,6 +14,7 @@ import anyio.abc
 from kafkette.client import telemetry
 from kafkette.client.client import check_connection_settings
 from kafkette.client.config import ShareConsumerConfig
+from kafkette.client.sync_bridge import documented_as
 from kafkette.clocks import loop_clock_ms
 from kafkette.consumer.share.core import ShareConsumerCore
 from kafkette.consumer.share.record import (
@@ -180,16 +181,8 @@ class AsyncShareConsumer:
         any fetch (Java's ``acquisitionLockTimeoutMs``)."""
         return self._c.lock_timeout_ms
 
+    @documented_as(telemetry.client_instance_id)
     async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:
-        """The client instance id the broker gave this consumer (KIP-714's
-        GetTelemetrySubscriptions), as Java's ``clientInstanceId(Duration)``: waits up to
-        ``timeout`` seconds (default ``default.api.timeout.ms``) for it, opening a
-        connection if the consumer has none yet.
-
-        Raises :class:`~kafkette.errors.IllegalStateError` with
-        ``enable.metrics.push=false`` and :class:`~kafkette.errors.KafkaTimeoutError` when
-        the broker did not give one in time (it has no KIP-714, or no reachable broker).
-        """
         return await telemetry.client_instance_id(self._c.client, timeout)
 
     def set_acknowledgement_commit_callback(

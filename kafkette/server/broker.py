@@ -139,9 +139,11 @@ class Broker:
         if not self.config.read_only:
             self.consumer_groups.record_sink = group_log.write_consumer_group
         self.consumer_groups.restore(loaded.consumer_groups, self.now_ms())
-        share_log = ShareStateLog(
-            share_state_topic(self.cluster, clock=self.now_ms, appended=self.appended)
+        self.share_state_topic = share_state_topic(
+            self.cluster, clock=self.now_ms, appended=self.appended
         )
+        """``__share_group_state``, made on first use."""
+        share_log = ShareStateLog(self.share_state_topic)
         self.share_groups = ShareCoordinator(
             ShareConfig(
                 delivery_count_limit=self.config.group_share_delivery_count_limit,
@@ -158,15 +160,15 @@ class Broker:
         """Share groups (KIP-932), their share partitions kept in ``__share_group_state``."""
         self.share_groups.replay(share_log.load())
         self.share_groups.available = self.data_changed.notify
-        txn_log = TxnLogStore(
-            transaction_state_topic(
-                self.cluster,
-                partitions=self.config.transaction_state_log_num_partitions,
-                segment_bytes=self.config.transaction_state_log_segment_bytes,
-                clock=self.now_ms,
-                appended=self.appended,
-            )
+        self.transaction_state_topic = transaction_state_topic(
+            self.cluster,
+            partitions=self.config.transaction_state_log_num_partitions,
+            segment_bytes=self.config.transaction_state_log_segment_bytes,
+            clock=self.now_ms,
+            appended=self.appended,
         )
+        """``__transaction_state``, made on first use."""
+        txn_log = TxnLogStore(self.transaction_state_topic)
         self.markers = MarkerWriter(
             self.cluster, group_log, self.groups, clock=self.now_ms, appended=self.appended
         )

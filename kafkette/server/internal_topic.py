@@ -2,7 +2,11 @@
 ``__transaction_state``.
 
 Its coordinator's store keeps records in it: the topic is created on first
-use with the partition count and configuration Kafka gives it, a key goes to
+use with the partition count and configuration Kafka gives it (by
+:meth:`InternalTopic.ready` when FindCoordinator or a share group's first
+heartbeat asks for it, its logs opened off the event loop as CreateTopics opens
+them; by :meth:`InternalTopic.ensure` on the spot when a coordinator needs it
+before that), a key goes to
 partition ``Utils.abs(key.hashCode()) % partitions`` (Java's
 ``String.hashCode`` over UTF-16 code units; ``Utils.abs`` maps
 ``Integer.MIN_VALUE`` to 0), and each batch is appended at its partition's
@@ -16,7 +20,11 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from kafkette.server.topic_creation import open_topic
+
 if TYPE_CHECKING:
+    import anyio
+
     from kafkette.backends import Log
     from kafkette.server.cluster import Cluster, Partition, Topic
 
@@ -81,13 +89,29 @@ class InternalTopic:
         return self._partitions if topic is None else len(topic.partitions)
 
     def ensure(self) -> Topic:
-        """The topic, created now if it does not exist yet."""
+        """The topic, created now if it does not exist yet (on disk, its logs are opened
+        on the caller's thread: :meth:`ready` first keeps that off the event loop)."""
         topic = self.existing()
         if topic is None:
             topic = self._cluster.create_topic(self.name, self._partitions, dict(self._configs))
             assert topic is not None
             self._logger.info("created %s with %d partitions", self.name, len(topic.partitions))
         return topic
+
+    async def ready(self, topic_changes: anyio.Lock) -> None:
+        """Create the topic if it does not exist yet, as CreateTopics creates one: its
+        logs opened in a worker thread on disk (50 directories and their files take
+        tens of milliseconds), under ``topic_changes``, and the topics file written
+        before this returns. A read-only cluster creates nothing."""
+        if self.existing() is not None or self._cluster.read_only:
+            return
+        async with topic_changes:
+            if self.existing() is not None:
+                return
+            plan = self._cluster.plan_topic(self.name, self._partitions, dict(self._configs))
+            topic = await open_topic(self._cluster, plan)
+            await self._cluster.save_topics()
+            self._logger.info("created %s with %d partitions", self.name, len(topic.partitions))
 
     def partition(self, key: str) -> Partition:
         """The partition holding ``key``'s records (the topic made if needed)."""

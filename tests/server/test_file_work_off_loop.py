@@ -36,8 +36,10 @@ from kafkette.protocol.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
+    OffsetCommitRequest,
 )
 from kafkette.protocol.messages.alter_user_scram_credentials_request import (
     ScramCredentialUpsertion,
@@ -52,6 +54,10 @@ from kafkette.protocol.messages.delete_records_request import (
 from kafkette.protocol.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
+)
+from kafkette.protocol.messages.offset_commit_request import (
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
 )
 from kafkette.server import Broker, BrokerConfig
 from kafkette.server.acl.store import load_bindings
@@ -340,3 +346,57 @@ async def test_acls_credentials_configs_and_producer_ids_fsync_in_worker_threads
         assert fsyncs.elsewhere >= 8  # four files and their directory
         tasks.cancel_scope.cancel()
     broker.close()
+
+
+class LogsOpened:
+    """Records on which thread each partition log of ``broker`` was opened."""
+
+    def __init__(self, broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.loop_thread = threading.get_ident()
+        self.on_loop: list[tuple[str, int]] = []
+        self.elsewhere: list[tuple[str, int]] = []
+        storage = broker.cluster.storage
+        real = storage.open_log
+
+        def open_log(topic: str, partition: int, *args: Any, **kwargs: Any) -> Any:
+            where = self.on_loop if threading.get_ident() == self.loop_thread else self.elsewhere
+            where.append((topic, partition))
+            return real(topic, partition, *args, **kwargs)
+
+        monkeypatch.setattr(storage, "open_log", open_log)
+
+
+@pytest.mark.anyio
+async def test_find_coordinator_makes_the_internal_topics_off_the_loop(
+    served: Broker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    logs = LogsOpened(served, monkeypatch)
+    found = await call(served, FindCoordinatorRequest(key="g", key_type=0), 3)
+    assert (found.error_code, found.node_id) == (0, served.node_id)
+    found = await call(
+        served, FindCoordinatorRequest(key_type=1, coordinator_keys=["tx-1", "tx-2"]), 4
+    )
+    assert [(c.key, c.error_code) for c in found.coordinators] == [("tx-1", 0), ("tx-2", 0)]
+    await call(served, _create("t", 1), 5)
+    commit = OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[OffsetCommitRequestTopic("t", [OffsetCommitRequestPartition(0, 7)])],
+    )
+    committed = await call(served, commit, 8)
+    assert committed.topics[0].partitions[0].error_code == 0
+
+    assert logs.on_loop == []
+    internal = [entry for entry in logs.elsewhere if entry[0] != "t"]
+    assert sorted(internal) == sorted(
+        [("__consumer_offsets", n) for n in range(50)]
+        + [("__transaction_state", n) for n in range(50)]
+    )
+    # Each answered once the topics file names its topic: a crash now keeps both.
+    reopened = _reopened(tmp_path / "data", tmp_path / "crash")
+    assert {name: len(topic.partitions) for name, topic in reopened.topics.items()} == {
+        "__consumer_offsets": 50,
+        "__transaction_state": 50,
+        "t": 1,
+    }

@@ -72,6 +72,9 @@ async def handle_share_group_heartbeat(
             error_code=GroupIdNotFoundError.code,
             error_message=f"Group {request.group_id} is not a share group.",
         )
+    # The group's share partitions are kept in __share_group_state from its first
+    # assignment on: the topic is made before, off the event loop.
+    await broker.share_state_topic.ready(broker.topic_changes)
     return broker.share_groups.heartbeat(
         request,
         topic_images(broker),

@@ -152,6 +152,9 @@ async def handle_add_offsets_to_txn(
         return AddOffsetsToTxnResponse(error_code=TransactionalIdAuthorizationFailedError.code)
     if not ctx.allows(READ, GROUP, request.group_id):
         return AddOffsetsToTxnResponse(error_code=GroupAuthorizationFailedError.code)
+    # The group's partition joins the transaction: __consumer_offsets is made here if no
+    # FindCoordinator for a group has made it yet (this producer found only its own).
+    await broker.offsets_topic.ready(broker.topic_changes)
     error = broker.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
     )

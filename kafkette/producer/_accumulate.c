@@ -236,8 +236,10 @@ typedef struct {
 } AccumulatorState;
 
 static PyObject *future_type;
-static PyObject *str_acquire, *str_release, *str_snapshot, *str_partition, *str_append_plain,
-    *str_routes;
+static PyObject *str_acquire, *str_release, *str_locked, *str_snapshot, *str_partition,
+    *str_append_plain, *str_routes;
+static PyTypeObject *deque_type; /* collections.deque, for PyDeque_CheckExact_ */
+#define PyDeque_CheckExact_(op) (deque_type != NULL && Py_IS_TYPE((op), deque_type))
 
 static int
 accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
@@ -359,12 +361,15 @@ find_queue(AccumulatorState *acc, PyObject *queues, PyObject *topic, PyObject *p
     return queue;
 }
 
-/* Under the lock: add the record to the open batch. 1 when added (with *batch_out
- * and *future_out set), 0 when the Python path must take it, -1 on an error. */
+/* Under the lock (or with the lock free and the GIL held, see add_to_open_batch): add
+ * the record to the open batch, as `future` (allocated by the caller, its fields unset).
+ * 1 when added (with *batch_out set and `future` filled), 0 when the Python path must
+ * take it, -1 on an error. Runs no Python code and allocates nothing the garbage
+ * collector tracks, so that nothing here lets another thread run. */
 static int
 append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
               long long ts, PyObject *key, PyObject *value, long long size,
-              PyObject **batch_out, PyObject **future_out, int *wake_out)
+              FutureState *future, PyObject **batch_out, int *wake_out)
 {
     if (acc->closed || acc->used + size > acc->buffer_memory)
         return 0;
@@ -417,10 +422,7 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         return -1;
     }
     PyObject *index = PyLong_FromLongLong(delta);
-    PyTypeObject *type = (PyTypeObject *)future_type;
-    FutureState *future = index == NULL ? NULL : (FutureState *)type->tp_alloc(type, 0);
-    if (future == NULL) {
-        Py_XDECREF(index);
+    if (index == NULL) {
         Py_SET_SIZE(buffer, end); /* the bytes added are not used */
         PyByteArray_AS_STRING(buffer)[end] = '\0';
         Py_DECREF(last);
@@ -459,9 +461,32 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         acc->wake_pending = 1;
     }
     *wake_out = wake;
-    *future_out = (PyObject *)future;
     *batch_out = last;
     return 1;
+}
+
+/* Whether `lock` (a threading.Lock) is free and this append may do without it: the GIL,
+ * held from here to the end of append_locked (which lets no other thread run), then
+ * keeps out every other thread, and one in a critical section would hold the lock. Only
+ * for a partition whose queue is the one remembered (its look-up compares pointers, no
+ * key's __eq__ runs). 1 when free, 0 when held (or another build), -1 on an error. */
+static int
+lock_is_free(AccumulatorState *acc, PyObject *lock, PyObject *topic, PyObject *partition)
+{
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
+    if (acc->cached_queues != acc->queues || acc->cached_topic != topic
+        || acc->cached_partition != partition || acc->cached_queue == NULL
+        || !PyDeque_CheckExact_(acc->cached_queue))
+        return 0;
+    PyObject *held = PyObject_CallMethodNoArgs(lock, str_locked);
+    if (held == NULL)
+        return -1;
+    int free = held == Py_False;
+    Py_DECREF(held);
+    return free;
+#endif
 }
 
 /* append_open's work: the future (a new reference), None when the Python path must
@@ -489,31 +514,52 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
         PyErr_SetString(PyExc_AttributeError, "the accumulator has no lock");
         return NULL;
     }
+    /* made first: allocating it may run the garbage collector, and with it finalizers
+     * that let other threads run */
+    PyTypeObject *type = (PyTypeObject *)future_type;
+    PyObject *future = type->tp_alloc(type, 0);
+    if (future == NULL)
+        return NULL;
     Py_INCREF(lock);
-    if (call_method0(lock, str_acquire) < 0) {
+    PyObject *batch = NULL;
+    int wake = 0, status;
+    int free = lock_is_free(acc, lock, topic, partition);
+    if (free < 0) {
         Py_DECREF(lock);
+        Py_DECREF(future);
         return NULL;
     }
-    PyObject *batch = NULL, *future = NULL;
-    int wake = 0;
-    int status = append_locked(acc, topic, partition, timestamp, ts, key, value, size, &batch,
-                               &future, &wake);
-    PyObject *exc_type, *exc_value, *exc_tb;
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    int released = call_method0(lock, str_release);
+    if (free) {
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size,
+                               (FutureState *)future, &batch, &wake);
+    }
+    else {
+        if (call_method0(lock, str_acquire) < 0) {
+            Py_DECREF(lock);
+            Py_DECREF(future);
+            return NULL;
+        }
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size,
+                               (FutureState *)future, &batch, &wake);
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        int released = call_method0(lock, str_release);
+        if (exc_type != NULL) {
+            if (released < 0)
+                PyErr_Clear();
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+        }
+        else if (released < 0)
+            status = -1;
+    }
     Py_DECREF(lock);
-    if (exc_type != NULL) {
-        if (released < 0)
-            PyErr_Clear();
-        PyErr_Restore(exc_type, exc_value, exc_tb);
-    }
-    if (status < 0 || released < 0) {
+    if (status <= 0) {
         Py_XDECREF(batch);
-        Py_XDECREF(future);
-        return NULL;
-    }
-    if (status == 0)
+        Py_DECREF(future); /* unused: its fields are unset */
+        if (status < 0)
+            return NULL;
         Py_RETURN_NONE;
+    }
     Py_DECREF(batch);
     PyObject *wakeup = acc->wakeup;
     if (wake && wakeup != NULL && wakeup != Py_None) {
@@ -905,12 +951,20 @@ PyInit__accumulate(void)
 {
     str_acquire = PyUnicode_InternFromString("acquire");
     str_release = PyUnicode_InternFromString("release");
+    str_locked = PyUnicode_InternFromString("locked");
     str_snapshot = PyUnicode_InternFromString("snapshot");
     str_partition = PyUnicode_InternFromString("partition");
     str_append_plain = PyUnicode_InternFromString("append_plain");
     str_routes = PyUnicode_InternFromString("routes");
-    if (str_acquire == NULL || str_release == NULL || str_snapshot == NULL
+    if (str_acquire == NULL || str_release == NULL || str_locked == NULL || str_snapshot == NULL
         || str_partition == NULL || str_append_plain == NULL || str_routes == NULL)
+        return NULL;
+    PyObject *collections = PyImport_ImportModule("collections");
+    if (collections == NULL)
+        return NULL;
+    deque_type = (PyTypeObject *)PyObject_GetAttrString(collections, "deque");
+    Py_DECREF(collections);
+    if (deque_type == NULL)
         return NULL;
     if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0
         || PyType_Ready(&FutureStateType) < 0 || PyType_Ready(&RouteStateType) < 0)

@@ -210,10 +210,15 @@ def test_each_partition_gets_its_records_whichever_was_appended_to_last() -> Non
     assert [r.value for r in _records_of(acc._queues[("t", 1)][-1])] == [b"new", b"again"]
 
 
-def test_the_lock_is_taken() -> None:
-    """Another thread holding the accumulator's lock keeps the C append waiting."""
+@pytest.mark.parametrize("remembered", [False, True])
+def test_the_lock_is_taken(remembered: bool) -> None:
+    """Another thread holding the accumulator's lock keeps the C append waiting, whether
+    or not the partition is the one the C append remembers (whose append may do without
+    the lock while it is free)."""
     acc, _ = make()
     assert acc.append_plain("t", 0, 1, None, b"a") is not None
+    if remembered:
+        assert c_append(acc, "t", 0, 1, None, b"a2") is not None
     done = threading.Event()
     acc._lock.acquire()
 
@@ -227,7 +232,46 @@ def test_the_lock_is_taken() -> None:
     acc._lock.release()
     assert done.wait(10)
     thread.join()
-    assert acc._queues[("t", 0)][-1].count == 2
+    assert acc._queues[("t", 0)][-1].count == 2 + remembered
+
+
+class CountingLock:
+    """A lock that counts its acquisitions."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acquired = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.acquired += 1
+        return self.lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def locked(self) -> bool:
+        return self.lock.locked()
+
+
+def test_a_free_lock_is_not_taken_for_the_remembered_partition() -> None:
+    """With the lock free, the C append to the partition it appended to last holds the
+    GIL throughout instead of taking the lock (an acquire and a release a record); to
+    another partition it takes the lock. The records land as with the lock."""
+    acc, _ = make(batch_size=16_384)
+    for partition in (0, 1):
+        assert acc.append_plain("t", partition, 1, None, b"first") is not None
+    lock = CountingLock()
+    acc._lock = lock  # type: ignore[assignment]
+    assert c_append(acc, "t", 0, 2, None, b"0") is not None  # not remembered yet: locked
+    assert lock.acquired == 1
+    for i in range(5):
+        assert c_append(acc, "t", 0, 2, None, b"%d" % (i + 1)) is not None
+    assert lock.acquired == 1
+    assert c_append(acc, "t", 1, 2, None, b"x") is not None  # another partition: locked
+    assert lock.acquired == 2
+    expected = [b"first", *(b"%d" % i for i in range(6))]
+    assert [r.value for r in _records_of(acc._queues[("t", 0)][-1])] == expected
+    assert [r.value for r in _records_of(acc._queues[("t", 1)][-1])] == [b"first", b"x"]
 
 
 def _records_of(batch: accumulator.ProducerBatch) -> list[Record_]:

@@ -26,7 +26,9 @@ producer defaults; aiokafka's are acks=1 and off, librdkafka's idempotence off),
 Clients run in alternating rounds, the order rotating per round, at each rate. The table
 gives per client the median over rounds of each percentile (p50, p99, p99.9) and the best
 round's, with the ratio of each median to confluent-kafka's (lower is better: 1.0x or less is
-#30's target for p99). ``--plot PATH`` draws the medians as a PNG.
+#30's target for p99), and the CPU time this process spent per record while the records were
+sent (every thread: the pacing, polling and loop threads, librdkafka's own), which other work
+on the machine distorts less than the latencies. ``--plot PATH`` draws the medians as a PNG.
 
 ``--mixed`` adds two crossed pairs, kafkette's sync producer with confluent-kafka's consumer
 (``kafkette-p/ck-c``) and the reverse (``ck-p/kafkette-c``), to tell which side of a pair
@@ -110,10 +112,12 @@ class Plan:
 
 @dataclass
 class Run:
-    """One client's run: latencies (ns) of the measured records and the achieved send rate."""
+    """One client's run: latencies (ns) of the measured records, the achieved send rate and
+    this process's CPU time per record while sending (every thread's: ours, librdkafka's)."""
 
     latencies: list[int]
     rate: float
+    cpu_us: float
 
     def percentile(self, fraction: float) -> float:
         """The latency (ms) that ``fraction`` of the records did not exceed."""
@@ -150,12 +154,12 @@ class Receiver:
     def done(self) -> bool:
         return self.count == self.plan.total
 
-    def result(self, rate: float) -> Run:
+    def result(self, rate: float, cpu_s: float) -> Run:
         if not self.done:
             missing = self.plan.total - self.count
             raise AssertionError(f"{missing} of {self.plan.total} records never arrived")
         self.latencies.sort()
-        return Run(self.latencies, rate)
+        return Run(self.latencies, rate, cpu_s * 1e6 / self.plan.total)
 
 
 def paced_sync(plan: Plan, send: Callable[[bytes], None], tick: Callable[[], None]) -> float:
@@ -203,19 +207,21 @@ def run_sync(
         receiver.take(poll())
     rates: list[float] = []
     pacer = threading.Thread(target=lambda: rates.append(paced_sync(plan, send, tick)))
+    cpu_start = time.process_time()
     pacer.start()
     try:
         while pacer.is_alive():
             receiver.take(poll())
     finally:
         pacer.join()
+    cpu_s = time.process_time() - cpu_start
     flush()
     deadline = time.perf_counter() + DRAIN_TIMEOUT_S
     while not receiver.done and time.perf_counter() < deadline:
         receiver.take(poll())
     if not rates:
         raise RuntimeError("the producer's pacing thread failed")
-    return receiver.result(rates[0])
+    return receiver.result(rates[0], cpu_s)
 
 
 async def run_async(
@@ -231,15 +237,17 @@ async def run_async(
     deadline = time.perf_counter() + DRAIN_TIMEOUT_S
     while not receiver.ready and time.perf_counter() < deadline:
         receiver.take(await poll())
+    cpu_start = time.process_time()
     pacer = asyncio.create_task(paced_async(plan, send))
     while not pacer.done():
         receiver.take(await poll())
     rate = await pacer
+    cpu_s = time.process_time() - cpu_start
     await flush()
     deadline = time.perf_counter() + DRAIN_TIMEOUT_S
     while not receiver.done and time.perf_counter() < deadline:
         receiver.take(await poll())
-    return receiver.result(rate)
+    return receiver.result(rate, cpu_s)
 
 
 # ---- the pairs: each client's producer and consumer with the equal settings
@@ -485,14 +493,17 @@ def print_rate(plan: Plan, rounds: int, runs: dict[str, list[Run]], figures: Fig
     measured = plan.total - plan.skipped
     print(
         f"\n{plan.rate:,} records/s of {plan.size} B for {plan.seconds:g} s "
-        f"({measured:,} measured per run), {rounds} alternating rounds; ms, median (best)"
+        f"({measured:,} measured per run), {rounds} alternating rounds; ms, median (best); "
+        "cpu: this process's CPU time per record sent (all threads), µs, median"
     )
     header = f"{'client':<16}{'sent/s':>9}"
     for label, _ in PERCENTILES:
         header += f"{label:>18}"
     header += "".join(f"{'x ' + label:>9}" for label, _ in PERCENTILES)
+    header += f"{'cpu':>7}{'x cpu':>8}"
     print(header)
     peer = figures.get(PEER)
+    peer_cpu = statistics.median(r.cpu_us for r in runs[PEER]) if PEER in runs else None
     for name, cells in figures.items():
         line = f"{name:<16}{statistics.median(r.rate for r in runs[name]):>9,.0f}"
         for label, _ in PERCENTILES:
@@ -500,6 +511,10 @@ def print_rate(plan: Plan, rounds: int, runs: dict[str, list[Run]], figures: Fig
             line += f"{median:>10.2f} ({best:>6.2f})"
         if peer is not None:
             line += "".join(f"{cells[lb][0] / peer[lb][0]:>8.2f}x" for lb, _ in PERCENTILES)
+        cpu = statistics.median(r.cpu_us for r in runs[name])
+        line += f"{cpu:>7.1f}"
+        if peer_cpu:
+            line += f"{cpu / peer_cpu:>7.2f}x"
         print(line)
 
 

@@ -107,6 +107,12 @@ class AsyncProducer:
         core = self._core
         if core is None:
             core = self._running()  # raises
+        # send_common's common case, inline: one call less per record
+        plain = not (headers or partition is not None or on_delivery is not None)
+        if plain and not core.closed and core.sender.fatal_error is None:
+            future = core.routes.send(topic, value, key, timestamp)
+            if future is not None:
+                return future
         future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
         if future is not None:
             return future

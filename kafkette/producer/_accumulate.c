@@ -19,7 +19,8 @@
  *
  * AccumulatorState.append_open(topic, partition, timestamp, key, value) does
  * what RecordAccumulator.append_plain does when the partition's last batch is
- * open and has room: under the lock it checks buffer.memory, encodes the record
+ * open and has room: under the lock (or, for the partition it appended to last,
+ * with the lock free and the GIL held throughout) it checks buffer.memory, encodes the record
  * at the end of the batch's buffer (as kafkette.protocol.records' encode_record
  * writes a record without headers, byte for byte), updates the batch's size and
  * timestamps and the accounting, and returns the record's RecordFuture. In

@@ -9,9 +9,10 @@ and the partition's position advances as records are handed out. Nothing
 crosses threads per record: the buffer's lock is taken a few times per
 ``poll``, and the fetcher is woken once per used-up completed fetch.
 
-At most two completed fetches per partition wait here, and the fetcher chains
-the next fetch's offset on the last one's end (:meth:`FetchBuffer.next_offset`),
-so a fetch is in flight while the application works on the previous records.
+At most two completed fetches per partition wait here besides the one ``poll``
+has begun to read, and the fetcher chains the next fetch's offset on the last
+one's end (:meth:`FetchBuffer.next_offset`), so a fetch is in flight while the
+application works on the previous records.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class CompletedFetch:
         "read_committed",
         "records",
         "size",
+        "started",
         "state",
         "tp",
     )
@@ -148,6 +150,8 @@ class CompletedFetch:
         self.read_committed = read_committed
         self.check_crcs = check_crcs
         self.error = error
+        self.started = False
+        """Whether ``poll`` has begun to read it (then it no longer counts as waiting)."""
         # (first_offset, producer_id) of aborted transactions, smallest first
         self._aborted = sorted(aborted) if read_committed else []
         self._aborted_pids: set[int] = set()
@@ -175,6 +179,7 @@ class CompletedFetch:
         ``limit`` at a time from the batch being read, never a whole batch at
         once: fewer live tuples means fewer garbage collector passes.
         """
+        self.started = True
         if self._deferred is not None:
             raise self._deferred
         out: list[ConsumerRecord] = []
@@ -222,6 +227,7 @@ class CompletedFetch:
         :class:`FetchedBatch`'s ``position`` on. A batch :meth:`take` had
         started is handed out whole, with the position reached in it.
         """
+        self.started = True
         if self._deferred is not None:
             raise self._deferred
         out: list[FetchedBatch] = []
@@ -394,13 +400,22 @@ class FetchBuffer:
     # ---- fetcher side (event loop)
 
     def next_offset(self, tp: TopicPartition, state: PartitionState) -> int | None:
-        """Where the next fetch for ``tp`` starts, or None if enough is buffered already."""
+        """Where the next fetch for ``tp`` starts, or None if enough is buffered already.
+
+        The fetch ``poll`` is reading does not count: were it to, the answer that
+        arrives while ``poll`` reads it would leave no fetch in flight, and the next
+        one would go out only once ``poll`` has used that fetch up and woken the
+        fetcher; for the sync consumer, only once its thread waits and lets the
+        loop's thread have the interpreter lock, so ``poll`` would then wait a
+        whole round trip.
+        """
         with self._lock:
             entries = self._per_partition.get(tp)
             if not entries:
                 return state.position
             last = entries[-1]
-            if len(entries) >= MAX_BUFFERED_PER_PARTITION or last.error is not None:
+            waiting = len(entries) - int(entries[0].started)
+            if waiting >= MAX_BUFFERED_PER_PARTITION or last.error is not None:
                 return None
             if last.state is not state:
                 return None

@@ -8,10 +8,11 @@ per broker is in flight). Requests are session-less (session id 0, epoch -1).
 
 Partitions are fetched ahead: a partition whose previous records are still
 buffered is fetched again from the end of those records (up to two completed
-fetches per partition), so while the application works on one batch of
-records, the next is already on its way or waiting. The next fetch from a
-broker is sent as soon as its answer is buffered, in the same step, not in a
-later round: the broker reads while ``poll`` parses.
+fetches per partition waiting besides the one ``poll`` reads), so while the
+application works on one batch of records, the next is already on its way or
+waiting. The next fetch from a broker is sent as soon as its answer is
+buffered, in the same step, not in a later round: the broker reads while
+``poll`` parses.
 """
 
 from __future__ import annotations

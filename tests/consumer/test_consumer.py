@@ -498,7 +498,8 @@ async def _until(condition: Callable[[], bool]) -> None:
 @pytest.mark.anyio
 async def test_fetches_ahead_of_the_application_async(target: Target, topic: str) -> None:
     """While records wait to be polled, the next fetch goes out: two fetches per partition
-    are buffered, not more, and polling one up lets the third one go."""
+    wait besides the one being polled, not more, and polling that one up lets none go
+    (two still wait); polling the next one up lets the fourth go."""
     target.create_topic(topic)
     tp = TopicPartition(topic, 0)
     for start in range(0, 40, 10):
@@ -512,13 +513,16 @@ async def test_fetches_ahead_of_the_application_async(target: Target, topic: str
         consumer.assign([tp])
         assert offsets(await apoll_n(consumer, 1, max_records=1)) == [0]
         core = consumer._c
-        await _until(lambda: core.buffer.buffered(tp) == 2)
-        await anyio.sleep(0.3)  # give a wrong third fetch the time to come
-        assert core.buffer.buffered(tp) == 2
-        assert consumer.metrics().fetch_count == 2
+        await _until(lambda: core.buffer.buffered(tp) == 3)
+        await anyio.sleep(0.3)  # give a wrong fourth fetch the time to come
+        assert core.buffer.buffered(tp) == 3
+        assert consumer.metrics().fetch_count == 3
         assert offsets(await apoll_n(consumer, 9, max_records=9)) == list(range(1, 10))
-        await _until(lambda: consumer.metrics().fetch_count == 3)
-        assert offsets(await apoll_n(consumer, 30)) == list(range(10, 40))
+        await anyio.sleep(0.3)
+        assert consumer.metrics().fetch_count == 3
+        assert offsets(await apoll_n(consumer, 10, max_records=10)) == list(range(10, 20))
+        await _until(lambda: consumer.metrics().fetch_count == 4)
+        assert offsets(await apoll_n(consumer, 20)) == list(range(20, 40))
 
 
 def test_fetches_ahead_of_the_application_sync(target: Target, topic: str) -> None:

@@ -358,3 +358,24 @@ def test_deferred_wake_up_tells_waiters_once_when_it_runs() -> None:
     assert buffer.generation == seen + 1
     buffer.add(CompletedFetch(TP, state, 6, batch(6, 3), 9))
     assert len(deferred) == 1  # a new add after the telling defers again
+
+
+@pytest.mark.anyio
+async def test_the_fetch_poll_is_reading_does_not_count_as_waiting() -> None:
+    """Once ``poll`` has begun to read the oldest of two buffered fetches, a third is
+    fetched (chained on the second's end), so one is in flight while ``poll`` reads;
+    three buffered, or two that ``poll`` has not begun, stop the chain."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    first = CompletedFetch(TP, state, 0, batch(0, 3), 3)
+    buffer.add(first)
+    buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
+    assert buffer.next_offset(TP, state) is None
+    records, done = first.take(1, None, None)
+    assert [r.offset for r in records] == [0] and not done
+    assert buffer.next_offset(TP, state) == 6
+    buffer.add(CompletedFetch(TP, state, 6, batch(6, 3), 9))
+    assert buffer.next_offset(TP, state) is None
+    buffer.remove(first)
+    assert buffer.next_offset(TP, state) is None  # two waiting, neither begun
+    assert state.position == 1

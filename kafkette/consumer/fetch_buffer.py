@@ -475,7 +475,8 @@ class FetchBuffer:
 
     def remove(self, entry: CompletedFetch) -> bool:
         """Drop ``entry``; whether the fetcher must be woken to fetch in its place (not
-        when a fetch for its partition is in flight: the fetcher plans after that)."""
+        when a fetch for its partition is in flight: the fetcher plans after that; nor
+        while two more fetches of it wait: :meth:`next_offset` would plan none)."""
         with self._lock:
             try:
                 self._queue.remove(entry)
@@ -487,6 +488,8 @@ class FetchBuffer:
                     entries.remove(entry)
                 if not entries:
                     del self._per_partition[entry.tp]
+                elif len(entries) - int(entries[0].started) >= MAX_BUFFERED_PER_PARTITION:
+                    return False
             return entry.tp not in self._fetching
 
     def replace(self, old: CompletedFetch, new: CompletedFetch) -> None:

@@ -379,3 +379,19 @@ async def test_the_fetch_poll_is_reading_does_not_count_as_waiting() -> None:
     buffer.remove(first)
     assert buffer.next_offset(TP, state) is None  # two waiting, neither begun
     assert state.position == 1
+
+
+@pytest.mark.anyio
+async def test_a_used_up_fetch_wakes_no_fetcher_while_two_more_wait() -> None:
+    """remove() asks for no wake-up when two fetches of the partition still wait (the
+    fetcher would plan none), and asks again once fewer wait."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    entries = [CompletedFetch(TP, state, 3 * i, batch(3 * i, 3), 3 * i + 3) for i in range(3)]
+    for entry in entries:
+        buffer.add(entry)
+    assert entries[0].take(3, None, None)[1] is True
+    assert buffer.remove(entries[0]) is False
+    assert entries[1].take(3, None, None)[1] is True
+    assert buffer.remove(entries[1]) is True
+    assert buffer.next_offset(TP, state) == 9

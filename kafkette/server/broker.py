@@ -334,6 +334,11 @@ class _Notifier:
     def __init__(self) -> None:
         self._event: anyio.Event | None = None  # made on first wait: it needs an event loop
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a waiter sleeps until the next :meth:`notify`."""
+        return self._event is not None
+
     def notify(self) -> None:
         if self._event is not None:
             self._event.set()

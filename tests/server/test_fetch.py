@@ -70,6 +70,27 @@ async def test_long_poll_returns_as_soon_as_data_arrives() -> None:
     assert clock.now == NOW  # no time had to pass
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio shuffles what is runnable
+async def test_a_woken_long_poll_answers_before_the_produce_that_woke_it() -> None:
+    """As Kafka completes delayed fetches in the append's thread before it answers the
+    produce: the records reach the consumer one answer sooner (``kafkette serve`` runs
+    on asyncio, whose ready tasks run in order)."""
+    broker, _ = await setup()
+    answered: list[str] = []
+
+    async def fetcher() -> None:
+        response = await call(broker, fetch_request("t", {0: 0}, max_wait_ms=30_000), 12)
+        answered.append(f"fetch {offsets(response.responses[0].partitions[0])}")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fetcher)
+            await anyio.wait_all_tasks_blocked()
+            result = await produce(broker, "t", 0, one_batch(0))
+            answered.append(f"produce {result.error_code} at {result.base_offset}")
+    assert answered == ["fetch [0]", "produce 0 at 0"]
+
+
 async def test_long_poll_returns_empty_after_max_wait_on_the_broker_clock() -> None:
     broker, clock = await setup()
     result: list[Any] = []

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 
 from kafkette.acl import AclOperation, ResourceType
 from kafkette.backends import Log
@@ -172,7 +173,13 @@ async def handle_produce(
             results.append(result)
         responses.append(TopicProduceResponse(topic_data.name, results))
     if appended:
+        woken = broker.data_changed.waiting
         broker.data_changed.notify()
+        if woken:
+            # The long polls it woke answer first, as Kafka completes its delayed
+            # fetches in the append's thread before it answers the produce: the
+            # records reach their consumers one answer sooner (about 0.2 ms).
+            await anyio.lowlevel.checkpoint()
     if acks == 0:
         failed = [
             f"{answer.name}-{p.index}: {p.error_message or p.error_code}"

@@ -959,3 +959,50 @@ async def test_on_asyncio_a_linger_deadline_runs_its_pass_in_a_timer_callback(
     await run_with_sender(client, config(linger_ms=50), body)
     assert drained_outside == [True, True, True]
     assert len(client.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_a_stored_answer_settles_offsets_metrics_and_places_in_flight() -> None:
+    """The common answer (one batch, stored): each record's offset, the request's latency
+    on the test clock, the counters, and no place left taken in flight."""
+    now = [1_000.0]
+
+    async def handler(node: int, request: ProduceRequest) -> ProduceResponse:
+        now[0] += 4
+        return answer(PartitionProduceResponse(0, 0, 10, 77))
+
+    client = FakeClient(handler)
+    results: list[Any] = []
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = [acc.append(TOPIC, 0, 5, None, b"a"), acc.append(TOPIC, 0, 6, None, b"bc")]
+        results.extend(await wait_all(futures))
+
+    sender = await run_sender(client, config(), body, clock=lambda: now[0])
+    assert [(m.partition, m.offset, m.timestamp) for m in results] == [(0, 10, 77), (0, 11, 77)]
+    m = sender.metrics
+    assert (m.requests_sent, m.batches_sent, m.records_sent, m.errors) == (1, 1, 2, 0)
+    assert (m.latency_total_ms, m.latency_max_ms, m.throttle_answers) == (4.0, 4.0, 1)
+    assert m.bytes_sent == len(client.requests[0][1].topic_data[0].partition_data[0].records)
+    assert sender.in_flight == 0
+    assert sender._tp_in_flight == {(TOPIC, 0): 0}
+
+
+@pytest.mark.anyio
+async def test_an_answer_for_another_partition_retries_the_batch() -> None:
+    """An answer that does not name the batch's partition leaves the batch unanswered: it
+    is retried (a connection error), then stored at the second answer's offset."""
+    answers = iter(
+        [answer(PartitionProduceResponse(1, 0, 5)), answer(PartitionProduceResponse(0, 0, 8))]
+    )
+    client = FakeClient(lambda node, r: _const(next(answers)))
+    results: list[Any] = []
+
+    async def body(acc: RecordAccumulator) -> None:
+        results.extend(await wait_all([acc.append(TOPIC, 0, 5, None, b"a")]))
+
+    sender = await run_sender(client, config(), body)
+    assert [(m.partition, m.offset) for m in results] == [(0, 8)]
+    m = sender.metrics
+    assert (m.retries, m.requests_sent, m.batches_sent, m.records_sent) == (1, 2, 1, 1)
+    assert sender.in_flight == 0

@@ -5,7 +5,7 @@ metadata, the steps of a send and of a close.
 :class:`~kafkette.producer.sync_producer.Producer` differ only where they
 wait: for a topic's metadata, for room in ``buffer.memory`` and for the
 event loop (the sync one runs it in a background thread). A send is
-:meth:`ProducerCore.send_common` (the common record, no waiting), else
+``routes.send`` (the common record, no waiting: the C append), else
 :meth:`ProducerCore.prepare_send`, the wait for the topic's metadata when
 the returned partition is None, and :meth:`ProducerCore.admit`; a flush is
 :meth:`ProducerCore.flushing` and the wait for its results; a transactional
@@ -49,7 +49,7 @@ from kafkette.errors import (
 )
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import BufferFull, RecordAccumulator, record_size
-from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
+from kafkette.producer.futures import BatchResult, RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.producer.sender import Sender
 from kafkette.producer.speedups import RouteState
@@ -231,28 +231,6 @@ class ProducerCore:
 
     # ---- per record
 
-    def send_common(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        headers: HeadersArg,
-        partition: int | None,
-        timestamp: int | None,
-        on_delivery: DeliveryCallback | None,
-    ) -> RecordFuture | None:
-        """A send's first step: the common record (no headers, partition or callback)
-        queued at once by :meth:`append_plain`. None when the general path must take it
-        (:meth:`prepare_send`): that path then does the same, or waits, or raises the
-        right error. Raises only when the producer is closed."""
-        if self.closed:  # check_open(), inline on the hot path
-            raise IllegalStateError("the producer is closed")
-        if headers or partition is not None or on_delivery is not None:
-            return None
-        if self.sender.fatal_error is not None:
-            return None
-        return self.routes.send(topic, value, key, timestamp)
-
     def prepare_send(
         self,
         topic: str,
@@ -262,7 +240,7 @@ class ProducerCore:
         partition: int | None,
         timestamp: int | None,
     ) -> Routed:
-        """The first step of a send that :func:`send_plain` did not take: check the
+        """The first step of a send that ``routes.send`` did not take: check the
         producer and its transaction, then :meth:`route` the record.
 
         When the returned partition is None, the caller waits for the topic with

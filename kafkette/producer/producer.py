@@ -107,15 +107,15 @@ class AsyncProducer:
         core = self._core
         if core is None:
             core = self._running()  # raises
-        # send_common's common case, inline: one call less per record
+        if core.closed:
+            core.check_open()  # raises
+        # The common record (no headers, partition or callback) goes straight to the C
+        # append; what it declines takes the general path below.
         plain = not (headers or partition is not None or on_delivery is not None)
-        if plain and not core.closed and core.sender.fatal_error is None:
+        if plain and core.sender.fatal_error is None:
             future = core.routes.send(topic, value, key, timestamp)
             if future is not None:
                 return future
-        future = core.send_common(topic, value, key, headers, partition, timestamp, on_delivery)
-        if future is not None:
-            return future
         trace = None
         if core.telemetry is not None:  # the record's span; its end is the delivery callback
             trace = core.telemetry.start_send(topic, key, value, headers, on_delivery)

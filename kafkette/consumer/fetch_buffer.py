@@ -373,6 +373,12 @@ def _deserialize(
     ]
 
 
+def _full(entries: Sequence[CompletedFetch]) -> bool:
+    """Whether a partition's completed fetches leave no room for another: the one
+    ``poll`` has begun to read does not count."""
+    return len(entries) - int(entries[0].started) >= MAX_BUFFERED_PER_PARTITION
+
+
 class FetchBuffer:
     """Completed fetches in arrival order, shared by the fetcher and ``poll``.
 
@@ -414,8 +420,7 @@ class FetchBuffer:
             if not entries:
                 return state.position
             last = entries[-1]
-            waiting = len(entries) - int(entries[0].started)
-            if waiting >= MAX_BUFFERED_PER_PARTITION or last.error is not None:
+            if _full(entries) or last.error is not None:
                 return None
             if last.state is not state:
                 return None
@@ -488,7 +493,7 @@ class FetchBuffer:
                     entries.remove(entry)
                 if not entries:
                     del self._per_partition[entry.tp]
-                elif len(entries) - int(entries[0].started) >= MAX_BUFFERED_PER_PARTITION:
+                elif _full(entries):
                     return False
             return entry.tp not in self._fetching
 

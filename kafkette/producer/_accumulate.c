@@ -1,6 +1,6 @@
 /*
  * The state of the producer's append, owned by C types, and its most common
- * append: a record without headers, callback or explicit partition, added to
+ * append: a record without headers or callback, added to
  * its partition's open batch.
  *
  * FutureState is the base of RecordFuture: the record's BatchResult, its offset
@@ -34,7 +34,8 @@
  * partition counts were read from and those counts, the partitioners, the
  * accumulator, and whether the producer sends plainly (no transactions,
  * serializers or user partitioner) and ignores keys. RouteState.send(topic,
- * value, key, timestamp) is that send; send_plain(core, ...) is
+ * value, key, timestamp, partition=None) is that send, for a record without headers
+ * or callback, to a partition it chooses or the one given; send_plain(core, ...) is
  * core.routes.send(...), the producers' call. kafkette.producer.append_state
  * has the same class in Python.
  */
@@ -740,7 +741,7 @@ choose_partition(RouteState *self, PyObject *topic, PyObject *key, PyObject *cou
 /* RouteState.send: the future, None for the general path, NULL on an error */
 static PyObject *
 route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
-                  PyObject *timestamp)
+                  PyObject *timestamp, PyObject *explicit)
 {
     if (!self->plain || self->metadata == NULL || self->accumulator == NULL
         || self->sticky == NULL || self->keyed == NULL || self->counts == NULL)
@@ -780,11 +781,26 @@ route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *
             future = Py_NewRef(Py_None);
         goto done;
     }
-    Py_INCREF(count);
-    partition = choose_partition(self, topic, key, count, value_size);
-    Py_DECREF(count);
-    if (partition == NULL)
-        goto done;
+    if (explicit != Py_None) {
+        /* a partition the topic has; anything else (not an int, a bool, out of range)
+         * is for the general path to refuse, or to wait for in the metadata */
+        long chosen = PyLong_CheckExact(explicit) ? PyLong_AsLong(explicit) : -1;
+        long known = PyLong_AsLong(count);
+        if ((chosen == -1 || known == -1) && PyErr_Occurred())
+            PyErr_Clear();
+        if (chosen < 0 || chosen >= known) {
+            future = Py_NewRef(Py_None);
+            goto done;
+        }
+        partition = Py_NewRef(explicit);
+    }
+    else {
+        Py_INCREF(count);
+        partition = choose_partition(self, topic, key, count, value_size);
+        Py_DECREF(count);
+        if (partition == NULL)
+            goto done;
+    }
     PyObject *acc = self->accumulator;
     future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value);
     if (future == Py_None) { /* a batch to open, or no room: the accumulator's own method */
@@ -802,11 +818,13 @@ done:
 static PyObject *
 route_send(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "send(topic, value, key, timestamp) takes 4 arguments");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send(topic, value, key, timestamp, partition=None) takes 4 or 5 arguments");
         return NULL;
     }
-    return route_send_record(self, args[0], args[1], args[2], args[3]);
+    return route_send_record(self, args[0], args[1], args[2], args[3],
+                             nargs == 5 ? args[4] : Py_None);
 }
 
 static PyObject *
@@ -847,10 +865,10 @@ route_set_accumulator(RouteState *self, PyObject *value, void *Py_UNUSED(closure
 
 static PyMethodDef route_methods[] = {
     {"send", (PyCFunction)(void (*)(void))route_send, METH_FASTCALL,
-     "send(topic, value, key, timestamp)\n"
+     "send(topic, value, key, timestamp, partition=None)\n"
      "--\n\n"
-     "Queue a record without headers, explicit partition or callback: its RecordFuture,\n"
-     "or None (nothing changed) when the send must go the general way."},
+     "Queue a record without headers or callback: its RecordFuture, or None (nothing\n"
+     "changed) when the send must go the general way."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -912,7 +930,8 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(routes);
         return NULL;
     }
-    PyObject *future = route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4]);
+    PyObject *future =
+        route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4], Py_None);
     Py_DECREF(routes);
     return future;
 }

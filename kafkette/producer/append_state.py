@@ -155,14 +155,18 @@ class RouteState:
         self.counts: dict[str, int] = {}
         """topic -> partition count, read from ``snapshot``."""
 
-    def send(self, topic: str, value: Any, key: Any, timestamp: int | None) -> RecordFuture | None:
-        """Queue a record without headers, explicit partition or callback: the common send.
+    def send(
+        self, topic: str, value: Any, key: Any, timestamp: int | None, partition: Any = None
+    ) -> RecordFuture | None:
+        """Queue a record without headers or callback: the common send, to ``partition``
+        or, when None, to the one the producer's partitioning chooses.
 
         Returns None (nothing changed) when the general path must take it (a
         producer with serializers, a partitioner or transactions; a key or value
         that is not bytes; a timestamp outside 0..2**63-1; a topic whose
-        partition count is not cached for the current snapshot): that path then
-        does the same, or waits, or raises the right error.
+        partition count is not cached for the current snapshot; a partition that
+        is not an int the topic has): that path then does the same, or waits, or
+        raises the right error.
         """
         if not self.plain:
             return None
@@ -179,7 +183,10 @@ class RouteState:
         count = self.counts.get(topic)
         if count is None:
             return None
-        if count == 1:
+        if partition is not None:
+            if type(partition) is not int or not 0 <= partition < count:
+                return None
+        elif count == 1:
             partition = 0
         elif key is not None and not self.ignore_keys:
             partition = self.keyed_partition(key, count)

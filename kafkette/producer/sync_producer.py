@@ -102,11 +102,10 @@ class Producer:
         core = self._core
         if core.closed:
             core.check_open()  # raises
-        # The common record (no headers, partition or callback) goes straight to the C
-        # append; what it declines takes the general path below.
-        plain = not (headers or partition is not None or on_delivery is not None)
-        if plain and core.sender.fatal_error is None:
-            future = core.routes.send(topic, value, key, timestamp)
+        # The common record (no headers or callback) goes straight to the C append; what
+        # it declines takes the general path below.
+        if not (headers or on_delivery is not None) and core.sender.fatal_error is None:
+            future = core.routes.send(topic, value, key, timestamp, partition)
             if future is not None:
                 return future
         trace = None

@@ -323,6 +323,11 @@ _sends = st.lists(
         st.one_of(st.none(), st.binary(max_size=20), st.just("text")),
         st.one_of(st.none(), st.binary(max_size=150), st.just(bytearray(b"ba"))),
         st.one_of(st.integers(min_value=0, max_value=2**45), st.just(-1), st.just(2**70)),
+        # an explicit partition: None (the producer chooses), one the topic may have,
+        # or what the general path must refuse
+        st.one_of(
+            st.none(), st.integers(min_value=-1, max_value=3), st.just(True), st.just(1.0)
+        ),
     ),
     min_size=1,
     max_size=60,
@@ -332,19 +337,21 @@ _sends = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(_sends, st.booleans())
 def test_send_plain_matches_the_python_method(
-    sends: list[tuple[str, object, object, int]], ignore_keys: bool
+    sends: list[tuple[str, object, object, int, object]], ignore_keys: bool
 ) -> None:
     c_core = make_core(partitioner_ignore_keys=ignore_keys)
     py_core = make_core(python=True, partitioner_ignore_keys=ignore_keys)
-    for topic, key, value, timestamp in sends:
-        c_future = _accumulate.send_plain(c_core, topic, value, key, timestamp)
-        py_future = ProducerCore.append_plain(py_core, topic, value, key, timestamp)
+    for topic, key, value, timestamp, partition in sends:
+        c_future = c_core.routes.send(topic, value, key, timestamp, partition)
+        py_future = py_core.routes.send(topic, value, key, timestamp, partition)
         assert (c_future is None) == (py_future is None), (topic, key, value, timestamp)
         if c_future is not None and py_future is not None:
             assert c_future._index == py_future._index
             assert c_future._timestamp == py_future._timestamp == timestamp
             assert c_future._batch.partition == py_future._batch.partition
-            if isinstance(key, bytes) and not ignore_keys and topic == "t3":
+            if partition is not None:
+                assert type(partition) is int and c_future._batch.partition == partition
+            elif isinstance(key, bytes) and not ignore_keys and topic == "t3":
                 assert c_future._batch.partition == keyed_partition(key, 3)
     assert c_core.accumulator.buffer_used == py_core.accumulator.buffer_used
     for topic, count in (("t1", 1), ("t3", 3)):
@@ -365,6 +372,20 @@ def test_send_plain_declines_what_the_general_path_must_take() -> None:
     serialized = make_core(value_serializer=bytes)
     assert _accumulate.send_plain(serialized, "t1", b"v", None, 5) is None
     assert serialized.accumulator.buffer_used == 0
+
+
+@pytest.mark.parametrize("python", [False, True])
+def test_send_takes_a_partition_the_topic_has(python: bool) -> None:
+    """An explicit partition in range is the record's; anything else is declined (the
+    general path raises, or waits for a partition the metadata does not have yet)."""
+    core = make_core(python=python)
+    future = core.routes.send("t3", b"v", b"k", 5, 2)
+    assert future is not None and future._batch.partition == 2
+    used = core.accumulator.buffer_used
+    for refused in (3, -1, True, 2.0, 1 << 70):
+        assert core.routes.send("t3", b"v", None, 5, refused) is None, refused
+    assert core.routes.send("t9", b"v", None, 5, 0) is None  # count not cached
+    assert core.accumulator.buffer_used == used
 
 
 def test_send_plain_stamps_records_with_the_wall_clock() -> None:

@@ -1,7 +1,6 @@
 /*
  * The state of the producer's append, owned by C types, and its most common
- * append: a record without headers or callback, added to
- * its partition's open batch.
+ * append: a record without headers, added to its partition's open batch.
  *
  * FutureState is the base of RecordFuture: the record's BatchResult, its offset
  * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the buffer
@@ -27,15 +26,16 @@
  * every other case (no open batch, no room, the producer closed, a key or
  * value that is not bytes) it changes nothing and returns None, for the Python
  * method to do the same work (opening the next batch, waking the sender) or to
- * send the record the general way.
+ * send the record the general way. Given a delivery callback too, it always takes
+ * the lock and registers the callback on the batch's result before it lets go.
  *
  * RouteState is what that send needs of its producer, owned here and held by
  * ProducerCore (its `routes`): the metadata cache, the snapshot the cached
  * partition counts were read from and those counts, the partitioners, the
  * accumulator, and whether the producer sends plainly (no transactions,
  * serializers or user partitioner) and ignores keys. RouteState.send(topic,
- * value, key, timestamp, partition=None) is that send, for a record without headers
- * or callback, to a partition it chooses or the one given; send_plain(core, ...) is
+ * value, key, timestamp, partition=None, on_delivery=None) is that send, for a record
+ * without headers, to a partition it chooses or the one given; send_plain(core, ...) is
  * core.routes.send(...), the producers' call. kafkette.producer.append_state
  * has the same class in Python.
  */
@@ -239,7 +239,7 @@ typedef struct {
 
 static PyObject *future_type;
 static PyObject *str_acquire, *str_release, *str_locked, *str_snapshot, *str_partition,
-    *str_append_plain, *str_routes;
+    *str_append_plain, *str_routes, *str_add_callback;
 static PyTypeObject *deque_type; /* collections.deque, for PyDeque_CheckExact_ */
 #define PyDeque_CheckExact_(op) (deque_type != NULL && Py_IS_TYPE((op), deque_type))
 
@@ -492,10 +492,12 @@ lock_is_free(AccumulatorState *acc, PyObject *lock, PyObject *topic, PyObject *p
 }
 
 /* append_open's work: the future (a new reference), None when the Python path must
- * take the record, NULL on an error. */
+ * take the record, NULL on an error. A delivery callback (`on_delivery`, or None) is
+ * registered on the batch's result under the lock, as RecordAccumulator.append does: the
+ * batch cannot be drained, so not completed, before its record's callback is there. */
 static PyObject *
 add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
-                  PyObject *timestamp, PyObject *key, PyObject *value)
+                  PyObject *timestamp, PyObject *key, PyObject *value, PyObject *on_delivery)
 {
     if (future_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "append_open: bind() was not called");
@@ -525,7 +527,8 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
     Py_INCREF(lock);
     PyObject *batch = NULL;
     int wake = 0, status;
-    int free = lock_is_free(acc, lock, topic, partition);
+    /* registering a callback runs Python code, which the lock-free append must not */
+    int free = on_delivery == Py_None ? lock_is_free(acc, lock, topic, partition) : 0;
     if (free < 0) {
         Py_DECREF(lock);
         Py_DECREF(future);
@@ -543,6 +546,22 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
         }
         status = append_locked(acc, topic, partition, timestamp, ts, key, value, size,
                                (FutureState *)future, &batch, &wake);
+        if (status > 0 && on_delivery != Py_None) {
+            /* as append's add_callback after batch.add: should it fail (no memory), the
+             * record stays in its batch and the caller gets the error */
+            PyObject *result = ((BatchState *)batch)->result;
+            PyObject *cargs[4] = {result, future, on_delivery, Py_True};
+            PyObject *r = result == NULL ? NULL
+                                         : PyObject_VectorcallMethod(str_add_callback, cargs,
+                                                                     4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                                     NULL);
+            if (r == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "the batch has no result");
+                status = -1;
+            }
+            Py_XDECREF(r);
+        }
         PyObject *exc_type, *exc_value, *exc_tb;
         PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
         int released = call_method0(lock, str_release);
@@ -580,20 +599,22 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
 static PyObject *
 accumulator_append_open(AccumulatorState *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append_open(topic, partition, timestamp, key, value) takes 5 arguments");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_open(topic, partition, timestamp, key, value, "
+                                         "on_delivery=None) takes 5 or 6 arguments");
         return NULL;
     }
-    return add_to_open_batch(self, args[0], args[1], args[2], args[3], args[4]);
+    return add_to_open_batch(self, args[0], args[1], args[2], args[3], args[4],
+                             nargs == 6 ? args[5] : Py_None);
 }
 
 static PyMethodDef accumulator_methods[] = {
     {"append_open", (PyCFunction)(void (*)(void))accumulator_append_open, METH_FASTCALL,
-     "append_open(topic, partition, timestamp, key, value)\n"
+     "append_open(topic, partition, timestamp, key, value, on_delivery=None)\n"
      "--\n\n"
      "Add a record without headers to its partition's open batch: its RecordFuture,\n"
-     "or None (nothing changed) when RecordAccumulator.append_plain must take it."},
+     "or None (nothing changed) when RecordAccumulator.append_plain must take it\n"
+     "(or, with a delivery callback, RecordAccumulator.append)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -741,7 +762,7 @@ choose_partition(RouteState *self, PyObject *topic, PyObject *key, PyObject *cou
 /* RouteState.send: the future, None for the general path, NULL on an error */
 static PyObject *
 route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
-                  PyObject *timestamp, PyObject *explicit)
+                  PyObject *timestamp, PyObject *explicit, PyObject *on_delivery)
 {
     if (!self->plain || self->metadata == NULL || self->accumulator == NULL
         || self->sticky == NULL || self->keyed == NULL || self->counts == NULL)
@@ -802,8 +823,11 @@ route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *
             goto done;
     }
     PyObject *acc = self->accumulator;
-    future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value);
-    if (future == Py_None) { /* a batch to open, or no room: the accumulator's own method */
+    future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value,
+                               on_delivery);
+    if (future == Py_None && on_delivery == Py_None) {
+        /* a batch to open, or no room: the accumulator's own method (a record with a
+         * callback goes the general way, once a batch) */
         Py_DECREF(future);
         PyObject *margs[6] = {acc, topic, partition, timestamp, key, value};
         future = PyObject_VectorcallMethod(str_append_plain, margs,
@@ -818,13 +842,13 @@ done:
 static PyObject *
 route_send(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "send(topic, value, key, timestamp, partition=None) takes 4 or 5 arguments");
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "send(topic, value, key, timestamp, partition=None, "
+                                         "on_delivery=None) takes 4 to 6 arguments");
         return NULL;
     }
     return route_send_record(self, args[0], args[1], args[2], args[3],
-                             nargs == 5 ? args[4] : Py_None);
+                             nargs >= 5 ? args[4] : Py_None, nargs == 6 ? args[5] : Py_None);
 }
 
 static PyObject *
@@ -865,10 +889,10 @@ route_set_accumulator(RouteState *self, PyObject *value, void *Py_UNUSED(closure
 
 static PyMethodDef route_methods[] = {
     {"send", (PyCFunction)(void (*)(void))route_send, METH_FASTCALL,
-     "send(topic, value, key, timestamp, partition=None)\n"
+     "send(topic, value, key, timestamp, partition=None, on_delivery=None)\n"
      "--\n\n"
-     "Queue a record without headers or callback: its RecordFuture, or None (nothing\n"
-     "changed) when the send must go the general way."},
+     "Queue a record without headers: its RecordFuture, or None (nothing changed) when\n"
+     "the send must go the general way."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -931,7 +955,8 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *future =
-        route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4], Py_None);
+        route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4], Py_None,
+                          Py_None);
     Py_DECREF(routes);
     return future;
 }
@@ -976,8 +1001,10 @@ PyInit__accumulate(void)
     str_partition = PyUnicode_InternFromString("partition");
     str_append_plain = PyUnicode_InternFromString("append_plain");
     str_routes = PyUnicode_InternFromString("routes");
+    str_add_callback = PyUnicode_InternFromString("add_callback");
     if (str_acquire == NULL || str_release == NULL || str_locked == NULL || str_snapshot == NULL
-        || str_partition == NULL || str_append_plain == NULL || str_routes == NULL)
+        || str_partition == NULL || str_append_plain == NULL || str_routes == NULL
+        || str_add_callback == NULL)
         return NULL;
     PyObject *collections = PyImport_ImportModule("collections");
     if (collections == NULL)

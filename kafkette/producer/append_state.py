@@ -156,19 +156,26 @@ class RouteState:
         """topic -> partition count, read from ``snapshot``."""
 
     def send(
-        self, topic: str, value: Any, key: Any, timestamp: int | None, partition: Any = None
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        timestamp: int | None,
+        partition: Any = None,
+        on_delivery: Any = None,
     ) -> RecordFuture | None:
-        """Queue a record without headers or callback: the common send, to ``partition``
-        or, when None, to the one the producer's partitioning chooses.
+        """Queue a record without headers: the common send, to ``partition`` or, when
+        None, to the one the producer's partitioning chooses.
 
         Returns None (nothing changed) when the general path must take it (a
         producer with serializers, a partitioner or transactions; a key or value
         that is not bytes; a timestamp outside 0..2**63-1; a topic whose
         partition count is not cached for the current snapshot; a partition that
-        is not an int the topic has): that path then does the same, or waits, or
-        raises the right error.
+        is not an int the topic has; here, a delivery callback, which only the C
+        form registers): that path then does the same, or waits, or raises the
+        right error.
         """
-        if not self.plain:
+        if not self.plain or on_delivery is not None:
             return None
         if (value is not None and type(value) is not bytes) or (
             key is not None and type(key) is not bytes

@@ -109,10 +109,10 @@ class AsyncProducer:
             core = self._running()  # raises
         if core.closed:
             core.check_open()  # raises
-        # The common record (no headers or callback) goes straight to the C append; what
-        # it declines takes the general path below.
-        if not (headers or on_delivery is not None) and core.sender.fatal_error is None:
-            future = core.routes.send(topic, value, key, timestamp, partition)
+        # The common record (no headers) goes straight to the C append; what it declines
+        # takes the general path below.
+        if not headers and core.sender.fatal_error is None:
+            future = core.routes.send(topic, value, key, timestamp, partition, on_delivery)
             if future is not None:
                 return future
         trace = None

@@ -325,9 +325,7 @@ _sends = st.lists(
         st.one_of(st.integers(min_value=0, max_value=2**45), st.just(-1), st.just(2**70)),
         # an explicit partition: None (the producer chooses), one the topic may have,
         # or what the general path must refuse
-        st.one_of(
-            st.none(), st.integers(min_value=-1, max_value=3), st.just(True), st.just(1.0)
-        ),
+        st.one_of(st.none(), st.integers(min_value=-1, max_value=3), st.just(True), st.just(1.0)),
     ),
     min_size=1,
     max_size=60,
@@ -386,6 +384,29 @@ def test_send_takes_a_partition_the_topic_has(python: bool) -> None:
         assert core.routes.send("t3", b"v", None, 5, refused) is None, refused
     assert core.routes.send("t9", b"v", None, 5, 0) is None  # count not cached
     assert core.accumulator.buffer_used == used
+
+
+def test_send_registers_a_delivery_callback_in_an_open_batch() -> None:
+    """With a callback the C send appends only to an open batch, and registers the
+    callback on its result before anything can complete it; a batch to open is the
+    general path's (None, nothing changed), as is every such send in Python."""
+
+    def on_delivery(error: BaseException | None, metadata: object) -> None:
+        raise AssertionError("not delivered in this test")
+
+    core = make_core()
+    assert core.routes.send("t3", b"v", None, 5, 1, on_delivery) is None  # no open batch
+    assert core.accumulator.buffer_used == 0
+    opened = core.routes.send("t3", b"a", None, 5, 1)
+    assert opened is not None and opened._batch._callbacks is None
+    used = core.accumulator.buffer_used
+    future = core.routes.send("t3", b"b", None, 6, 1, on_delivery)
+    assert future is not None and future._batch is opened._batch and future._index == 1
+    assert future._batch._callbacks == [(future, on_delivery, True)]
+    assert core.accumulator.buffer_used > used
+    python = make_core(python=True)
+    assert python.routes.send("t3", b"a", None, 5, 1) is not None
+    assert python.routes.send("t3", b"b", None, 6, 1, on_delivery) is None
 
 
 def test_send_plain_stamps_records_with_the_wall_clock() -> None:

@@ -1,14 +1,17 @@
-"""A record with an explicit partition takes the producers' fast path (``routes.send``).
+"""A record with an explicit partition or a delivery callback takes the producers' fast
+path (``routes.send``).
 
 The general path (``ProducerCore.prepare_send``: serializers, headers, transactions,
 waiting for metadata) cost a sync ``send`` about 6 µs against 1.5 µs for a record whose
-partition the producer chooses; a partition the topic has is now appended as directly.
+partition the producer chooses; a partition the topic has is now appended as directly,
+and so is a record with a delivery callback once its partition has an open batch.
 What the fast path declines (a bool, a negative or unknown partition) still reaches the
 general path, which raises or waits as before.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -64,6 +67,39 @@ def test_sync_send_to_a_given_partition_takes_the_fast_path(
             p.send("t", b"v", partition=-1)
         with pytest.raises(UnknownTopicOrPartitionError, match="has 3 partition"):
             p.send("t", b"v", partition=3)
+
+
+def test_sync_send_with_a_delivery_callback_takes_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once a batch is open, a record with a callback is appended as directly; each
+    callback runs once, in order, in the producer's thread, with its record's metadata."""
+    delivered: list[tuple[BaseException | None, RecordMetadata | None, str]] = []
+
+    def on_delivery(error: BaseException | None, metadata: RecordMetadata | None) -> None:
+        delivered.append((error, metadata, threading.current_thread().name))
+
+    with (
+        MemoryCluster() as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=200) as p,
+    ):
+        p.send("t", b"first").result(10)
+        p.send("t", b"second").result(10)
+        p.send("t", b"opens", timestamp=T0)  # the batch the next ones join (linger 200 ms)
+        with monkeypatch.context() as patched:
+            refuse_the_general_path(patched)
+            futures = [
+                p.send("t", b"v%d" % i, timestamp=T0 + i, on_delivery=on_delivery)
+                for i in range(1, 4)
+            ]
+        p.flush()
+        assert [f.result(0) for f in futures] == [
+            RecordMetadata("t", 0, i + 2, T0 + i) for i in (1, 2, 3)
+        ]
+    assert [(e, md) for e, md, _ in delivered] == [
+        (None, RecordMetadata("t", 0, i + 2, T0 + i)) for i in (1, 2, 3)
+    ]
+    assert {thread for _, _, thread in delivered} == {"kafkette producer"}
 
 
 @pytest.mark.anyio

@@ -199,6 +199,7 @@ class RecordAccumulator(AccumulatorState):
     __slots__ = (
         "_flushes",
         "_incomplete",
+        "_keys",
         "_max_record",
         "_refusal",
         "_resume_room",
@@ -245,6 +246,9 @@ class RecordAccumulator(AccumulatorState):
         self._waiting = 0
         """Appends waiting on ``_space`` (a release notifies only when there are some)."""
         self._queues = {}
+        self._keys: dict[PartitionKey, PartitionKey] = {}
+        """Each partition's key, made once: the batches opened for it share it (a tuple per
+        batch would be one more object for the garbage collector to count while in flight)."""
         self._incomplete: set[ProducerBatch] = set()
         self._used = 0
         self._resume_room = min(buffer_memory, max(batch_size, buffer_memory // RESUME_SHARE))
@@ -364,6 +368,7 @@ class RecordAccumulator(AccumulatorState):
             return batch, False
         if batch is not None:
             batch.full = True
+        tp = self._keys.setdefault(tp, tp)
         batch = ProducerBatch(topic, partition, self.compression, self.clock(), timestamp, tp)
         queue.append(batch)
         self._incomplete.add(batch)
@@ -514,7 +519,12 @@ class RecordAccumulator(AccumulatorState):
         parts: list[ProducerBatch] = []
         for chunk in (records[:half], records[half:]):
             part = ProducerBatch(
-                batch.topic, batch.partition, self.compression, batch.created_ms, chunk[0].timestamp
+                batch.topic,
+                batch.partition,
+                self.compression,
+                batch.created_ms,
+                chunk[0].timestamp,
+                batch.tp,
             )
             for record in chunk:
                 part.add(record.timestamp, record.key, record.value, record.headers)

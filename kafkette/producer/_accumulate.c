@@ -38,6 +38,11 @@
  * without headers, to a partition it chooses or the one given; send_plain(core, ...) is
  * core.routes.send(...), the producers' call. kafkette.producer.append_state
  * has the same class in Python.
+ *
+ * write_header(buffer, count, ...) writes a drained batch's header and CRC (the crc32c
+ * package's) into its buffer's reserved front when it is not compressed, the bytes
+ * kafkette.protocol.records.default_records.build_reserved writes, without that function's
+ * Python calls per batch; a field out of range is left to build_reserved, which refuses it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -972,12 +977,100 @@ bind(PyObject *Py_UNUSED(module), PyObject *future)
     Py_RETURN_NONE;
 }
 
+/* ---- the header of a drained batch without compression, written in place */
+
+#define ATTRIBUTES_OFFSET 21
+#define CRC_OFFSET 17
+#define LOG_OVERHEAD 12
+
+static PyObject *package_crc32c; /* crc32c.crc32c: the one CRC-32C implementation kafkette uses */
+
+static void
+put_be(unsigned char *out, unsigned long long value, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        out[i] = (unsigned char)(value & 0xff);
+        value >>= 8;
+    }
+}
+
+/* write_header(buffer, count, base_timestamp, max_timestamp, attributes, producer_id,
+ * producer_epoch, base_sequence): True once the header and CRC are written; False, with
+ * nothing written, for what the Python builder must take (a field out of range, a buffer
+ * that is not a bytearray or has no room for the header), which raises the right error */
+static PyObject *
+write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "write_header(buffer, count, base_timestamp, max_timestamp, attributes, "
+                        "producer_id, producer_epoch, base_sequence) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *buffer = args[0];
+    if (!PyByteArray_CheckExact(buffer))
+        Py_RETURN_FALSE;
+    long long v[7];
+    for (int i = 0; i < 7; i++) {
+        if (!PyLong_CheckExact(args[i + 1]))
+            Py_RETURN_FALSE;
+        v[i] = PyLong_AsLongLong(args[i + 1]);
+        if (v[i] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    long long count = v[0], attributes = v[3], epoch = v[5], sequence = v[6];
+    Py_ssize_t size = PyByteArray_GET_SIZE(buffer);
+    if (size < BATCH_OVERHEAD || size - LOG_OVERHEAD > INT32_MAX || count < 1
+        || count > INT32_MAX || attributes < INT16_MIN || attributes > INT16_MAX
+        || epoch < INT16_MIN || epoch > INT16_MAX || sequence < INT32_MIN || sequence > INT32_MAX)
+        Py_RETURN_FALSE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) /* no resize while the CRC runs */
+        return NULL;
+    unsigned char *out = view.buf;
+    put_be(out, 0, 8);                                      /* base offset */
+    put_be(out + 8, (unsigned long long)(size - LOG_OVERHEAD), 4); /* batch length */
+    put_be(out + 12, (unsigned long long)-1, 4);            /* no partition leader epoch */
+    out[16] = 2;                                            /* magic */
+    put_be(out + 21, (unsigned long long)attributes, 2);
+    put_be(out + 23, (unsigned long long)(count - 1), 4);   /* last offset delta */
+    put_be(out + 27, (unsigned long long)v[1], 8);          /* base timestamp */
+    put_be(out + 35, (unsigned long long)v[2], 8);          /* max timestamp */
+    put_be(out + 43, (unsigned long long)v[4], 8);          /* producer id */
+    put_be(out + 51, (unsigned long long)epoch, 2);
+    put_be(out + 53, (unsigned long long)sequence, 4);
+    put_be(out + 57, (unsigned long long)count, 4);
+    PyObject *tail = PyMemoryView_FromMemory((char *)out + ATTRIBUTES_OFFSET,
+                                             size - ATTRIBUTES_OFFSET, PyBUF_READ);
+    PyObject *crc = tail == NULL ? NULL : PyObject_CallOneArg(package_crc32c, tail);
+    Py_XDECREF(tail);
+    unsigned long value = crc == NULL ? 0 : PyLong_AsUnsignedLong(crc);
+    Py_XDECREF(crc);
+    if (crc == NULL || (value == (unsigned long)-1 && PyErr_Occurred())) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    put_be(out + CRC_OFFSET, value & 0xffffffffUL, 4);
+    PyBuffer_Release(&view);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef accumulate_methods[] = {
     {"send_plain", (PyCFunction)(void (*)(void))send_plain, METH_FASTCALL,
      "send_plain(core, topic, value, key, timestamp)\n"
      "--\n\n"
      "core.routes.send(topic, value, key, timestamp): the record's RecordFuture, or None\n"
      "when the send must go the general way."},
+    {"write_header", (PyCFunction)(void (*)(void))write_header, METH_FASTCALL,
+     "write_header(buffer, count, base_timestamp, max_timestamp, attributes, producer_id,\n"
+     "             producer_epoch, base_sequence)\n"
+     "--\n\n"
+     "Write the header and CRC of a batch without compression into the bytearray's\n"
+     "reserved front (base offset 0, no partition leader epoch), as\n"
+     "kafkette.protocol.records.default_records.build_reserved does: True; False, with\n"
+     "nothing written, for a field out of range (for that function to refuse)."},
     {"bind", bind, METH_O,
      "bind(RecordFuture)\n"
      "--\n\n"
@@ -1012,6 +1105,13 @@ PyInit__accumulate(void)
     deque_type = (PyTypeObject *)PyObject_GetAttrString(collections, "deque");
     Py_DECREF(collections);
     if (deque_type == NULL)
+        return NULL;
+    PyObject *package = PyImport_ImportModule("crc32c");
+    if (package == NULL)
+        return NULL;
+    package_crc32c = PyObject_GetAttrString(package, "crc32c");
+    Py_DECREF(package);
+    if (package_crc32c == NULL)
         return NULL;
     if (PyType_Ready(&BatchStateType) < 0 || PyType_Ready(&AccumulatorStateType) < 0
         || PyType_Ready(&FutureStateType) < 0 || PyType_Ready(&RouteStateType) < 0)

@@ -24,5 +24,18 @@ class RouteState(append_state.RouteState):
 def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
     """``core.routes.send(topic, value, key, timestamp)``: the record's RecordFuture, or None."""
 
+def write_header(
+    buffer: bytearray,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    /,
+) -> bool:
+    """A batch's header and CRC written into ``buffer``'s reserved front; False if not."""
+
 def bind(future: type, /) -> None:
     """The future class ``append_open`` makes."""

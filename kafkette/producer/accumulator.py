@@ -40,6 +40,7 @@ from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
 from kafkette.producer.speedups import AccumulatorState, BatchState
 from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, speedups
+from kafkette.protocol.records.batch_header import TRANSACTIONAL_MASK
 from kafkette.protocol.records.default_records import (
     RESERVED_HEADER,
     build_reserved,
@@ -60,6 +61,9 @@ RESUME_SHARE = 8
 
 _encode_plain = speedups.encode_record
 """The C encoder of a record without headers (None without the extension)."""
+_write_header = producer_speedups.write_header
+"""The C writer of an uncompressed batch's header (None without the extension): what
+:func:`build_reserved` does, without its calls of Python functions per batch."""
 
 
 def record_size(
@@ -168,9 +172,27 @@ class ProducerBatch(BatchState):
     def build(self) -> bytearray:
         """The batch's bytes (compressed); built once, on first call."""
         if self.data is None:
-            assert self.buffer is not None
+            buffer = self.buffer
+            assert buffer is not None
+            if (
+                self.compression == NO_COMPRESSION
+                and _write_header is not None
+                and _write_header(
+                    buffer,
+                    self.count,
+                    self.base_timestamp,
+                    self.max_timestamp,
+                    TRANSACTIONAL_MASK if self.transactional else 0,
+                    self.producer_id,
+                    self.producer_epoch,
+                    self.base_sequence,
+                )
+            ):
+                self.data = buffer
+                self.buffer = None
+                return buffer
             self.data = build_reserved(
-                self.buffer,
+                buffer,
                 self.count,
                 self.base_timestamp,
                 self.max_timestamp,

@@ -59,6 +59,15 @@ send_plain: SendPlain | None = None if _module is None else _module.send_plain
 """``(core, topic, value, key, timestamp)``: ``core.routes.send(topic, value, key,
 timestamp)`` in one C call."""
 
+WriteHeader = Callable[[bytearray, int, int, int, int, int, int, int], bool]
+
+# getattr: an extension built before write_header existed (not rebuilt yet) still loads
+write_header: WriteHeader | None = getattr(_module, "write_header", None)
+"""``(buffer, count, base_timestamp, max_timestamp, attributes, producer_id, producer_epoch,
+base_sequence)``: the header and CRC of a batch without compression written into the
+buffer's reserved front, as ``build_reserved`` writes them: True; False, with nothing
+written, for a field out of range (``build_reserved`` then refuses it)."""
+
 bind: Callable[[type], None] | None = None if _module is None else _module.bind
 """``(RecordFuture)``: the future class ``append_open`` makes (a subclass of ``FutureState``)."""
 

@@ -689,3 +689,47 @@ def test_fetches_chained_from_one_node_need_no_round_each(
     assert [(r.offset, r.value) for r in got] == [(i, b"v%d" % i) for i in range(12)]
     assert after["fetches"] - before["fetches"] >= 11
     assert after["rounds"] == before["rounds"], (before, after)
+
+
+def test_fetch_task_waits_for_room_and_fetches_again_itself(
+    serve_broker: BrokerProcess, topic: str
+) -> None:
+    """A fetch task whose partition has two fetches buffered waits for poll to use one up
+    and sends the next FetchRequest itself: one fetch task for the whole read, however
+    often poll makes room, and the records come back exactly."""
+    target = Target("serve", serve_broker.bootstrap)
+    try:
+        target.create_topic(topic)
+        tp = TopicPartition(topic, 0)
+        for start in range(0, 18, 3):
+            target.produce_values(tp, 3, start=start)
+        settings = config(
+            target,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=1,  # one batch of 3 records per fetch
+            retry_backoff_ms=60_000,  # no timer ends the wait for room
+            retry_backoff_max_ms=60_000,
+        )
+        with Consumer(settings) as consumer:
+            fetcher, buffer = consumer._core.fetcher, consumer._core.buffer
+            tasks: list[int] = []
+            fetch = fetcher._fetch
+
+            async def counted(node: int, partitions: Any) -> None:
+                tasks.append(node)
+                await fetch(node, partitions)
+
+            fetcher._fetch = counted  # type: ignore[method-assign]
+            consumer.assign([tp])
+            got: list[ConsumerRecord] = []
+            for _ in range(4):
+                deadline = time.monotonic() + 10
+                while buffer.buffered(tp) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                assert buffer.buffered(tp) == 2  # full: the task waits for room
+                got += consumer.poll(timeout_ms=5_000, max_records=3)[tp]
+            got += poll_n(consumer, 18 - len(got))
+    finally:
+        target.close()
+    assert [(r.offset, r.value) for r in got] == [(i, b"v%d" % i) for i in range(18)]
+    assert len(tasks) == 1, tasks

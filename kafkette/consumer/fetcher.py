@@ -98,10 +98,11 @@ class Fetcher:
 
     def wake(self) -> None:
         """Plan another round now (after a seek, a resume, a drained fetch...); fetch tasks
-        waiting for room plan again too."""
-        self._wakeup.set()
+        waiting for room plan again too, first: their FetchRequests go out before the
+        round runs."""
         for room in self._room.values():
             room.set()
+        self._wakeup.set()
 
     def close(self) -> None:
         self._closed = True

@@ -12,10 +12,7 @@ fetches per partition waiting besides the one ``poll`` reads), so while the
 application works on one batch of records, the next is already on its way or
 waiting. The next fetch from a broker is sent as soon as its answer is
 buffered, in the same step, not in a later round: the broker reads while
-``poll`` parses. When what is buffered leaves no room for the next fetch, the
-broker's fetch task waits for ``poll`` to make some (``poll`` wakes the
-fetcher) and fetches again itself: no planning round and no new task between
-``poll`` using up a fetch and the next FetchRequest.
+``poll`` parses.
 """
 
 from __future__ import annotations
@@ -87,9 +84,6 @@ class Fetcher:
         self._wakeup = anyio.Event()
         self._round_at = 0.0  # when the last round began (client clock, ms)
         self._closed = False
-        self._room: dict[int, anyio.Event] = {}
-        """Per node, the event its fetch task waits on while what it fetched is buffered
-        and leaves no room for another fetch; set by :meth:`wake`."""
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
         """KIP-392: the replica a leader named to fetch a partition from, until when (the
         metadata's max age, as Java's consumer); dropped on an error or a failed fetch."""
@@ -97,16 +91,12 @@ class Fetcher:
     # ---- control (event loop thread)
 
     def wake(self) -> None:
-        """Plan another round now (after a seek, a resume, a drained fetch...); fetch tasks
-        waiting for room plan again too, first: their FetchRequests go out before the
-        round runs."""
-        for room in self._room.values():
-            room.set()
+        """Plan another round now (after a seek, a resume, a drained fetch...)."""
         self._wakeup.set()
 
     def close(self) -> None:
         self._closed = True
-        self.wake()
+        self._wakeup.set()
 
     async def run(self) -> None:
         """Fetch until :meth:`close`; errors for the application go to the buffer."""
@@ -156,9 +146,6 @@ class Fetcher:
                 wait_ms = min(wait_ms, self._metadata_retry_at - now)
         for node, partitions in plan.items():
             if node in self._busy_nodes:
-                room = self._room.get(node)
-                if room is not None:  # its task waits for room: it has some now
-                    room.set()
                 continue
             _, not_before = self._node_retry_at.get(node, (0, 0.0))
             if not_before > now:
@@ -324,8 +311,6 @@ class Fetcher:
                     or self.client.clock() - self._round_at >= self.config.retry_backoff_ms
                 ):
                     self.wake()
-                if not partitions and quiet and not self._closed:
-                    partitions = await self._wait_for_room(node)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             logger.info("fetch from node %d failed: %s", node, exc)
             for tp in partitions:  # back to the leader
@@ -340,20 +325,6 @@ class Fetcher:
         finally:
             self._busy_nodes.discard(node)
             self.wake()
-
-    async def _wait_for_room(self, node: int) -> dict[TopicPartition, tuple[PartitionState, int]]:
-        """What to fetch from ``node`` once something changed (a wake-up: ``poll`` used up
-        a fetch, a seek, a resume...), at most ``retry.backoff.ms`` later: the node's task
-        waits here instead of ending, so the next fetch goes out from here, without a
-        planning round and a new task in between (for the sync consumer, each loop turn
-        on the way is one more wait for the interpreter lock that ``poll`` holds)."""
-        room = self._room[node] = anyio.Event()
-        try:
-            with anyio.move_on_after(self.config.retry_backoff_ms / 1000):
-                await room.wait()
-        finally:
-            del self._room[node]
-        return self._next_from(node)
 
     def _next_from(self, node: int) -> dict[TopicPartition, tuple[PartitionState, int]]:
         """What to fetch from ``node`` next, right after its answer: sent in the same step

@@ -16,12 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
-import anyio
-import anyio.abc
-
 from kafkette.client import telemetry
 from kafkette.client.config import ConsumerConfig
-from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain
+from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain, task_host
 from kafkette.consumer.async_consumer import AsyncConsumer
 from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
 from kafkette.consumer.fetch_buffer import FetchedBatch
@@ -38,24 +35,8 @@ T = TypeVar("T")
 ITERATION_POLL_MS = 1_000
 
 
-async def _serve(
-    config: ConsumerConfig,
-    loop: BackgroundLoop,
-    *,
-    task_status: anyio.abc.TaskStatus[ConsumerCore],
-) -> None:
-    """Make the core and run its fetcher, its telemetry and the tasks it starts (the group
-    member's) in one task group, as the async consumer does, until the loop closes: one
-    wait for the loop's thread in the constructor, not one per task (each is a round
-    trip between the threads)."""
-    core = ConsumerCore(config)
-    core.buffer.defer = loop.call_soon_in_loop  # after the next fetch is sent
-    async with anyio.create_task_group() as tasks:
-        core.start_task = tasks.start_soon
-        tasks.start_soon(core.fetcher.run)
-        tasks.start_soon(telemetry.run, core.client)
-        task_status.started(core)
-        await anyio.sleep_forever()  # cancelled by the loop's close
+async def _build(config: ConsumerConfig) -> ConsumerCore:
+    return ConsumerCore(config)
 
 
 class Consumer:
@@ -66,14 +47,21 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = ConsumerConfig.from_user(config, **settings)
-        loop = self._loop = BackgroundLoop("kafkette consumer")
+        self._loop = BackgroundLoop("kafkette consumer")
         try:
-            _, started = loop.portal.start_task(_serve, self.config, loop)
+            self._core = self._loop.call(_build, self.config)
         except BaseException:
-            loop.close()
+            self._loop.close()
             raise
-        core = self._core = cast(ConsumerCore, started)
+        core = self._core
+        loop = self._loop
         core.wake_fetcher = lambda: loop.wake(core.fetcher.wake)
+        core.buffer.defer = loop.call_soon_in_loop  # after the next fetch is sent
+        loop.call_soon(core.fetcher.run)
+        loop.call_soon(telemetry.run, core.client)
+        # Background tasks started from inside the loop (the group member) go in here.
+        _, self._tasks = loop.portal.start_task(task_host)
+        core.start_task = self._tasks.start_soon
         self._iter_records: list[ConsumerRecord] = []
         self._iter_at = 0
 

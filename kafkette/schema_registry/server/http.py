@@ -13,7 +13,8 @@ needs HTTP Basic credentials it accepts, else 401 with Confluent's body
 
 Bad input never takes the server down: a request h11 cannot parse gets 400, a
 body longer than ``max_body_bytes`` gets 413 (both with Confluent's error body
-shape) and the connection is closed; a connection idle for ``idle_timeout``
+shape) and the connection is closed (after a 413, once the rest of the body is read
+and dropped, for at most :data:`LINGER_S`); a connection idle for ``idle_timeout``
 seconds is closed; a peer that goes away ends its connection only.
 """
 
@@ -47,6 +48,11 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 IDLE_TIMEOUT_S = 120.0
 HANDSHAKE_TIMEOUT_S = 10.0
 READ_SIZE = 65536
+LINGER_S = 2.0
+LINGER_BYTES = 64 * 1024 * 1024
+"""After a 413, what the server still reads and drops of the body before it closes (a
+lingering close): closing with unread data would reset the connection, and the client,
+still sending, would get a broken pipe instead of the answer."""
 UNAUTHORIZED = json.dumps({"error_code": 401, "message": "Unauthorized"}).encode()
 
 Authenticate = Callable[[str, str], bool]
@@ -141,6 +147,7 @@ class RegistryHttpServer:
             except _TooLarge:
                 message = f"Request body larger than {self.max_body_bytes} bytes"
                 await self._send_error(connection, stream, _error(413, message))
+                await _linger(stream)
                 return
             if request is None:
                 return
@@ -273,3 +280,15 @@ async def serve_registry(
         )
         await tg.start(server.serve)
         task_status.started(server.port)
+
+
+async def _linger(stream: anyio.abc.ByteStream) -> None:
+    """Read and drop what the peer still sends, until it closes or for :data:`LINGER_S`
+    and :data:`LINGER_BYTES` at most."""
+    dropped = 0
+    with anyio.move_on_after(LINGER_S):
+        try:
+            while dropped < LINGER_BYTES:
+                dropped += len(await stream.receive(READ_SIZE))
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass

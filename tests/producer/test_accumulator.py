@@ -15,14 +15,12 @@ from kafkette.errors import (
     KafkaTimeoutError,
     MessageTooLargeError,
 )
-from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import BufferFull, ProducerBatch, RecordAccumulator, record_size
 from kafkette.producer.futures import RecordMetadata
 from kafkette.producer.idempotence import IdempotenceState
 from kafkette.protocol.errors import EncodeError
 from kafkette.protocol.records import GZIP, NO_COMPRESSION, ZSTD, RecordBatch, speedups
-from kafkette.protocol.records.batch_header import TRANSACTIONAL_MASK, verify_crc
-from kafkette.protocol.records.default_records import RESERVED_HEADER, build_reserved
+from kafkette.protocol.records.batch_header import verify_crc
 
 
 class FakeClock:
@@ -563,62 +561,6 @@ def test_a_batch_given_its_sequence_before_it_is_built_matches_one_stamped_after
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 0)
     assert header.is_transactional is transactional
     assert [r.value for r in RecordBatch.from_buffer(bytes(early.build()))] == [b"abc", b"de", b"f"]
-
-
-@pytest.mark.skipif(producer_speedups.write_header is None, reason="the C extension is not used")
-@pytest.mark.parametrize(
-    ("count", "timestamps", "ids", "transactional"),
-    [
-        (1, (0, 0), (-1, -1, -1), False),
-        (130, (1_700_000_000_000, 1_700_000_000_007), (4242, 3, 17), True),
-        (2**31 - 1, (-(2**63), 2**63 - 1), (2**63 - 1, 2**15 - 1, 2**31 - 1), False),
-        (2, (5, 4), (0, -(2**15), -(2**31)), True),
-    ],
-)
-def test_the_c_header_writer_writes_the_bytes_build_reserved_writes(
-    count: int, timestamps: tuple[int, int], ids: tuple[int, int, int], transactional: bool
-) -> None:
-    assert producer_speedups.write_header is not None
-    records = bytes(range(256)) * 3
-    expected = build_reserved(
-        bytearray(RESERVED_HEADER) + records,
-        count,
-        *timestamps,
-        producer_id=ids[0],
-        producer_epoch=ids[1],
-        base_sequence=ids[2],
-        is_transactional=transactional,
-    )
-    buffer = bytearray(RESERVED_HEADER) + records
-    attributes = TRANSACTIONAL_MASK if transactional else 0
-    assert producer_speedups.write_header(buffer, count, *timestamps, attributes, *ids) is True
-    assert buffer == expected
-
-
-@pytest.mark.skipif(producer_speedups.write_header is None, reason="the C extension is not used")
-@pytest.mark.parametrize(
-    "fields",
-    [
-        (0, 0, 0, 0, -1, -1, -1),  # no record: for build_reserved to write
-        (2**31, 0, 0, 0, -1, -1, -1),
-        (1, 2**63, 0, 0, -1, -1, -1),
-        (1, 0, 0, 0, 2**63, -1, -1),
-        (1, 0, 0, 0, -1, 2**15, -1),
-        (1, 0, 0, 0, -1, -1, 2**31),
-        (1, 0, 0, 2**15, -1, -1, -1),
-    ],
-)
-def test_the_c_header_writer_leaves_a_field_out_of_range_to_build_reserved(
-    fields: tuple[int, int, int, int, int, int, int],
-) -> None:
-    assert producer_speedups.write_header is not None
-    buffer = bytearray(RESERVED_HEADER) + b"records"
-    assert producer_speedups.write_header(buffer, *fields) is False
-    assert buffer == bytearray(RESERVED_HEADER) + b"records"
-    assert (
-        producer_speedups.write_header(bytearray(RESERVED_HEADER - 1), 1, 0, 0, 0, -1, -1, -1)
-        is False
-    )
 
 
 def test_a_batch_with_a_field_out_of_range_is_refused_with_an_encode_error() -> None:

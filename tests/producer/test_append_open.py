@@ -30,6 +30,8 @@ from kafkette.producer.futures import RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.protocol.records import Record as Record_
 from kafkette.protocol.records import RecordBatch, speedups
+from kafkette.protocol.records.batch_header import TRANSACTIONAL_MASK
+from kafkette.protocol.records.default_records import RESERVED_HEADER, build_reserved
 
 Record = tuple[int, int, bytes | None, bytes | None]
 
@@ -442,3 +444,55 @@ def test_the_largest_timestamp_is_taken() -> None:
     assert future is not None
     (batch,) = core.accumulator.drain([("t1", 0)], 1 << 30)
     assert [r.timestamp for r in RecordBatch.from_buffer(bytes(batch.build()))] == [(1 << 63) - 1]
+
+
+# ---- write_header: a drained batch's header and CRC in C
+
+
+@pytest.mark.parametrize(
+    ("count", "timestamps", "ids", "transactional"),
+    [
+        (1, (0, 0), (-1, -1, -1), False),
+        (130, (1_700_000_000_000, 1_700_000_000_007), (4242, 3, 17), True),
+        (2**31 - 1, (-(2**63), 2**63 - 1), (2**63 - 1, 2**15 - 1, 2**31 - 1), False),
+        (2, (5, 4), (0, -(2**15), -(2**31)), True),
+    ],
+)
+def test_the_c_header_writer_writes_the_bytes_build_reserved_writes(
+    count: int, timestamps: tuple[int, int], ids: tuple[int, int, int], transactional: bool
+) -> None:
+    records = bytes(range(256)) * 3
+    expected = build_reserved(
+        bytearray(RESERVED_HEADER) + records,
+        count,
+        *timestamps,
+        producer_id=ids[0],
+        producer_epoch=ids[1],
+        base_sequence=ids[2],
+        is_transactional=transactional,
+    )
+    buffer = bytearray(RESERVED_HEADER) + records
+    attributes = TRANSACTIONAL_MASK if transactional else 0
+    assert _accumulate.write_header(buffer, count, *timestamps, attributes, *ids) is True
+    assert buffer == expected
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (0, 0, 0, 0, -1, -1, -1),  # no record: for build_reserved to write
+        (2**31, 0, 0, 0, -1, -1, -1),
+        (1, 2**63, 0, 0, -1, -1, -1),
+        (1, 0, 0, 0, 2**63, -1, -1),
+        (1, 0, 0, 0, -1, 2**15, -1),
+        (1, 0, 0, 0, -1, -1, 2**31),
+        (1, 0, 0, 2**15, -1, -1, -1),
+    ],
+)
+def test_the_c_header_writer_leaves_a_field_out_of_range_to_build_reserved(
+    fields: tuple[int, int, int, int, int, int, int],
+) -> None:
+    buffer = bytearray(RESERVED_HEADER) + b"records"
+    assert _accumulate.write_header(buffer, *fields) is False
+    assert buffer == bytearray(RESERVED_HEADER) + b"records"
+    assert _accumulate.write_header(bytearray(RESERVED_HEADER - 1), 1, 0, 0, 0, -1, -1, -1) is False

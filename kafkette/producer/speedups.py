@@ -61,8 +61,7 @@ timestamp)`` in one C call."""
 
 WriteHeader = Callable[[bytearray, int, int, int, int, int, int, int], bool]
 
-# getattr: an extension built before write_header existed (not rebuilt yet) still loads
-write_header: WriteHeader | None = getattr(_module, "write_header", None)
+write_header: WriteHeader | None = None if _module is None else _module.write_header
 """``(buffer, count, base_timestamp, max_timestamp, attributes, producer_id, producer_epoch,
 base_sequence)``: the header and CRC of a batch without compression written into the
 buffer's reserved front, as ``build_reserved`` writes them: True; False, with nothing

@@ -35,6 +35,7 @@ from kafkette.protocol.messages.produce_request import PartitionProduceData, Top
 from kafkette.protocol.records import RecordBatchBuilder
 from kafkette.protocol.schema import Request
 from kafkette.server import Broker, BrokerConfig
+from kafkette.server.net import asyncio_connection, socket_connection
 from kafkette.server.net.asyncio_connection import (
     MAX_DIRECT_READS,
     READ_HIGH_WATER,
@@ -169,6 +170,42 @@ async def test_acks_zero_is_not_answered_and_the_next_request_is(server: Server)
     assert (correlation_id, partition.error_code, partition.base_offset) == (3, 0, 1)
     assert server.broker.cluster.get_partition("t", 0).log.log_end_offset == 2
     await client.stream.aclose()
+
+
+PIPELINED = 60
+
+
+@pytest.mark.anyio
+async def test_pipelined_requests_give_the_other_tasks_turns(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests already received are served without a wait, but not all in one go: a
+    client may have thousands pipelined (librdkafka sends a Produce per partition), and
+    970 of them held a disk broker's loop for 128 ms (#30, ``bench/first_writes.py``).
+    With the step budget at 0 the other tasks get a turn between any two requests."""
+    monkeypatch.setattr(asyncio_connection, "STEP_BUDGET_S", 0.0)
+    monkeypatch.setattr(socket_connection, "STEP_BUDGET_S", 0.0)
+    log = server.broker.cluster.get_partition("t", 0).log
+    seen: set[int] = set()  # the log end offsets another task saw while they were served
+    done = False
+
+    async def watch() -> None:
+        while not done:
+            seen.add(log.log_end_offset)
+            await anyio.sleep(0)
+
+    client = await server.connect()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        await client.send(b"".join(frame(produce("t", 0, acks=1), 9, i) for i in range(PIPELINED)))
+        answers = [await client.answer(0, 9) for _ in range(PIPELINED)]
+        done = True
+    assert [
+        (correlation_id, p.error_code, p.base_offset)
+        for correlation_id, answer in answers
+        for p in answer.responses[0].partition_responses
+    ] == [(i, 0, i) for i in range(PIPELINED)]
+    assert len(seen - {0, PIPELINED}) >= PIPELINED // 2, sorted(seen)
 
 
 @pytest.mark.anyio

@@ -13,7 +13,8 @@ reads what the socket already holds: a client waiting for an answer has often
 sent its next request by the time the answer is written, and reading it there
 serves it without two turns of the event loop (select, then the woken task).
 It gives the event loop a turn at least every :data:`MAX_DIRECT_READS` such
-reads.
+reads, and before the next request once it has served requests for
+:data:`~kafkette.server.steps.STEP_BUDGET_S` without a wait.
 
 The task serves the requests strictly in order (so pipelined requests are
 answered in order, as Kafka does), and each answer goes out as soon as it is
@@ -52,6 +53,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -68,6 +70,7 @@ from kafkette.server.net.frame_queue import FrameQueue
 from kafkette.server.net.frames import process_frame, sasl_frame, serve_sasl_frame
 from kafkette.server.net.tls import ANONYMOUS, certificate_principal
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
+from kafkette.server.steps import STEP_BUDGET_S
 
 logger = logging.getLogger("kafkette.server.net.listener")
 
@@ -145,6 +148,8 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self.decoder = decoder
         self._sock = sock
         self._direct_reads = 0
+        self._turn_since = time.monotonic()
+        """When the serving task last got the event loop back from a wait."""
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.closed = False
@@ -260,8 +265,13 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
     def ready_frame(self) -> memoryview | None:
         """The next whole request if it has already been received, else None (no wait).
 
+        None too once the serving task has held the event loop for
+        :data:`~kafkette.server.steps.STEP_BUDGET_S` since its last wait:
+        :meth:`next_frame` then gives the other connections a turn first.
         Raises the decoder's :class:`ProtocolError` for a bad size prefix.
         """
+        if time.monotonic() - self._turn_since >= STEP_BUDGET_S:
+            return None
         frame = self.decoder.next_frame()
         if frame is not None and self.reading_paused:
             self._resume_if_drained()
@@ -277,6 +287,12 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
 
         Raises the decoder's :class:`ProtocolError` for a bad size prefix.
         """
+        if time.monotonic() - self._turn_since >= STEP_BUDGET_S:
+            # A client pipelining small requests (librdkafka sends one partition per
+            # Produce) can keep thousands waiting: served without a wait, they held
+            # the loop for 100 ms and more while a wide topic got its first records.
+            await asyncio.sleep(0)
+            self._turn_since = time.monotonic()
         decoder = self.decoder
         while True:
             frame = decoder.next_frame()
@@ -301,6 +317,7 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
                 await waiter
             finally:
                 self._waiter = None
+            self._turn_since = time.monotonic()
 
     def _read_now(self) -> bool:
         """Read what the socket holds now, as the transport would; whether anything was.

@@ -15,10 +15,12 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from kafkette.protocol.errors import ProtocolError
 from kafkette.protocol.framing import FrameDecoder
@@ -27,6 +29,7 @@ from kafkette.server.dispatch import CloseConnection
 from kafkette.server.net import zero_copy
 from kafkette.server.net.frames import process_frame, sasl_frame, serve_sasl_frame
 from kafkette.server.sasl import SaslSettings, ServerAuthenticator
+from kafkette.server.steps import STEP_BUDGET_S
 
 logger = logging.getLogger("kafkette.server.net.listener")
 
@@ -149,9 +152,18 @@ async def _serve_data(
     sasl_delay_s: float,
     peer: str,
 ) -> None:
-    """Answer every whole request in ``data`` (in order), keeping the rest for later."""
+    """Answer every whole request in ``data`` (in order), keeping the rest for later.
+
+    The other tasks get a turn every :data:`~kafkette.server.steps.STEP_BUDGET_S`:
+    ``data`` may hold a thousand small pipelined requests, and neither receiving
+    nor sending waits while the socket has room.
+    """
     decoder.feed(data)
+    turn_ends = time.monotonic() + STEP_BUDGET_S
     while (frame := decoder.next_frame()) is not None:
+        if time.monotonic() >= turn_ends:
+            await anyio.lowlevel.checkpoint()
+            turn_ends = time.monotonic() + STEP_BUDGET_S
         if auth is not None and sasl_frame(auth, frame):
             await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, io.send_parts)
             continue

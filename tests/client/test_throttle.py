@@ -97,3 +97,4 @@ def test_the_table_names_java_s_versions() -> None:
 
     for name, version in by_name.items():
         assert CLIENT_THROTTLES_FROM[getattr(messages, f"{name}Request").API_KEY] == version
+    assert len(CLIENT_THROTTLES_FROM) == 43  # every row of the table names a known API

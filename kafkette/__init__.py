@@ -2,26 +2,59 @@
 
 Producers, consumers and an admin client speaking the Kafka wire protocol, a
 bundled broker (``kafkette serve``) and an in-memory fake (``memory://``).
+
+The names below are imported on first use: ``from kafkette import Producer``
+loads the producer, not the consumers and the admin client too (importing
+them all takes most of a second, which every script and CLI command paid).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kafkette._version import __version__
-from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
-from kafkette.consumer import (
-    AsyncConsumer,
-    Consumer,
-    ConsumerGroupMetadata,
-    ConsumerRebalanceListener,
-    ConsumerRecord,
-    OffsetAndMetadata,
-)
-from kafkette.consumer.share import (
-    AcknowledgeType,
-    AsyncShareConsumer,
-    ShareConsumer,
-    ShareConsumerRecord,
-)
-from kafkette.producer import AsyncProducer, Producer, RecordMetadata
-from kafkette.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from kafkette.admin import AdminClient, AsyncAdminClient, NewPartitions, NewTopic
+    from kafkette.consumer import (
+        AsyncConsumer,
+        Consumer,
+        ConsumerGroupMetadata,
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+        OffsetAndMetadata,
+    )
+    from kafkette.consumer.share import (
+        AcknowledgeType,
+        AsyncShareConsumer,
+        ShareConsumer,
+        ShareConsumerRecord,
+    )
+    from kafkette.producer import AsyncProducer, Producer, RecordMetadata
+    from kafkette.structs import TopicPartition
+
+_HOMES = {
+    "AdminClient": "kafkette.admin",
+    "AsyncAdminClient": "kafkette.admin",
+    "NewPartitions": "kafkette.admin",
+    "NewTopic": "kafkette.admin",
+    "AsyncConsumer": "kafkette.consumer",
+    "Consumer": "kafkette.consumer",
+    "ConsumerGroupMetadata": "kafkette.consumer",
+    "ConsumerRebalanceListener": "kafkette.consumer",
+    "ConsumerRecord": "kafkette.consumer",
+    "OffsetAndMetadata": "kafkette.consumer",
+    "AcknowledgeType": "kafkette.consumer.share",
+    "AsyncShareConsumer": "kafkette.consumer.share",
+    "ShareConsumer": "kafkette.consumer.share",
+    "ShareConsumerRecord": "kafkette.consumer.share",
+    "AsyncProducer": "kafkette.producer",
+    "Producer": "kafkette.producer",
+    "RecordMetadata": "kafkette.producer",
+    "TopicPartition": "kafkette.structs",
+}
+"""Each public name and the module it is imported from on first use."""
 
 __all__ = [
     "AcknowledgeType",
@@ -44,3 +77,16 @@ __all__ = [
     "TopicPartition",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kafkette' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

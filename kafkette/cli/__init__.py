@@ -10,25 +10,13 @@ client setting), 130 after Ctrl-C and 141 when stdout is closed early
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
 
-from kafkette.cli import (
-    cluster,
-    consume,
-    groups,
-    offsets,
-    perf,
-    produce,
-    schemas,
-    topics,
-    txns,
-    users,
-)
-from kafkette.cli.common import Subcommands, UsageError, is_read_only_file_url, settings_from
+from kafkette.cli.common import UsageError, is_read_only_file_url, settings_from
 from kafkette.errors import AuthorizationError, ConfigError, KafkaError
 
 EXIT_KAFKA_ERROR = 1
@@ -36,34 +24,46 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-_CLIENT_COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
-    produce.add_parser,
-    consume.add_parser,
-    topics.add_parser,
-    offsets.add_parser,
-    groups.add_parser,
-    txns.add_parser,
-    users.add_parser,
-    cluster.add_parser,
-    perf.add_parser,
-    schemas.add_parser,
-)
+CLIENT_COMMANDS = {
+    "produce": "produce",
+    "consume": "consume",
+    "topics": "topics",
+    "offsets": "offsets",
+    "groups": "groups",
+    "txns": "txns",
+    "producers": "txns",
+    "users": "users",
+    "cluster": "cluster",
+    "perf": "perf",
+    "schemas": "schemas",
+}
+"""The client subcommands, in the order of ``kafkette --help``, and the module
+``kafkette.cli.<module>`` whose ``add_parser`` adds each."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand's, or, given the name of one, only
+    its module's. Each subcommand's module imports the clients it runs (the broker for
+    ``serve``), and importing them all took most of a second of every command's start."""
     parser = argparse.ArgumentParser(prog="kafkette", description="Kafka for Python.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from kafkette.cli import serve
+    known = command == "serve" or command in CLIENT_COMMANDS
+    if not known or command == "serve":
+        from kafkette.cli import serve
 
-    serve_parser = commands.add_parser("serve", help="run a Kafka broker")
-    serve.add_arguments(serve_parser)
-    for add in _CLIENT_COMMANDS:
-        add(commands)
+        serve_parser = commands.add_parser("serve", help="run a Kafka broker")
+        serve.add_arguments(serve_parser)
+    modules = dict.fromkeys(CLIENT_COMMANDS.values()) if not known else {}
+    if command in CLIENT_COMMANDS:
+        modules = {CLIENT_COMMANDS[command]: None}
+    for module in modules:
+        importlib.import_module(f"kafkette.cli.{module}").add_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if args.command == "serve":
         from kafkette.cli import serve

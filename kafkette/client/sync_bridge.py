@@ -65,14 +65,12 @@ class BackgroundLoop:
         started = threading.Event()
         portal: list[BlockingPortal] = []
         soon: list[Callable[[Callable[[], object]], object]] = []
-        soon_here: list[Callable[[Callable[[], object]], object]] = []
         failure: list[BaseException] = []
 
         async def serve() -> None:
             async with BlockingPortal() as running:
                 portal.append(running)
                 soon.append(_call_soon_threadsafe(backend))
-                soon_here.append(_call_soon(backend))
                 started.set()
                 await running.sleep_until_stopped()
 
@@ -95,9 +93,6 @@ class BackgroundLoop:
             )
         self.portal = portal[0]
         self._call_soon = soon[0]
-        self.call_soon_in_loop = soon_here[0]
-        """Run a plain function in the loop thread after the current task step; to be
-        called from the loop thread only (no wake-up of the loop, unlike :meth:`wake`)."""
 
     def call(
         self, func: Callable[..., Awaitable[T]], *args: Any, timeout_s: float | None = None
@@ -160,15 +155,6 @@ class BackgroundLoop:
             self.portal.call(self.portal.stop, True)
         if threading.current_thread() is not self._thread:
             self._thread.join()
-
-
-def _call_soon(backend: str) -> Callable[[Callable[[], object]], object]:
-    """The running loop's way to schedule a plain callback from its own thread."""
-    if backend == "trio":
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    return asyncio.get_running_loop().call_soon
 
 
 def _call_soon_threadsafe(backend: str) -> Callable[[Callable[[], object]], object]:

@@ -56,7 +56,6 @@ class Consumer:
         core = self._core
         loop = self._loop
         core.wake_fetcher = lambda: loop.wake(core.fetcher.wake)
-        core.buffer.defer = loop.call_soon_in_loop  # after the next fetch is sent
         loop.call_soon(core.fetcher.run)
         loop.call_soon(telemetry.run, core.client)
         # Background tasks started from inside the loop (the group member) go in here.

@@ -394,14 +394,7 @@ class FetchBuffer:
         self._per_partition: dict[TopicPartition, list[CompletedFetch]] = {}
         self._fetching: set[TopicPartition] = set()  # partitions in a fetch in flight
         self._arrived = anyio.Event()
-        self._telling = False  # a deferred wake-up of the waiters is due
         self.generation = 0  # bumped when waiters are told of adds: sync waiters watch it
-        self.defer: Callable[[Callable[[], object]], object] | None = None
-        """How :meth:`add` wakes the waiters: None, at once; else a function of the event
-        loop's thread that runs the wake-up once the current task step is over. The sync
-        consumer defers it: the fetcher sends its next request in the same step, so the
-        woken ``poll`` thread neither holds the interpreter lock while that request waits
-        to be written nor takes the CPU from the broker it was sent to."""
 
     # ---- fetcher side (event loop)
 
@@ -438,18 +431,17 @@ class FetchBuffer:
             self._fetching.difference_update(partitions)
 
     def add(self, entry: CompletedFetch) -> None:
-        """Queue ``entry`` for ``poll`` and wake the waiters (see :attr:`defer`)."""
+        """Queue ``entry`` for ``poll`` and wake the waiters at once.
+
+        At once, not after the fetcher has written its next request: a sync ``poll``
+        thread woken now parses these records while that write's system call lets go
+        of the interpreter lock, and while the broker, woken by the request, answers
+        it (on two cores, it often takes the loop thread's core until its answer is
+        written). Told after the write, ``poll`` waited that long with nothing to do.
+        """
         with self._lock:
             self._queue.append(entry)
             self._per_partition.setdefault(entry.tp, []).append(entry)
-        if self.defer is None:
-            self.wake_waiters()
-        elif not self._telling:
-            self._telling = True
-            self.defer(self._tell)
-
-    def _tell(self) -> None:
-        self._telling = False
         self.wake_waiters()
 
     def drop(self, tp: TopicPartition) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -327,37 +326,34 @@ async def test_a_used_up_fetch_wakes_the_fetcher_unless_its_partition_is_being_f
     assert len(buffer) == 0
 
 
-def test_deferred_wake_up_tells_waiters_once_when_it_runs() -> None:
-    """With ``defer`` set (the sync consumer), adds are queued at once but the waiters are
-    told only when the deferred call runs: one call for all adds made meanwhile, the
-    generation bumped once, a thread blocked in ``wait_sync`` woken then and not before."""
+def test_an_add_wakes_a_sync_waiter_at_once() -> None:
+    """``add`` queues the entry and wakes a thread blocked in ``wait_sync`` before it
+    returns (the generation bumped once per add): the sync consumer's poll thread parses
+    these records while the fetcher writes its next request."""
     state = PartitionState(position=0)
     buffer = FetchBuffer()
-    deferred: list[Callable[[], object]] = []
-    buffer.defer = deferred.append
     seen = buffer.generation
     woke = threading.Event()
+    waiting = threading.Event()
 
     def waiter() -> None:
+        waiting.set()
         buffer.wait_sync(seen, 30.0)
         woke.set()
 
     thread = threading.Thread(target=waiter)
     thread.start()
+    assert waiting.wait(10.0)
+    assert not woke.wait(0.2)
     first = CompletedFetch(TP, state, 0, batch(0, 3), 3)
     buffer.add(first)
-    buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
-    assert buffer.first_ready(lambda entry: False) is first  # queued at once
-    assert buffer.next_offset(TP, state) is None  # two buffered: no third fetch
-    assert len(deferred) == 1
-    assert buffer.generation == seen
-    assert not woke.wait(0.2)
-    deferred.pop()()
+    assert buffer.generation == seen + 1
     assert woke.wait(10.0)
     thread.join()
-    assert buffer.generation == seen + 1
-    buffer.add(CompletedFetch(TP, state, 6, batch(6, 3), 9))
-    assert len(deferred) == 1  # a new add after the telling defers again
+    assert buffer.first_ready(lambda entry: False) is first
+    buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
+    assert buffer.generation == seen + 2
+    assert buffer.next_offset(TP, state) is None  # two buffered: no third fetch
 
 
 @pytest.mark.anyio

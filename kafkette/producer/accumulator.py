@@ -635,6 +635,17 @@ class RecordAccumulator(AccumulatorState):
             self.wakeup()
         return results
 
+    @property
+    def hurried(self) -> bool:
+        """Whether every batch is ready at once (a flush or a close is in progress)."""
+        return self._flushes > 0 or self._closed
+
+    def rearm_wakeup(self) -> None:
+        """Have the next batch opened or filled call ``wakeup`` again, as after :meth:`ready`
+        (for a sender that was told and chose to look later)."""
+        with self._lock:
+            self._wake_pending = False
+
     def end_flush(self) -> None:
         with self._lock:
             self._flushes -= 1

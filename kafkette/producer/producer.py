@@ -10,10 +10,13 @@ delivers what is pending (``close``)::
 ``await producer.start()`` / ``await producer.close()`` work too, from the
 same task. ``send`` awaits only when it must: for the metadata of a topic it
 has not seen yet, or for room in ``buffer.memory``; the returned future
-resolves when the broker acknowledges the record. So a task sending in a
-tight loop does not let the sender run until it awaits something (a future,
-``flush``, or a full buffer): that is the fastest way to produce, but await
-now and then if delivery latency matters.
+resolves when the broker acknowledges the record. A task sending in a tight
+loop does not let the event loop run until it awaits something (a future,
+``flush``, or a full buffer): that is the fastest way to produce. Under
+asyncio such a ``send`` writes the full batches itself every
+:data:`~kafkette.producer.sender.NEWS_WRITE` bytes, but the answers are read
+(and futures resolved) only when the loop runs: await now and then if
+delivery latency matters.
 
 With a ``transactional_id``, records are sent in transactions (Java's
 semantics: see :mod:`kafkette.producer.transactions`)::
@@ -67,7 +70,7 @@ class AsyncProducer:
         if self._core is not None:
             raise IllegalStateError("the producer was already started")
         core = self._core = ProducerCore(self.config, clock=loop_clock_ms())
-        core.accumulator.wakeup = core.sender.wakeup
+        core.accumulator.wakeup = core.sender.news
         core.accumulator.on_space = self._space_freed
         self._new_event = event_factory()
         self._task_group = anyio.create_task_group()

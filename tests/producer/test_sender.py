@@ -41,7 +41,7 @@ from kafkette.errors import (
 )
 from kafkette.producer.accumulator import RecordAccumulator
 from kafkette.producer.futures import RecordFuture
-from kafkette.producer.sender import Sender
+from kafkette.producer.sender import NEWS_WRITE, Sender
 from kafkette.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -931,6 +931,45 @@ async def test_nudge_sends_what_is_ready_from_the_callback_itself() -> None:
 
     await run_with_sender(client, config(linger_ms=0), body)
     assert [batch_header(r).base_sequence for _, r in client.requests] == [0, 1]
+
+
+@pytest.mark.anyio
+async def test_news_of_enough_batches_runs_the_pass_inside_the_append(anyio_backend: str) -> None:
+    """The async producer's wake-up (``news``): under asyncio, once the batches opened since
+    the last pass make NEWS_WRITE bytes (``batch.size`` each), the append that tells it
+    drains the full ones there and then, in one pass and one write, without a loop turn;
+    before that it only wakes the task. Under trio (no such callbacks) it only wakes."""
+    client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 0))))
+    per_pass = NEWS_WRITE // 1_024
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        acc.wakeup = sender.news
+        acc.append(TOPIC, 0, 5, None, b"first")
+        for result in acc.begin_flush():
+            await result.wait_async()
+        acc.end_flush()
+        drained = sender.metrics.batches_drained
+        for _ in range(per_pass - 1):
+            acc.append(TOPIC, 0, 6, None, b"v" * 1_000)  # a batch each, full at once
+        assert sender.metrics.batches_drained == drained  # told, and waiting for more
+        assert sender._wake.is_set()
+        acc.append(TOPIC, 0, 6, None, b"v" * 1_000)
+        if sniffio.current_async_library() == "trio":
+            assert sender.metrics.batches_drained == drained
+            return
+        assert sender.metrics.batches_drained == drained + per_pass
+        if client.submitting:
+            assert client.writes[-1] == list(range(1, 1 + per_pass))  # a request each
+
+    cfg = config(
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000,
+        linger_ms=60_000,
+        batch_size=1_024,
+    )
+    await run_with_sender(client, cfg, body)
+    assert len(client.requests) == 1 + per_pass
 
 
 @pytest.mark.anyio

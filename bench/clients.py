@@ -33,6 +33,10 @@ median records per CPU-second, and the ratios to confluent-kafka's median and
 best; a summary of every cell's ratios closes the run:
 
     .venv/bin/python bench/clients.py --equal [--records 200000] [--rounds 5]
+        [--cell fast,16384,100 ...]
+
+``--cell`` (repeatable) runs only the cells named: ``safe`` or ``fast``, the batch size
+and the record size, in bytes.
 """
 
 from __future__ import annotations
@@ -329,16 +333,45 @@ def print_summary(cells: list[Cell], records: int) -> None:
         print(line, flush=True)
 
 
-def bench_equal(bootstrap: str, records: int, rounds: int, only: list[str]) -> None:
+EQUAL_BASES = {"safe": SAFE, "fast": FAST}
+
+
+def parse_cell(text: str) -> tuple[str, int, int]:
+    """``--cell``'s ``safe|fast,BATCH_SIZE,RECORD_SIZE`` (in bytes), e.g. ``fast,16384,100``."""
+    try:
+        base, batch_size, size = text.split(",")
+        cell = (base, int(batch_size), int(size))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected safe|fast,BATCH_SIZE,RECORD_SIZE: {text!r}"
+        ) from None
+    if base not in EQUAL_BASES or cell[1] not in EQUAL_BATCH_SIZES or cell[2] not in SIZES.values():
+        raise argparse.ArgumentTypeError(
+            f"one of safe|fast, batch sizes {EQUAL_BATCH_SIZES}, record sizes "
+            f"{tuple(SIZES.values())}: {text!r}"
+        )
+    return cell
+
+
+def bench_equal(
+    bootstrap: str,
+    records: int,
+    rounds: int,
+    only: list[str],
+    cells_wanted: list[tuple[str, int, int]] | None = None,
+) -> None:
     """The safe and fast tables, each at both batch sizes and both record sizes (``only``:
-    those of our clients, beside confluent-kafka, the peer every ratio is to)."""
+    those of our clients, beside confluent-kafka, the peer every ratio is to;
+    ``cells_wanted``: only those cells, as :func:`parse_cell` reads them)."""
     clients = [n for n in EQUAL_CLIENTS if not only or n in only or n == "confluent-kafka"]
     cells: list[Cell] = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
-        for base in (SAFE, FAST):
+        for kind, base in EQUAL_BASES.items():
             for batch_size in EQUAL_BATCH_SIZES:
                 settings = replace(base, batch_size=batch_size)
                 for label, size in SIZES.items():
+                    if cells_wanted and (kind, batch_size, size) not in cells_wanted:
+                        continue
                     value = b"v" * size
                     cell = Cell(settings, label, {name: [] for name in clients})
                     for number in range(rounds):
@@ -366,6 +399,13 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=5, help="rounds of --equal")
     parser.add_argument(
+        "--cell",
+        type=parse_cell,
+        action="append",
+        default=[],
+        help="with --equal, only this cell: safe|fast,BATCH_SIZE,RECORD_SIZE (e.g. fast,16384,100)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=int,
         help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
@@ -374,7 +414,7 @@ def main() -> None:
     settings = replace(DEFAULTS, batch_size=args.batch_size)
     with BrokerProcess() as broker:
         if args.equal:
-            bench_equal(broker.bootstrap, args.records, args.rounds, args.only)
+            bench_equal(broker.bootstrap, args.records, args.rounds, args.only, args.cell)
             return
         if not args.consumers:
             bench_producers(broker.bootstrap, args.records, args.repeat, args.only, settings)

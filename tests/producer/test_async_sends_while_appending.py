@@ -24,8 +24,8 @@ import pytest
 from kafkette import AsyncProducer, RecordMetadata
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.sender import NEWS_WRITE
-from tests.brokers import BrokerProcess, kafkette_broker
-from tests.producer.helpers import create_topic, read_back
+from tests.brokers import BrokerProcess, free_port, kafkette_broker
+from tests.producer.helpers import DroppingProxy, create_topic, read_back
 
 PARTITIONS = 2
 RECORDS = 1_000
@@ -130,3 +130,43 @@ def test_full_batches_are_written_while_the_caller_appends(
         [(p, 0, b"first") for p in range(PARTITIONS)]
         + [(i % PARTITIONS, 1 + i // PARTITIONS, value(i)) for i in range(RECORDS)]
     )
+
+
+def test_connections_cut_while_the_caller_appends_lose_nothing() -> None:
+    """Idempotent (5 in flight), through a proxy whose connections are cut after each round
+    of appends: the next round's sends write into the cut connection before the loop has
+    seen it close. Every record is stored once, in order, the lost requests retried."""
+    proxy_port = free_port()
+    with BrokerProcess(args=("--advertised-listener", f"127.0.0.1:{proxy_port}")) as server:
+        proxy = DroppingProxy(proxy_port, ("127.0.0.1", server.port))
+        try:
+            topic = f"appending-cut-{next(_topics)}"
+            create_topic(server.bootstrap, topic, 1)
+
+            async def main() -> tuple[list[RecordMetadata], float, int]:
+                async with AsyncProducer(
+                    bootstrap_servers=f"127.0.0.1:{proxy_port}", batch_size=2_000, linger_ms=60_000
+                ) as producer:
+                    assert producer._core is not None
+                    metrics = producer._core.sender.metrics
+                    futures: list[RecordFuture] = []
+                    cut = 0
+                    for round_ in range(4):
+                        drained = metrics.batches_drained
+                        for i in range(7_500):
+                            number = round_ * 7_500 + i
+                            futures.append(await producer.send(topic, b"%06d" % number * 16))
+                        if round_:  # (the first waits for a producer id: the loop must run)
+                            assert metrics.batches_drained > drained  # written by the sends
+                        await producer.flush(60)
+                        cut += proxy.drop_all()
+                    return [await f for f in futures], metrics.retries, cut
+
+            metadata, retries, cut = asyncio.run(main())
+            assert cut >= 4 and proxy.accepted >= 4
+            assert [md.offset for md in metadata] == list(range(30_000))
+            stored = read_back(server.bootstrap, topic, 1, 30_000)
+            assert [r.value for r in stored] == [b"%06d" % i * 16 for i in range(30_000)]
+            assert retries > 0  # the requests written into a cut connection, retried unseen
+        finally:
+            proxy.close()

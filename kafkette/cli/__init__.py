@@ -47,15 +47,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     ``serve``), and importing them all took most of a second of every command's start."""
     parser = argparse.ArgumentParser(prog="kafkette", description="Kafka for Python.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    known = command == "serve" or command in CLIENT_COMMANDS
-    if not known or command == "serve":
+    if command == "serve":
+        modules: list[str] = []
+    elif command in CLIENT_COMMANDS:
+        modules = [CLIENT_COMMANDS[command]]
+    else:  # none, or one argparse will refuse, listing them all
+        modules = list(dict.fromkeys(CLIENT_COMMANDS.values()))
+    if command not in CLIENT_COMMANDS:
         from kafkette.cli import serve
 
-        serve_parser = commands.add_parser("serve", help="run a Kafka broker")
-        serve.add_arguments(serve_parser)
-    modules = dict.fromkeys(CLIENT_COMMANDS.values()) if not known else {}
-    if command in CLIENT_COMMANDS:
-        modules = {CLIENT_COMMANDS[command]: None}
+        serve.add_arguments(commands.add_parser("serve", help="run a Kafka broker"))
     for module in modules:
         importlib.import_module(f"kafkette.cli.{module}").add_parser(commands)
     return parser

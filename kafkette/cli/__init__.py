@@ -65,12 +65,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would name the top-level command and show its usage
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
         from kafkette.cli import serve
 
         return serve.main(args)
     return run(args)
+
+
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser that parsed ``args`` last: ``kafkette topics create``'s
+    for ``kafkette topics create ...``, whose usage an error about its arguments shows."""
+    while True:
+        chosen = [
+            action.choices[getattr(args, action.dest)]
+            for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)
+            and getattr(args, action.dest, None) in action.choices
+        ]
+        if not chosen:
+            return parser
+        parser = chosen[0]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkette.cli import main
 from kafkette.cli.common import UsageError
 from kafkette.cli.consume import Start, parse_offsets, parse_time
 from kafkette.cli.formats import unescape
@@ -34,3 +35,24 @@ def test_offsets_and_times() -> None:
         parse_offsets(["end", "beginning"], None)
     with pytest.raises(UsageError, match="before 1970"):
         parse_time("1969-12-31T23:59:59Z", "--from-time")
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["topics", "create", "orders", "-p", "3"], "kafkette topics create"),
+        (["produce", "orders", "--bogus"], "kafkette produce"),
+        (["serve", "--memory", "--bogus"], "kafkette serve"),
+    ],
+)
+def test_an_unknown_argument_is_named_by_its_subcommand(
+    argv: list[str], command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse itself blames the top-level parser ("usage: kafkette [-h] COMMAND ...")."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"usage: {command} [-h]")
+    unknown = "-p 3" if argv[-1] == "3" else argv[-1]
+    assert error.endswith(f"{command}: error: unrecognized arguments: {unknown}\n")

@@ -395,6 +395,9 @@ class FetchBuffer:
         self._fetching: set[TopicPartition] = set()  # partitions in a fetch in flight
         self._arrived = anyio.Event()
         self.generation = 0  # bumped when waiters are told of adds: sync waiters watch it
+        self.async_waiting = 0
+        """``poll`` tasks in :meth:`wait_async` (event-loop thread only): a task woken by an
+        add counts until it runs, so the fetcher can let it take the records first."""
 
     # ---- fetcher side (event loop)
 
@@ -517,8 +520,12 @@ class FetchBuffer:
             return
         if self._arrived.is_set():
             self._arrived = anyio.Event()
-        with anyio.move_on_after(timeout_s):
-            await self._arrived.wait()
+        self.async_waiting += 1
+        try:
+            with anyio.move_on_after(timeout_s):
+                await self._arrived.wait()
+        finally:
+            self.async_waiting -= 1
 
     def wake_waiters(self) -> None:
         """Wake every waiter (on adds, on close, on news from the group); event-loop

@@ -12,7 +12,9 @@ fetches per partition waiting besides the one ``poll`` reads), so while the
 application works on one batch of records, the next is already on its way or
 waiting. The next fetch from a broker is sent as soon as its answer is
 buffered, in the same step, not in a later round: the broker reads while
-``poll`` parses.
+``poll`` parses. One exception: an async ``poll`` waiting for records gets a
+small answer (:data:`HAND_OVER_FIRST_BYTES`) first, one loop turn before that
+FetchRequest is written.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import uuid
 from collections.abc import Iterable
 
 import anyio
+import anyio.lowlevel
 
 from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
@@ -54,6 +57,17 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 FIRST_VERSION_WITH_TOPIC_IDS = 13
 ZERO_UUID = uuid.UUID(int=0)
+HAND_OVER_FIRST_BYTES = 4 * 1024
+"""An answer of at most this many record bytes that an async ``poll`` task waits for is
+handed to it before the next FetchRequest is written. Written first, that request (~50 µs of
+Python and a send that wakes the broker, which on two cores often takes this thread's core
+until it has answered) delayed records that were ready: from the answer's buffering to
+``poll``'s return took 283 µs (p50) and 502 µs (p90) at 1,000 records/s, 130 and 193 µs
+handed over first. A larger answer takes ``poll`` longer to parse, and the broker reads the
+next request meanwhile: at 50,000 records/s (answers of one 16 KiB batch) handing those
+over first cost 12% more CPU per record and no latency. The sync consumer's poll thread
+parses while the write lets go of the interpreter lock (:meth:`FetchBuffer.add`) and needs
+no turn. (Under trio, which shuffles what is runnable, the poll task may run second.)"""
 
 
 class Fetcher:
@@ -411,6 +425,8 @@ class Fetcher:
             return False
         size, quiet = self._handle(node, partitions, response, version, topic_ids)
         self.metrics.fetch_done(self.client.clock() - started, size)
+        if 0 < size <= HAND_OVER_FIRST_BYTES and self.buffer.async_waiting:
+            await anyio.lowlevel.checkpoint()  # the woken poll task runs first
         return quiet
 
     def _handle(

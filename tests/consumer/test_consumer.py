@@ -640,6 +640,44 @@ def test_sync_poll_is_told_of_a_fetch_before_the_next_fetch_is_sent(
     assert in_flight[0] == 0
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio shuffles what is runnable
+async def test_async_poll_gets_a_small_fetch_before_the_next_fetch_is_sent(
+    serve_broker: BrokerProcess, topic: str
+) -> None:
+    """Over TCP, an async poll waiting for records gets a small fetched answer before the
+    fetcher writes its next FetchRequest (that write would delay records already here), and
+    the records come back exactly, one batch per fetch."""
+    target = Target("serve", serve_broker.bootstrap)
+    try:
+        target.create_topic(topic)
+        tp = TopicPartition(topic, 0)
+        for start in range(0, 12, 3):
+            target.produce_values(tp, 3, start=start)
+        settings = config(target, auto_offset_reset="earliest", max_partition_fetch_bytes=1)
+        got: list[ConsumerRecord] = []
+        in_flight: list[int] = []
+        async with AsyncConsumer(settings) as consumer:
+            client = consumer._c.client
+            consumer.assign([tp])
+            with anyio.fail_after(30):
+                while len(got) < 12:
+                    # poll waits for each answer: it never finds one buffered
+                    records = (await consumer.poll(timeout_ms=10_000)).get(tp, [])
+                    leader = client.metadata.snapshot.leader_for(topic, 0)
+                    connection = None if leader is None else client.open_connection(leader)
+                    in_flight.append(connection.in_flight if connection is not None else -1)
+                    got += records
+    finally:
+        target.close()
+    assert [(r.offset, r.key, r.value) for r in got] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(12)
+    ]
+    # Handed the first batch while its answer was the connection's last request: the next
+    # fetch was not written yet.
+    assert in_flight[0] == 0
+
+
 def test_fetches_chained_from_one_node_need_no_round_each(
     serve_broker: BrokerProcess, topic: str
 ) -> None:

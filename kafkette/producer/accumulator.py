@@ -642,9 +642,12 @@ class RecordAccumulator(AccumulatorState):
 
     def rearm_wakeup(self) -> None:
         """Have the next batch opened or filled call ``wakeup`` again, as after :meth:`ready`
-        (for a sender that was told and chose to look later)."""
-        with self._lock:
-            self._wake_pending = False
+        (for a sender that was told and chose to look later).
+
+        Without the lock: one store, whole under the interpreter lock, and an append in
+        another thread reading the flag before or after it is right either way (it wakes
+        the sender, or the sender was told already)."""
+        self._wake_pending = False
 
     def end_flush(self) -> None:
         with self._lock:

@@ -281,6 +281,8 @@ class Sender:
         self.fatal_error: BaseException | None = None
         self._new_event = event_factory()
         self._wake = self._new_event()
+        self._woken: anyio.Event | None = None
+        """The wake-up event :meth:`news` set last (it sets each one once)."""
         self.finished = anyio.Event()
         self._stopping = False
         self._abort_error: BaseException | None = None
@@ -528,11 +530,16 @@ class Sender:
         ):
             self.wakeup()
             return
-        self._news += 1
+        news = self._news = self._news + 1
         accumulator = self.accumulator
-        if self._news * accumulator.batch_size < NEWS_WRITE and not accumulator.hurried:
+        if news * accumulator.batch_size < NEWS_WRITE and not accumulator.hurried:
             accumulator.rearm_wakeup()  # to be told of the next batch too
-            self.wakeup()  # and the task looks when the loop runs, if no send looks first
+            # and the task looks when the loop runs, if no send looks first (woken once:
+            # the event stays set until the task runs)
+            wake = self._wake
+            if wake is not self._woken:
+                self._woken = wake
+                wake.set()
             return
         timeout_ms = self._pass_from_callback(tg)
         if timeout_ms is None:
@@ -605,7 +612,7 @@ class Sender:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
             corked = self._cork(tg, node)
             try:
-                more = self._send_to(tg, node, tps, max_in_flight, now, corked is not None)
+                more = self._send_to(tg, node, tps, max_in_flight, now, corked)
             finally:
                 if corked is not None:
                     corked.uncork()
@@ -717,33 +724,38 @@ class Sender:
         tps: list[PartitionKey],
         max_in_flight: int,
         now: float,
-        corked: bool,
+        corked: BrokerConnection | None,
     ) -> bool:
         """Drain the ready partitions led by ``node`` into requests, while it takes more;
-        whether it stopped at :data:`WRITE_PER_PASS` (into a corked connection)."""
+        whether it stopped at :data:`WRITE_PER_PASS` (into a corked connection, whose
+        requests are submitted to it directly: it could submit when corked, and nothing
+        is written, so nothing falls behind, until it is uncorked)."""
         idem = self.idempotence
+        prepare = idem.assign if idem is not None else None
+        drain = self.accumulator.drain
+        max_size = self.config.max_request_size
+        node_in_flight = self._node_in_flight
+        tp_in_flight = self._tp_in_flight
+        metrics = self.metrics
         first = True
         written = 0
-        while self._node_in_flight.get(node, 0) < max_in_flight and tps:
-            if corked and written >= WRITE_PER_PASS:
+        while node_in_flight.get(node, 0) < max_in_flight and tps:
+            if corked is not None and written >= WRITE_PER_PASS:
                 return True
             # the first drain takes the heads found ready; later ones (pipelining
             # more requests to this broker) only heads that are ready too
-            batches = self.accumulator.drain(
-                tps,
-                self.config.max_request_size,
-                None if first else now + self._slack_ms,
-                idem.assign if idem is not None else None,
-            )
+            batches = drain(tps, max_size, None if first else now + self._slack_ms, prepare)
             if not batches:
                 break
             first = False
-            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
-            metrics = self.metrics
+            node_in_flight[node] = node_in_flight.get(node, 0) + 1
             metrics.batches_drained += len(batches)
             for batch in batches:
-                self._tp_in_flight[batch.tp] = self._tp_in_flight.get(batch.tp, 0) + 1
-                written += len(batch.data or b"")
+                tp = batch.tp
+                tp_in_flight[tp] = tp_in_flight.get(tp, 0) + 1
+                data = batch.data
+                if data is not None:
+                    written += len(data)
                 # ``now`` is the pass's start: a batch a sync producer's thread opened
                 # since then waited no time (not a negative one)
                 queued = now - batch.created_ms
@@ -751,7 +763,10 @@ class Sender:
                     metrics.queue_time_total_ms += queued
                     if queued > metrics.queue_time_max_ms:
                         metrics.queue_time_max_ms = queued
-            self._dispatch(tg, node, batches)
+            if corked is not None:
+                self._submit(corked, node, batches)
+            else:
+                self._dispatch(tg, node, batches)
             if self._resyncing:
                 blocked = self._muted()
                 tps = [tp for tp in tps if tp not in blocked]
@@ -1029,7 +1044,7 @@ class Sender:
             self._resyncing.discard(batch.tp)
         metrics = self.metrics
         metrics.batches_sent += 1
-        metrics.records_sent += batch.record_count
+        metrics.records_sent += batch.count
         metrics.bytes_sent += len(batch.data or b"")
         self.accumulator.complete(batch, base_offset, log_append_time)
 

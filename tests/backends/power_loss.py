@@ -10,7 +10,10 @@ log, recording what each fsync made durable:
   version written without the fsync (a producer snapshot at a roll) may
   survive cut short, until ``fsync_file`` syncs the file;
 - a segment's ``.log`` file keeps at least the bytes it held at its last
-  fsync (``FileSegment.flush``) and loses any part of what was written after.
+  fsync (``FileSegment.flush``) and loses any part of what was written after;
+- a sync of the file system (``filesystem_sync.sync_filesystem``) makes every
+  version and segment byte written before it durable; a checkpoint staged
+  (``checkpoint.stage``) and installed without one between may survive torn.
 
 :meth:`PowerLoss.strike` (after the log was abandoned) puts every such file
 in one state a power loss could leave, chosen by the test's random source.
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 import pytest
 
 import kafkette.backends.disk.checkpoint as checkpoint
+import kafkette.backends.disk.filesystem_sync as filesystem_sync
 import kafkette.backends.disk.log as disk_log
 from kafkette.backends.disk.segment import FileSegment
 
@@ -78,10 +82,55 @@ class PowerLoss:
             if not segment.read_only:
                 self.synced_sizes[segment.log_path] = segment.size
 
+        self.staged: dict[str, tuple[bytes, bool]] = {}
+        """Per file, what :func:`checkpoint.stage` wrote beside it, and whether a sync of
+        the file system made that durable before :func:`checkpoint.install_staged`."""
+        self.syncs_left: int | None = None
+        """How many syncs of the file system succeed before the power goes (None: all);
+        the one after raises ``OSError`` without syncing."""
+        real_stage, real_install = checkpoint.stage, checkpoint.install_staged
+        real_create_empty = checkpoint.create_empty
+        real_sync_filesystem = filesystem_sync.sync_filesystem
+
+        def stage(path: str, data: bytes) -> None:
+            real_stage(path, data)
+            self.staged[path] = (bytes(data), False)
+
+        def install_staged(path: str) -> None:
+            real_install(path)
+            data, synced = self.staged.pop(path)
+            self.versions.setdefault(path, []).append(data)
+            if not synced:
+                self.unsynced.setdefault(path, len(self.versions[path]) - 1)
+
+        def create_empty(path: str) -> None:
+            real_create_empty(path)
+            self.versions.setdefault(path, []).append(b"")
+
+        def sync_filesystem(path: str) -> None:
+            if self.syncs_left is not None:
+                if self.syncs_left == 0:
+                    raise OSError("power lost")
+                self.syncs_left -= 1
+            real_sync_filesystem(path)
+            for file, versions in self.versions.items():
+                self.durable[file] = len(versions) - 1
+            self.unsynced.clear()
+            self.staged = {file: (data, True) for file, (data, _) in self.staged.items()}
+            for directory, _, names in os.walk(path):
+                for name in names:
+                    if name.endswith(".log"):
+                        file = os.path.join(directory, name)
+                        self.synced_sizes[file] = os.path.getsize(file)
+
         for module in (checkpoint, disk_log):
             monkeypatch.setattr(module, "write_atomically", write_atomically)
             monkeypatch.setattr(module, "fsync_dir", fsync_dir)
             monkeypatch.setattr(module, "fsync_file", fsync_file)
+            monkeypatch.setattr(module, "stage", stage)
+            monkeypatch.setattr(module, "install_staged", install_staged)
+            monkeypatch.setattr(module, "create_empty", create_empty)
+        monkeypatch.setattr(filesystem_sync, "sync_filesystem", sync_filesystem)
         monkeypatch.setattr(FileSegment, "flush", flush)
 
     def strike(self, directory: str, rng: random.Random) -> None:

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 
 CHECKPOINT_VERSION = 0
 
+TMP_SUFFIX = ".tmp"
+"""Beside its file, the next version of a checkpoint (an open removes leftovers)."""
+
 
 def fsync_dir(directory: str) -> None:
     """Make renames and creations in ``directory`` durable."""
@@ -74,26 +77,53 @@ def write_atomically(
 ) -> None:
     """Replace ``path`` with ``data`` so a crash leaves the old or the new content
     (``sync_file=False``: or, until :func:`fsync_file`, a damaged one)."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync_file:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    _write_file(path + TMP_SUFFIX, data, sync=sync_file)
+    os.replace(path + TMP_SUFFIX, path)
     if sync_dir:
         fsync_dir(os.path.dirname(path) or ".")
 
 
-def write_checkpoint(path: str, entries: Sequence[Sequence[int]], *, sync_dir: bool = True) -> None:
-    """Write ``entries`` (rows of integers) as a checkpoint file."""
+def stage(path: str, data: bytes) -> None:
+    """Write ``data`` beside ``path``, not synced; :func:`install_staged` moves it into
+    place once the caller made it durable (with one sync of the file system for many
+    files), so that a crash leaves the old or the new content, never a torn one."""
+    _write_file(path + TMP_SUFFIX, data, sync=False)
+
+
+def install_staged(path: str) -> None:
+    """Replace ``path`` with what :func:`stage` wrote for it (durable only after a
+    sync of its directory)."""
+    os.replace(path + TMP_SUFFIX, path)
+
+
+def create_empty(path: str) -> None:
+    """An empty file at ``path`` (a marker, whose content never matters: one create,
+    no rename; durable after a sync of its directory)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def _write_file(path: str, data: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checkpoint_bytes(entries: Sequence[Sequence[int]]) -> bytes:
+    """``entries`` (rows of integers) in the checkpoint file layout."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in row) for row in entries)
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), sync_dir=sync_dir)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_checkpoint(path: str, entries: Sequence[Sequence[int]], *, sync_dir: bool = True) -> None:
+    """Write ``entries`` (rows of integers) as a checkpoint file."""
+    write_atomically(path, checkpoint_bytes(entries), sync_dir=sync_dir)
 
 
 def read_checkpoint(path: str) -> list[list[int]] | None:

@@ -6,14 +6,18 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.checkpoint import (
     DirectorySync,
+    checkpoint_bytes,
+    create_empty,
     fsync_dir,
     fsync_file,
+    install_staged,
     read_checkpoint,
+    stage,
     write_atomically,
     write_checkpoint,
 )
@@ -62,6 +66,7 @@ class DiskLog(SegmentedLog):
         write_buffer_bytes: int = 0,
         parent_sync: DirectorySync | None = None,
         reaper: FileReaper | None = None,
+        sync_marker_removal: bool = True,
     ) -> None:
         """Open (recovering if needed) or create the log in ``directory``.
 
@@ -80,6 +85,11 @@ class DiskLog(SegmentedLog):
         A ``reaper`` (the storage's) gets the descriptors of the segments retention,
         DeleteRecords and compaction delete, so that freeing their blocks happens in
         its thread (:mod:`~kafkette.backends.disk.reaper`).
+
+        Opening a log a clean shutdown closed removes its clean-shutdown marker and
+        syncs its directory; ``sync_marker_removal=False`` leaves that sync to the
+        caller, who must sync the file system before anything is appended
+        (:meth:`DiskStorage.open_many` does, once for all its logs).
         """
         super().__init__(topic, partition, config or LogConfig(), clock)
         self.directory = directory
@@ -91,6 +101,11 @@ class DiskLog(SegmentedLog):
         """Held while a worker thread writes in the directory (compaction's checkpoints),
         and by the owner's writes of the same files and by closing."""
         self.recovery_point = 0
+        self._recovery_point_on_disk: int | None = None
+        """The recovery point checkpoint's value as read or last written (not rewritten
+        when unchanged: every file written costs a create and a rename)."""
+        self._snapshot_on_disk: tuple[int, bytes] | None = None
+        """The producer snapshot last written or read, by offset (not written again)."""
         self.recovered_bytes_truncated = 0
         """Bytes dropped by recovery when this log was opened (0 after a clean shutdown)."""
         self.rebuilt_indexes = 0
@@ -100,6 +115,7 @@ class DiskLog(SegmentedLog):
         self._parent_ticket = 0
         """Nonzero while the directory, made by this log, may be missing from its
         parent's entries on disk (a ticket of ``parent_sync``)."""
+        self._sync_marker_removal = sync_marker_removal
         self._written: dict[str, list[list[int]]] = {}
         """The checkpoint files known to be on disk as they are here, by name: durably
         written, or (absent) meaning what the log holds. Only the others are written."""
@@ -158,6 +174,8 @@ class DiskLog(SegmentedLog):
         clean = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
         rows = read_checkpoint(self._path(RECOVERY_POINT_FILE))
         recovery_point = rows[0][0] if rows and rows[0] else 0
+        if clean and rows and rows[0]:  # (after a crash, what was read may not be on disk)
+            self._recovery_point_on_disk = recovery_point
         found = {name: read_checkpoint(self._path(name)) for name in CHECKPOINT_FILES}
         rows = found[LOG_START_FILE]
         log_start = rows[0][0] if rows and rows[0] else None
@@ -190,7 +208,8 @@ class DiskLog(SegmentedLog):
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
             # Durably gone before anything is appended: a marker a crash brought back
             # would let the next open trust a torn tail without recovering it.
-            fsync_dir(self.directory)
+            if self._sync_marker_removal:
+                fsync_dir(self.directory)
             # close() wrote them durably; an absent one means what was loaded from it.
             self._written = self._checkpoint_rows()
             for name, rows in found.items():
@@ -318,8 +337,11 @@ class DiskLog(SegmentedLog):
         path = self._snapshot_path(offset)
         data = table.to_bytes()
         with self._files_lock:  # a retention pass's work may write the same one
+            if self._snapshot_on_disk == (offset, data) and os.path.exists(path):
+                return  # a close after a clean open, with nothing appended between
             write_atomically(path, data, sync_dir=False, sync_file=False)
             self._unsynced_snapshots.append(path)
+            self._snapshot_on_disk = (offset, data)
 
     def _latest_snapshot(self, at_most: int) -> tuple[int, ProducerStateTable] | None:
         for offset in reversed(self._snapshot_offsets()):
@@ -327,7 +349,10 @@ class DiskLog(SegmentedLog):
                 continue
             try:
                 with open(self._snapshot_path(offset), "rb") as f:
-                    return offset, ProducerStateTable.from_bytes(f.read())
+                    data = f.read()
+                table = ProducerStateTable.from_bytes(data)
+                self._snapshot_on_disk = (offset, data)
+                return offset, table
             except (OSError, SnapshotError):
                 if not self.read_only:
                     os.unlink(self._snapshot_path(offset))
@@ -477,8 +502,10 @@ class DiskLog(SegmentedLog):
         # leader epoch) must be on disk before the recovery point passes what they cover.
         self._write_checkpoints(sync_directory=self._directory_dirty)
         # An older recovery point survives if this rename is lost: recovery then does more.
-        with self._files_lock:
-            write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
+        if end != self._recovery_point_on_disk:
+            with self._files_lock:
+                write_checkpoint(self._path(RECOVERY_POINT_FILE), [[end]], sync_dir=False)
+                self._recovery_point_on_disk = end
         self.recovery_point = end
 
     def truncate_to(self, offset: int) -> None:
@@ -486,6 +513,7 @@ class DiskLog(SegmentedLog):
         if self.recovery_point > self._next_offset:
             self.recovery_point = self._next_offset
             write_checkpoint(self._path(RECOVERY_POINT_FILE), [[self.recovery_point]])
+            self._recovery_point_on_disk = self.recovery_point
 
     def tick(self) -> None:
         """Write out buffered appends, then the base class's time-driven duties."""
@@ -507,6 +535,44 @@ class DiskLog(SegmentedLog):
                 segment.close()
             write_atomically(self._path(CLEAN_SHUTDOWN_FILE), b"")
             self._closed = True
+
+    def close_in_steps(self) -> Generator[None, None, None]:
+        """:meth:`close` for a storage closing many logs at once, with no fsync of its
+        own. At each yield the caller makes everything written so far durable (one
+        sync of the file system for all its logs) before resuming:
+
+        1. the segments' buffered bytes and indexes, the producer snapshot, and the
+           changed checkpoints staged beside their files, then the files closed;
+        2. the staged checkpoints moved into place, but the recovery point's;
+        3. the recovery point (only once the leader epochs it passes are on disk,
+           as in a flush) and the clean-shutdown marker, which is never on disk
+           without what it vouches for; a crash before the caller's last sync
+           costs the next open a recovery at most.
+        """
+        if self._closed:
+            return
+        with self._files_lock:
+            self._save_snapshot(self._next_offset, self._producers)
+            for segment in self._segments:
+                assert isinstance(segment, FileSegment)
+                segment.close_unsynced()
+            rows = self._checkpoint_rows()
+            staged = [self._path(n) for n, r in rows.items() if self._written.get(n) != r]
+            for path in staged:
+                stage(path, checkpoint_bytes(rows[os.path.basename(path)]))
+            recovery_point = None
+            if self._recovery_point_on_disk != self._next_offset:
+                recovery_point = self._path(RECOVERY_POINT_FILE)
+                stage(recovery_point, checkpoint_bytes([[self._next_offset]]))
+            self._unsynced_snapshots.clear()
+            self._closed = True
+        yield
+        for path in staged:
+            install_staged(path)
+        yield
+        if recovery_point is not None:
+            install_staged(recovery_point)
+        create_empty(self._path(CLEAN_SHUTDOWN_FILE))
 
     def abandon(self) -> None:
         """Release the files without flushing or marking a clean shutdown (a simulated crash:

@@ -18,7 +18,7 @@ compaction, flushes and ticks do nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import NoReturn
 
 from kafkette.backends.disk.log import DiskLog
@@ -90,6 +90,11 @@ class ReadOnlyDiskLog(DiskLog):
         for segment in self._segments:
             segment.close()
         self._closed = True
+
+    def close_in_steps(self) -> Generator[None, None, None]:
+        """:meth:`close`: nothing to write, no step to wait for."""
+        self.close()
+        yield from ()
 
     def delete(self) -> None:
         self._refuse("delete")

@@ -605,6 +605,13 @@ class FileSegment(Segment):
             self.time_index.flush()
             self.txn_index.flush()
 
+    def close_unsynced(self) -> None:
+        """:meth:`close`, having written everything :meth:`flush` would (the index files
+        too) but synced nothing: the caller syncs the whole file system afterwards."""
+        if not self.read_only:
+            self._make_index_files()
+        self.close()
+
     def close(self) -> None:
         if not _DELETED or self.file is not _DELETED[0]:  # the shared one stays open
             if not self.file.closed:

@@ -8,17 +8,18 @@ a missing root has no partitions.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkette.backends.config import LogConfig
+from kafkette.backends.disk import filesystem_sync
 from kafkette.backends.disk.checkpoint import DirectorySync
 from kafkette.backends.disk.log import DiskLog
 from kafkette.backends.disk.read_only import ReadOnlyDiskLog
 from kafkette.backends.disk.reaper import FileReaper, doomed_name, leftover_trees
 from kafkette.backends.log import Log, Storage
 from kafkette.clocks import LogClockMs, wall_ms_int
-from kafkette.errors import PolicyViolationError
+from kafkette.errors import KafkaStorageError, PolicyViolationError
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -71,6 +72,16 @@ class DiskStorage(Storage):
                 self._reaper.remove_tree(path)
 
     def open_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        return self._open_log(topic, partition, config)
+
+    def _open_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None,
+        *,
+        sync_marker_removal: bool = True,
+    ) -> DiskLog:
         key = (topic, partition)
         log = self._logs.get(key)
         if log is not None and not log._closed:
@@ -86,17 +97,31 @@ class DiskStorage(Storage):
             write_buffer_bytes=self._write_buffer,
             parent_sync=self._root_sync,
             reaper=self._reaper,
+            sync_marker_removal=sync_marker_removal,
         )
         self._logs[key] = log
         return log
 
     def open_many(self, wanted: Sequence[tuple[str, int, LogConfig | None]]) -> list[Log]:
-        """Several at once in worker threads: each open of a log a clean shutdown closed
-        syncs its directory (the marker's removal), one recovering reads and writes more."""
+        """Several at once in worker threads (one recovering reads and writes a lot).
+        Each log a clean shutdown closed loses its clean-shutdown marker; one sync of
+        the file system makes all the removals durable (where
+        :mod:`~kafkette.backends.disk.filesystem_sync` is available; otherwise each
+        open syncs its directory)."""
         if len(wanted) < 2:
             return super().open_many(wanted)
-        with ThreadPoolExecutor(min(CLOSE_THREADS, len(wanted))) as pool:
-            return list(pool.map(lambda w: self.open_log(*w), wanted))
+        together = not self.read_only and filesystem_sync.available()
+
+        def open_one(w: tuple[str, int, LogConfig | None]) -> Log:
+            return self._open_log(*w, sync_marker_removal=not together)
+
+        try:
+            with ThreadPoolExecutor(min(CLOSE_THREADS, len(wanted))) as pool:
+                return list(pool.map(open_one, wanted))
+        finally:
+            # Also when one failed: the others are open, their markers gone.
+            if together:
+                self._sync_filesystem()
 
     def list_partitions(self) -> list[tuple[str, int]]:
         found = []
@@ -136,26 +161,70 @@ class DiskStorage(Storage):
 
     def close(self) -> None:
         """Close every log (each one's flush, snapshot, checkpoints and clean-shutdown
-        marker: a few fsyncs), several at a time in worker threads, then free what
-        deletions left. A log that fails to close does not stop the others; the
-        first failure is raised after."""
+        marker), several at a time in worker threads, then free what deletions left.
+        A log that fails to close does not stop the others; the first failure is
+        raised after.
+
+        Where :mod:`~kafkette.backends.disk.filesystem_sync` is available, the logs
+        write their files without fsyncs, in :meth:`DiskLog.close_in_steps`, and one
+        sync of the file system after each step makes all of them durable: three
+        syncs for 5,000 logs instead of about 35,000 fsyncs. Otherwise each log
+        closes with its own fsyncs."""
         logs = list(self._logs.values())
         self._logs.clear()
-        if len(logs) > 1:
+        if len(logs) > 1 and filesystem_sync.available() and not self.read_only:
+            failures = self._close_in_steps(logs)
+        elif len(logs) > 1:
             with ThreadPoolExecutor(min(CLOSE_THREADS, len(logs))) as pool:
-                outcomes = list(pool.map(_close, logs))
+                failures = [f for f in pool.map(_close, logs) if f is not None]
         else:
-            outcomes = [_close(log) for log in logs]
-        failures = [f for f in outcomes if f is not None]
+            failures = [f for f in map(_close, logs) if f is not None]
         self._reaper.reap()
         if failures:
             raise failures[0]
+
+    def _close_in_steps(self, logs: Sequence[DiskLog]) -> list[BaseException]:
+        """Each step of every log's :meth:`~DiskLog.close_in_steps` in worker threads,
+        then one sync of the file system, until every log is closed. A log whose step
+        fails is left (its marker unwritten: its next open recovers it); a failed
+        sync stops them all before their markers, and is raised."""
+        failures: list[BaseException] = []
+        steps = [log.close_in_steps() for log in logs]
+        with ThreadPoolExecutor(min(CLOSE_THREADS, len(logs))) as pool:
+            while steps:
+                outcomes = list(pool.map(_next_step, steps))
+                failures += [o for o in outcomes if isinstance(o, BaseException)]
+                steps = [s for s, o in zip(steps, outcomes, strict=True) if o is True]
+                try:
+                    self._sync_filesystem()
+                except KafkaStorageError as exc:
+                    for s in steps:
+                        s.close()
+                    return [exc, *failures]
+        return failures
+
+    def _sync_filesystem(self) -> None:
+        try:
+            filesystem_sync.sync_filesystem(self.root)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot sync the logs under {self.root}: {exc}") from exc
 
 
 CLOSE_THREADS = 16
 """Logs opened or closed at once by :meth:`DiskStorage.open_many` and
 :meth:`DiskStorage.close`: their fsyncs wait on the device, and a journaling file
 system commits concurrent ones together."""
+
+
+def _next_step(steps: Generator[None, None, None]) -> bool | BaseException:
+    """True when ``steps`` has more to do, False when done, or what it raised."""
+    try:
+        next(steps)
+    except StopIteration:
+        return False
+    except Exception as exc:
+        return exc
+    return True
 
 
 def _close(log: Log) -> BaseException | None:

@@ -6,7 +6,9 @@ A ``kafkette serve --data-dir`` broker; confluent-kafka (librdkafka) clients:
   CreateTopics answers;
 - first round: one 200 B record to each partition (each partition's first
   write), seconds from the first ``produce()`` until ``flush()`` returns;
-- steady round: the same again (every partition already written).
+- steady round: the same again (every partition already written);
+- the broker's stop (SIGTERM until it exits, every log closed), its restart
+  (until it listens, every log opened) and its stop again, with nothing written.
 
 Meanwhile a probe producer sends one record every 50 ms to a topic of its own
 and times each round trip (``produce()`` to its delivery report): max and p99
@@ -24,6 +26,7 @@ come from one run on one machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
@@ -106,22 +110,40 @@ def produce_round(producer: Producer, topic: str, partitions: int) -> float:
     return time.perf_counter() - started
 
 
-def run(partitions: int, data_root: str, pythonpath: str | None) -> dict[str, object]:
-    data_dir = tempfile.mkdtemp(prefix="first-writes-", dir=data_root)
+@contextlib.contextmanager
+def package_from(pythonpath: str | None) -> Iterator[None]:
+    """Brokers started meanwhile run the package under ``pythonpath`` (None: this tree's)."""
     old, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
     if pythonpath is not None:
         # python -m puts the working directory first on sys.path: leave this tree's.
         os.environ["PYTHONPATH"] = pythonpath
         os.chdir(pythonpath)
-    broker = BrokerProcess(data_dir)
     try:
-        broker.start()
+        yield
     finally:
         os.chdir(cwd)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+
+
+def timed_stop(broker: BrokerProcess) -> float:
+    """Seconds from SIGTERM until the broker exits; an error if it did not exit cleanly."""
+    started = time.perf_counter()
+    broker.stop(timeout=TIMEOUT_S)
+    took = time.perf_counter() - started
+    assert broker.process is not None
+    if broker.process.returncode != 0:
+        raise RuntimeError(f"the broker exited with {broker.process.returncode}:\n{broker.log()}")
+    return took
+
+
+def run(partitions: int, data_root: str, pythonpath: str | None) -> dict[str, object]:
+    data_dir = tempfile.mkdtemp(prefix="first-writes-", dir=data_root)
+    broker = BrokerProcess(data_dir)
+    with package_from(pythonpath):
+        broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("probe", 1)])["probe"].result(TIMEOUT_S)
@@ -157,6 +179,16 @@ def run(partitions: int, data_root: str, pythonpath: str | None) -> dict[str, ob
             raise RuntimeError(f"probe records failed: {probe.failures[:3]}")
         figures["probe"] = probe.times
         del producer, admin, probe  # no client left to reconnect once the broker stops
+        figures["stop_s"] = timed_stop(broker)
+        started = time.perf_counter()
+        with package_from(pythonpath):
+            broker.start()
+        figures["restart_s"] = time.perf_counter() - started
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = admin.list_topics("wide", timeout=TIMEOUT_S).topics["wide"]
+        assert len(topic.partitions) == partitions, len(topic.partitions)
+        del admin
+        figures["stop_again_s"] = timed_stop(broker)
         return figures
     finally:
         broker.stop(timeout=TIMEOUT_S)
@@ -187,6 +219,8 @@ def show(label: str, partitions: int, figures: dict[str, object]) -> None:
     print(f"  first round:  {first:7.2f} s ({partitions / first:9,.0f} records/s)")
     print(f"  steady round: {steady:7.2f} s ({partitions / steady:9,.0f} records/s)")
     print(f"  first / steady: {first / steady:.2f}x")
+    for key, what in (("stop_s", "stop"), ("restart_s", "restart"), ("stop_again_s", "stop again")):
+        print(f"  {what + ':':14}{float(figures[key]):7.2f} s")  # type: ignore[arg-type]
     times: dict[str, list[float]] = figures["probe"]  # type: ignore[assignment]
     for phase in ("create", "first", "steady"):
         values = times.get(phase) or [float("nan")]

@@ -561,13 +561,19 @@ class Cluster:
             return
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
+        wanted: list[tuple[str, int, LogConfig | None]] = []
+        for entry in saved["topics"]:
+            log_config = self.log_config(dict(entry.get("configs", {})))
+            wanted += [(entry["name"], i, log_config) for i in range(int(entry["partitions"]))]
+        # Every topic's logs at once: a disk storage opens them in a pool of threads and
+        # syncs once for all (many small topics would otherwise sync once each).
+        opened = iter(self.storage.open_many(wanted))
         for entry in saved["topics"]:
             name = entry["name"]
             configs = dict(entry.get("configs", {}))
-            log_config = self.log_config(configs)
             topic = Topic(name, uuid.UUID(entry["id"]), [], configs)
             count = int(entry["partitions"])
-            logs = self.storage.open_many([(name, i, log_config) for i in range(count)])
+            logs = [next(opened) for _ in range(count)]
             replicas = entry.get("replicas") or []
             for index, log in enumerate(logs):
                 partition = Partition(name, index, log, int(entry.get("epoch", 0)))

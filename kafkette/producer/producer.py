@@ -9,7 +9,8 @@ delivers what is pending (``close``)::
 
 ``await producer.start()`` / ``await producer.close()`` work too, from the
 same task. ``send`` awaits only when it must: for the metadata of a topic it
-has not seen yet, or for room in ``buffer.memory``; the returned future
+has not seen yet, or for room in ``buffer.memory`` (sends waiting for it
+go in the order they came, each woken once room frees); the returned future
 resolves when the broker acknowledges the record. A task sending in a tight
 loop does not let the event loop run until it awaits something (a future,
 ``flush``, or a full buffer): that is the fastest way to produce. Under
@@ -32,7 +33,8 @@ semantics: see :mod:`kafkette.producer.transactions`)::
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -47,6 +49,7 @@ from kafkette.client.sync_bridge import documented_as
 from kafkette.clocks import loop_clock_ms
 from kafkette.errors import IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
+from kafkette.producer.buffer_waiters import BufferWaiters, Waiter
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
 from kafkette.producer.txn_runner import TransactionRunner
@@ -61,8 +64,8 @@ class AsyncProducer:
         check_connection_settings(self.config)  # as the sync client's construction does
         self._core: ProducerCore | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._space: anyio.Event | None = None
-        self._new_event: Callable[[], anyio.Event] = anyio.Event  # the loop's own, once started
+        self._waiters: BufferWaiters | None = None
+        self._waiting: deque[Waiter] = deque()  # the waiters' queue, read by every send
         self._closed = False  # before it started
 
     async def start(self) -> None:
@@ -71,16 +74,12 @@ class AsyncProducer:
             raise IllegalStateError("the producer was already started")
         core = self._core = ProducerCore(self.config, clock=loop_clock_ms())
         core.accumulator.wakeup = core.sender.news
-        core.accumulator.on_space = self._space_freed
-        self._new_event = event_factory()
+        self._waiters = BufferWaiters(core.accumulator, event_factory())
+        self._waiting = self._waiters.queue
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(core.sender.run)
         self._task_group.start_soon(telemetry.run, core.client)
-
-    def _space_freed(self) -> None:
-        if self._space is not None:
-            self._space.set()
 
     def _running(self) -> ProducerCore:
         core = self._core
@@ -113,8 +112,9 @@ class AsyncProducer:
         if core.closed:
             core.check_open()  # raises
         # The common record (no headers) goes straight to the C append; what it declines
-        # takes the general path below.
-        if not headers and core.sender.fatal_error is None:
+        # takes the general path below, as does every record while sends wait for room
+        # (it queues behind them).
+        if not headers and core.sender.fatal_error is None and not self._waiting:
             future = core.routes.send(topic, value, key, timestamp, partition, on_delivery)
             if future is not None:
                 return future
@@ -130,15 +130,7 @@ class AsyncProducer:
                 trace.partition = chosen
             _, key_b, value_b, headers_l, timestamp = routed
             append = core.accumulator.append
-            try:
-                return append(
-                    topic, chosen, timestamp, key_b, value_b, headers_l, on_delivery, block=False
-                )
-            except BufferFull:
-                pass
-            deadline = core.clock() + self.config.max_block_ms
-            while True:
-                self._space = self._new_event()
+            if not self._waiting:
                 try:
                     return append(
                         topic,
@@ -150,12 +142,31 @@ class AsyncProducer:
                         on_delivery,
                         block=False,
                     )
-                except BufferFull as full:
+                except BufferFull:
+                    pass
+            waiters = self._waiters
+            assert waiters is not None
+            deadline = core.clock() + self.config.max_block_ms
+            with waiters.place() as waiter:
+                while True:
                     remaining = deadline - core.clock()
-                    if remaining <= 0:
-                        raise core.buffer_exhausted(full) from None
-                    with anyio.move_on_after(remaining / 1000):
-                        await self._space.wait()
+                    if remaining > 0:
+                        with anyio.move_on_after(remaining / 1000):
+                            await waiter.wait()  # first in the queue, and room was freed
+                    try:
+                        return append(
+                            topic,
+                            chosen,
+                            timestamp,
+                            key_b,
+                            value_b,
+                            headers_l,
+                            on_delivery,
+                            block=False,
+                        )
+                    except BufferFull as full:
+                        if core.clock() >= deadline:
+                            raise core.buffer_exhausted(full) from None
         except BaseException as exc:
             if trace is not None:
                 trace.abandon(exc)

@@ -189,6 +189,38 @@ def test_a_thread_blocked_on_buffer_memory_is_woken_by_the_release() -> None:
     assert acc.buffer_used == record_size(None, b"y" * 150, ()) and acc._waiting == 0
 
 
+def test_every_thread_blocked_on_buffer_memory_goes_on_after_one_release() -> None:
+    """Several threads waiting for room share one condition, notified to all: one release
+    that frees room for every one of them lets each append once (none sleeps out
+    max.block.ms, as the async producer's waiters did when they shared one event)."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=10_000, buffer_memory=400, max_block_ms=60_000)
+    first = acc.append("t", 0, 1, None, b"x" * 300)
+    values = [b"%d" % i * 80 for i in range(3)]  # 101 bytes each: three fit in 400
+    appended: list[bytes] = []
+
+    def append(value: bytes) -> None:
+        acc.append("t", 0, 2, None, value)
+        appended.append(value)
+
+    threads = [threading.Thread(target=append, args=(v,), daemon=True) for v in values]
+    for thread in threads:
+        thread.start()
+    while acc._waiting < len(threads):
+        assert all(t.is_alive() for t in threads)
+        threading.Event().wait(0.001)
+    [batch] = acc.drain([("t", 0)], 10_000)
+    acc.complete(batch, 0)
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive()
+    assert first.result(0).offset == 0
+    assert sorted(appended) == values
+    [batch] = acc.drain([("t", 0)], 10_000)
+    assert sorted(r.value for r in RecordBatch.from_buffer(bytes(batch.build()))) == values
+    assert acc.buffer_used == 3 * record_size(None, values[0], ()) and acc._waiting == 0
+
+
 def test_record_larger_than_buffer_memory_is_refused() -> None:
     acc = make(FakeClock(), buffer_memory=100)
     with pytest.raises(MessageTooLargeError, match=r"buffer\.memory"):

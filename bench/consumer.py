@@ -2,7 +2,8 @@
 
 One ``kafkette serve --memory`` child process, filled once by confluent-kafka
 (librdkafka) with two one-partition topics: 100-byte values and 1 KiB values
-(10-byte keys, no compression, batches of up to 1 MiB). Each consumer is
+(10-byte keys, no compression), once in batches of up to 1 MiB (librdkafka's
+``batch.size``) and once of up to 16 KiB (Kafka's and kafkette's). Each consumer is
 assigned partition 0 from offset 0 and runs until it has seen every record,
 touching each record's value (so lazy parsing cannot cheat); the time counts
 from the consumer's construction. Consumers run in alternating rounds (each
@@ -15,6 +16,7 @@ in its own process on the same cores. ``bench/clients.py`` runs this half after
 its producers, against the same broker; alone:
 
     .venv/bin/python bench/consumer.py [--records 500000] [--repeat 5] [--only kafkette-sync]
+        [--batches "16 KiB"]
 
 ``--records`` is the count of 100 B records; the 1 KiB topic holds 2/5 as many.
 By default kafkette-sync, kafkette-async and confluent-kafka run; ``--only``
@@ -28,7 +30,7 @@ import asyncio
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from confluent_kafka import Consumer as ConfluentConsumer
@@ -46,12 +48,14 @@ Timing = tuple[float, float]
 SIZES = {"100 B": 100, "1 KiB": 1024}
 
 
-def fill(bootstrap: str, topic: str, records: int, value_size: int) -> None:
+def fill(
+    bootstrap: str, topic: str, records: int, value_size: int, batch_size: int = 1 << 20
+) -> None:
     producer = ConfluentProducer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 50,
-            "batch.size": 1 << 20,
+            "batch.size": batch_size,
             "acks": 1,
             "queue.buffering.max.messages": 1_000_000,
         }
@@ -240,22 +244,41 @@ def print_runs(title: str, records: int, runs: dict[str, list[Timing]]) -> None:
         print(f"{name:<16}{median:>12,.0f}{best:>12,.0f}{per_cpu:>12,.0f}{ratios}")
 
 
-def bench_consumers(bootstrap: str, records_100b: int, repeat: int, only: list[str]) -> None:
+BATCH_SIZES = {"1 MiB": 1 << 20, "16 KiB": 16 * 1024}
+"""The producer's batch.size when filling: librdkafka's default (about 1,000 records of
+1 KiB per batch), and Kafka's and kafkette's (about 15): what a consumer pays per batch."""
+
+
+def bench_consumers(
+    bootstrap: str,
+    records_100b: int,
+    repeat: int,
+    only: list[str],
+    batch_sizes: Sequence[str] = tuple(BATCH_SIZES),
+) -> None:
     """Fill the topics, run the consumers in ``repeat`` alternating rounds and print the
     median and best of each beside confluent-kafka's."""
+    for batches in batch_sizes:
+        _bench_batches(bootstrap, records_100b, repeat, only, batches)
+
+
+def _bench_batches(
+    bootstrap: str, records_100b: int, repeat: int, only: list[str], batches: str
+) -> None:
     names = [n for n in CONSUMERS if n in (only or DEFAULT_CONSUMERS)]
     counts = {"100 B": records_100b, "1 KiB": max(records_100b * 2 // 5, 1)}
     for label, value_size in SIZES.items():
-        topic = f"bench-consume-{value_size}"
+        topic = f"bench-consume-{value_size}-{BATCH_SIZES[batches]}"
         records = counts[label]
-        fill(bootstrap, topic, records, value_size)
+        fill(bootstrap, topic, records, value_size, BATCH_SIZES[batches])
         runs: dict[str, list[Timing]] = {name: [] for name in names}
         for round_number in range(repeat):
             turn = round_number % len(names)
             for name in names[turn:] + names[:turn]:
                 runs[name].append(CONSUMERS[name](bootstrap, topic, records, value_size))
         title = (
-            f"consumer, {records:,} records of {label}, one partition, {repeat} alternating rounds"
+            f"consumer, {records:,} records of {label} in batches of up to {batches}, "
+            f"one partition, {repeat} alternating rounds"
         )
         print_runs(title, records, runs)
 
@@ -265,9 +288,18 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000, help="records of 100 B")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", action="append", default=[], choices=list(CONSUMERS))
+    parser.add_argument(
+        "--batches",
+        action="append",
+        default=[],
+        choices=list(BATCH_SIZES),
+        help="the producer's batch.size when filling (default: each)",
+    )
     args = parser.parse_args()
     with BrokerProcess() as broker:
-        bench_consumers(broker.bootstrap, args.records, args.repeat, args.only)
+        bench_consumers(
+            broker.bootstrap, args.records, args.repeat, args.only, args.batches or BATCH_SIZES
+        )
 
 
 if __name__ == "__main__":

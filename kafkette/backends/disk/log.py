@@ -10,6 +10,7 @@ from collections.abc import Generator, Sequence
 
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk.checkpoint import (
+    TMP_SUFFIX,
     DirectorySync,
     checkpoint_bytes,
     create_empty,
@@ -159,8 +160,7 @@ class DiskLog(SegmentedLog):
             if not names:
                 self._open_new()
                 return
-            self._complete_swaps()
-            names = os.listdir(self.directory)
+            names = self._complete_swaps(names)
         else:
             # A compaction swap a crash interrupted is finished in memory: the
             # ``.swap`` files are the segment (_complete_swaps would rename them).
@@ -260,12 +260,16 @@ class DiskLog(SegmentedLog):
                 return segments[: i + 1], recover_from
         return segments, recover_from
 
-    def _complete_swaps(self) -> None:
-        """Finish or undo a compaction swap interrupted by a crash."""
-        for name in os.listdir(self.directory):
-            path = self._path(name)
-            if name.endswith((CLEANED_SUFFIX, ".tmp")):
-                os.unlink(path)
+    def _complete_swaps(self, names: list[str]) -> list[str]:
+        """Finish or undo a compaction swap interrupted by a crash, and remove what a
+        crash left half-written; the directory's ``names`` after (listed again only
+        when something was left: opening thousands of logs lists each once)."""
+        leftovers = [n for n in names if n.endswith((CLEANED_SUFFIX, TMP_SUFFIX, SWAP_SUFFIX))]
+        if not leftovers:
+            return names
+        for name in leftovers:
+            if name.endswith((CLEANED_SUFFIX, TMP_SUFFIX)):
+                os.unlink(self._path(name))
         swaps = [n for n in os.listdir(self.directory) if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
         for name in swaps:
             stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
@@ -281,6 +285,7 @@ class DiskLog(SegmentedLog):
         for name in os.listdir(self.directory):
             if name.endswith(SWAP_SUFFIX):
                 os.unlink(self._path(name))
+        return os.listdir(self.directory)
 
     def _load_cleaner_checkpoint(self, rows: list[list[int]] | None) -> None:
         if not rows or not rows[0]:

@@ -11,7 +11,9 @@ steps whose order matters (:meth:`~kafkette.backends.disk.log.DiskLog.close_in_s
 Python does not name ``syncfs``; it is called through :mod:`ctypes`. Where the C
 library lacks it (not Linux), :func:`available` is false and logs are closed one
 by one with their own fsyncs. Since Linux 5.8, ``syncfs`` reports a write-back
-error of the file system (``EIO``) as an fsync does.
+error of the file system (``EIO``) as an fsync does. It also writes what other
+processes left unwritten on that file system, so on one busy with other writes a
+close waits for those too.
 """
 
 from __future__ import annotations

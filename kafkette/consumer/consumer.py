@@ -20,7 +20,14 @@ from kafkette.client import telemetry
 from kafkette.client.config import ConsumerConfig
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as, run_plain, task_host
 from kafkette.consumer.async_consumer import AsyncConsumer
-from kafkette.consumer.core import CommitCallback, ConsumerCore, FetchWait, PollRun, Records
+from kafkette.consumer.core import (
+    CommitCallback,
+    ConsumerCore,
+    FetchWait,
+    PollRun,
+    Records,
+    check_partitions,
+)
 from kafkette.consumer.fetch_buffer import FetchedBatch
 from kafkette.consumer.group.coordinator import Call, Step
 from kafkette.consumer.metrics import ConsumerMetrics
@@ -126,7 +133,7 @@ class Consumer:
 
     @documented_as(AsyncConsumer.assign)
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call(self._core.assign, list(partitions))
+        self._call(self._core.assign, check_partitions(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return self._call(self._core.subscriptions.assigned)
@@ -185,7 +192,9 @@ class Consumer:
         timeout: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._wait(
-            self._core.committed, list(partitions), timeout_in_ms(None, timeout, timeout_ms)
+            self._core.committed,
+            check_partitions(partitions),
+            timeout_in_ms(None, timeout, timeout_ms),
         )
 
     @documented_as(AsyncConsumer.seek)
@@ -247,7 +256,7 @@ class Consumer:
     ) -> dict[TopicPartition, int]:
         return self._wait(
             self._core.edge_offsets,
-            list(partitions),
+            check_partitions(partitions),
             EARLIEST_TIMESTAMP,
             timeout_in_ms(None, timeout, timeout_ms),
         )
@@ -262,7 +271,7 @@ class Consumer:
     ) -> dict[TopicPartition, int]:
         return self._wait(
             self._core.edge_offsets,
-            list(partitions),
+            check_partitions(partitions),
             LATEST_TIMESTAMP,
             timeout_in_ms(None, timeout, timeout_ms),
         )

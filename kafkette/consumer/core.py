@@ -97,7 +97,16 @@ class PollRun(Generic[T]):
 
 
 def check_partitions(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
-    result = list(partitions)
+    """``partitions`` as a list, each a TopicPartition, or a TypeError saying what was given
+    (one TopicPartition where a list is taken is kafka-python's ``committed(tp)``)."""
+    if isinstance(partitions, TopicPartition):
+        raise TypeError(
+            f"expected a list of TopicPartition, got one TopicPartition: pass [{partitions!r}]"
+        )
+    try:
+        result = list(partitions)
+    except TypeError:
+        raise TypeError(f"expected a list of TopicPartition, got {partitions!r}") from None
     for tp in result:
         if not isinstance(tp, TopicPartition):
             raise TypeError(f"expected a TopicPartition, got {tp!r}")

@@ -15,7 +15,7 @@ import pytest
 from kafkette.backends.config import LogConfig
 from kafkette.backends.disk import DiskLog, DiskStorage, filesystem_sync
 from kafkette.errors import KafkaStorageError
-from tests.backends.helpers import FakeClock, make_batch, read_all, simple_batch
+from tests.backends.helpers import FakeClock, decode, make_batch, read_all, simple_batch
 from tests.backends.power_loss import PowerLoss, counting_syncs
 
 BATCH = simple_batch(3)
@@ -210,3 +210,44 @@ def test_a_failed_sync_of_the_file_system_is_a_storage_error_and_marks_nothing(
     opened = again.open_many([("t", p, None) for p in range(3)])
     assert [_state(log) for log in opened if isinstance(log, DiskLog)] == before
     again.close()
+
+
+def test_a_new_log_closes_without_index_files_until_its_first_entry(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker stopping with thousands of new partitions created two empty index files
+    for each (a create costs up to 1 ms here): an active segment with no index entry
+    leaves them out, its next open finds it whole by scanning, and its first entry
+    makes them."""
+    path = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=2 * len(BATCH))
+    log = DiskLog(str(path), "t", 0, config, clock=clock)
+    log.append(BATCH, leader_epoch=0)
+    with counting_syncs(monkeypatch) as calls:
+        log.close()
+    created = sorted(c.rsplit("/", 1)[1] for c in calls if c.startswith("create"))
+    assert created == [
+        "00000000000000000003.snapshot.tmp",
+        "clean-shutdown.tmp",
+        "leader-epoch-checkpoint.tmp",
+        "recovery-point-offset-checkpoint.tmp",
+    ]
+    reopened = DiskLog(str(path), "t", 0, config, clock=clock)
+    assert reopened.rebuilt_indexes == 0
+    assert reopened.recovered_bytes_truncated == 0
+    assert reopened.log_end_offset == 3
+    assert reopened.offset_for_timestamp(0) is not None
+    for _ in range(3):
+        reopened.append(BATCH, leader_epoch=0)  # the third passes the index interval
+    reopened.flush()
+    assert {"00000000000000000000.index", "00000000000000000000.timeindex"} <= set(os.listdir(path))
+    reopened.close()
+    again = DiskLog(str(path), "t", 0, config, clock=clock)
+    assert again.rebuilt_indexes == 0
+    assert [decode_at(again, o) for o in range(12)] == [o // 3 * 3 for o in range(12)]
+    again.close()
+
+
+def decode_at(log: DiskLog, offset: int) -> int:
+    """The offset of the first record a read at ``offset`` returns (its batch's base)."""
+    return int(decode(log.read(offset, 1).to_bytes())[0][0])

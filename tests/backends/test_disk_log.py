@@ -36,8 +36,11 @@ def test_directory_layout(tmp_path: Path, clock: FakeClock) -> None:
     files = segment_files(str(path))
     for base in (0, 6, 12):
         assert f"{base:020d}.log" in files
+    for base in (0, 6):
         assert f"{base:020d}.index" in files
         assert f"{base:020d}.timeindex" in files
+    # The active segment holds one batch, so no index entry yet: its files come with it.
+    assert not {"00000000000000000012.index", "00000000000000000012.timeindex"} & set(files)
     assert "00000000000000000006.snapshot" in files
     assert "00000000000000000012.snapshot" in files
     assert "leader-epoch-checkpoint" in files

@@ -319,11 +319,17 @@ class FileSegment(Segment):
             rest = rest[os.write(self.file.fileno(), rest) :]
 
     def _make_index_files(self) -> None:
-        """Create the index files still missing, for the next open to find (even empty)."""
-        if not self._index_files and not self.read_only:
-            self.index.create()
-            self.time_index.create()
-            self._index_files = True
+        """Create the index files still missing, for the next open to find (even empty),
+        but those of an active segment that has no entry yet: an open finds their
+        absence right by scanning the segment (:meth:`load`), and a broker stopping with
+        thousands of small new segments would create two files for each."""
+        if self._index_files or self.read_only:
+            return
+        if not self.sealed and not len(self.index) and not len(self.time_index):
+            return
+        self.index.create()
+        self.time_index.create()
+        self._index_files = True
 
     def seal(self) -> None:
         """Stop being the active segment: the last time index entry is added, and what
@@ -451,6 +457,8 @@ class FileSegment(Segment):
         """Trust the index files if they pass their checks; else rebuild. True if rebuilt."""
         self.sealed = sealed
         self.txn_index_valid = self.txn_index.load()
+        if self._indexes_missing and not sealed and self._restore_tail(-1, 0):
+            return False  # an active segment closed before its first index entry
         if not self._indexes_missing and self.index.load(self.size):
             last_relative = self.index.offsets[-1] if len(self.index) else -1
             last_position = self.index.positions[-1] if len(self.index) else 0

@@ -41,9 +41,12 @@ from kafkette.protocol.records import (
     parse_control_record,
 )
 from kafkette.protocol.records.batch_header import (
+    CONTROL_MASK,
     LAST_OFFSET_DELTA_OFFSET,
     MAGIC_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     iter_entries,
 )
 from kafkette.structs import TopicPartition
@@ -191,15 +194,27 @@ class CompletedFetch:
                     batch = self._next_batch()
                     if batch is None:
                         return out, True
-                    pending = self._open(batch)
+                    opened = self._open(batch)
                 except CorruptMessageError as exc:
                     if not out:
                         raise
                     # The records before the damage are handed out first; the next call raises.
                     self._deferred = exc
                     return out, False
-                if pending is None:
+                if opened is None:
                     continue
+                if isinstance(opened, list) and len(opened) <= limit:
+                    # The whole batch at once (the C extension's records; the common case).
+                    if key_deserializer is not None or value_deserializer is not None:
+                        opened = _deserialize(opened, key_deserializer, value_deserializer)
+                    if out:
+                        out += opened
+                    else:
+                        out = opened  # made for this call alone: no copy
+                    limit -= len(opened)
+                    self.position = state.position = batch.next_offset
+                    continue
+                pending = iter(opened)
                 self._pending = pending
                 self._pending_batch = batch
                 self._pending_end = batch.next_offset
@@ -267,8 +282,11 @@ class CompletedFetch:
                 f"{self.tp} at offset {self.position}: {exc}; seek past it to go on"
             ) from exc
 
-    def _open(self, batch: RecordBatch | LegacyBatch) -> Iterator[ConsumerRecord] | None:
-        """The batch's records for the application, made as they are reached.
+    def _open(
+        self, batch: RecordBatch | LegacyBatch
+    ) -> list[ConsumerRecord] | Iterator[ConsumerRecord] | None:
+        """The batch's records for the application: all made at once by the C extension (a
+        list), else made as they are reached.
 
         None when the whole batch is skipped (below the position, a control
         batch, an aborted transaction); the position then moves past it.
@@ -276,14 +294,14 @@ class CompletedFetch:
         if self._skipped(batch):
             return None
         position = self.position
-        if isinstance(batch, RecordBatch):
+        if type(batch) is RecordBatch:
             header = batch.header
-            epoch = header.partition_leader_epoch
+            epoch = header[2]  # partition_leader_epoch
             suffix = (
-                timestamp_type(batch),
+                LOG_APPEND_TIME if header[5] & TIMESTAMP_TYPE_MASK else CREATE_TIME,
                 None if epoch == NO_PARTITION_LEADER_EPOCH else epoch,
             )
-            first_offset = header.base_offset
+            first_offset = header[0]  # base_offset
         else:
             suffix = (timestamp_type(batch), None)
             first_offset = -1  # unknown before decompressing: always filter
@@ -302,8 +320,8 @@ class CompletedFetch:
             ) from exc
         if made is not None:
             if first_offset < position:
-                return dropwhile(lambda r: r[2] < position, made)
-            return iter(made)
+                return list(dropwhile(lambda r: r[2] < position, made))
+            return made
         if first_offset < position:
             raw = dropwhile(lambda r: r[0] < position, raw)
         return map(
@@ -313,17 +331,19 @@ class CompletedFetch:
     def _skipped(self, batch: RecordBatch | LegacyBatch) -> bool:
         """Whether the whole batch is skipped: below the position, a control batch, an
         aborted transaction (the position then moves past it)."""
-        next_offset = batch.next_offset
-        if next_offset <= self.position:
-            return True
-        if isinstance(batch, RecordBatch):
+        if type(batch) is RecordBatch:
             header = batch.header
-            if (header.is_transactional and self.read_committed and self._is_aborted(batch)) or (
-                header.is_control
-            ):
+            next_offset = header[0] + header[6] + 1  # base_offset + last_offset_delta + 1
+            if next_offset <= self.position:
+                return True
+            attributes = header[5]
+            if (
+                attributes & TRANSACTIONAL_MASK and self.read_committed and self._is_aborted(batch)
+            ) or attributes & CONTROL_MASK:
                 self.position = self.state.position = next_offset
                 return True
-        return False
+            return False
+        return batch.next_offset <= self.position
 
     def _is_aborted(self, batch: RecordBatch) -> bool:
         """Kafka's read_committed filter: is this transactional batch part of an aborted txn?

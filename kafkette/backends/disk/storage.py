@@ -103,25 +103,27 @@ class DiskStorage(Storage):
         return log
 
     def open_many(self, wanted: Sequence[tuple[str, int, LogConfig | None]]) -> list[Log]:
-        """Several at once in worker threads (one recovering reads and writes a lot).
-        Each log a clean shutdown closed loses its clean-shutdown marker; one sync of
-        the file system makes all the removals durable (where
-        :mod:`~kafkette.backends.disk.filesystem_sync` is available; otherwise each
-        open syncs its directory)."""
+        """Each log a clean shutdown closed loses its clean-shutdown marker; one sync of
+        the file system makes all the removals durable, and the logs are opened one
+        after another in this thread (where
+        :mod:`~kafkette.backends.disk.filesystem_sync` is available). Otherwise each
+        open syncs its directory, and several run at once in worker threads to wait
+        for those syncs together.
+
+        Without the syncs, opening a log is a few dozen small file operations and some
+        Python, and threads only contend for the interpreter: 5,000 logs took 3.1-3.4 s
+        in one thread against 5.4-8.6 s in 16 (6.5-6.8 s against 10.4-11.2 s with the
+        page cache dropped first)."""
         if len(wanted) < 2:
             return super().open_many(wanted)
-        together = not self.read_only and filesystem_sync.available()
-
-        def open_one(w: tuple[str, int, LogConfig | None]) -> Log:
-            return self._open_log(*w, sync_marker_removal=not together)
-
-        try:
+        if self.read_only or not filesystem_sync.available():
             with ThreadPoolExecutor(min(CLOSE_THREADS, len(wanted))) as pool:
-                return list(pool.map(open_one, wanted))
+                return list(pool.map(lambda w: self.open_log(*w), wanted))
+        try:
+            return [self._open_log(*w, sync_marker_removal=False) for w in wanted]
         finally:
             # Also when one failed: the others are open, their markers gone.
-            if together:
-                self._sync_filesystem()
+            self._sync_filesystem()
 
     def list_partitions(self) -> list[tuple[str, int]]:
         found = []
@@ -211,9 +213,10 @@ class DiskStorage(Storage):
 
 
 CLOSE_THREADS = 16
-"""Logs opened or closed at once by :meth:`DiskStorage.open_many` and
-:meth:`DiskStorage.close`: their fsyncs wait on the device, and a journaling file
-system commits concurrent ones together."""
+"""Logs closed at once by :meth:`DiskStorage.close` (and opened at once by
+:meth:`DiskStorage.open_many` where each open syncs its directory): their file
+creations and fsyncs wait on the file system's journal, which takes concurrent ones
+together (5,000 logs closed in 2.2-3.0 s with 16 threads, 3.4-3.6 s with one)."""
 
 
 def _next_step(steps: Generator[None, None, None]) -> bool | BaseException:

@@ -32,6 +32,7 @@ semantics: see :mod:`kafkette.producer.transactions`)::
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import deque
 from collections.abc import Mapping
@@ -129,19 +130,20 @@ class AsyncProducer:
             if trace is not None:
                 trace.partition = chosen
             _, key_b, value_b, headers_l, timestamp = routed
-            append = core.accumulator.append
+            append = functools.partial(
+                core.accumulator.append,
+                topic,
+                chosen,
+                timestamp,
+                key_b,
+                value_b,
+                headers_l,
+                on_delivery,
+                block=False,
+            )
             if not self._waiting:
                 try:
-                    return append(
-                        topic,
-                        chosen,
-                        timestamp,
-                        key_b,
-                        value_b,
-                        headers_l,
-                        on_delivery,
-                        block=False,
-                    )
+                    return append()
                 except BufferFull:
                     pass
             waiters = self._waiters
@@ -154,16 +156,7 @@ class AsyncProducer:
                         with anyio.move_on_after(remaining / 1000):
                             await waiter.wait()  # first in the queue, and room was freed
                     try:
-                        return append(
-                            topic,
-                            chosen,
-                            timestamp,
-                            key_b,
-                            value_b,
-                            headers_l,
-                            on_delivery,
-                            block=False,
-                        )
+                        return append()
                     except BufferFull as full:
                         if core.clock() >= deadline:
                             raise core.buffer_exhausted(full) from None

@@ -27,6 +27,7 @@ from operator import add
 from typing import Any, NamedTuple
 
 import anyio
+from crc32c import crc32c
 
 from kafkette.consumer.record import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE, ConsumerRecord
 from kafkette.consumer.subscription import PartitionState
@@ -39,6 +40,7 @@ from kafkette.protocol.records import (
     RecordBatch,
     iter_batches,
     parse_control_record,
+    speedups,
 )
 from kafkette.protocol.records.batch_header import (
     CONTROL_MASK,
@@ -56,6 +58,8 @@ MAX_BUFFERED_PER_PARTITION = 2
 _OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _new = tuple.__new__
+_INT64_MAX = (1 << 63) - 1
+_TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
 
 Deserializer = Callable[[Any], Any]
 
@@ -65,6 +69,8 @@ def end_offset(records: Any) -> int | None:
 
     Reads only the batch headers; a partial trailing batch is not counted.
     """
+    if speedups.fetch_end_offset is not None:
+        return speedups.fetch_end_offset(records)
     end = None
     try:
         for pos, size in iter_entries(records, allow_partial=True):
@@ -113,6 +119,7 @@ class CompletedFetch:
         "_aborted",
         "_aborted_pids",
         "_batches",
+        "_cursor",
         "_deferred",
         "_pending",
         "_pending_batch",
@@ -159,6 +166,8 @@ class CompletedFetch:
         self._aborted = sorted(aborted) if read_committed else []
         self._aborted_pids: set[int] = set()
         self._batches: Iterator[RecordBatch | LegacyBatch] | None = None
+        self._cursor = 0
+        """Where in ``records`` the next batch not yet read begins."""
         self._pending: Iterator[ConsumerRecord] | None = None
         self._pending_batch: RecordBatch | LegacyBatch | None = None
         self._pending_end = 0
@@ -187,9 +196,38 @@ class CompletedFetch:
             raise self._deferred
         out: list[ConsumerRecord] = []
         state = self.state
+        take_records = speedups.take_records
         while limit > 0:
             pending = self._pending
             if pending is None:
+                if take_records is not None and self.records is not None:
+                    # The C extension takes whole plain batches; Python reads the batch it
+                    # stops at (compressed, legacy, partly consumed, damaged...), if any.
+                    cursor = self._cursor
+                    made, self._cursor, position = take_records(
+                        self.records,
+                        cursor,
+                        self.position,
+                        limit,
+                        ConsumerRecord,
+                        (self.tp.topic, self.tp.partition),
+                        _TIMESTAMP_TYPES,
+                        crc32c if self.check_crcs else None,
+                        self._transactional_below(),
+                    )
+                    if self._cursor != cursor:
+                        self._batches = None  # the Python walk goes on from the cursor
+                        self.position = state.position = position
+                        if made:
+                            if key_deserializer is not None or value_deserializer is not None:
+                                made = _deserialize(made, key_deserializer, value_deserializer)
+                            if out:
+                                out += made
+                            else:
+                                out = made
+                            limit -= len(made)
+                            if limit == 0:
+                                break
                 try:
                     batch = self._next_batch()
                     if batch is None:
@@ -273,14 +311,27 @@ class CompletedFetch:
         batches = self._batches
         if batches is None:
             batches = self._batches = iter_batches(
-                self.records, allow_partial=True, check_crc=self.check_crcs
+                self.records, start=self._cursor, allow_partial=True, check_crc=self.check_crcs
             )
         try:
-            return next(batches, None)
+            batch = next(batches, None)
         except ProtocolError as exc:
             raise CorruptMessageError(
                 f"{self.tp} at offset {self.position}: {exc}; seek past it to go on"
             ) from exc
+        if batch is not None:
+            self._cursor += batch.size
+        return batch
+
+    def _transactional_below(self) -> int:
+        """Below which last offset the read_committed filter leaves transactional and
+        control batches as they are (no aborted transaction reaches them): the C walk may
+        take those."""
+        if not self.read_committed:
+            return _INT64_MAX
+        if self._aborted_pids:
+            return -1
+        return self._aborted[0][0] if self._aborted else _INT64_MAX
 
     def _open(
         self, batch: RecordBatch | LegacyBatch

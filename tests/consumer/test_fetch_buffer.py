@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -29,6 +31,7 @@ from kafkette.protocol.records import (
 from kafkette.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
+T = TypeVar("T")
 
 
 def batch(
@@ -275,15 +278,115 @@ def test_extension_and_python_make_the_same_records(
             got += records
         return [(type(r), tuple(r)) for r in got]
 
-    with pytest.MonkeyPatch.context() as patch:  # also under KAFKETTE_NO_EXTENSIONS=1
-        patch.setattr(speedups, "parse_records", _speedups.parse_records)
-        with_extension = take_all()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(speedups, "parse_records", None)
-        without = take_all()
+    with_extension = with_speedups(True, take_all)
+    without = with_speedups(False, take_all)
     assert with_extension == without
     assert [fields[2] for _, fields in without] == list(range(start, base))
     assert {kind for kind, _ in without} == {ConsumerRecord}
+
+
+def with_speedups(enabled: bool, run: Callable[[], T]) -> T:
+    """``run()`` with the C extension's record functions, or with the Python path alone
+    (also under KAFKETTE_NO_EXTENSIONS=1: the extension is imported directly)."""
+    names = ("parse_records", "take_records", "fetch_end_offset")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in names:
+            patch.setattr(speedups, name, getattr(_speedups, name) if enabled else None)
+        return run()
+
+
+def legacy_entry(base: int) -> bytes:
+    builder = LegacyBatchBuilder(magic=1, base_offset=base)
+    builder.append(70, b"k", b"legacy")
+    return builder.build()
+
+
+BATCH_KINDS = st.sampled_from(
+    ["plain", "plain", "gzip", "log_append", "no_epoch", "txn", "commit", "abort", "legacy"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kinds=st.lists(st.tuples(BATCH_KINDS, st.integers(1, 4), st.integers(1, 3)), max_size=8),
+    start=st.integers(0, 12),
+    limits=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    read_committed=st.booleans(),
+    aborted_at=st.lists(st.integers(0, 20), max_size=2),
+    damage=st.one_of(st.none(), st.integers(0, 10_000)),
+    cut=st.integers(0, 40),
+    check_crcs=st.booleans(),
+)
+def test_the_c_walk_takes_what_the_python_walk_takes(
+    kinds: list[tuple[str, int, int]],
+    start: int,
+    limits: list[int],
+    read_committed: bool,
+    aborted_at: list[int],
+    damage: int | None,
+    cut: int,
+    check_crcs: bool,
+) -> None:
+    """The C walk over whole batches (take_records) and the Python walk give the same
+    records, positions, ends and errors, whatever the fetch mixes: compressed, legacy,
+    control and transactional batches, aborted transactions under read_committed, a
+    damaged byte, a cut-off tail, takes of any size from a position inside a batch."""
+    data = b""
+    base = 0
+    for kind, count, producer_id in kinds:
+        if kind == "legacy":
+            data += legacy_entry(base)
+            base += 1
+            continue
+        if kind in ("commit", "abort"):
+            marker = ControlRecordType.COMMIT if kind == "commit" else ControlRecordType.ABORT
+            data += control(base, producer_id, marker)
+            base += 1
+            continue
+        data += batch(
+            base,
+            count,
+            producer_id=producer_id if kind == "txn" else -1,
+            transactional=kind == "txn",
+            compression=GZIP if kind == "gzip" else 0,
+            log_append_time=kind == "log_append",
+            epoch=-1 if kind == "no_epoch" else 3,
+        )
+        base += count
+    raw = bytearray(data[: max(len(data) - cut, 0)])
+    if damage is not None and raw:
+        raw[damage % len(raw)] ^= 0x40
+    fetched = bytes(raw)
+    aborted = tuple((offset, 1 + i) for i, offset in enumerate(aborted_at))
+
+    def walk() -> list[object]:
+        end = end_offset(fetched)
+        events: list[object] = [end]
+        if end is None:
+            return events
+        state = PartitionState(position=start)
+        fetch = CompletedFetch(
+            TP,
+            state,
+            start,
+            fetched,
+            end,
+            aborted=aborted,
+            read_committed=read_committed,
+            check_crcs=check_crcs,
+        )
+        for take in range(12):
+            try:
+                records, done = fetch.take(limits[take % len(limits)], None, None)
+            except CorruptMessageError as exc:
+                events.append(("raised", str(exc), state.position))
+                break
+            events.append(([tuple(r) for r in records], done, state.position, fetch.position))
+            if done:
+                break
+        return events
+
+    assert with_speedups(True, walk) == with_speedups(False, walk)
 
 
 @pytest.mark.anyio

@@ -309,6 +309,53 @@ fail:
     return status;
 }
 
+/*
+ * Parse the records section buf[0:n] into `records`, a new list of as many
+ * items as the section declares records, each set here. Returns OK,
+ * NOT_HANDLED (items may be left unset: NULL, which list dealloc skips) or -1.
+ */
+static int
+read_section(const unsigned char *buf, Py_ssize_t n, Section *section, PyObject *records)
+{
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        int64_t length;
+        if (read_varint(buf, &pos, n, &length) != OK || length < 0 || length > n - pos)
+            return NOT_HANDLED;
+        PyObject *record = NULL;
+        int status = read_record(buf, pos, pos + (Py_ssize_t)length, section, &record);
+        if (status != OK)
+            return status;
+        PyList_SET_ITEM(records, i, record);
+        pos += (Py_ssize_t)length;
+    }
+    return pos == n ? OK : NOT_HANDLED;
+}
+
+/* Whether every item of `items` (a tuple) is str, int or None: what records may hold. */
+static int
+atomic_items(PyObject *items)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
+        PyObject *item = PyTuple_GET_ITEM(items, i);
+        if (item != Py_None && !PyLong_CheckExact(item) && !PyUnicode_CheckExact(item)) {
+            PyErr_SetString(PyExc_TypeError, "prefix and suffix items must be str, int or None");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+check_record_type(PyObject *record_type)
+{
+    if (PyType_Check(record_type)
+        && PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+    return 0;
+}
+
 static PyObject *
 parse_records(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -323,24 +370,12 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
                           &base_ts, &fixed_ts, &record_type, &PyTuple_Type, &prefix,
                           &PyTuple_Type, &suffix))
         return NULL;
-    if (!PyType_Check(record_type)
-        || !PyType_IsSubtype((PyTypeObject *)record_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+    if (!check_record_type(record_type))
         goto error;
-    }
     /* The records are untracked (see the top comment), so what they hold must never
        be part of a cycle: the prefix and suffix may hold str, int and None only. */
-    for (int side = 0; side < 2; side++) {
-        PyObject *items = side == 0 ? prefix : suffix;
-        for (Py_ssize_t i = 0; items != NULL && i < PyTuple_GET_SIZE(items); i++) {
-            PyObject *item = PyTuple_GET_ITEM(items, i);
-            if (item != Py_None && !PyLong_CheckExact(item) && !PyUnicode_CheckExact(item)) {
-                PyErr_SetString(PyExc_TypeError,
-                                "prefix and suffix items must be str, int or None");
-                goto error;
-            }
-        }
-    }
+    if ((prefix != NULL && !atomic_items(prefix)) || (suffix != NULL && !atomic_items(suffix)))
+        goto error;
     if (fixed_ts != Py_None && !PyLong_Check(fixed_ts)) {
         PyErr_SetString(PyExc_TypeError, "fixed_timestamp must be an int or None");
         goto error;
@@ -368,21 +403,10 @@ parse_records(PyObject *Py_UNUSED(module), PyObject *args)
        untracked records in it, it cannot be in a cycle either, and the
        collections our allocations trigger need not walk it. */
     PyObject_GC_UnTrack(records);
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length;
-        if (read_varint(buf, &pos, n, &length) != OK || length < 0 || length > n - pos)
-            goto not_handled;
-        PyObject *record = NULL;
-        int status = read_record(buf, pos, pos + (Py_ssize_t)length, &section, &record);
-        if (status < 0)
-            goto error;
-        if (status == NOT_HANDLED)
-            goto not_handled;
-        PyList_SET_ITEM(records, i, record);
-        pos += (Py_ssize_t)length;
-    }
-    if (pos != n)
+    int status = read_section(buf, n, &section, records);
+    if (status < 0)
+        goto error;
+    if (status == NOT_HANDLED)
         goto not_handled;
     Py_XDECREF(section.last_ts);
     Py_DECREF(section.empty);
@@ -402,6 +426,260 @@ error:
     Py_XDECREF(section.empty);
     PyBuffer_Release(&view);
     return NULL;
+}
+
+/*
+ * Walking a fetch's batches (the consumer's take_records and fetch_end_offset).
+ *
+ * The layout of a magic 2 batch's header, big-endian: base offset (int64) at 0,
+ * batch length (int32) at 8, partition leader epoch (int32) at 12, magic (int8)
+ * at 16, CRC-32C (uint32) at 17 over everything from the attributes (int16) at
+ * 21 on, last offset delta (int32) at 23, base timestamp (int64) at 27, max
+ * timestamp (int64) at 35, then the producer's fields, and the record count
+ * (int32) at 57; the records follow at 61.
+ */
+#define LOG_OVERHEAD 12
+#define RECORD_BATCH_OVERHEAD 61
+#define COMPRESSION_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define TRANSACTIONAL_MASK 0x10
+#define CONTROL_MASK 0x20
+#define NO_PARTITION_LEADER_EPOCH (-1)
+
+static inline uint64_t
+read_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint32_t
+read_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* Whether the batch at h (of `size` bytes) has the CRC its header says; -1 on error. */
+static int
+crc_matches(PyObject *crc32c, const unsigned char *h, Py_ssize_t size)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)h + 21, size - 21, PyBUF_READ);
+    if (view == NULL)
+        return -1;
+    PyObject *actual = PyObject_CallOneArg(crc32c, view);
+    Py_DECREF(view);
+    if (actual == NULL)
+        return -1;
+    unsigned long value = PyLong_AsUnsignedLong(actual);
+    Py_DECREF(actual);
+    if (value == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return value == read_u32(h + 17);
+}
+
+/*
+ * take_records(data, cursor, position, limit, record_type, prefix, timestamp_types,
+ *              crc32c, transactional_below) -> (records, cursor, position)
+ *
+ * What CompletedFetch.take does batch by batch, for the batches it handles
+ * without Python: from byte `cursor` of a fetch's records, whole uncompressed
+ * magic 2 batches at or past `position` whose records fit `limit`, each record
+ * made as record_type(*prefix, offset, timestamp, key, value, headers,
+ * timestamp_type, leader_epoch). Batches below the position are passed over;
+ * control batches are passed over and move the position past them.
+ * Transactional and control batches are handled only while their last offset
+ * is below `transactional_below` (the caller's read_committed filter has
+ * nothing to say about them there). Each batch's CRC is checked first unless
+ * crc32c is None.
+ *
+ * The walk stops, with cursor and position at the batch, at the first batch it
+ * leaves to Python: too short or cut off, another magic, compressed, partly
+ * consumed, more records than the limit left, a transactional batch at or
+ * past transactional_below, a CRC that does not match, records not well
+ * formed. Python then reads that batch and raises the exact error if there is
+ * one. Returns the records made (a list), the cursor and the position.
+ */
+static PyObject *
+take_records(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t cursor, limit;
+    long long position, transactional_below;
+    PyObject *record_type, *prefix, *types, *crc32c;
+    PyObject *taken = NULL, *suffix = NULL, *result = NULL;
+    Section section = {.last_ts = NULL, .empty = NULL};
+
+    if (!PyArg_ParseTuple(args, "y*nLnOO!O!OL:take_records", &view, &cursor, &position, &limit,
+                          &record_type, &PyTuple_Type, &prefix, &PyTuple_Type, &types, &crc32c,
+                          &transactional_below))
+        return NULL;
+    if (!check_record_type(record_type) || !atomic_items(prefix))
+        goto done;
+    if (PyTuple_GET_SIZE(types) != 2 || !atomic_items(types)) {
+        PyErr_SetString(PyExc_TypeError, "timestamp_types must be two ints");
+        goto done;
+    }
+    if (crc32c != Py_None && !PyCallable_Check(crc32c)) {
+        PyErr_SetString(PyExc_TypeError, "crc32c must be callable or None");
+        goto done;
+    }
+    if (cursor < 0 || cursor > view.len) {
+        PyErr_SetString(PyExc_ValueError, "cursor out of the data");
+        goto done;
+    }
+    taken = PyList_New(0);
+    section.empty = PyTuple_New(0);
+    if (taken == NULL || section.empty == NULL)
+        goto done;
+    PyObject_GC_UnTrack(taken); /* untracked records only: see the top comment */
+    section.record_type = (PyTypeObject *)record_type;
+    section.plain_layout = has_tuple_layout(section.record_type);
+    section.prefix = prefix;
+    int last_log_append = -1;
+    int64_t last_epoch = 0;
+
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len;
+    while (limit > 0 && end - cursor >= RECORD_BATCH_OVERHEAD) {
+        const unsigned char *h = buf + cursor;
+        int32_t length = (int32_t)read_u32(h + 8);
+        if (length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD || length > end - cursor - LOG_OVERHEAD
+            || h[16] != 2)
+            break;
+        Py_ssize_t size = LOG_OVERHEAD + (Py_ssize_t)length;
+        int64_t base_offset = (int64_t)read_u64(h);
+        int32_t count = (int32_t)read_u32(h + 57);
+        int64_t next_offset;
+        if (count < 0
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)read_u32(h + 23) + 1,
+                                      &next_offset))
+            break;
+        if (crc32c != Py_None) {
+            int matches = crc_matches(crc32c, h, size);
+            if (matches < 0)
+                goto done;
+            if (!matches)
+                break;
+        }
+        if (next_offset <= position) { /* consumed already */
+            cursor += size;
+            continue;
+        }
+        int attributes = (h[21] << 8) | h[22];
+        if (attributes & (TRANSACTIONAL_MASK | CONTROL_MASK)) {
+            if (next_offset - 1 >= transactional_below)
+                break;
+            if (attributes & CONTROL_MASK) {
+                position = next_offset;
+                cursor += size;
+                continue;
+            }
+        }
+        if (attributes & COMPRESSION_MASK || base_offset < position || count > limit)
+            break;
+
+        int log_append = (attributes & TIMESTAMP_TYPE_MASK) != 0;
+        int64_t epoch = (int32_t)read_u32(h + 12);
+        if (suffix == NULL || log_append != last_log_append || epoch != last_epoch) {
+            PyObject *made = PyTuple_New(2);
+            PyObject *epoch_obj = epoch == NO_PARTITION_LEADER_EPOCH
+                                      ? Py_NewRef(Py_None)
+                                      : PyLong_FromLongLong(epoch);
+            if (made == NULL || epoch_obj == NULL) {
+                Py_XDECREF(made);
+                Py_XDECREF(epoch_obj);
+                goto done;
+            }
+            PyTuple_SET_ITEM(made, 0, Py_NewRef(PyTuple_GET_ITEM(types, log_append)));
+            PyTuple_SET_ITEM(made, 1, epoch_obj);
+            Py_XSETREF(suffix, made);
+            last_log_append = log_append;
+            last_epoch = epoch;
+        }
+        section.suffix = suffix;
+        section.base_offset = base_offset;
+        section.base_ts = (int64_t)read_u64(h + 27);
+        section.fixed_ts = log_append ? PyLong_FromLongLong((int64_t)read_u64(h + 35))
+                                      : Py_NewRef(Py_None);
+        PyObject *records = section.fixed_ts == NULL ? NULL : PyList_New(count);
+        if (records == NULL) {
+            Py_CLEAR(section.fixed_ts);
+            goto done;
+        }
+        int status = read_section(h + RECORD_BATCH_OVERHEAD, size - RECORD_BATCH_OVERHEAD,
+                                  &section, records);
+        Py_CLEAR(section.fixed_ts);
+        if (status == OK)
+            status = PyList_SetSlice(taken, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, records);
+        Py_DECREF(records);
+        if (status < 0)
+            goto done;
+        if (status == NOT_HANDLED)
+            break;
+        limit -= count;
+        position = next_offset;
+        cursor += size;
+    }
+    result = Py_BuildValue("(OnL)", taken, cursor, position);
+
+done:
+    Py_XDECREF(taken);
+    Py_XDECREF(suffix);
+    Py_XDECREF(section.last_ts);
+    Py_XDECREF(section.empty);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * fetch_end_offset(data) -> int | None
+ *
+ * The offset after the last complete entry of a fetch's records, reading the
+ * log overhead only (fetch_buffer.end_offset's walk): a magic 2 batch ends at
+ * its base offset plus its last offset delta plus one, a legacy entry at its
+ * offset plus one. The walk ends at a partial entry or a negative length;
+ * a magic 2 batch too short to hold its last offset delta ends it too.
+ */
+static PyObject *
+fetch_end_offset(PyObject *Py_UNUSED(module), PyObject *data)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    int found = 0;
+    int64_t last_base = 0, last_add = 0; /* the end is last_base + last_add */
+    while (end - pos >= LOG_OVERHEAD) {
+        int32_t length = (int32_t)read_u32(buf + pos + 8);
+        if (length < 0 || length > end - pos - LOG_OVERHEAD)
+            break;
+        Py_ssize_t size = LOG_OVERHEAD + (Py_ssize_t)length;
+        if (size > 16 && buf[pos + 16] == 2) {
+            if (size < 27)
+                break;
+            last_add = (int64_t)(int32_t)read_u32(buf + pos + 23) + 1;
+        }
+        else {
+            last_add = 1;
+        }
+        last_base = (int64_t)read_u64(buf + pos);
+        found = 1;
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    if (!found)
+        Py_RETURN_NONE;
+    int64_t sum;
+    if (!__builtin_add_overflow(last_base, last_add, &sum))
+        return PyLong_FromLongLong(sum);
+    PyObject *base = PyLong_FromLongLong(last_base), *add = PyLong_FromLongLong(last_add);
+    PyObject *total = base != NULL && add != NULL ? PyNumber_Add(base, add) : NULL;
+    Py_XDECREF(base);
+    Py_XDECREF(add);
+    return total;
 }
 
 /* Write the zig-zag varint of v at out; return the number of bytes (1 to 10). */
@@ -503,6 +781,16 @@ static PyMethodDef speedups_methods[] = {
      "--\n\n"
      "The bytes of a record without headers (length prefix included), or None\n"
      "when a delta does not fit 64 bits or the key or value is not bytes or None."},
+    {"take_records", take_records, METH_VARARGS,
+     "take_records(data, cursor, position, limit, record_type, prefix, timestamp_types,\n"
+     "             crc32c, transactional_below)\n"
+     "--\n\n"
+     "The consumer's records from byte cursor of a fetch's records on, batch by batch,\n"
+     "until a batch Python must read: (records, cursor, position)."},
+    {"fetch_end_offset", fetch_end_offset, METH_O,
+     "fetch_end_offset(data)\n"
+     "--\n\n"
+     "The offset after the last complete entry of a fetch's records, or None."},
     {"parse_records", parse_records, METH_VARARGS,
      "parse_records(data, count, base_offset, base_timestamp, fixed_timestamp, record_type,\n"
      "              prefix=(), suffix=())\n"

@@ -17,6 +17,7 @@ _LENGTH = struct.Struct(">i")
 def iter_batches(
     buf: Buffer,
     *,
+    start: int = 0,
     allow_partial: bool = True,
     check_crc: bool = True,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
@@ -26,14 +27,14 @@ def iter_batches(
     A fetch response may end with a batch cut short by the broker's size
     limit: with ``allow_partial`` (the default) it is skipped, otherwise it
     raises :class:`TruncatedError`. Each batch's CRC is checked as it is
-    reached unless ``check_crc`` is false.
+    reached unless ``check_crc`` is false. The walk begins at byte ``start``.
     """
     # batch_header.iter_entries inlined: one generator per fetch instead of two, as the
     # consumer walks batches of 16 KiB and less one by one.
     from_buffer = RecordBatch.from_buffer
     unpack_length = _LENGTH.unpack_from
     end = len(buf)
-    pos = 0
+    pos = start
     while pos < end:
         if end - pos < LOG_OVERHEAD:
             if allow_partial:

@@ -34,5 +34,18 @@ encode_record: EncodeRecord | None = None if _module is None else _module.encode
 without headers, length prefix included, as RecordBatchBuilder writes them;
 None for what only the Python encoder handles."""
 
+take_records: Callable[..., tuple[list[Any], int, int]] | None = (
+    None if _module is None else _module.take_records
+)
+"""``(data, cursor, position, limit, record_type, prefix, timestamp_types, crc32c,
+transactional_below)``: the consumer's records of the batches from byte ``cursor`` of a
+fetch's records on, until one Python must read, and the cursor and position reached
+(see ``_speedups.c``)."""
+
+fetch_end_offset: Callable[[Any], int | None] | None = (
+    None if _module is None else _module.fetch_end_offset
+)
+"""``(data)``: the offset after the last complete entry of a fetch's records, or None."""
+
 EXTENSION_USED: bool = parse_records is not None
 """Whether record parsing uses the C extension."""

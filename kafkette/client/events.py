@@ -4,14 +4,27 @@
 and the current task), which costs about a microsecond: more than the event
 itself. Code that makes an event per request or per loop turn gets the
 backend's event class once, in the event loop, with :func:`event_factory`.
+
+Also the event loop a sync client runs in its thread (:func:`fine_timer_loop`):
+asyncio's, with timers that fire when due rather than on epoll's next whole
+millisecond.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
+import selectors
+import sys
 from collections.abc import Callable
 
 import anyio
+
+FINE_WAIT_S = 0.05
+"""A :func:`fine_timer_loop` times waits shorter than this to the microsecond (a linger, a
+backoff), longer ones to the millisecond as epoll does."""
+_SELECT_FD_LIMIT = 1024
+"""``select()`` takes no descriptor numbered this high (FD_SETSIZE)."""
 
 
 def event_factory() -> Callable[[], anyio.Event]:
@@ -55,3 +68,62 @@ def clock_factory() -> Callable[[], float]:
         import trio
 
         return trio.current_time
+
+
+if sys.platform == "linux":
+
+    class _FineEpollSelector(selectors.EpollSelector):
+        """epoll, whose waits shorter than :data:`FINE_WAIT_S` end when due.
+
+        ``epoll_wait`` counts whole milliseconds, and Python rounds a timeout up:
+        a timer due in 4.2 ms fires after 5. Such a wait is a ``select()`` on the
+        epoll descriptor instead (microseconds), then ``epoll_wait`` with no wait
+        says what is ready; while the descriptor's number is too high for
+        ``select()``, every wait is epoll's.
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fine = self.fileno() < _SELECT_FD_LIMIT
+
+        def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+            if timeout is not None and 0 < timeout < FINE_WAIT_S and self.fine:
+                if not select.select([self.fileno()], [], [], timeout)[0]:
+                    return []
+                timeout = 0
+            return super().select(timeout)
+
+    class FineTimerLoop(asyncio.SelectorEventLoop):
+        """asyncio's event loop on :class:`_FineEpollSelector`: a timer due in less than
+        :data:`FINE_WAIT_S` fires when due (plus the kernel's wake-up), not up to a
+        millisecond late."""
+
+        def __init__(self) -> None:
+            self._fine_selector = _FineEpollSelector()
+            super().__init__(self._fine_selector)
+
+        @property
+        def fires_when_due(self) -> bool:
+            return self._fine_selector.fine
+
+
+def fine_timer_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The factory of a sync client's event loop (anyio's ``loop_factory`` option): on
+    Linux a :class:`FineTimerLoop`; elsewhere None, for asyncio's default loop (macOS's
+    kqueue times its waits to the nanosecond already)."""
+    if sys.platform == "linux":
+        return FineTimerLoop
+    return None
+
+
+def timers_fire_when_due() -> bool:
+    """Whether the running event loop's short timers fire when due (a
+    :class:`FineTimerLoop`), rather than on the next whole millisecond (call it in the
+    event loop)."""
+    if sys.platform != "linux":
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        return False
+    return isinstance(loop, FineTimerLoop) and loop.fires_when_due

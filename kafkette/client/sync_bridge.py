@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 from anyio.from_thread import BlockingPortal
 
+from kafkette.client.events import fine_timer_loop
 from kafkette.errors import KafkaTimeoutError
 
 T = TypeVar("T")
@@ -74,9 +75,14 @@ class BackgroundLoop:
                 started.set()
                 await running.sleep_until_stopped()
 
+        # asyncio's loop with timers that fire when due (a producer's linger): the
+        # thread is the client's own, so the loop is ours to choose
+        factory = fine_timer_loop() if backend == "asyncio" else None
+        options = {"loop_factory": factory} if factory is not None else None
+
         def run() -> None:
             try:
-                anyio.run(serve, backend=backend)
+                anyio.run(serve, backend=backend, backend_options=options)
             except BaseException as exc:  # surfaced to the constructor if it never started
                 failure.append(exc)
                 started.set()

@@ -25,7 +25,8 @@ responses, at a deadline under asyncio (a timer; trio's task sleeps with the
 deadline instead), when a sync producer's thread reports a batch opened or
 filled (:meth:`Sender.nudge`), and under asyncio inside an async producer's ``send``
 once enough batches were opened (:meth:`Sender.news`). Under asyncio a deadline within
-:data:`TIMER_SLACK_MS` counts as come, since its timers fire on whole milliseconds.
+:data:`TIMER_SLACK_MS` counts as come, since its timers fire on whole milliseconds;
+not in a sync producer's own loop, whose timers fire when due.
 
 Responses: what each partition's answer means is read in
 :mod:`kafkette.producer.produce_outcomes` (one table of error code ->
@@ -88,7 +89,7 @@ from kafkette.client.backoff import backoff_ms
 from kafkette.client.client import KafkaClient
 from kafkette.client.config import ProducerConfig
 from kafkette.client.connection import BrokerConnection
-from kafkette.client.events import call_soon_factory, event_factory
+from kafkette.client.events import call_soon_factory, event_factory, timers_fire_when_due
 from kafkette.client.metadata import BrokerInfo
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import (
@@ -129,7 +130,9 @@ TIMER_SLACK_MS = 0.5
 the event loop's timers fire on the first whole millisecond at or after their deadline (epoll's
 resolution), so waiting for a deadline 0.3 ms away would send 1 ms late. Deadlines
 then hold to within half a millisecond either way, as Java's whole-millisecond clock
-holds them to within one."""
+holds them to within one. Not in a sync producer's loop (a
+:class:`~kafkette.client.events.FineTimerLoop`), whose timers fire when due: there the
+slack would send every batch half a millisecond early."""
 NEWS_WRITE = 1 << 18
 """Bytes of batches (``batch.size`` per batch opened) an async producer's ``send`` lets
 queue before it runs the sender's pass itself (:meth:`Sender.news`): one write of many
@@ -311,7 +314,9 @@ class Sender:
         self._timer_at = 0.0
         self._slack_ms = 0.0
         """:data:`TIMER_SLACK_MS` under asyncio, whose timers fire on whole milliseconds;
-        0 under trio, whose sleeping task wakes at the deadline (exactly, in virtual time)."""
+        0 under trio, whose sleeping task wakes at the deadline (exactly, in virtual time),
+        and in a sync producer's loop, whose timers fire when due
+        (:class:`~kafkette.client.events.FineTimerLoop`)."""
         self._expiry_check_at = 0.0
         self.txn: TransactionManager | None = None
         """The transactional producer's state (None without transactional.id)."""
@@ -419,7 +424,8 @@ class Sender:
         going away), :class:`IllegalStateError`.
         """
         self._call_later = _loop_call_later()
-        self._slack_ms = TIMER_SLACK_MS if self._call_later is not None else 0.0
+        coarse = self._call_later is not None and not timers_fire_when_due()
+        self._slack_ms = TIMER_SLACK_MS if coarse else 0.0
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import select
+import selectors
+import socket
+import sys
+
 import anyio
 import pytest
 
-from kafkette.client.events import call_soon_factory, clock_factory, event_factory
+from kafkette.client.events import (
+    FINE_WAIT_S,
+    call_soon_factory,
+    clock_factory,
+    event_factory,
+    fine_timer_loop,
+    timers_fire_when_due,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -51,3 +63,69 @@ async def test_the_clock_is_the_one_anyio_reads() -> None:
     now = clock()
     after = anyio.current_time()
     assert before <= now <= after
+
+
+async def test_timers_fire_on_whole_milliseconds_in_a_loop_not_made_fine() -> None:
+    """Only a sync client's own loop (a FineTimerLoop) says its timers fire when due."""
+    assert timers_fire_when_due() is False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fine timers are epoll's")
+class TestFineTimerLoop:
+    def test_a_short_wait_is_a_select_to_the_microsecond(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Waits under FINE_WAIT_S go to select() with the exact timeout (epoll would round
+        2.3 ms up to 3); longer ones, and polls, to epoll alone."""
+        waits: list[float] = []
+        real_select = select.select
+
+        def spy(r: list[int], w: list[int], x: list[int], timeout: float) -> object:
+            waits.append(timeout)
+            return real_select(r, w, x, timeout)
+
+        factory = fine_timer_loop()
+        assert factory is not None
+        loop = factory()
+        try:
+            selector = loop._selector  # type: ignore[attr-defined]
+            monkeypatch.setattr(select, "select", spy)
+            assert selector.select(0.0023) == []
+            assert selector.select(0) == []
+            assert selector.select(FINE_WAIT_S * 1.5) == []
+            assert waits == [0.0023]
+        finally:
+            loop.close()
+
+    def test_what_is_ready_during_a_short_wait_is_reported(self) -> None:
+        factory = fine_timer_loop()
+        assert factory is not None
+        loop = factory()
+        left, right = socket.socketpair()
+        try:
+            selector = loop._selector  # type: ignore[attr-defined]
+            selector.register(left, selectors.EVENT_READ, "left")
+            assert selector.select(0.001) == []
+            right.send(b"x")
+            ready = selector.select(0.04)
+            assert [(key.data, events) for key, events in ready] == [("left", selectors.EVENT_READ)]
+            selector.unregister(left)
+        finally:
+            left.close()
+            right.close()
+            loop.close()
+
+    def test_call_later_runs_its_callback(self) -> None:
+        factory = fine_timer_loop()
+        assert factory is not None
+        loop = factory()
+        try:
+            fired: list[float] = []
+            start = loop.time()
+            loop.call_later(0.0023, lambda: fired.append(loop.time()))
+            loop.call_later(0.01, loop.stop)
+            loop.run_forever()
+            assert len(fired) == 1
+            assert fired[0] - start >= 0.0023
+        finally:
+            loop.close()

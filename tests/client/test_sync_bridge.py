@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 
 import anyio
 import pytest
 
-from kafkette.client.sync_bridge import BackgroundLoop
+from kafkette.client.events import timers_fire_when_due
+from kafkette.client.sync_bridge import BackgroundLoop, run_plain
 from kafkette.errors import KafkaTimeoutError
 
 
@@ -142,3 +144,17 @@ def test_in_loop_thread_is_the_loops_own_thread_only() -> None:
         assert anyio.run(elsewhere) is False
     finally:
         loop.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fine timers are epoll's")
+def test_an_asyncio_loop_times_short_waits_to_the_microsecond() -> None:
+    """A sync client's asyncio loop is a FineTimerLoop (a producer's linger fires when
+    due, not on epoll's next whole millisecond); a trio loop is trio's own."""
+    asyncio_loop = BackgroundLoop("test")
+    trio_loop = BackgroundLoop("test", backend="trio")
+    try:
+        assert asyncio_loop.call(run_plain, timers_fire_when_due) is True
+        assert trio_loop.call(run_plain, timers_fire_when_due) is False
+    finally:
+        asyncio_loop.close()
+        trio_loop.close()

@@ -343,6 +343,24 @@ def encode_response(response: Response, version: int, correlation_id: int) -> by
     return out
 
 
+def encode_response_frame(response: Response, version: int, correlation_id: int) -> bytearray:
+    """The whole frame of ``response``: size prefix, header and body, in one buffer (for
+    an answer without external record regions, which a connection writes as it is)."""
+    out = bytearray(4)
+    entry = _response_encoders.get((type(response), version))
+    if entry is None:
+        entry = _response_encoding(type(response), version)
+    if entry is None:
+        _slow_encode_response_into(out, response, version, correlation_id)
+    else:
+        _encode_response_into(out, entry, response, version, correlation_id)
+    size = len(out) - 4
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    INT32.pack_into(out, 0, size)
+    return out
+
+
 def encode_response_parts(response: Response, version: int, correlation_id: int) -> list[Any]:
     """Like :func:`encode_response`, keeping external record regions as separate parts.
 
@@ -490,6 +508,7 @@ __all__ = [
     "encode_request_frame",
     "encode_request_parts",
     "encode_response",
+    "encode_response_frame",
     "encode_response_parts",
     "peek_correlation_id",
     "peek_request_key",

@@ -12,6 +12,7 @@ from kafkette.protocol.headers import (
     encode_request,
     encode_request_frame,
     encode_response,
+    encode_response_frame,
     peek_correlation_id,
     request_header_version,
     response_header_version,
@@ -21,9 +22,14 @@ from kafkette.protocol.messages import (
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
+    ProduceResponse,
 )
 from kafkette.protocol.messages.api_versions_response import ApiVersion
 from kafkette.protocol.messages.metadata_request import MetadataRequestTopic
+from kafkette.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
 
 
 @pytest.mark.parametrize(
@@ -125,4 +131,21 @@ def test_request_frame_is_the_size_prefix_and_the_encoded_request(
 ) -> None:
     body = bytes(encode_request(request_, version, 41, client_id))
     frame = encode_request_frame(request_, version, 41, client_id)
+    assert bytes(frame) == len(body).to_bytes(4, "big") + body
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+@pytest.mark.parametrize(
+    "response",
+    [
+        ProduceResponse([TopicProduceResponse("t", [PartitionProduceResponse(2, 0, 17, -1, 0)])]),
+        MetadataResponse(),
+        MetadataResponse(throttle_time_ms=5),
+    ],
+)
+def test_response_frame_is_the_size_prefix_and_the_encoded_response(
+    response: ProduceResponse | MetadataResponse | ApiVersionsResponse, version: int
+) -> None:
+    body = bytes(encode_response(response, version, 7))
+    frame = encode_response_frame(response, version, 7)
     assert bytes(frame) == len(body).to_bytes(4, "big") + body

@@ -173,9 +173,9 @@ async def handle_produce(
             results.append(result)
         responses.append(TopicProduceResponse(topic_data.name, results))
     if appended:
-        woken = broker.data_changed.waiting
-        broker.data_changed.notify()
-        if woken:
+        changed = broker.data_changed
+        if changed.waiting:  # (notify does nothing without a waiter)
+            changed.notify()
             # The long polls it woke answer first, as Kafka completes its delayed
             # fetches in the append's thread before it answers the produce: the
             # records reach their consumers one answer sooner (about 0.2 ms).
@@ -210,18 +210,20 @@ magic and CRC)."""
 def _transactional_write_allowed(ctx: RequestContext, request: ProduceRequest) -> bool:
     """Kafka's check: a request holding transactional batches (the first batch of
     each partition tells) needs a transactional id, and WRITE on it."""
-    transactional = any(
-        len(data.records or b"") > ATTRIBUTES_AT + 1
-        and (data.records or b"")[ATTRIBUTES_AT + 1] & TRANSACTIONAL_ATTRIBUTE
-        for topic_data in request.topic_data
-        for data in topic_data.partition_data
-    )
-    if not transactional:
-        return True
-    txn_id = request.transactional_id
-    return txn_id is not None and ctx.allows(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
-    )
+    # Loops, not any() over a generator: this runs for every request.
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            records = data.records
+            if (
+                records is not None
+                and len(records) > ATTRIBUTES_AT + 1
+                and records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_ATTRIBUTE
+            ):
+                txn_id = request.transactional_id
+                return txn_id is not None and ctx.allows(
+                    AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+                )
+    return True
 
 
 def _not_leader(
@@ -352,7 +354,9 @@ def validate_batch(
     # The C accelerator checks the framing, magic, control flag and CRC in one call;
     # a batch it does not take goes through the checks below, which say what is wrong.
     fields = None if _check_batch is None else _check_batch(records, True)
-    header = _checked_header(records, version) if fields is None else _new_header(fields)
+    header = (
+        _checked_header(records, version) if fields is None else _new_tuple(StoredHeader, fields)
+    )
     record_count = header.record_count
     if record_count <= 0 or record_count != header.last_offset_delta + 1:
         raise InvalidRecordError(
@@ -378,10 +382,6 @@ def validate_batch(
     if check_timestamps or config.compact:
         _validate_records(records, header, config.compact, check_timestamps, log, now())
     return header
-
-
-def _new_header(fields: tuple[int, ...]) -> StoredHeader:
-    return _new_tuple(StoredHeader, fields)
 
 
 def _checked_header(records: bytes | bytearray | memoryview, version: int) -> StoredHeader:

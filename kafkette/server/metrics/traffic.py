@@ -48,20 +48,24 @@ class TopicTraffic:
 
     def produced(self, request: ProduceRequest, response: ProduceResponse | None) -> None:
         """Count what a served Produce request appended."""
-        failed: set[tuple[str, int]] = set()
+        failed: set[tuple[str, int]] | None = None  # made for the first error only
         if response is not None:
             for topic in response.responses:
                 for partition in topic.partition_responses:
                     if partition.error_code:
+                        if failed is None:
+                            failed = set()
                         failed.add((topic.name, partition.index))
+        bytes_in = self.bytes_in
+        records_in = self.records_in
         for topic_data in request.topic_data:
             name = topic_data.name
             for data in topic_data.partition_data:
                 records = data.records
-                if not records or (failed and (name, data.index) in failed):
+                if not records or (failed is not None and (name, data.index) in failed):
                     continue
-                self.bytes_in[name] = self.bytes_in.get(name, 0) + len(records)
-                self.records_in[name] = self.records_in.get(name, 0) + count_records(records)
+                bytes_in[name] = bytes_in.get(name, 0) + len(records)
+                records_in[name] = records_in.get(name, 0) + count_records(records)
 
     def fetched(self, response: FetchResponse) -> None:
         """Count what a Fetch answer carries."""

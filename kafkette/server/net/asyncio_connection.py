@@ -364,6 +364,22 @@ class ConnectionProtocol(asyncio.BufferedProtocol):
         self.write(parts)
         return True
 
+    def send_now(self, parts: Sequence[Any]) -> bool:
+        """Hand an answer of bytes-like parts to the transport now, after whatever is
+        queued; whether it was (if not, nothing was: :meth:`send_parts` sends it). The
+        caller then waits for :meth:`drain` when :attr:`writing_paused`."""
+        if len(parts) == 1 and not self._out and not self._writing_direct and not self.closed:
+            # The usual answer (a Produce one is one buffer): no queue on the way.
+            part = parts[0]
+            if isinstance(part, _BUFFERS):
+                assert self.transport is not None
+                self.transport.write(part)
+                return True
+        if not self.queue_parts(parts):
+            return False
+        self.flush()
+        return True
+
     @property
     def writing_paused(self) -> bool:
         """Whether the transport is above its high-water mark."""
@@ -774,12 +790,11 @@ async def serve_protocol(
                 continue
             parts = await process_frame(broker, frame, peer, external_records=True)
             if parts:
-                if not conn.queue_parts(parts):
+                # The answer goes out now (see the module docstring).
+                if not conn.send_now(parts):
                     await conn.send_parts(parts)
-                else:
-                    conn.flush()  # the answer goes out now (see the module docstring)
-                    if conn.writing_paused:
-                        await conn.drain()
+                elif conn.writing_paused:
+                    await conn.drain()
         if conn.idle:
             logger.info(
                 "closing connection from %s: idle for %d ms",

@@ -36,6 +36,7 @@ from kafkette.protocol.headers import (
     UnsupportedRequestVersionError,
     decode_request,
     encode_response,
+    encode_response_frame,
     encode_response_parts,
 )
 from kafkette.protocol.primitives import INT16, INT32
@@ -105,12 +106,14 @@ async def process_frame(
         )
     # Broker.handle, inlined: the entry is already looked up.
     started = time.perf_counter()
+    # (positional: attrs' generated __init__ takes them faster than keywords)
     ctx = RequestContext(
         header,
         peer,
-        node_id=serving_node.get(),
-        principal=connection_principal.get() or ANONYMOUS,
-        authorizer=broker.authorizer,
+        "PLAINTEXT",
+        serving_node.get(),
+        connection_principal.get() or ANONYMOUS,
+        broker.authorizer,
     )
     if ctx.node_id in broker.nodes.stopped and not controls_faults(request):
         raise CloseConnection(f"node {ctx.node_id} is stopped")  # as a stopped broker's socket
@@ -141,6 +144,9 @@ async def process_frame(
         large = ctx.large_answer or elapsed >= STEP_BUDGET_S
     if response is None:
         return ()
+    if header.request_api_key == PRODUCE_KEY:  # never large, no record regions
+        # One buffer with its size prefix: the connection writes it as it is (no join).
+        return [encode_response_frame(response, version, header.correlation_id)]
     if not external_records:
         if large:
             body = await anyio.to_thread.run_sync(

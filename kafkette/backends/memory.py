@@ -114,8 +114,7 @@ class MemorySegment(Segment):
                 self._arena_run(landed)
                 stored = data.toreadonly()
             else:
-                prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
-                stored = self._arena_copy((prefix, memoryview(data)[STORED_PREFIX_SIZE:]), size)
+                stored = self._arena_copy_single(data, size, base_offset, leader_epoch)
         if stored is None:
             prefix = STORED_PREFIX.pack(base_offset, size - LOG_OVERHEAD, leader_epoch)
             rest = memoryview(data)[STORED_PREFIX_SIZE:]
@@ -147,6 +146,31 @@ class MemorySegment(Segment):
         for part in parts:
             arena[at : at + len(part)] = part
             at += len(part)
+        self._arena_pos = end
+        return arena[pos:end].toreadonly()
+
+    def _arena_copy_single(
+        self, data: BufferLike, size: int, base_offset: int, leader_epoch: int
+    ) -> memoryview | None:
+        """:meth:`_arena_copy` of one batch as received: copied whole, then its stored
+        prefix (base offset, length, leader epoch) written over in the arena (no
+        prefix object, no slices of ``data``: this is every produced batch's way)."""
+        arena = self._arena
+        pos = self._arena_pos
+        if arena is None or pos + size > len(arena):
+            arena = self._new_arena(size)
+            if arena is None:
+                return None
+            pos = 0
+        end = pos + size
+        writing = self._writing
+        assert writing is not None
+        if not self._arenas or self._arenas[-1] is not writing:  # _arena_run, inlined
+            self._arena_run(writing)
+        if end > writing.populated:
+            writing.populate(end)
+        arena[pos:end] = data
+        STORED_PREFIX.pack_into(arena, pos, base_offset, size - LOG_OVERHEAD, leader_epoch)
         self._arena_pos = end
         return arena[pos:end].toreadonly()
 

@@ -281,7 +281,7 @@ def produce_to(
             if target is not None and target != header.compression:
                 records = recompress(records, header, target)
         info = log.append(records, leader_epoch=partition.leader_epoch, check_crc=False)
-        log.update_high_watermark(log.log_end_offset)
+        log.update_high_watermark(info.last_offset + 1)  # the log end offset
     except RecordErrors as exc:
         return PartitionProduceResponse(
             index=index,

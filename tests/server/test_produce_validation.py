@@ -39,7 +39,7 @@ def _outcome(
         if not c_check:
             produce._check_batch = None
         try:
-            return ("ok", produce.validate_batch(data, log, version, _now))
+            return ("ok", produce.validate_batch(data, log.config, version, _now))
         except ApiError as exc:
             return ("error", type(exc), exc.detail)
     finally:

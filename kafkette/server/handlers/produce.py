@@ -38,7 +38,7 @@ import anyio
 import anyio.lowlevel
 
 from kafkette.acl import AclOperation, ResourceType
-from kafkette.backends import Log
+from kafkette.backends.config import LogConfig
 from kafkette.backends.header import StoredHeader, parse_header
 from kafkette.backends.speedups import check_batch as _check_batch
 from kafkette.errors import (
@@ -110,7 +110,7 @@ _TURN_CHECK = 64
 async def handle_produce(
     broker: Broker, ctx: RequestContext, request: ProduceRequest
 ) -> ProduceResponse | None:
-    version = ctx.api_version
+    version = ctx.header.request_api_version
     acks = request.acks
     valid_acks = acks in (0, 1, -1)
     now = broker.now_ms  # read only by the record-level checks, which few topics ask for
@@ -128,7 +128,9 @@ async def handle_produce(
     turn_ends = time.monotonic() + STEP_BUDGET_S
     for topic_data in request.topic_data:
         # Authorization before existence, as Kafka: no hint of what a principal may not see.
-        allowed = ctx.allows(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
+        allowed = ctx.authorizer is None or ctx.allows(
+            AclOperation.WRITE, ResourceType.TOPIC, topic_data.name
+        )
         topic = topics.get(topic_data.name)
         partitions: list[Partition] = [] if topic is None else topic.partitions
         # Only the coordinators write to internal topics (as Kafka, which lets its admin
@@ -255,7 +257,8 @@ def produce_to(
         records = data.records
         if not records:  # None or empty
             raise InvalidRecordError("a produce request must carry one record batch per partition")
-        header = validate_batch(records, log, version, now)
+        config = log.config
+        header = validate_batch(records, config, version, now)
         if header.producer_id >= 0:
             found = check_sequence(log.producer_state(), header)
             if isinstance(found, Duplicate):
@@ -272,10 +275,10 @@ def produce_to(
                 return PartitionProduceResponse(
                     index=index,
                     base_offset=found.base_offset,
-                    log_append_time_ms=found.max_timestamp if log.config.log_append_time else -1,
+                    log_append_time_ms=found.max_timestamp if config.log_append_time else -1,
                     log_start_offset=log.log_start_offset,
                 )
-        compression_type = log.config.compression_type
+        compression_type = config.compression_type
         if compression_type != "producer":
             target = _target_codec(compression_type)
             if target is not None and target != header.compression:
@@ -345,7 +348,10 @@ def _error(index: int, error: ApiError) -> PartitionProduceResponse:
 
 
 def validate_batch(
-    records: bytes | bytearray | memoryview, log: Log, version: int, now: Callable[[], int]
+    records: bytes | bytearray | memoryview,
+    config: LogConfig,
+    version: int,
+    now: Callable[[], int],
 ) -> StoredHeader:
     """The header of the single batch in ``records`` once it passes every check.
 
@@ -369,18 +375,17 @@ def validate_batch(
         raise UnsupportedCompressionTypeError(
             f"zstd batches need produce v{MIN_ZSTD_VERSION}+, got v{version}"
         )
-    config = log.config
     size = len(records)
     if size > config.max_message_bytes:
         raise MessageTooLargeError(
             f"batch of {size} bytes exceeds max.message.bytes ({config.max_message_bytes})"
         )
-    check_timestamps = not config.log_append_time and (
+    check_timestamps = (
         config.message_timestamp_before_max_ms != LONG_MAX
         or config.message_timestamp_after_max_ms != LONG_MAX
-    )
+    ) and not config.log_append_time
     if check_timestamps or config.compact:
-        _validate_records(records, header, config.compact, check_timestamps, log, now())
+        _validate_records(records, header, config.compact, check_timestamps, config, now())
     return header
 
 
@@ -413,7 +418,7 @@ def _validate_records(
     header: StoredHeader,
     need_keys: bool,
     check_timestamps: bool,
-    log: Log,
+    config: LogConfig,
     now: int,
 ) -> None:
     """Record-level checks, which need the records decoded (only when a topic asks)."""
@@ -424,7 +429,6 @@ def _validate_records(
         decoded = batch.records()
     except ProtocolError as exc:
         raise CorruptMessageError(str(exc)) from None
-    config = log.config
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
     bad_time: list[tuple[int, str]] = []

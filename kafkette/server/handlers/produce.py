@@ -86,6 +86,9 @@ NODE_ENDPOINTS_VERSION = 10
 LONG_MAX = 2**63 - 1
 MAX_DECOMPRESSED = 1 << 30
 _new_tuple = tuple.__new__
+_NO_LEADER = LeaderIdAndEpoch()
+"""The default current leader (-1, -1) of every successful answer, shared: answers are
+encoded, never changed in place (a NOT_LEADER_OR_FOLLOWER answer gets a new one)."""
 
 
 class RecordErrors(Exception):
@@ -302,10 +305,18 @@ def produce_to(
     except Exception:
         logger.exception("append to %s-%d failed", partition.topic, index)
         return _error(index, UnknownServerError())
-    # index, error code, base offset, log append time, log start offset (positional
-    # arguments: the generated __init__ takes them in half the time of keywords)
+    # index, error code, base offset, log append time, log start offset, record errors,
+    # error message, current leader (positional arguments: the generated __init__ takes
+    # them in half the time of keywords; the shared default leader spares a call)
     return PartitionProduceResponse(
-        index, 0, info.base_offset, info.log_append_time, info.log_start_offset
+        index,
+        0,
+        info.base_offset,
+        info.log_append_time,
+        info.log_start_offset,
+        [],
+        None,
+        _NO_LEADER,
     )
 
 

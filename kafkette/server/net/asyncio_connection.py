@@ -793,7 +793,7 @@ async def serve_protocol(
                 # The answer goes out now (see the module docstring).
                 if not conn.send_now(parts):
                     await conn.send_parts(parts)
-                elif conn.writing_paused:
+                elif conn._writing_paused:  # (writing_paused, without a property call)
                     await conn.drain()
         if conn.idle:
             logger.info(

@@ -473,6 +473,28 @@ class RecordAccumulator(AccumulatorState):
                     next_ms = wait
         return ready, next_ms
 
+    def next_ready_ms(self, partitions: Iterable[PartitionKey], now_ms: float) -> float | None:
+        """ms until the first batch of one of ``partitions`` can be sent (0: now), as
+        :meth:`ready` counts; None when none has a batch. For the heads a drain left:
+        the batches behind those it took."""
+        next_ms: float | None = None
+        with self._lock:
+            hurry = self._flushes > 0 or self._closed
+            for tp in partitions:
+                queue = self._queues.get(tp)
+                if not queue:
+                    continue
+                batch = queue[0]
+                if batch.retry_at_ms > now_ms:
+                    wait = batch.retry_at_ms - now_ms
+                elif hurry or batch.full or len(queue) > 1 or batch.attempts > 0:
+                    return 0.0
+                else:
+                    wait = max(batch.created_ms + self.linger_ms - now_ms, 0.0)
+                if next_ms is None or wait < next_ms:
+                    next_ms = wait
+        return next_ms
+
     def drain(
         self,
         partitions: Iterable[PartitionKey],

@@ -301,6 +301,13 @@ class Sender:
         self._drain_waits: set[int] = set()
         """Nodes whose connection fell behind, waited for (:meth:`_behind`)."""
         self._in_pass = False
+        self._held = True
+        """Whether the last pass left something it could not send for want of a place:
+        a partition muted or without a leader, a broker throttling, falling behind or at
+        ``max.in.flight``, or a producer id to get. Only then, or after an answer that was
+        not a plain success, does an answer run a pass (:meth:`_finish_produce`): what
+        else becomes ready (a batch opened or full, a linger or backoff ending, a flush)
+        runs its own."""
         self._news = 0
         """Batches the accumulator told :meth:`news` of since the last pass."""
         self._pass_scheduled = False
@@ -592,6 +599,9 @@ class Sender:
                     self._spawn(tg, self._init_producer_id, idem)
                 else:
                     delays.append(wait)
+        # muted partitions (a transaction's, those waiting for a producer id) may be
+        # sendable after an answer; below, what else an answer may free
+        self._held = bool(muted)
         ready, next_ms = self.accumulator.ready(now + self._slack_ms, muted)
         if next_ms is not None:
             delays.append(next_ms)
@@ -601,7 +611,7 @@ class Sender:
         for tp in ready:
             leader = snapshot.leader_for(*tp)
             if leader is None:
-                stale = True
+                stale = self._held = True
                 continue
             by_node.setdefault(leader, []).append(tp)
         if stale and self.client.metadata.wanted_topics:
@@ -611,19 +621,22 @@ class Sender:
             throttled_ms = self._throttled_ms(node)
             if throttled_ms > 0:  # the broker asked for nothing more until then (KIP-219)
                 delays.append(throttled_ms)
+                self._held = True
                 continue
             if self._behind(node):
+                self._held = True
                 continue
             if len(tps) > 1:
                 self.rng.shuffle(tps)  # no partition always last in line for the request size
             corked = self._cork(tg, node)
             try:
-                more = self._send_to(tg, node, tps, max_in_flight, now, corked)
+                more = self._send_to(tg, node, tps, max_in_flight, now, corked, delays)
             finally:
                 if corked is not None:
                     corked.uncork()
             if more:
                 delays.append(0.0)
+                self._held = True
         return max(min(delays), 0.0)
 
     def _behind(self, node: int) -> bool:
@@ -731,11 +744,14 @@ class Sender:
         max_in_flight: int,
         now: float,
         corked: BrokerConnection | None,
+        delays: list[float],
     ) -> bool:
         """Drain the ready partitions led by ``node`` into requests, while it takes more;
         whether it stopped at :data:`WRITE_PER_PASS` (into a corked connection, whose
         requests are submitted to it directly: it could submit when corked, and nothing
-        is written, so nothing falls behind, until it is uncorked)."""
+        is written, so nothing falls behind, until it is uncorked). When the batches
+        behind those it took are not ready yet, the time until one is goes in ``delays``
+        (no answer runs a pass to find it, unless :attr:`_held`)."""
         idem = self.idempotence
         prepare = idem.assign if idem is not None else None
         drain = self.accumulator.drain
@@ -745,13 +761,20 @@ class Sender:
         metrics = self.metrics
         first = True
         written = 0
-        while node_in_flight.get(node, 0) < max_in_flight and tps:
+        while tps:
+            if node_in_flight.get(node, 0) >= max_in_flight:
+                self._held = True  # an answer makes room for the rest
+                break
             if corked is not None and written >= WRITE_PER_PASS:
                 return True
             # the first drain takes the heads found ready; later ones (pipelining
             # more requests to this broker) only heads that are ready too
             batches = drain(tps, max_size, None if first else now + self._slack_ms, prepare)
             if not batches:
+                if not first:
+                    wait = self.accumulator.next_ready_ms(tps, now + self._slack_ms)
+                    if wait is not None:
+                        delays.append(wait)
                 break
             first = False
             node_in_flight[node] = node_in_flight.get(node, 0) + 1
@@ -775,7 +798,10 @@ class Sender:
                 self._dispatch(tg, node, batches)
             if self._resyncing:
                 blocked = self._muted()
-                tps = [tp for tp in tps if tp not in blocked]
+                unblocked = [tp for tp in tps if tp not in blocked]
+                if len(unblocked) < len(tps):
+                    self._held = True  # its answer unmutes the rest
+                tps = unblocked
         return False
 
     def _transaction_muted(
@@ -960,6 +986,7 @@ class Sender:
         submitted: bool = False,
     ) -> None:
         """Settle a request's batches: acknowledged, retried or failed."""
+        plain = False  # every batch acknowledged
         try:
             if error is not None:
                 for batch in batches:
@@ -984,13 +1011,14 @@ class Sender:
             metrics.throttle_time_total_ms += throttle
             if throttle > metrics.throttle_time_max_ms:
                 metrics.throttle_time_max_ms = throttle
-            self._handle_response(batches, response)
+            plain = self._handle_response(batches, response)
         finally:
             self._release_in_flight(node, batches)
-            if submitted:
-                self._after_response()
-            else:
+            if not submitted:
                 self.wakeup()
+            elif not plain or self._held or self._stopping:
+                self._after_response()
+            # else what the answer freed was not wanted (see _held): no pass
 
     def _release_in_flight(self, node: int, batches: list[ProducerBatch]) -> None:
         self._node_in_flight[node] -= 1
@@ -998,7 +1026,9 @@ class Sender:
         for batch in batches:
             tp_in_flight[batch.tp] -= 1
 
-    def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> None:
+    def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> bool:
+        """Settle the answered batches; whether every one was acknowledged (stored, no
+        error)."""
         if len(batches) == 1 and len(response.responses) == 1:
             # the common answer, one partition stored without error, without the general
             # path's lookups
@@ -1008,9 +1038,10 @@ class Sender:
                 stored = answered.partition_responses[0]
                 if stored.error_code == 0 and stored.index == only.partition:
                     self._succeeded(only, stored.base_offset, stored.log_append_time_ms)
-                    return
+                    return True
         by_tp = {batch.tp: batch for batch in batches}
         hinted: set[PartitionKey] | None = None
+        plain = True
         for topic in response.responses:
             for p in topic.partition_responses:
                 batch = by_tp.pop((topic.name, p.index), None)
@@ -1024,6 +1055,7 @@ class Sender:
                 if outcome is Outcome.DUPLICATE:
                     self._succeeded(batch, p.base_offset if p.base_offset >= 0 else -1, -1)
                     continue
+                plain = False
                 if outcome is Outcome.LEADER_MOVED and hinted is None:
                     hinted = self._apply_leader_hint(response)
                 detail = f"{batch.topic}-{batch.partition}"
@@ -1036,12 +1068,14 @@ class Sender:
                     leader_known=hinted is not None and batch.tp in hinted,
                 )
         for batch in by_tp.values():
+            plain = False
             self._retry_or_fail(
                 batch,
                 KafkaConnectionError(
                     f"the broker did not answer for {batch.topic}-{batch.partition}"
                 ),
             )
+        return plain
 
     def _succeeded(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if self.idempotence is not None:

@@ -281,6 +281,27 @@ def test_retry_goes_back_in_sequence_order_and_waits_its_backoff() -> None:
     assert acc.drain([("t", 0)], 10**6) == [second]
 
 
+def test_next_ready_ms_times_the_heads_a_drain_left() -> None:
+    """After a drain took a partition's first batch, the one behind it is ready at its own
+    linger or backoff: next_ready_ms says when (what the sender arms its timer for)."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=150)  # one record of 50 bytes a batch (61 + 52)
+    assert acc.next_ready_ms([("t", 0)], clock()) is None  # nothing queued
+    acc.append("t", 0, 1, None, b"x" * 50)
+    clock.now += 2
+    acc.append("t", 0, 1, None, b"x" * 50)  # does not fit: a second batch, opened now
+    assert acc.next_ready_ms([("t", 0)], clock()) == 0.0  # two queued: the head is ready
+    [first] = acc.drain([("t", 0)], 10**6)
+    assert acc.next_ready_ms([("t", 0)], clock()) == 5.0  # the second's linger
+    clock.now += 6
+    assert acc.next_ready_ms([("t", 0)], clock()) == 0.0
+    first.base_sequence = 0
+    acc.reenqueue(first, clock.now + 30)  # a retry waits out its backoff
+    assert acc.next_ready_ms([("t", 0)], clock()) == 30.0
+    acc.append("t", 1, 1, None, b"x")
+    assert acc.next_ready_ms([("t", 0), ("t", 1)], clock()) == 5.0
+
+
 def test_log_append_time_and_delivery_callbacks() -> None:
     clock = FakeClock()
     acc = make(clock)

@@ -780,7 +780,8 @@ async def serve_protocol(
             frame = conn.ready_frame()
             if frame is None and (frame := await conn.next_frame()) is None:
                 break
-            conn.flush_soon()
+            if conn._out:  # (answers are mostly sent at once: nothing queued, no call)
+                conn.flush_soon()
             if auth is not None and sasl_frame(auth, frame):
                 await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
                 max_size = broker.config.socket_request_max_bytes

@@ -138,6 +138,11 @@ NEWS_WRITE = 1 << 18
 queue before it runs the sender's pass itself (:meth:`Sender.news`): one write of many
 requests costs the caller far less than one per batch (a 16 KiB write to a local broker
 takes ~30 µs, a 1 MiB one ~370 µs)."""
+FAR_TIMER_MS = 1000.0
+"""A deadline at least this far off (the expiry check, ``delivery.timeout.ms`` away) gets a
+timer of its own, kept while the nearer ones (lingers) come and go: re-armed with every
+linger, it was cancelled and made again each batch, and a cancelled asyncio timer stays in
+the loop's heap until due or swept, every push and pop comparing more of them."""
 WRITE_PER_PASS = 1 << 20
 """Bytes of batches one pass writes to a broker at most (a pass follows at once, until
 the connection falls behind): a full accumulator is not copied into one write."""
@@ -318,6 +323,9 @@ class Sender:
         """asyncio's ``loop.call_later`` (None under trio): the sleeping task's deadlines
         run their pass from a timer callback (:meth:`_on_timer`)."""
         self._timer: TimerHandle | None = None
+        self._far_timer: TimerHandle | None = None
+        """The timer of a deadline :data:`FAR_TIMER_MS` or more away (:meth:`_arm`)."""
+        self._far_at = 0.0
         self._timer_at = 0.0
         self._slack_ms = 0.0
         """:data:`TIMER_SLACK_MS` under asyncio, whose timers fire on whole milliseconds;
@@ -451,7 +459,7 @@ class Sender:
             self.fail_fatally(_single(exc))
         finally:
             self._task_group = None
-            self._disarm()
+            self._disarm(far=True)
             if self._abort_error is None and not (
                 self._stopping and self.accumulator.incomplete == 0
             ):
@@ -490,6 +498,15 @@ class Sender:
         """Run a pass in ``timeout_ms`` from a timer callback, unless one comes sooner."""
         assert self._call_later is not None
         deadline = self.clock() + timeout_ms
+        if timeout_ms >= FAR_TIMER_MS:
+            far = self._far_timer
+            if far is not None:
+                if self._far_at <= deadline:
+                    return
+                far.cancel()
+            self._far_at = deadline
+            self._far_timer = self._call_later(timeout_ms / 1000, self._on_far_timer)
+            return
         timer = self._timer
         if timer is not None:
             if self._timer_at <= deadline:
@@ -498,16 +515,27 @@ class Sender:
         self._timer_at = deadline
         self._timer = self._call_later(timeout_ms / 1000, self._on_timer)
 
-    def _disarm(self) -> None:
+    def _disarm(self, *, far: bool = False) -> None:
+        """Cancel the timer of the near deadline; with ``far``, the far one's too (left, it
+        fires when due, and its pass is one more pass)."""
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+        if far:
+            timer, self._far_timer = self._far_timer, None
+            if timer is not None:
+                timer.cancel()
 
     def _on_timer(self) -> None:
         """A deadline of the sleeping task (linger, backoff, expiry) came: its pass runs
         here, in the timer's callback, instead of cancelling the task's wait and running
         it in the task one loop turn later."""
         self._timer = None
+        self._pass_outside()
+
+    def _on_far_timer(self) -> None:
+        """:meth:`_on_timer` of the far deadline's timer."""
+        self._far_timer = None
         self._pass_outside()
 
     def nudge(self) -> None:

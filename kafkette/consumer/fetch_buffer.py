@@ -214,6 +214,7 @@ class CompletedFetch:
                         _TIMESTAMP_TYPES,
                         crc32c if self.check_crcs else None,
                         self._transactional_below(),
+                        not self.read_committed,  # read_committed reads the markers
                     )
                     if self._cursor != cursor:
                         self._batches = None  # the Python walk goes on from the cursor
@@ -324,9 +325,8 @@ class CompletedFetch:
         return batch
 
     def _transactional_below(self) -> int:
-        """Below which last offset the read_committed filter leaves transactional and
-        control batches as they are (no aborted transaction reaches them): the C walk may
-        take those."""
+        """Below which last offset the read_committed filter leaves transactional batches
+        as they are (no aborted transaction reaches them): the C walk may take those."""
         if not self.read_committed:
             return _INT64_MAX
         if self._aborted_pids:
@@ -407,7 +407,13 @@ class CompletedFetch:
         while aborted and aborted[0][0] <= header.last_offset:
             self._aborted_pids.add(heapq.heappop(aborted)[1])
         if header.is_control:
-            for record in batch:
+            try:
+                records = list(batch)
+            except ProtocolError as exc:  # damage no CRC check caught (check_crcs off)
+                raise CorruptMessageError(
+                    f"{self.tp} batch at offset {header.base_offset}: {exc}; seek past it to go on"
+                ) from exc
+            for record in records:
                 try:
                     marker = parse_control_record(record[2], record[3])
                 except ProtocolError:

@@ -481,23 +481,25 @@ crc_matches(PyObject *crc32c, const unsigned char *h, Py_ssize_t size)
 
 /*
  * take_records(data, cursor, position, limit, record_type, prefix, timestamp_types,
- *              crc32c, transactional_below) -> (records, cursor, position)
+ *              crc32c, transactional_below, skip_control) -> (records, cursor, position)
  *
  * What CompletedFetch.take does batch by batch, for the batches it handles
  * without Python: from byte `cursor` of a fetch's records, whole uncompressed
  * magic 2 batches at or past `position` whose records fit `limit`, each record
  * made as record_type(*prefix, offset, timestamp, key, value, headers,
  * timestamp_type, leader_epoch). Batches below the position are passed over;
- * control batches are passed over and move the position past them.
- * Transactional and control batches are handled only while their last offset
- * is below `transactional_below` (the caller's read_committed filter has
- * nothing to say about them there). Each batch's CRC is checked first unless
- * crc32c is None.
+ * with `skip_control`, control batches are passed over and move the position
+ * past them (read_committed reads their markers: Python's business).
+ * Transactional batches are handled only while their last offset is below
+ * `transactional_below` (the caller's read_committed filter has nothing to
+ * say about them there). Each batch's CRC is checked first unless crc32c is
+ * None.
  *
  * The walk stops, with cursor and position at the batch, at the first batch it
  * leaves to Python: too short or cut off, another magic, compressed, partly
  * consumed, more records than the limit left, a transactional batch at or
- * past transactional_below, a CRC that does not match, records not well
+ * past transactional_below, a control batch without skip_control, a CRC that
+ * does not match, records not well
  * formed. Python then reads that batch and raises the exact error if there is
  * one. Returns the records made (a list), the cursor and the position.
  */
@@ -507,13 +509,14 @@ take_records(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer view;
     Py_ssize_t cursor, limit;
     long long position, transactional_below;
+    int skip_control;
     PyObject *record_type, *prefix, *types, *crc32c;
     PyObject *taken = NULL, *suffix = NULL, *result = NULL;
     Section section = {.last_ts = NULL, .empty = NULL};
 
-    if (!PyArg_ParseTuple(args, "y*nLnOO!O!OL:take_records", &view, &cursor, &position, &limit,
-                          &record_type, &PyTuple_Type, &prefix, &PyTuple_Type, &types, &crc32c,
-                          &transactional_below))
+    if (!PyArg_ParseTuple(args, "y*nLnOO!O!OLp:take_records", &view, &cursor, &position,
+                          &limit, &record_type, &PyTuple_Type, &prefix, &PyTuple_Type, &types,
+                          &crc32c, &transactional_below, &skip_control))
         return NULL;
     if (!check_record_type(record_type) || !atomic_items(prefix))
         goto done;
@@ -568,15 +571,15 @@ take_records(PyObject *Py_UNUSED(module), PyObject *args)
             continue;
         }
         int attributes = (h[21] << 8) | h[22];
-        if (attributes & (TRANSACTIONAL_MASK | CONTROL_MASK)) {
-            if (next_offset - 1 >= transactional_below)
+        if (attributes & CONTROL_MASK) {
+            if (!skip_control)
                 break;
-            if (attributes & CONTROL_MASK) {
-                position = next_offset;
-                cursor += size;
-                continue;
-            }
+            position = next_offset;
+            cursor += size;
+            continue;
         }
+        if (attributes & TRANSACTIONAL_MASK && next_offset - 1 >= transactional_below)
+            break;
         if (attributes & COMPRESSION_MASK || base_offset < position || count > limit)
             break;
 
@@ -783,7 +786,7 @@ static PyMethodDef speedups_methods[] = {
      "when a delta does not fit 64 bits or the key or value is not bytes or None."},
     {"take_records", take_records, METH_VARARGS,
      "take_records(data, cursor, position, limit, record_type, prefix, timestamp_types,\n"
-     "             crc32c, transactional_below)\n"
+     "             crc32c, transactional_below, skip_control)\n"
      "--\n\n"
      "The consumer's records from byte cursor of a fetch's records on, batch by batch,\n"
      "until a batch Python must read: (records, cursor, position)."},

@@ -32,6 +32,7 @@ def take_records(
     timestamp_types: tuple[int, int],
     crc32c: Callable[[memoryview], int] | None,
     transactional_below: int,
+    skip_control: bool,
     /,
 ) -> tuple[list[Any], int, int]:
     """The consumer's records of the whole uncompressed batches from byte ``cursor`` on,

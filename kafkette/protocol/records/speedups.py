@@ -38,9 +38,9 @@ take_records: Callable[..., tuple[list[Any], int, int]] | None = (
     None if _module is None else _module.take_records
 )
 """``(data, cursor, position, limit, record_type, prefix, timestamp_types, crc32c,
-transactional_below)``: the consumer's records of the batches from byte ``cursor`` of a
-fetch's records on, until one Python must read, and the cursor and position reached
-(see ``_speedups.c``)."""
+transactional_below, skip_control)``: the consumer's records of the batches from byte
+``cursor`` of a fetch's records on, until one Python must read, and the cursor and position
+reached (see ``_speedups.c``)."""
 
 fetch_end_offset: Callable[[Any], int | None] | None = (
     None if _module is None else _module.fetch_end_offset

@@ -21,12 +21,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokers import BrokerProcess
 
 PARTITIONS = 2_000
-PROBE_PERIOD_S = 0.05
+PROBE_PERIOD_S = 0.01
 TIMEOUT_S = 120.0
 
 
 class Probe(threading.Thread):
-    """One record every 50 ms; the round trip of each, in seconds."""
+    """One record every 10 ms; the round trip of each, in seconds."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)

@@ -559,6 +559,14 @@ take_records(PyObject *Py_UNUSED(module), PyObject *args)
             || __builtin_add_overflow(base_offset, (int64_t)(int32_t)read_u32(h + 23) + 1,
                                       &next_offset))
             break;
+        /* A batch left to Python is not checked here: Python checks its CRC. */
+        int attributes = (h[21] << 8) | h[22];
+        int consumed = next_offset <= position;
+        if (!consumed
+            && ((attributes & CONTROL_MASK && !skip_control)
+                || (attributes & TRANSACTIONAL_MASK && next_offset - 1 >= transactional_below)
+                || attributes & COMPRESSION_MASK || base_offset < position || count > limit))
+            break;
         if (crc32c != Py_None) {
             int matches = crc_matches(crc32c, h, size);
             if (matches < 0)
@@ -566,22 +574,12 @@ take_records(PyObject *Py_UNUSED(module), PyObject *args)
             if (!matches)
                 break;
         }
-        if (next_offset <= position) { /* consumed already */
+        if (consumed || attributes & CONTROL_MASK) { /* passed over */
+            if (!consumed)
+                position = next_offset;
             cursor += size;
             continue;
         }
-        int attributes = (h[21] << 8) | h[22];
-        if (attributes & CONTROL_MASK) {
-            if (!skip_control)
-                break;
-            position = next_offset;
-            cursor += size;
-            continue;
-        }
-        if (attributes & TRANSACTIONAL_MASK && next_offset - 1 >= transactional_below)
-            break;
-        if (attributes & COMPRESSION_MASK || base_offset < position || count > limit)
-            break;
 
         int log_append = (attributes & TIMESTAMP_TYPE_MASK) != 0;
         int64_t epoch = (int32_t)read_u32(h + 12);

@@ -129,25 +129,16 @@ class MemorySegment(Segment):
     def _arena_copy(self, parts: Sequence[BufferLike], size: int) -> memoryview | None:
         """The batch (``parts`` joined) copied into the segment's arena (None: no arena
         to be had). Regions once handed out are never written again."""
-        arena = self._arena
-        pos = self._arena_pos
-        if arena is None or pos + size > len(arena):
-            arena = self._new_arena(size)
-            if arena is None:
-                return None
-            pos = 0
-        end = pos + size
-        writing = self._writing
-        assert writing is not None
-        self._arena_run(writing)  # (a new run if landed batches came in between)
-        if end > writing.populated:
-            writing.populate(end)
+        place = self._arena_region(size)
+        if place is None:
+            return None
+        arena, pos = place
         at = pos
         for part in parts:
             arena[at : at + len(part)] = part
             at += len(part)
-        self._arena_pos = end
-        return arena[pos:end].toreadonly()
+        self._arena_pos = pos + size
+        return arena[pos : pos + size].toreadonly()
 
     def _arena_copy_single(
         self, data: BufferLike, size: int, base_offset: int, leader_epoch: int
@@ -155,6 +146,19 @@ class MemorySegment(Segment):
         """:meth:`_arena_copy` of one batch as received: copied whole, then its stored
         prefix (base offset, length, leader epoch) written over in the arena (no
         prefix object, no slices of ``data``: this is every produced batch's way)."""
+        place = self._arena_region(size)
+        if place is None:
+            return None
+        arena, pos = place
+        end = pos + size
+        arena[pos:end] = data
+        STORED_PREFIX.pack_into(arena, pos, base_offset, size - LOG_OVERHEAD, leader_epoch)
+        self._arena_pos = end
+        return arena[pos:end].toreadonly()
+
+    def _arena_region(self, size: int) -> tuple[memoryview, int] | None:
+        """The arena and position where the next ``size`` bytes go, populated (None: no
+        arena to be had); the caller moves ``_arena_pos`` past what it wrote."""
         arena = self._arena
         pos = self._arena_pos
         if arena is None or pos + size > len(arena):
@@ -166,13 +170,11 @@ class MemorySegment(Segment):
         writing = self._writing
         assert writing is not None
         if not self._arenas or self._arenas[-1] is not writing:  # _arena_run, inlined
+            # (a new run if landed batches came in between)
             self._arena_run(writing)
         if end > writing.populated:
             writing.populate(end)
-        arena[pos:end] = data
-        STORED_PREFIX.pack_into(arena, pos, base_offset, size - LOG_OVERHEAD, leader_epoch)
-        self._arena_pos = end
-        return arena[pos:end].toreadonly()
+        return arena, pos
 
     def _arena_run(self, arena: Arena) -> None:
         """The next batch is in ``arena``: a new run unless the last one is in it too."""

@@ -203,17 +203,17 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
 
 
 def iter_entries(
-    buf: bytes | bytearray | memoryview, *, allow_partial: bool = False
+    buf: bytes | bytearray | memoryview, *, start: int = 0, allow_partial: bool = False
 ) -> Iterator[tuple[int, int]]:
     """Yield ``(position, size)`` of each entry (batch or legacy message) in ``buf``.
 
     Only the log overhead is read; nothing is validated beyond the lengths.
     A fetch response may end with a partial batch (cut by ``max_bytes``): with
     ``allow_partial`` it is silently dropped, otherwise it raises
-    :class:`TruncatedError`.
+    :class:`TruncatedError`. The walk begins at byte ``start``.
     """
     end = len(buf)
-    pos = 0
+    pos = start
     while pos < end:
         if end - pos < LOG_OVERHEAD:
             if allow_partial:

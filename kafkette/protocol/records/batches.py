@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-from kafkette.protocol.errors import CorruptRecordError, TruncatedError
-from kafkette.protocol.records.batch_header import LOG_OVERHEAD, MAGIC_OFFSET
+from kafkette.protocol.errors import CorruptRecordError
+from kafkette.protocol.records.batch_header import MAGIC_OFFSET, iter_entries
 from kafkette.protocol.records.compression import DEFAULT_MAX_DECOMPRESSED
 from kafkette.protocol.records.default_records import Buffer, RecordBatch
 from kafkette.protocol.records.legacy_records import LegacyBatch
-
-_LENGTH = struct.Struct(">i")
 
 
 def iter_batches(
@@ -29,32 +26,14 @@ def iter_batches(
     raises :class:`TruncatedError`. Each batch's CRC is checked as it is
     reached unless ``check_crc`` is false. The walk begins at byte ``start``.
     """
-    # batch_header.iter_entries inlined: one generator per fetch instead of two, as the
-    # consumer walks batches of 16 KiB and less one by one.
-    from_buffer = RecordBatch.from_buffer
-    unpack_length = _LENGTH.unpack_from
-    end = len(buf)
-    pos = start
-    while pos < end:
-        if end - pos < LOG_OVERHEAD:
-            if allow_partial:
-                return
-            raise TruncatedError(f"{end - pos} trailing bytes are too few for a batch header")
-        (length,) = unpack_length(buf, pos + 8)
-        if length < 0:
-            raise CorruptRecordError(f"negative batch length {length} at position {pos}")
-        size = LOG_OVERHEAD + length
-        if pos + size > end:
-            if allow_partial:
-                return
-            raise TruncatedError(
-                f"batch at position {pos} declares {size} bytes, {end - pos} available"
-            )
+    for pos, size in iter_entries(buf, start=start, allow_partial=allow_partial):
         if size <= MAGIC_OFFSET:
             raise CorruptRecordError(f"entry of {size} bytes at position {pos} is too short")
         magic = buf[pos + MAGIC_OFFSET]
         if magic == 2:
-            yield from_buffer(buf, pos, check_crc=check_crc, max_decompressed=max_decompressed)
+            yield RecordBatch.from_buffer(
+                buf, pos, check_crc=check_crc, max_decompressed=max_decompressed
+            )
         elif magic in (0, 1):
             # A legacy entry is parsed within its declared size only.
             view = memoryview(buf)[pos : pos + size]
@@ -63,4 +42,3 @@ def iter_batches(
             )
         else:
             raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
-        pos += size

@@ -43,12 +43,9 @@ from kafkette.protocol.records import (
     speedups,
 )
 from kafkette.protocol.records.batch_header import (
-    CONTROL_MASK,
     LAST_OFFSET_DELTA_OFFSET,
     MAGIC_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
     iter_entries,
 )
 from kafkette.structs import TopicPartition
@@ -345,14 +342,14 @@ class CompletedFetch:
         if self._skipped(batch):
             return None
         position = self.position
-        if type(batch) is RecordBatch:
+        if isinstance(batch, RecordBatch):
             header = batch.header
-            epoch = header[2]  # partition_leader_epoch
+            epoch = header.partition_leader_epoch
             suffix = (
-                LOG_APPEND_TIME if header[5] & TIMESTAMP_TYPE_MASK else CREATE_TIME,
+                timestamp_type(batch),
                 None if epoch == NO_PARTITION_LEADER_EPOCH else epoch,
             )
-            first_offset = header[0]  # base_offset
+            first_offset = header.base_offset
         else:
             suffix = (timestamp_type(batch), None)
             first_offset = -1  # unknown before decompressing: always filter
@@ -382,19 +379,17 @@ class CompletedFetch:
     def _skipped(self, batch: RecordBatch | LegacyBatch) -> bool:
         """Whether the whole batch is skipped: below the position, a control batch, an
         aborted transaction (the position then moves past it)."""
-        if type(batch) is RecordBatch:
+        next_offset = batch.next_offset
+        if next_offset <= self.position:
+            return True
+        if isinstance(batch, RecordBatch):
             header = batch.header
-            next_offset = header[0] + header[6] + 1  # base_offset + last_offset_delta + 1
-            if next_offset <= self.position:
-                return True
-            attributes = header[5]
-            if (
-                attributes & TRANSACTIONAL_MASK and self.read_committed and self._is_aborted(batch)
-            ) or attributes & CONTROL_MASK:
+            if (header.is_transactional and self.read_committed and self._is_aborted(batch)) or (
+                header.is_control
+            ):
                 self.position = self.state.position = next_offset
                 return True
-            return False
-        return batch.next_offset <= self.position
+        return False
 
     def _is_aborted(self, batch: RecordBatch) -> bool:
         """Kafka's read_committed filter: is this transactional batch part of an aborted txn?

@@ -331,15 +331,8 @@ def _slow_decode_request(frame: Buffer) -> tuple[RequestHeader, Request]:
 
 def encode_response(response: Response, version: int, correlation_id: int) -> bytearray:
     """Header and body of ``response`` at ``version`` (without the size prefix)."""
-    entry = _response_encoders.get((type(response), version))
-    if entry is None:
-        entry = _response_encoding(type(response), version)
-        if entry is None:
-            out = bytearray()
-            _slow_encode_response_into(out, response, version, correlation_id)
-            return out
     out = bytearray()
-    _encode_response_into(out, entry, response, version, correlation_id)
+    _append_response(out, response, version, correlation_id)
     return out
 
 
@@ -347,6 +340,16 @@ def encode_response_frame(response: Response, version: int, correlation_id: int)
     """The whole frame of ``response``: size prefix, header and body, in one buffer (for
     an answer without external record regions, which a connection writes as it is)."""
     out = bytearray(4)
+    _append_response(out, response, version, correlation_id)
+    size = len(out) - 4
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
+    INT32.pack_into(out, 0, size)
+    return out
+
+
+def _append_response(out: bytearray, response: Response, version: int, correlation_id: int) -> None:
+    """Append the header and body of ``response`` at ``version`` to ``out``."""
     entry = _response_encoders.get((type(response), version))
     if entry is None:
         entry = _response_encoding(type(response), version)
@@ -354,11 +357,6 @@ def encode_response_frame(response: Response, version: int, correlation_id: int)
         _slow_encode_response_into(out, response, version, correlation_id)
     else:
         _encode_response_into(out, entry, response, version, correlation_id)
-    size = len(out) - 4
-    if size > 0x7FFFFFFF:
-        raise EncodeError(f"frame body of {size} bytes does not fit an int32 size")
-    INT32.pack_into(out, 0, size)
-    return out
 
 
 def encode_response_parts(response: Response, version: int, correlation_id: int) -> list[Any]:

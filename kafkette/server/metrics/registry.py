@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -52,14 +51,7 @@ class BrokerMetrics:
         self, api_key: int, version: int, request: Any, response: Any, seconds: float
     ) -> None:
         """A request was answered (``response`` None: no answer, acks=0) after ``seconds``."""
-        # RequestStats.by_api: count, total seconds, the histogram's bucket.
-        by_api = self.requests.by_api
-        stats = by_api.get((api_key, version))
-        if stats is None:
-            stats = by_api[(api_key, version)] = [0.0] * (len(LATENCY_BUCKETS_S) + 3)
-        stats[0] += 1
-        stats[1] += seconds
-        stats[2 + bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+        self.requests.observe(api_key, version, seconds)
         if api_key == PRODUCE_KEY:
             self.traffic.produced(request, response)
         elif api_key == FETCH_KEY and response is not None:

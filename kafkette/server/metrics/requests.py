@@ -8,6 +8,8 @@ bucket is found by bisection over :data:`LATENCY_BUCKETS_S`.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 LATENCY_BUCKETS_S = (
     0.0001,
     0.00025,
@@ -32,13 +34,20 @@ most requests in well under a millisecond, long polls wait up to ``fetch.max.wai
 
 class RequestStats:
     """Requests served per (API key, version): a count, the sum of their durations and a
-    histogram of them. A request is counted once its handler has answered
-    (by :meth:`~kafkette.server.metrics.registry.BrokerMetrics.served`, which updates
-    :attr:`by_api` itself: it runs for every request)."""
+    histogram of them. A request is observed once its handler has answered."""
 
     def __init__(self) -> None:
         self.by_api: dict[tuple[int, int], list[float]] = {}
         """(API key, version) -> [count, total seconds, count of bucket 0, ..., of +Inf]."""
+
+    def observe(self, api_key: int, version: int, seconds: float) -> None:
+        """Count one request that took ``seconds``."""
+        stats = self.by_api.get((api_key, version))
+        if stats is None:
+            stats = self.by_api[(api_key, version)] = [0.0] * (len(LATENCY_BUCKETS_S) + 3)
+        stats[0] += 1
+        stats[1] += seconds
+        stats[2 + bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
 
 
 class ConnectionStats:

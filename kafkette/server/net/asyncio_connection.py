@@ -780,8 +780,7 @@ async def serve_protocol(
             frame = conn.ready_frame()
             if frame is None and (frame := await conn.next_frame()) is None:
                 break
-            if conn._out:  # (answers are mostly sent at once: nothing queued, no call)
-                conn.flush_soon()
+            conn.flush_soon()
             if auth is not None and sasl_frame(auth, frame):
                 await serve_sasl_frame(broker, auth, frame, peer, sasl_delay_s, conn.send_parts_now)
                 max_size = broker.config.socket_request_max_bytes
@@ -794,7 +793,7 @@ async def serve_protocol(
                 # The answer goes out now (see the module docstring).
                 if not conn.send_now(parts):
                     await conn.send_parts(parts)
-                elif conn._writing_paused:  # (writing_paused, without a property call)
+                elif conn.writing_paused:
                     await conn.drain()
         if conn.idle:
             logger.info(

@@ -110,7 +110,7 @@ async def process_frame(
     ctx = RequestContext(
         header,
         peer,
-        "PLAINTEXT",
+        "PLAINTEXT",  # listener: the field's default (no handler reads it)
         serving_node.get(),
         connection_principal.get() or ANONYMOUS,
         broker.authorizer,

@@ -36,7 +36,10 @@ best; a summary of every cell's ratios closes the run:
         [--cell fast,16384,100 ...]
 
 ``--cell`` (repeatable) runs only the cells named: ``safe`` or ``fast``, the batch size
-and the record size, in bytes.
+and the record size, in bytes. ``--compression gzip|snappy|lz4|zstd`` gives every producer
+that ``compression.type`` and sends a cycle of 1,000 distinct text-like values (gzip takes
+them to about a quarter) instead of one repeated value, which would compress to almost
+nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import random
 import statistics
 import sys
 import time
@@ -74,6 +78,7 @@ class Settings:
     idempotence: bool | None = None
     max_in_flight: int | None = None
     batch_size: int | None = None
+    compression: str | None = None
 
     def describe(self) -> str:
         acks = "all" if self.acks == -1 else str(self.acks)
@@ -84,6 +89,8 @@ class Settings:
             text += f", {self.max_in_flight:,} in flight"
         if self.batch_size is not None:
             text += f", batch.size {_bytes(self.batch_size)}"
+        if self.compression is not None:
+            text += f", {self.compression}"
         return text
 
 
@@ -93,6 +100,22 @@ SAFE = Settings(acks=-1, idempotence=True, max_in_flight=5)
 FAST = Settings(acks=1, idempotence=False, max_in_flight=1_000_000)
 EQUAL_BATCH_SIZES = (16_384, 1 << 20)
 EQUAL_CLIENTS = ("kafkette-sync", "kafkette-async", "confluent-kafka")
+
+
+def payload(size: int, records: int, settings: Settings) -> list[bytes]:
+    """The values a producer sends: one value repeated, or with compression a cycle of
+    distinct text-like values (a repeated value would compress to almost nothing)."""
+    if settings.compression is None:
+        return [b"v" * size] * records
+    rng = random.Random(size)
+    words = ("order", "item", "user", "price", "status", "shipped", "pending", "eu-west", "us-east")
+    pool = []
+    for _ in range(1_000):
+        text = ""
+        while len(text) < size:
+            text += f'"{rng.choice(words)}": {rng.randrange(10 ** rng.randint(1, 8))}, '
+        pool.append(text[:size].encode())
+    return [pool[i % len(pool)] for i in range(records)]
 
 
 def _bytes(size: int) -> str:
@@ -107,6 +130,8 @@ def _kafkette_options(settings: Settings) -> dict[str, Any]:
         options["max_in_flight_requests_per_connection"] = settings.max_in_flight
     if settings.batch_size is not None:
         options["batch_size"] = settings.batch_size
+    if settings.compression is not None:
+        options["compression_type"] = settings.compression
     return options
 
 
@@ -120,14 +145,14 @@ def timed(run: Callable[[], None]) -> Timing:
 
 
 def kafkette_sync(
-    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
 ) -> Timing:
     with Producer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as producer:
         producer.send(topic, b"warm-up").result(30)
 
         def run() -> None:
             send = producer.send
-            for _ in range(records):
+            for value in values:
                 send(topic, value)
             producer.flush()
 
@@ -135,14 +160,14 @@ def kafkette_sync(
 
 
 def kafkette_async(
-    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
 ) -> Timing:
     async def main() -> Timing:
         async with AsyncProducer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as p:
             await (await p.send(topic, b"warm-up"))
             wall, cpu = time.perf_counter(), time.process_time()
             send = p.send
-            for _ in range(records):
+            for value in values:
                 await send(topic, value)
             await p.flush()
             return time.perf_counter() - wall, time.process_time() - cpu
@@ -151,7 +176,7 @@ def kafkette_async(
 
 
 def confluent(
-    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
 ) -> Timing:
     from confluent_kafka import Producer as ConfluentProducer
 
@@ -167,13 +192,15 @@ def confluent(
         config["max.in.flight.requests.per.connection"] = settings.max_in_flight
     if settings.batch_size is not None:
         config["batch.size"] = settings.batch_size
+    if settings.compression is not None:
+        config["compression.type"] = settings.compression
     producer = ConfluentProducer(config)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
 
     def run() -> None:
         produce = producer.produce
-        for _ in range(records):
+        for value in values:
             try:
                 produce(topic, value)
             except BufferError:
@@ -185,11 +212,15 @@ def confluent(
 
 
 def aiokafka(
-    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
 ) -> Timing:
     from aiokafka import AIOKafkaProducer
 
-    batch = {} if settings.batch_size is None else {"max_batch_size": settings.batch_size}
+    batch: dict[str, Any] = {}
+    if settings.batch_size is not None:
+        batch["max_batch_size"] = settings.batch_size
+    if settings.compression is not None:
+        batch["compression_type"] = settings.compression
 
     async def main() -> Timing:
         producer = AIOKafkaProducer(
@@ -199,7 +230,7 @@ def aiokafka(
         try:
             await producer.send_and_wait(topic, b"warm-up")
             wall, cpu = time.perf_counter(), time.process_time()
-            for _ in range(records):
+            for value in values:
                 await producer.send(topic, value)
             await producer.flush()
             return time.perf_counter() - wall, time.process_time() - cpu
@@ -210,11 +241,15 @@ def aiokafka(
 
 
 def kafka_python(
-    bootstrap: str, topic: str, value: bytes, records: int, settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
 ) -> Timing:
     from kafka import KafkaProducer
 
-    batch = {} if settings.batch_size is None else {"batch_size": settings.batch_size}
+    batch: dict[str, Any] = {}
+    if settings.batch_size is not None:
+        batch["batch_size"] = settings.batch_size
+    if settings.compression is not None:
+        batch["compression_type"] = settings.compression
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, acks=settings.acks, linger_ms=LINGER_MS, **batch
     )
@@ -222,7 +257,7 @@ def kafka_python(
 
     def run() -> None:
         send = producer.send
-        for _ in range(records):
+        for value in values:
             send(topic, value)
         producer.flush()
 
@@ -232,7 +267,7 @@ def kafka_python(
         producer.close()
 
 
-PRODUCERS: dict[str, Callable[[str, str, bytes, int, Settings], Timing]] = {
+PRODUCERS: dict[str, Callable[[str, str, list[bytes], Settings], Timing]] = {
     "kafkette-sync": kafkette_sync,
     "kafkette-async": kafkette_async,
     "confluent-kafka": confluent,
@@ -246,12 +281,12 @@ def bench_producers(
 ) -> None:
     names = [n for n in PRODUCERS if not only or n in only]
     for label, size in SIZES.items():
-        value = b"v" * size
+        values = payload(size, records, settings)
         best: dict[str, Timing] = {}
         for _ in range(repeat):
             for name in names:
                 topic = f"bench-{name}-{size}-{next(_topic_numbers)}"
-                wall, cpu = PRODUCERS[name](bootstrap, topic, value, records, settings)
+                wall, cpu = PRODUCERS[name](bootstrap, topic, values, settings)
                 old = best.get(name)
                 best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
         batch = (
@@ -277,18 +312,18 @@ class Cell:
 
 
 def run_checked(
-    admin: AdminClient, bootstrap: str, name: str, value: bytes, records: int, settings: Settings
+    admin: AdminClient, bootstrap: str, name: str, values: list[bytes], settings: Settings
 ) -> Timing:
     """One producer's run on a new one-partition topic, deleted after its end offset is checked
     (the memory broker keeps every record: 120 runs would not fit otherwise)."""
-    topic = f"bench-{name}-{len(value)}-{next(_topic_numbers)}"
+    topic = f"bench-{name}-{len(values[0])}-{next(_topic_numbers)}"
     admin.create_topics([NewTopic(topic, 1)]).all()
     try:
-        timing = PRODUCERS[name](bootstrap, topic, value, records, settings)
+        timing = PRODUCERS[name](bootstrap, topic, values, settings)
         tp = TopicPartition(topic, 0)
         end = admin.list_offsets({tp: OffsetSpec.LATEST}).all()[tp].offset
-        if end != records + 1:  # and the warm-up record
-            raise AssertionError(f"{name}: {topic} ends at {end}, expected {records + 1}")
+        if end != len(values) + 1:  # and the warm-up record
+            raise AssertionError(f"{name}: {topic} ends at {end}, expected {len(values) + 1}")
         return timing
     finally:
         admin.delete_topics([topic]).all()
@@ -359,25 +394,27 @@ def bench_equal(
     rounds: int,
     only: list[str],
     cells_wanted: list[tuple[str, int, int]] | None = None,
+    compression: str | None = None,
 ) -> None:
     """The safe and fast tables, each at both batch sizes and both record sizes (``only``:
     those of our clients, beside confluent-kafka, the peer every ratio is to;
-    ``cells_wanted``: only those cells, as :func:`parse_cell` reads them)."""
+    ``cells_wanted``: only those cells, as :func:`parse_cell` reads them; ``compression``:
+    every producer's ``compression.type``)."""
     clients = [n for n in EQUAL_CLIENTS if not only or n in only or n == "confluent-kafka"]
     cells: list[Cell] = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         for kind, base in EQUAL_BASES.items():
             for batch_size in EQUAL_BATCH_SIZES:
-                settings = replace(base, batch_size=batch_size)
+                settings = replace(base, batch_size=batch_size, compression=compression)
                 for label, size in SIZES.items():
                     if cells_wanted and (kind, batch_size, size) not in cells_wanted:
                         continue
-                    value = b"v" * size
+                    values = payload(size, records, settings)
                     cell = Cell(settings, label, {name: [] for name in clients})
                     for number in range(rounds):
                         shift = number % len(clients)
                         for name in clients[shift:] + clients[:shift]:
-                            timing = run_checked(admin, bootstrap, name, value, records, settings)
+                            timing = run_checked(admin, bootstrap, name, values, settings)
                             cell.runs[name].append(timing)
                     print_cell(cell, records)
                     cells.append(cell)
@@ -406,15 +443,22 @@ def main() -> None:
         help="with --equal, only this cell: safe|fast,BATCH_SIZE,RECORD_SIZE (e.g. fast,16384,100)",
     )
     parser.add_argument(
+        "--compression",
+        choices=("gzip", "snappy", "lz4", "zstd"),
+        help="every producer's compression.type, with distinct text-like values (default: none)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=int,
         help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
     )
     args = parser.parse_args()
-    settings = replace(DEFAULTS, batch_size=args.batch_size)
+    settings = replace(DEFAULTS, batch_size=args.batch_size, compression=args.compression)
     with BrokerProcess() as broker:
         if args.equal:
-            bench_equal(broker.bootstrap, args.records, args.rounds, args.only, args.cell)
+            bench_equal(
+                broker.bootstrap, args.records, args.rounds, args.only, args.cell, args.compression
+            )
             return
         if not args.consumers:
             bench_producers(broker.bootstrap, args.records, args.repeat, args.only, settings)

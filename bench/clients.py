@@ -39,7 +39,9 @@ best; a summary of every cell's ratios closes the run:
 and the record size, in bytes. ``--compression gzip|snappy|lz4|zstd`` gives every producer
 that ``compression.type`` and sends a cycle of 1,000 distinct text-like values (gzip takes
 them to about a quarter) instead of one repeated value, which would compress to almost
-nothing.
+nothing. ``--partitions N`` gives each run's topic N partitions and every record one of
+20,000 keys, which murmur2 spreads over them (confluent-kafka is given Java's partitioner,
+``murmur2_random``, as kafkette's).
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from tests.brokers import BrokerProcess
 
 Timing = tuple[float, float]
 """wall-clock seconds, CPU seconds of this process (all its threads)"""
+Keys = list[bytes] | None
+"""each record's key (murmur2 picks its partition), or None: no keys"""
 SIZES = {"100 B": 100, "1 KiB": 1024}
 LINGER_MS = 5
 _topic_numbers = itertools.count()
@@ -79,6 +83,8 @@ class Settings:
     max_in_flight: int | None = None
     batch_size: int | None = None
     compression: str | None = None
+    partitions: int = 1
+    """of each run's topic; past 1, every record has a key (a cycle of 20,000)"""
 
     def describe(self) -> str:
         acks = "all" if self.acks == -1 else str(self.acks)
@@ -91,6 +97,8 @@ class Settings:
             text += f", batch.size {_bytes(self.batch_size)}"
         if self.compression is not None:
             text += f", {self.compression}"
+        if self.partitions > 1:
+            text += f", {self.partitions:,} partitions, keyed"
         return text
 
 
@@ -116,6 +124,14 @@ def payload(size: int, records: int, settings: Settings) -> list[bytes]:
             text += f'"{rng.choice(words)}": {rng.randrange(10 ** rng.randint(1, 8))}, '
         pool.append(text[:size].encode())
     return [pool[i % len(pool)] for i in range(records)]
+
+
+def record_keys(records: int, settings: Settings) -> Keys:
+    """Each record's key when the topic has several partitions (murmur2 spreads a cycle of
+    20,000 keys over them, in every client), else None."""
+    if settings.partitions == 1:
+        return None
+    return [b"key-%d" % (i % 20_000) for i in range(records)]
 
 
 def _bytes(size: int) -> str:
@@ -145,30 +161,38 @@ def timed(run: Callable[[], None]) -> Timing:
 
 
 def kafkette_sync(
-    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], keys: Keys, settings: Settings = DEFAULTS
 ) -> Timing:
     with Producer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as producer:
         producer.send(topic, b"warm-up").result(30)
 
         def run() -> None:
             send = producer.send
-            for value in values:
-                send(topic, value)
+            if keys is None:
+                for value in values:
+                    send(topic, value)
+            else:
+                for key, value in zip(keys, values, strict=True):
+                    send(topic, value, key=key)
             producer.flush()
 
         return timed(run)
 
 
 def kafkette_async(
-    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], keys: Keys, settings: Settings = DEFAULTS
 ) -> Timing:
     async def main() -> Timing:
         async with AsyncProducer(bootstrap_servers=bootstrap, **_kafkette_options(settings)) as p:
             await (await p.send(topic, b"warm-up"))
             wall, cpu = time.perf_counter(), time.process_time()
             send = p.send
-            for value in values:
-                await send(topic, value)
+            if keys is None:
+                for value in values:
+                    await send(topic, value)
+            else:
+                for key, value in zip(keys, values, strict=True):
+                    await send(topic, value, key=key)
             await p.flush()
             return time.perf_counter() - wall, time.process_time() - cpu
 
@@ -176,7 +200,7 @@ def kafkette_async(
 
 
 def confluent(
-    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], keys: Keys, settings: Settings = DEFAULTS
 ) -> Timing:
     from confluent_kafka import Producer as ConfluentProducer
 
@@ -194,25 +218,35 @@ def confluent(
         config["batch.size"] = settings.batch_size
     if settings.compression is not None:
         config["compression.type"] = settings.compression
+    if keys is not None:
+        config["partitioner"] = "murmur2_random"  # Java's, as kafkette's (librdkafka: crc32)
     producer = ConfluentProducer(config)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
 
     def run() -> None:
         produce = producer.produce
-        for value in values:
-            try:
-                produce(topic, value)
-            except BufferError:
-                producer.poll(0.01)
-                produce(topic, value)
+        if keys is None:
+            for value in values:
+                try:
+                    produce(topic, value)
+                except BufferError:
+                    producer.poll(0.01)
+                    produce(topic, value)
+        else:
+            for key, value in zip(keys, values, strict=True):
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    producer.poll(0.01)
+                    produce(topic, value, key)
         producer.flush()
 
     return timed(run)
 
 
 def aiokafka(
-    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], keys: Keys, settings: Settings = DEFAULTS
 ) -> Timing:
     from aiokafka import AIOKafkaProducer
 
@@ -230,8 +264,8 @@ def aiokafka(
         try:
             await producer.send_and_wait(topic, b"warm-up")
             wall, cpu = time.perf_counter(), time.process_time()
-            for value in values:
-                await producer.send(topic, value)
+            for key, value in zip(keys or itertools.repeat(None), values, strict=False):
+                await producer.send(topic, value, key=key)
             await producer.flush()
             return time.perf_counter() - wall, time.process_time() - cpu
         finally:
@@ -241,7 +275,7 @@ def aiokafka(
 
 
 def kafka_python(
-    bootstrap: str, topic: str, values: list[bytes], settings: Settings = DEFAULTS
+    bootstrap: str, topic: str, values: list[bytes], keys: Keys, settings: Settings = DEFAULTS
 ) -> Timing:
     from kafka import KafkaProducer
 
@@ -257,8 +291,8 @@ def kafka_python(
 
     def run() -> None:
         send = producer.send
-        for value in values:
-            send(topic, value)
+        for key, value in zip(keys or itertools.repeat(None), values, strict=False):
+            send(topic, value, key=key)
         producer.flush()
 
     try:
@@ -267,7 +301,7 @@ def kafka_python(
         producer.close()
 
 
-PRODUCERS: dict[str, Callable[[str, str, list[bytes], Settings], Timing]] = {
+PRODUCERS: dict[str, Callable[[str, str, list[bytes], Keys, Settings], Timing]] = {
     "kafkette-sync": kafkette_sync,
     "kafkette-async": kafkette_async,
     "confluent-kafka": confluent,
@@ -282,11 +316,12 @@ def bench_producers(
     names = [n for n in PRODUCERS if not only or n in only]
     for label, size in SIZES.items():
         values = payload(size, records, settings)
+        keys = record_keys(records, settings)
         best: dict[str, Timing] = {}
         for _ in range(repeat):
             for name in names:
                 topic = f"bench-{name}-{size}-{next(_topic_numbers)}"
-                wall, cpu = PRODUCERS[name](bootstrap, topic, values, settings)
+                wall, cpu = PRODUCERS[name](bootstrap, topic, values, keys, settings)
                 old = best.get(name)
                 best[name] = (min(wall, old[0]), min(cpu, old[1])) if old else (wall, cpu)
         batch = (
@@ -312,16 +347,22 @@ class Cell:
 
 
 def run_checked(
-    admin: AdminClient, bootstrap: str, name: str, values: list[bytes], settings: Settings
+    admin: AdminClient,
+    bootstrap: str,
+    name: str,
+    values: list[bytes],
+    keys: Keys,
+    settings: Settings,
 ) -> Timing:
-    """One producer's run on a new one-partition topic, deleted after its end offset is checked
-    (the memory broker keeps every record: 120 runs would not fit otherwise)."""
+    """One producer's run on a new topic, deleted after its end offsets are checked (the
+    memory broker keeps every record: 120 runs would not fit otherwise)."""
     topic = f"bench-{name}-{len(values[0])}-{next(_topic_numbers)}"
-    admin.create_topics([NewTopic(topic, 1)]).all()
+    admin.create_topics([NewTopic(topic, settings.partitions)]).all()
     try:
-        timing = PRODUCERS[name](bootstrap, topic, values, settings)
-        tp = TopicPartition(topic, 0)
-        end = admin.list_offsets({tp: OffsetSpec.LATEST}).all()[tp].offset
+        timing = PRODUCERS[name](bootstrap, topic, values, keys, settings)
+        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        ends = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)).all()
+        end = sum(ends[tp].offset for tp in tps)
         if end != len(values) + 1:  # and the warm-up record
             raise AssertionError(f"{name}: {topic} ends at {end}, expected {len(values) + 1}")
         return timing
@@ -395,26 +436,30 @@ def bench_equal(
     only: list[str],
     cells_wanted: list[tuple[str, int, int]] | None = None,
     compression: str | None = None,
+    partitions: int = 1,
 ) -> None:
     """The safe and fast tables, each at both batch sizes and both record sizes (``only``:
     those of our clients, beside confluent-kafka, the peer every ratio is to;
     ``cells_wanted``: only those cells, as :func:`parse_cell` reads them; ``compression``:
-    every producer's ``compression.type``)."""
+    every producer's ``compression.type``; ``partitions``: of each run's topic, keyed)."""
     clients = [n for n in EQUAL_CLIENTS if not only or n in only or n == "confluent-kafka"]
     cells: list[Cell] = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         for kind, base in EQUAL_BASES.items():
             for batch_size in EQUAL_BATCH_SIZES:
-                settings = replace(base, batch_size=batch_size, compression=compression)
+                settings = replace(
+                    base, batch_size=batch_size, compression=compression, partitions=partitions
+                )
                 for label, size in SIZES.items():
                     if cells_wanted and (kind, batch_size, size) not in cells_wanted:
                         continue
                     values = payload(size, records, settings)
+                    keys = record_keys(records, settings)
                     cell = Cell(settings, label, {name: [] for name in clients})
                     for number in range(rounds):
                         shift = number % len(clients)
                         for name in clients[shift:] + clients[:shift]:
-                            timing = run_checked(admin, bootstrap, name, values, settings)
+                            timing = run_checked(admin, bootstrap, name, values, keys, settings)
                             cell.runs[name].append(timing)
                     print_cell(cell, records)
                     cells.append(cell)
@@ -448,16 +493,33 @@ def main() -> None:
         help="every producer's compression.type, with distinct text-like values (default: none)",
     )
     parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of each run's topic; past 1 every record has a key (default: 1)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=int,
         help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
     )
     args = parser.parse_args()
-    settings = replace(DEFAULTS, batch_size=args.batch_size, compression=args.compression)
+    settings = replace(
+        DEFAULTS,
+        batch_size=args.batch_size,
+        compression=args.compression,
+        partitions=args.partitions,
+    )
     with BrokerProcess() as broker:
         if args.equal:
             bench_equal(
-                broker.bootstrap, args.records, args.rounds, args.only, args.cell, args.compression
+                broker.bootstrap,
+                args.records,
+                args.rounds,
+                args.only,
+                args.cell,
+                args.compression,
+                args.partitions,
             )
             return
         if not args.consumers:

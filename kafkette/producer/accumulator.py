@@ -235,6 +235,7 @@ class RecordAccumulator(AccumulatorState):
         "max_block_ms",
         "max_request_size",
         "on_space",
+        "wake_at",
     )
 
     def __init__(
@@ -262,6 +263,11 @@ class RecordAccumulator(AccumulatorState):
         self.clock = clock
         self.wakeup = wakeup
         self.on_space: Callable[[], object] | None = None
+        self.wake_at: Callable[[float], bool] | None = None
+        """Told, under the lock, the end of a new batch's linger (ms, this clock), instead
+        of ``wakeup`` at once: True when it will have the sender look by then (a sync
+        producer's :class:`~kafkette.producer.linger_alarm.LingerAlarm`), False when the
+        sender must be woken now. Not for a batch that is full, or during a flush."""
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
@@ -412,6 +418,17 @@ class RecordAccumulator(AccumulatorState):
         if batch.size >= self.batch_size:
             batch.full = True
             wake = True
+        elif (
+            wake
+            and not self._wake_pending
+            and self.wake_at is not None
+            and self.linger_ms > 0
+            and self._flushes == 0
+            and not self._closed
+            and len(self._queues[batch.tp]) == 1  # else the one before it is full
+            and self.wake_at(batch.created_ms + self.linger_ms)
+        ):
+            return False  # a new batch needs no look before its linger ends
         if wake:
             wake = not self._wake_pending
             self._wake_pending = True

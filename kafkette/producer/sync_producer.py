@@ -2,9 +2,11 @@
 
 ``send`` runs in the caller's thread and does not cross into the event loop
 per record: it serializes, partitions and appends to the thread-safe
-accumulator, which wakes the sender only when a batch opens, fills up or a
-flush starts. Only the first record for a topic whose metadata is not known
-yet waits for the loop. Delivery callbacks run in the background thread::
+accumulator, which wakes the sender only when a batch fills up or a flush
+starts; a batch opened, on Linux, sets a timer for the end of its linger instead
+(:class:`~kafkette.producer.linger_alarm.LingerAlarm`), which wakes it then.
+Only the first record for a topic whose metadata is not known yet waits for the
+loop. Delivery callbacks run in the background thread::
 
     with Producer(bootstrap_servers="localhost:9092") as producer:
         future = producer.send("events", b"value", key=b"key")
@@ -28,10 +30,12 @@ from typing import Any
 from kafkette.client import telemetry
 from kafkette.client.config import ProducerConfig
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as
+from kafkette.clocks import monotonic_ms
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
+from kafkette.producer.linger_alarm import LingerAlarm
 from kafkette.producer.producer import AsyncProducer
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
@@ -62,26 +66,41 @@ class Producer:
             self._core = self._loop.call(self._make_core)
         except BaseException:
             self._loop.close()
+            alarm: LingerAlarm | None = getattr(self, "_alarm", None)
+            if alarm is not None:
+                alarm.close()
             raise
         sender = self._core.sender
         wake = sender.wakeup
         loop_thread = self._loop_thread
         call_soon = self._call_soon
+        alarm = self._alarm
 
         def wakeup() -> None:
             if threading.get_ident() == loop_thread:
                 wake()  # a send from a delivery callback, or close
             else:
+                if alarm is not None:
+                    alarm.cancel()  # the pass woken for looks at every batch
                 call_soon(sender.nudge)
 
         self._core.accumulator.wakeup = wakeup
+        if alarm is not None:
+            self._core.accumulator.wake_at = alarm.at
         self._sender_done: Future[None] = self._loop.portal.start_task_soon(self._core.sender.run)
         self._loop.portal.start_task_soon(telemetry.run, self._core.client)
 
     async def _make_core(self) -> ProducerCore:
         self._loop_thread = threading.get_ident()
         self._call_soon = _thread_safe_caller()
-        return ProducerCore(self.config)
+        core = ProducerCore(self.config)
+        sender = core.sender
+        self._alarm = (
+            LingerAlarm.open(sender.nudge, lambda: sender.may_defer_news)
+            if core.accumulator.clock is monotonic_ms
+            else None
+        )
+        return core
 
     def send(
         self,
@@ -228,7 +247,10 @@ class Producer:
         try:
             self._loop.call(self._core.shutdown, timeout)
         finally:
+            self._core.accumulator.wake_at = None
             self._loop.close()
+            if self._alarm is not None:
+                self._alarm.close()
 
     @documented_as(AsyncProducer.client_instance_id)
     def client_instance_id(self, timeout: float | None = None) -> uuid.UUID:

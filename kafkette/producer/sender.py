@@ -134,10 +134,12 @@ holds them to within one. Not in a sync producer's loop (a
 :class:`~kafkette.client.events.FineTimerLoop`), whose timers fire when due: there the
 slack would send every batch half a millisecond early."""
 NEWS_WRITE = 1 << 18
-"""Bytes of batches (``batch.size`` per batch opened) an async producer's ``send`` lets
-queue before it runs the sender's pass itself (:meth:`Sender.news`): one write of many
-requests costs the caller far less than one per batch (a 16 KiB write to a local broker
-takes ~30 µs, a 1 MiB one ~370 µs)."""
+"""Bytes of records an async producer's ``send`` lets queue before it runs the sender's
+pass itself (:meth:`Sender.news`): one write of many requests costs the caller far less
+than one per batch (a 16 KiB write to a local broker takes ~30 µs, a 1 MiB one ~370 µs).
+Counted in bytes appended, not batches opened: sending keyed records to many partitions
+opens a batch for nearly every record, and a pass (which looks at every partition) per
+batch cost more than the records."""
 FAR_TIMER_MS = 1000.0
 """A deadline at least this far off (the expiry check, ``delivery.timeout.ms`` away) gets a
 timer of its own, kept while the nearer ones (lingers) come and go: re-armed with every
@@ -313,8 +315,9 @@ class Sender:
         not a plain success, does an answer run a pass (:meth:`_finish_produce`): what
         else becomes ready (a batch opened or full, a linger or backoff ending, a flush)
         runs its own."""
-        self._news = 0
-        """Batches the accumulator told :meth:`news` of since the last pass."""
+        self._news_mark = 0
+        """The accumulator's bytes in use at the last pass, or the least :meth:`news` has
+        seen since (answers free batches between): the bytes above it were appended since."""
         self._pass_scheduled = False
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._asleep_until: float | None = None
@@ -558,9 +561,9 @@ class Sender:
     def news(self) -> None:
         """The accumulator has news (a batch opened or filled up, a flush began), told in
         the event loop's thread by the caller's own ``send`` or ``flush`` (the async
-        producer's wake-up). Under asyncio, once the batches opened since the last pass
+        producer's wake-up). Under asyncio, once the records appended since the last pass
         make :data:`NEWS_WRITE` bytes, or at a flush or close, the pass runs here, inside
-        that call: the full batches are written at once, in one write, and the broker
+        that call: the ready batches are written at once, in one write, and the broker
         works on them while the caller appends more. (A caller appending in a loop whose
         ``await send()`` never suspends would otherwise give the sender no turn before
         ``flush``.) Until then it only wakes the task, which looks when the loop runs.
@@ -579,9 +582,11 @@ class Sender:
         ):
             self.wakeup()
             return
-        news = self._news = self._news + 1
         accumulator = self.accumulator
-        if news * accumulator.batch_size < NEWS_WRITE and not accumulator.hurried:
+        used = accumulator.buffer_used
+        if used < self._news_mark:
+            self._news_mark = used
+        if used - self._news_mark < NEWS_WRITE and not accumulator.hurried:
             accumulator.rearm_wakeup()  # to be told of the next batch too
             # and the task looks when the loop runs, if no send looks first (woken once:
             # the event stays set until the task runs)
@@ -601,7 +606,7 @@ class Sender:
     def _pass(self, tg: anyio.abc.TaskGroup) -> float:
         """Expire, refresh and send what is ready; ms until a pass is needed again."""
         self._in_pass = True
-        self._news = 0
+        self._news_mark = self.accumulator.buffer_used
         try:
             return self._pass_body(tg)
         finally:

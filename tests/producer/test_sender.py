@@ -39,7 +39,7 @@ from kafkette.errors import (
     OutOfOrderSequenceNumberError,
     RequestTimedOutError,
 )
-from kafkette.producer.accumulator import RecordAccumulator
+from kafkette.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.sender import NEWS_WRITE, Sender
 from kafkette.protocol.messages import (
@@ -935,12 +935,12 @@ async def test_nudge_sends_what_is_ready_from_the_callback_itself() -> None:
 
 @pytest.mark.anyio
 async def test_news_of_enough_batches_runs_the_pass_inside_the_append(anyio_backend: str) -> None:
-    """The async producer's wake-up (``news``): under asyncio, once the batches opened since
-    the last pass make NEWS_WRITE bytes (``batch.size`` each), the append that tells it
-    drains the full ones there and then, in one pass and one write, without a loop turn;
-    before that it only wakes the task. Under trio (no such callbacks) it only wakes."""
+    """The async producer's wake-up (``news``): under asyncio, once the records appended
+    since the last pass make NEWS_WRITE bytes, the append that tells it drains the full
+    batches there and then, in one pass and one write, without a loop turn; before that it
+    only wakes the task. Under trio (no such callbacks) it only wakes."""
     client = FakeClient(lambda node, r: _const(answer(PartitionProduceResponse(0, 0, 0))))
-    per_pass = NEWS_WRITE // 1_024
+    per_pass = -(-NEWS_WRITE // (RECORD_OVERHEAD + 1_000))  # the bytes each record takes
 
     async def body(acc: RecordAccumulator, sender: Sender) -> None:
         acc.wakeup = sender.news
@@ -970,6 +970,60 @@ async def test_news_of_enough_batches_runs_the_pass_inside_the_append(anyio_back
     )
     await run_with_sender(client, cfg, body)
     assert len(client.requests) == 1 + per_pass
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_news_counts_bytes_not_batches_opened(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyed records spread over many partitions open a batch nearly each: ``news`` is told
+    of every one, but runs a pass (which looks at every partition) only once the records
+    appended since the last make NEWS_WRITE bytes, not at every batch opened (with
+    ``batch.size`` 1 MiB it used to run one per batch)."""
+    size = RECORD_OVERHEAD + 100  # the bytes each record below takes
+    per_pass = -(-NEWS_WRITE // size)
+    records = 2 * per_pass + per_pass // 2
+
+    def each_partition(node: int, request: ProduceRequest) -> Awaitable[ProduceResponse]:
+        parts = request.topic_data[0].partition_data
+        return _const(answer(*(PartitionProduceResponse(p.index, 0, 0) for p in parts)))
+
+    client = FakeClient(each_partition, partitions=records)
+    passes: list[int] = []
+    real_pass = Sender._pass
+
+    def counted(self: Sender, tg: anyio.abc.TaskGroup) -> float:
+        passes.append(self.accumulator.buffer_used)
+        return real_pass(self, tg)
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        acc.wakeup = sender.news
+        acc.append(TOPIC, 0, 5, None, b"first")
+        for result in acc.begin_flush():
+            await result.wait_async()
+        acc.end_flush()
+        monkeypatch.setattr(Sender, "_pass", counted)
+        for i in range(records):  # a new batch each
+            acc.append(TOPIC, i, 6, None, b"v" * 100)
+        # a pass each time another NEWS_WRITE bytes had been appended, none between
+        assert len(passes) == 2
+        assert NEWS_WRITE <= passes[0] < NEWS_WRITE + 2 * size
+        assert passes[1] - passes[0] == per_pass * size
+        assert sender.metrics.batches_drained == 1  # lingering: nothing was ready
+        for result in acc.begin_flush():
+            await result.wait_async()
+        acc.end_flush()
+        assert sender.metrics.batches_drained == 1 + records
+
+    cfg = config(
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000,
+        linger_ms=60_000,
+        batch_size=1 << 20,
+    )
+    await run_with_sender(client, cfg, body)
 
 
 @pytest.mark.anyio

@@ -43,6 +43,9 @@
  * package's) into its buffer's reserved front when it is not compressed, the bytes
  * kafkette.protocol.records.default_records.build_reserved writes, without that function's
  * Python calls per batch; a field out of range is left to build_reserved, which refuses it.
+ *
+ * keyed_partition(key, count) is kafkette.producer.partitioner.keyed_partition (Kafka's
+ * murmur2 of the key, masked to 31 bits, modulo count), the partition of every keyed send.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -764,6 +767,73 @@ choose_partition(RouteState *self, PyObject *topic, PyObject *key, PyObject *cou
     return partition;
 }
 
+/* ---- keyed records: Kafka's murmur2 (32-bit MurmurHash2, seeded 0x9747b28c, the
+ * 4-byte blocks read little-endian), as kafkette.producer.partitioner computes it */
+
+static uint32_t
+kafka_murmur2(const unsigned char *data, Py_ssize_t length)
+{
+    const uint32_t m = 0x5bd1e995u;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t blocks = length / 4;
+    for (Py_ssize_t i = 0; i < blocks; i++) {
+        const unsigned char *b = data + 4 * i;
+        uint32_t k = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
+                     | (uint32_t)b[3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * blocks;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* keyed_partition(key, count): (murmur2(key) & 0x7fffffff) % count */
+static PyObject *
+keyed_partition(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "keyed_partition(key, count) takes 2 arguments");
+        return NULL;
+    }
+    long count = PyLong_AsLong(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count <= 0) {
+        PyErr_Format(PyExc_ValueError, "a topic has at least one partition, not %ld", count);
+        return NULL;
+    }
+    uint32_t h;
+    if (PyBytes_CheckExact(args[0])) {
+        h = kafka_murmur2((const unsigned char *)PyBytes_AS_STRING(args[0]),
+                          PyBytes_GET_SIZE(args[0]));
+    }
+    else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        h = kafka_murmur2((const unsigned char *)view.buf, view.len);
+        PyBuffer_Release(&view);
+    }
+    return PyLong_FromLong((long)((h & 0x7fffffffu) % (unsigned long)count));
+}
+
 /* RouteState.send: the future, None for the general path, NULL on an error */
 static PyObject *
 route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
@@ -1058,6 +1128,12 @@ write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
 }
 
 static PyMethodDef accumulate_methods[] = {
+    {"keyed_partition", (PyCFunction)(void (*)(void))keyed_partition, METH_FASTCALL,
+     "keyed_partition(key, count)\n"
+     "--\n\n"
+     "The partition of a keyed record among count: (murmur2(key) & 0x7fffffff) % count,\n"
+     "as kafkette.producer.partitioner.keyed_partition (Java's client, librdkafka's\n"
+     "murmur2_random)."},
     {"send_plain", (PyCFunction)(void (*)(void))send_plain, METH_FASTCALL,
      "send_plain(core, topic, value, key, timestamp)\n"
      "--\n\n"

@@ -39,3 +39,6 @@ def write_header(
 
 def bind(future: type, /) -> None:
     """The future class ``append_open`` makes."""
+
+def keyed_partition(key: bytes, count: int, /) -> int:
+    """``(murmur2(key) & 0x7fffffff) % count``: the partition of a keyed record."""

@@ -50,9 +50,9 @@ from kafkette.errors import (
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import BufferFull, RecordAccumulator, record_size
 from kafkette.producer.futures import BatchResult, RecordFuture
-from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
+from kafkette.producer.partitioner import StickyPartitioner
 from kafkette.producer.sender import Sender
-from kafkette.producer.speedups import RouteState
+from kafkette.producer.speedups import RouteState, keyed_partition
 from kafkette.producer.transactions import TransactionManager
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.protocol.records import codec_id

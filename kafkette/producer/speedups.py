@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from kafkette.producer import append_state
+from kafkette.producer import append_state, partitioner
 from kafkette.protocol.extensions import load_extension
 from kafkette.protocol.records import speedups as record_speedups
 
@@ -66,6 +66,11 @@ write_header: WriteHeader | None = None if _module is None else _module.write_he
 base_sequence)``: the header and CRC of a batch without compression written into the
 buffer's reserved front, as ``build_reserved`` writes them: True; False, with nothing
 written, for a field out of range (``build_reserved`` then refuses it)."""
+
+keyed_partition: Callable[[bytes, int], int] = (
+    partitioner.keyed_partition if _module is None else _module.keyed_partition
+)
+"""``(key, count)``: the partition of a keyed record (Kafka's murmur2), in C when built."""
 
 bind: Callable[[type], None] | None = None if _module is None else _module.bind
 """``(RecordFuture)``: the future class ``append_open`` makes (a subclass of ``FutureState``)."""

@@ -496,3 +496,32 @@ def test_the_c_header_writer_leaves_a_field_out_of_range_to_build_reserved(
     assert _accumulate.write_header(buffer, *fields) is False
     assert buffer == bytearray(RESERVED_HEADER) + b"records"
     assert _accumulate.write_header(bytearray(RESERVED_HEADER - 1), 1, 0, 0, 0, -1, -1, -1) is False
+
+
+# ---- keyed_partition: Kafka's murmur2 in C
+
+
+@given(st.binary(max_size=64), st.integers(1, 100_000))
+def test_keyed_partition_in_c_is_pythons(key: bytes, count: int) -> None:
+    """The C keyed_partition picks the partition the Python one does, for bytes and for any
+    buffer (a bytearray or memoryview key)."""
+    expected = keyed_partition(key, count)
+    assert _accumulate.keyed_partition(key, count) == expected
+    assert _accumulate.keyed_partition(bytearray(key), count) == expected
+    assert _accumulate.keyed_partition(memoryview(key), count) == expected
+
+
+def test_keyed_partition_in_c_known_values_and_refusals() -> None:
+    """Kafka's Utils.murmur2 test vectors, masked to 31 bits (a count of 2**31 leaves the
+    hash whole), and the errors of a key that is no buffer or a count under one."""
+    whole = 1 << 31
+    assert _accumulate.keyed_partition(b"", whole) == 275646681
+    assert _accumulate.keyed_partition(b"21", whole) == (-973932308) & 0x7FFFFFFF
+    assert _accumulate.keyed_partition(b"foobar", whole) == (-790332482) & 0x7FFFFFFF
+    long_key = b"a-little-bit-long-string"
+    assert _accumulate.keyed_partition(long_key, whole) == (-985981536) & 0x7FFFFFFF
+    assert producer_speedups.keyed_partition is _accumulate.keyed_partition
+    with pytest.raises(ValueError, match="at least one partition"):
+        _accumulate.keyed_partition(b"k", 0)
+    with pytest.raises(TypeError):
+        _accumulate.keyed_partition("k", 3)  # type: ignore[arg-type]

@@ -300,6 +300,13 @@ def answer(
     )
 
 
+async def flushed(acc: RecordAccumulator) -> None:
+    """Flush the accumulator: every batch sent and answered."""
+    for result in acc.begin_flush():
+        await result.wait_async()
+    acc.end_flush()
+
+
 async def wait_all(futures: list[RecordFuture]) -> list[Any]:
     results: list[Any] = []
     for future in futures:
@@ -945,9 +952,7 @@ async def test_news_of_enough_batches_runs_the_pass_inside_the_append(anyio_back
     async def body(acc: RecordAccumulator, sender: Sender) -> None:
         acc.wakeup = sender.news
         acc.append(TOPIC, 0, 5, None, b"first")
-        for result in acc.begin_flush():
-            await result.wait_async()
-        acc.end_flush()
+        await flushed(acc)
         drained = sender.metrics.batches_drained
         for _ in range(per_pass - 1):
             acc.append(TOPIC, 0, 6, None, b"v" * 1_000)  # a batch each, full at once
@@ -1000,9 +1005,7 @@ async def test_news_counts_bytes_not_batches_opened(
     async def body(acc: RecordAccumulator, sender: Sender) -> None:
         acc.wakeup = sender.news
         acc.append(TOPIC, 0, 5, None, b"first")
-        for result in acc.begin_flush():
-            await result.wait_async()
-        acc.end_flush()
+        await flushed(acc)
         monkeypatch.setattr(Sender, "_pass", counted)
         for i in range(records):  # a new batch each
             acc.append(TOPIC, i, 6, None, b"v" * 100)
@@ -1011,9 +1014,7 @@ async def test_news_counts_bytes_not_batches_opened(
         assert NEWS_WRITE <= passes[0] < NEWS_WRITE + 2 * size
         assert passes[1] - passes[0] == per_pass * size
         assert sender.metrics.batches_drained == 1  # lingering: nothing was ready
-        for result in acc.begin_flush():
-            await result.wait_async()
-        acc.end_flush()
+        await flushed(acc)
         assert sender.metrics.batches_drained == 1 + records
 
     cfg = config(

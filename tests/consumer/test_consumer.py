@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -638,6 +639,58 @@ def test_sync_poll_is_told_of_a_fetch_before_the_next_fetch_is_sent(
     # Told of the first batch while its answer was the connection's last request: the
     # next fetch (always planned after it) was not written yet.
     assert in_flight[0] == 0
+
+
+def test_sync_poll_gets_a_small_fetch_before_the_next_fetch_is_sent(
+    serve_broker: BrokerProcess, topic: str
+) -> None:
+    """Over TCP, a small answer that a sync poll thread waits for is handed to that thread
+    before the next FetchRequest is written: the loop thread, the answer still the
+    connection's last request, waits until the woken poll thread is back; the records
+    come back exactly, one per fetch."""
+    target = Target("serve", serve_broker.bootstrap)
+    try:
+        target.create_topic(topic)
+        tp = TopicPartition(topic, 0)
+        settings = config(target, auto_offset_reset="earliest", fetch_max_wait_ms=5_000)
+        with Consumer(settings) as consumer:
+            buffer = consumer._core.buffer
+            client = consumer._core.client
+            yield_to_woken = buffer.yield_to_woken
+            yields: list[tuple[bool, int]] = []
+
+            def watched(timeout_s: float) -> bool:
+                leader = client.metadata.snapshot.leader_for(topic, 0)
+                connection = None if leader is None else client.open_connection(leader)
+                in_flight = connection.in_flight if connection is not None else -1
+                waited = yield_to_woken(timeout_s)
+                yields.append((waited, in_flight))
+                return waited
+
+            buffer.yield_to_woken = watched  # type: ignore[method-assign]
+            consumer.assign([tp])
+            assert consumer.position(tp) == 0
+            got: list[ConsumerRecord] = []
+            for i in range(6):
+                # one record, produced once poll's thread waits for it
+                producing = threading.Thread(
+                    target=_produce_when_waiting, args=(buffer, target, tp, i)
+                )
+                producing.start()
+                got += poll_n(consumer, 1)
+                producing.join()
+    finally:
+        target.close()
+    assert [(r.offset, r.value) for r in got] == [(i, b"v%d" % i) for i in range(6)]
+    assert yields == [(True, 0)] * 6
+
+
+def _produce_when_waiting(buffer: Any, target: Target, tp: TopicPartition, i: int) -> None:
+    deadline = time.monotonic() + 30.0
+    while buffer.sync_waiting == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    target.produce_values(tp, 1, start=i)
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -481,6 +482,88 @@ def test_an_add_wakes_a_sync_waiter_at_once() -> None:
     buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
     assert buffer.generation == seen + 2
     assert buffer.next_offset(TP, state) is None  # two buffered: no third fetch
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10.0
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_yield_to_woken_waits_until_the_told_sync_waiter_is_back() -> None:
+    """After an add wakes a thread blocked in ``wait_sync``, ``yield_to_woken`` returns
+    (True) once that thread has left ``wait_sync``, not at its timeout; the next call, with
+    nobody told since, returns False at once."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    seen = buffer.generation
+    release = threading.Event()
+    back_at: list[int] = []
+
+    def waiter() -> None:
+        buffer.wait_sync(seen, 30.0)
+        back_at.append(buffer.generation)
+        release.wait(30.0)  # still running: what counts is being out of wait_sync
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        _until(lambda: buffer.sync_waiting == 1)
+        buffer.add(CompletedFetch(TP, state, 0, batch(0, 3), 3))
+        started = time.monotonic()
+        assert buffer.yield_to_woken(30.0) is True
+        assert time.monotonic() - started < 20.0
+        assert buffer.sync_waiting == 0
+        assert buffer.yield_to_woken(30.0) is False
+    finally:
+        release.set()
+        thread.join()
+    assert back_at == [seen + 1]
+
+
+def test_yield_to_woken_gives_up_at_its_timeout_and_waits_afresh_next_time() -> None:
+    """A told thread not back within the timeout: ``yield_to_woken`` returns True at the
+    timeout and forgets it; the next add's ``yield_to_woken`` waits for the thread that
+    add woke, not a stale wake-up."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    buffer.sync_waiting = 1  # a poll thread that was told but never gets to run
+    buffer.add(CompletedFetch(TP, state, 0, batch(0, 3), 3))
+    started = time.monotonic()
+    assert buffer.yield_to_woken(0.01) is True
+    assert time.monotonic() - started >= 0.01
+    assert buffer.yield_to_woken(30.0) is False
+    buffer.sync_waiting = 0
+    seen = buffer.generation
+    release = threading.Event()
+
+    def waiter() -> None:
+        buffer.wait_sync(seen, 30.0)
+        release.wait(30.0)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    try:
+        _until(lambda: buffer.sync_waiting == 1)
+        buffer.add(CompletedFetch(TP, state, 3, batch(3, 3), 6))
+        assert buffer.yield_to_woken(30.0) is True
+        assert buffer.sync_waiting == 0  # it waited for this waiter
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_yield_to_woken_without_a_sync_waiter_returns_at_once() -> None:
+    """With no thread in ``wait_sync`` when the add came (an async consumer, or a sync
+    ``poll`` thread busy with earlier records), ``yield_to_woken`` does not wait."""
+    state = PartitionState(position=0)
+    buffer = FetchBuffer()
+    buffer.add(CompletedFetch(TP, state, 0, batch(0, 3), 3))
+    started = time.monotonic()
+    assert buffer.yield_to_woken(30.0) is False
+    assert time.monotonic() - started < 20.0
+    assert buffer.sync_waiting == 0
 
 
 @pytest.mark.anyio

@@ -119,7 +119,10 @@ class LingerAlarm:
         ns = max(int(deadline_ms * 1_000_000), 1)  # zero would disarm it
         value = self._spec.it_value
         value.tv_sec, value.tv_nsec = divmod(ns, 1_000_000_000)
-        return self._settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) == 0
+        if self._settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) == 0:
+            return True
+        self._armed = None  # not armed: the next batch must not count on it
+        return False
 
     def cancel(self) -> None:
         """Disarm it: the loop thread is being woken to look at every batch now."""

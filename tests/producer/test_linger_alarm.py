@@ -5,6 +5,7 @@ wakes it at once. The alarm itself is a Linux timerfd in the producer's event lo
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 
@@ -159,3 +160,28 @@ def test_a_sync_producer_sends_a_lingering_batch_when_its_linger_ends(
         full = producer.send("linger-alarm", b"x" * 100, partition=0)
         assert full.result(10).offset == 3
         assert time.monotonic() - sent < 30
+
+
+def test_an_alarm_the_kernel_refuses_is_not_counted_on() -> None:
+    """A ``timerfd_settime`` that fails (-1) answers False, so the caller wakes the loop at
+    once, and leaves nothing armed: the next deadline, even a later one, tries again."""
+    calls: list[int] = []
+
+    def refusing(fd: int, flags: int, new: object, old: object) -> int:
+        calls.append(fd)
+        return -1
+
+    async def main() -> None:
+        read_fd, write_fd = os.pipe()  # a descriptor the loop can watch
+        try:
+            loop = asyncio.get_running_loop()
+            alarm = LingerAlarm(read_fd, refusing, loop, lambda: None, lambda: True)
+            assert alarm.at(1_000.0) is False
+            assert alarm.at(2_000.0) is False
+            assert calls == [read_fd, read_fd]
+            loop.remove_reader(read_fd)
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+
+    asyncio.run(main())

@@ -266,7 +266,7 @@ class RecordAccumulator(AccumulatorState):
         self.wake_at: Callable[[float], bool] | None = None
         """Told, under the lock, the end of a new batch's linger (ms, this clock), instead
         of ``wakeup`` at once: True when it will have the sender look by then (a sync
-        producer's :class:`~kafkette.producer.linger_alarm.LingerAlarm`), False when the
+        producer's :class:`~kafkette.client.linger_alarm.LingerAlarm`), False when the
         sender must be woken now. Not for a batch that is full, or during a flush."""
         self._wait: Waiter = wait or (lambda cond, timeout: cond.wait(timeout))
         self._lock = threading.Lock()

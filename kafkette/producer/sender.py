@@ -399,7 +399,7 @@ class Sender:
         """Whether a batch opened now needs no pass before its linger ends: the last pass
         held nothing back (no producer id to get, no partition muted) and no transaction
         runs (whose pass adds a new partition to it). Read from a sending thread (a sync
-        producer's :class:`~kafkette.producer.linger_alarm.LingerAlarm`)."""
+        producer's :class:`~kafkette.client.linger_alarm.LingerAlarm`)."""
         return not self._held and self.txn is None
 
     @property

@@ -4,7 +4,7 @@
 per record: it serializes, partitions and appends to the thread-safe
 accumulator, which wakes the sender only when a batch fills up or a flush
 starts; a batch opened, on Linux, sets a timer for the end of its linger instead
-(:class:`~kafkette.producer.linger_alarm.LingerAlarm`), which wakes it then.
+(:class:`~kafkette.client.linger_alarm.LingerAlarm`), which wakes it then.
 Only the first record for a topic whose metadata is not known yet waits for the
 loop. Delivery callbacks run in the background thread::
 
@@ -29,13 +29,13 @@ from typing import Any
 
 from kafkette.client import telemetry
 from kafkette.client.config import ProducerConfig
+from kafkette.client.linger_alarm import LingerAlarm
 from kafkette.client.sync_bridge import BackgroundLoop, documented_as
 from kafkette.clocks import monotonic_ms
 from kafkette.errors import BufferExhaustedError, IllegalStateError, KafkaTimeoutError
 from kafkette.producer.accumulator import BufferFull
 from kafkette.producer.core import HeadersArg, ProducerCore
 from kafkette.producer.futures import DeliveryCallback, RecordFuture, RecordMetadata
-from kafkette.producer.linger_alarm import LingerAlarm
 from kafkette.producer.producer import AsyncProducer
 from kafkette.producer.txn_runner import TransactionRunner
 from kafkette.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from kafkette import Producer
+from kafkette.client.linger_alarm import LingerAlarm
 from kafkette.producer.accumulator import RecordAccumulator
-from kafkette.producer.linger_alarm import LingerAlarm
 from tests.brokers import BrokerProcess
 from tests.producer.test_accumulator import FakeClock, make
 

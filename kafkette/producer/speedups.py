@@ -6,10 +6,10 @@ extension too, and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
 (the bases of ``RecordFuture``, ``ProducerBatch`` and ``RecordAccumulator``,
 which keep the append's state in C), ``RouteState`` its C type (what the common
 send needs of the producer, held by ``ProducerCore`` as ``routes``), and
-``append_open`` and ``send_plain`` its functions. Otherwise the classes of
-:mod:`kafkette.producer.append_state` and None (the pure-Python
+``append_open``, ``send_plain`` and ``keyed_partition`` its functions. Otherwise the
+classes of :mod:`kafkette.producer.append_state`, None (the pure-Python
 ``RecordAccumulator.append_plain`` and ``append_state.RouteState.send`` then do
-all the work).
+all the work) and :func:`kafkette.producer.partitioner.keyed_partition`.
 """
 
 from __future__ import annotations

@@ -623,3 +623,50 @@ def test_a_batch_with_a_field_out_of_range_is_refused_with_an_encode_error() -> 
     acc.append("t", 0, 7, None, b"v")
     with pytest.raises(EncodeError, match="out of range"):
         acc.drain([("t", 0)], 10**6, prepare=lambda b: setattr(b, "producer_epoch", 2**15))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),  # ms after the clock's start the batch was opened
+            st.booleans(),  # full
+            st.integers(1, 2),  # batches queued for the partition
+            st.integers(0, 2),  # attempts
+            st.integers(-10, 10),  # retry backoff end, ms from now (<= 0: none left)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+    st.sampled_from([0, 5, 50]),
+)
+def test_ready_next_ready_and_drain_apply_one_rule(
+    heads: list[tuple[int, bool, int, int, int]], flushing: bool, linger_ms: int
+) -> None:
+    """ready() has the readiness rule inlined (it scans every partition at every pass);
+    next_ready_ms() and drain() call _head_wait_ms. Over any heads of queues, the three
+    agree: the partitions ready now, the wait until the next, the batches a drain takes."""
+    clock = FakeClock()
+    acc = make(clock, batch_size=100, linger_ms=linger_ms)
+    start = clock.now
+    now = start + 20
+    for partition, (opened, full, queued, attempts, retry_in) in enumerate(heads):
+        clock.now = start + opened
+        for _ in range(queued):
+            acc.append("t", partition, 1, None, b"v")
+            acc._queues[("t", partition)][-1].full = True  # the next append opens another
+        head = acc._queues[("t", partition)][0]
+        head.full = full  # with a batch behind it, it is ready all the same
+        head.attempts = attempts
+        head.retry_at_ms = now + retry_in if retry_in > 0 else 0.0
+    if flushing:
+        acc.begin_flush()
+    tps = [("t", p) for p in range(len(heads))]
+    ready, next_ms = acc.ready(now)
+    if ready:
+        assert acc.next_ready_ms(tps, now) == 0.0
+    else:
+        assert acc.next_ready_ms(tps, now) == next_ms
+    taken = acc.drain(tps, 1 << 30, now)
+    assert [(b.topic, b.partition) for b in taken] == ready

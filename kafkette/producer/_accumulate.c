@@ -2,12 +2,13 @@
  * The state of the producer's append, owned by C types, and its most common
  * append: a record without headers, added to its partition's open batch.
  *
- * FutureState is the base of RecordFuture: the record's BatchResult, its offset
+ * FutureState is the base of RecordFuture: the record's batch (its BatchResult), its offset
  * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the buffer
  * an open batch's records are encoded into (one bytearray, the batch header's bytes reserved
  * at its front, so that closing the batch writes the header and one CRC over it and nothing
  * per record is left to free or join), the count of its records, its first and highest
- * timestamps, its size, the buffer memory it holds, whether it is full, and its BatchResult. AccumulatorState is the base of
+ * timestamps, its size, the buffer memory it holds and whether it is full (a ProducerBatch
+ * is its own BatchResult, whose fields are the Python subclass's). AccumulatorState is the base of
  * RecordAccumulator: its lock, the queues of batches per partition, the bytes of
  * buffer.memory in use, the limits, whether it is closed and whether the sender
  * has a wake-up pending. Both keep these fields in their C structs, typed (an
@@ -27,7 +28,7 @@
  * value that is not bytes) it changes nothing and returns None, for the Python
  * method to do the same work (opening the next batch, waking the sender) or to
  * send the record the general way. Given a delivery callback too, it always takes
- * the lock and registers the callback on the batch's result before it lets go.
+ * the lock and registers the callback on the batch (its result) before it lets go.
  *
  * RouteState is what that send needs of its producer, owned here and held by
  * ProducerCore (its `routes`): the metadata cache, the snapshot the cached
@@ -89,7 +90,6 @@ set_ll(PyObject *self, PyObject *value, void *closure)
 typedef struct {
     PyObject_HEAD
     PyObject *buffer; /* bytearray: the header's bytes reserved, then the records; None once built */
-    PyObject *result; /* BatchResult */
     long long count;  /* records in the buffer */
     long long base_timestamp;
     long long max_timestamp;
@@ -102,7 +102,6 @@ static int
 batch_traverse(BatchState *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->buffer);
-    Py_VISIT(self->result);
     return 0;
 }
 
@@ -110,7 +109,6 @@ static int
 batch_clear(BatchState *self)
 {
     Py_CLEAR(self->buffer);
-    Py_CLEAR(self->result);
     return 0;
 }
 
@@ -126,7 +124,6 @@ static PyMemberDef batch_members[] = {
     {"buffer", T_OBJECT, offsetof(BatchState, buffer), 0,
      "The batch's bytes as a bytearray: BATCH_OVERHEAD bytes reserved for the header, then\n"
      "the encoded records (offset deltas 0, 1, ...); None once built."},
-    {"result", T_OBJECT, offsetof(BatchState, result), 0, "The batch's BatchResult."},
     {"full", T_BOOL, offsetof(BatchState, full), 0, "Whether no record may be added."},
     {NULL},
 };
@@ -454,7 +451,7 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         out += value_size;
     }
     *out = 0; /* no headers */
-    future->batch = Py_NewRef(batch->result != NULL ? batch->result : Py_None);
+    future->batch = Py_NewRef(last); /* a batch is its own BatchResult */
     future->index = index;
     future->timestamp = Py_NewRef(timestamp);
     /* from here on the record is in the batch: only the accounting follows */
@@ -557,17 +554,11 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
         if (status > 0 && on_delivery != Py_None) {
             /* as append's add_callback after batch.add: should it fail (no memory), the
              * record stays in its batch and the caller gets the error */
-            PyObject *result = ((BatchState *)batch)->result;
-            PyObject *cargs[4] = {result, future, on_delivery, Py_True};
-            PyObject *r = result == NULL ? NULL
-                                         : PyObject_VectorcallMethod(str_add_callback, cargs,
-                                                                     4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                                     NULL);
-            if (r == NULL) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_RuntimeError, "the batch has no result");
+            PyObject *cargs[4] = {batch, future, on_delivery, Py_True};
+            PyObject *r = PyObject_VectorcallMethod(str_add_callback, cargs,
+                                                    4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            if (r == NULL)
                 status = -1;
-            }
             Py_XDECREF(r);
         }
         PyObject *exc_type, *exc_value, *exc_tb;

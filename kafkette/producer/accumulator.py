@@ -84,8 +84,10 @@ class BufferFull(Exception):
         self.size = size
 
 
-class ProducerBatch(BatchState):
-    """Records for one partition, sent and acknowledged together.
+class ProducerBatch(BatchState, BatchResult):
+    """Records for one partition, sent and acknowledged together, and their outcome
+    (its :class:`~kafkette.producer.futures.BatchResult` half, which the records'
+    futures refer to).
 
     While open, the batch holds its records encoded in one buffer (``buffer``,
     :data:`BATCH_OVERHEAD` bytes kept for the header, then the records as
@@ -98,12 +100,22 @@ class ProducerBatch(BatchState):
     """
 
     __slots__ = (
+        "_async_event",
+        "_callbacks",
+        "_event",
+        "_parent",
+        "_parts",
+        "_pending_parts",
         "attempts",
+        "base_offset",
         "base_sequence",
         "compression",
         "created_ms",
         "data",
+        "done",
+        "error",
         "last_error",
+        "log_append_time",
         "partition",
         "producer_epoch",
         "producer_id",
@@ -132,7 +144,6 @@ class ProducerBatch(BatchState):
         self.count = 0
         self.base_timestamp = first_timestamp
         self.max_timestamp = first_timestamp
-        self.result = BatchResult(topic, partition)
         self.created_ms = now_ms
         self.reserved = 0
         self.size = BATCH_OVERHEAD  # bytes of the batch if built now, before compression
@@ -145,6 +156,17 @@ class ProducerBatch(BatchState):
         self.producer_id = -1
         self.producer_epoch = -1
         self.transactional = False
+        # the result's fields (BatchResult)
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error = None
+        self.done = False
+        self._event = None
+        self._async_event = None
+        self._callbacks = None
+        self._parts = None
+        self._pending_parts = 0
+        self._parent = None
 
     @property
     def record_count(self) -> int:
@@ -320,9 +342,9 @@ class RecordAccumulator(AccumulatorState):
             except BaseException:  # e.g. EncodeError: a header value that is not bytes
                 self._drop_if_empty(batch)
                 raise
-            future = RecordFuture(batch.result, delta, timestamp)
+            future = RecordFuture(batch, delta, timestamp)
             if on_delivery is not None:
-                batch.result.add_callback(future, on_delivery, True)
+                batch.add_callback(future, on_delivery, True)
             wake = self._reserve(batch, size, opened)
         if wake and self.wakeup is not None:
             self.wakeup()
@@ -376,7 +398,7 @@ class RecordAccumulator(AccumulatorState):
             wake = self._reserve(batch, size, opened)
         if wake and self.wakeup is not None:
             self.wakeup()
-        return RecordFuture(batch.result, delta, timestamp)
+        return RecordFuture(batch, delta, timestamp)
 
     def _open_batch(
         self, topic: str, partition: int, timestamp: int, size: int
@@ -586,7 +608,8 @@ class RecordAccumulator(AccumulatorState):
             parts.append(part)
         parts[0].reserved = batch.reserved // 2
         parts[1].reserved = batch.reserved - parts[0].reserved
-        batch.result.split([(0, parts[0].result), (half, parts[1].result)])
+        batch.split([(0, parts[0]), (half, parts[1])])
+        batch.data = batch.buffer = None  # the parts have the records
         with self._lock:
             self._incomplete.discard(batch)
             self._incomplete.update(parts)
@@ -599,12 +622,14 @@ class RecordAccumulator(AccumulatorState):
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
         """The broker stored the batch (nothing happens if it was failed already)."""
         if self._release(batch):
-            batch.result.complete(base_offset, log_append_time)
+            batch.data = batch.buffer = None  # a future kept by the application keeps the outcome
+            batch.complete(base_offset, log_append_time)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """The batch will not be stored (nothing happens if it was settled already)."""
         if self._release(batch):
-            batch.result.fail(error)
+            batch.data = batch.buffer = None
+            batch.fail(error)
 
     def _release(self, batch: ProducerBatch) -> bool:
         """Give back the batch's share of ``buffer.memory``; False if it was settled already."""
@@ -657,7 +682,7 @@ class RecordAccumulator(AccumulatorState):
         """Make every batch ready at once; returns the results to wait for."""
         with self._lock:
             self._flushes += 1
-            results = [b.result for b in self._incomplete]
+            results: list[BatchResult] = list(self._incomplete)
             wake = not self._wake_pending
             self._wake_pending = True
         if wake and self.wakeup is not None:

@@ -32,13 +32,14 @@ _MAX_TIMESTAMP = (1 << 63) - 1
 
 
 class FutureState:
-    """What a record's future knows: its batch's result, its place in it, its timestamp."""
+    """What a record's future knows: its batch (as its result), its place in it, its
+    timestamp."""
 
     __slots__ = ("_batch", "_index", "_timestamp")
 
     def __init__(self, batch: BatchResult, index: int, timestamp: int) -> None:
         self._batch = batch
-        """The record's BatchResult."""
+        """The record's batch, as its BatchResult."""
         self._index = index
         """The record's offset delta in its batch."""
         self._timestamp = timestamp
@@ -55,7 +56,6 @@ class BatchState:
         "full",
         "max_timestamp",
         "reserved",
-        "result",
         "size",
     )
 
@@ -64,8 +64,6 @@ class BatchState:
     encoded records (offset deltas 0, 1, ...); None once built."""
     count: int
     """Records in the batch."""
-    result: BatchResult
-    """The batch's BatchResult."""
     base_timestamp: int
     """The first record's timestamp (the records' deltas are from it)."""
     max_timestamp: int

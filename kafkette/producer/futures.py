@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -48,39 +48,41 @@ class RecordMetadata:
 
 
 class BatchResult:
-    """The outcome of one batch, shared by the futures of its records."""
+    """The outcome of one batch, shared by the futures of its records: the outcome half
+    of a :class:`~kafkette.producer.accumulator.ProducerBatch`, its base.
 
-    __slots__ = (
-        "_async_event",
-        "_callbacks",
-        "_event",
-        "_parent",
-        "_parts",
-        "_pending_parts",
-        "base_offset",
-        "done",
-        "error",
-        "log_append_time",
-        "partition",
-        "topic",
-    )
+    A batch is its own result, rather than holding one, so that a batch in flight is
+    one object for the garbage collector to count and walk instead of two (a producer
+    sending keyed records to many partitions has tens of thousands in flight). The
+    fields are the batch's slots (set by its constructor); the batch drops its bytes
+    once settled (:meth:`RecordAccumulator.complete
+    <kafkette.producer.accumulator.RecordAccumulator.complete>`), so futures kept by
+    the application keep no more than the outcome alive.
+    """
 
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.error: BaseException | None = None
-        self.done = False
-        self._event: threading.Event | None = None  # made by the first thread that waits
-        self._async_event: anyio.Event | None = None
-        # made by the first callback: most batches have none, and a list per batch would
-        # be one more object for the garbage collector to count and walk while it waits
-        self._callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None = None
-        # a batch the broker found too large is cut in parts: (first index, result)
-        self._parts: list[tuple[int, BatchResult]] | None = None
-        self._pending_parts = 0
-        self._parent: BatchResult | None = None
+    if not TYPE_CHECKING:  # mypy would check the methods' fields against these slots
+        __slots__ = ()
+
+    topic: str
+    partition: int
+    base_offset: int
+    """Where the batch was stored (-1 while unknown)."""
+    log_append_time: int
+    """The broker's append time (-1 unless the topic uses LogAppendTime)."""
+    error: BaseException | None
+    """Why the batch failed (None unless it did)."""
+    done: bool
+    """Whether the batch was acknowledged or failed."""
+    _event: threading.Event | None
+    """Made by the first thread that waits."""
+    _async_event: anyio.Event | None
+    _callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None
+    """Made by the first callback: most batches have none, and a list per batch would be
+    one more object for the garbage collector to count and walk while it waits."""
+    _parts: list[tuple[int, BatchResult]] | None
+    """A batch the broker found too large is cut in parts: (first index, result)."""
+    _pending_parts: int
+    _parent: BatchResult | None
 
     def split(self, parts: list[tuple[int, BatchResult]]) -> None:
         """This batch will be delivered as ``parts`` (first record index, result), in order.

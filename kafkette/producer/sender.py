@@ -619,8 +619,8 @@ class Sender:
                 self.metrics.errors += 1
                 if self.idempotence is not None and batch.base_sequence >= 0:
                     self.idempotence.bump_needed = True  # its sequence left a gap
-                if self.txn is not None and batch.result.error is not None:
-                    self.txn.on_batch_failed(batch.result.error)
+                if self.txn is not None and batch.error is not None:
+                    self.txn.on_batch_failed(batch.error)
             # queued batches only get younger, and retries lower this again
             oldest = self.accumulator.next_expiry_ms(now)
             self._expiry_check_at = now + (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import defaultdict
 
@@ -670,3 +671,24 @@ def test_ready_next_ready_and_drain_apply_one_rule(
         assert acc.next_ready_ms(tps, now) == next_ms
     taken = acc.drain(tps, 1 << 30, now)
     assert [(b.topic, b.partition) for b in taken] == ready
+
+
+def test_a_batch_in_flight_is_one_object_for_the_collector_and_keeps_no_bytes_once_settled() -> (
+    None
+):
+    """The records' futures refer to their batch itself (its result): one object the
+    garbage collector tracks per batch in flight, not a batch and a result; once settled
+    the batch lets go of its bytes, so a future the application keeps holds the outcome
+    only."""
+    acc = make(FakeClock())
+    futures = [acc.append("t", 0, 5, None, b"v%d" % i) for i in range(2)]
+    plain = acc.append_plain("t", 0, 6, b"k", b"w") or acc.append("t", 0, 6, b"k", b"w")
+    [batch] = acc.drain([("t", 0)], 10**6)
+    assert all(f._batch is batch for f in [*futures, plain])
+    tracked = [o for o in gc.get_referents(batch) if gc.is_tracked(o) and not isinstance(o, type)]
+    assert tracked in ([], [("t", 0)])  # the partition's key, shared by its batches
+    assert batch.data is not None
+    acc.complete(batch, 70)
+    assert batch.data is None and batch.buffer is None
+    assert [f.result(0).offset for f in [*futures, plain]] == [70, 71, 72]
+    assert plain.result(0) == RecordMetadata("t", 0, 72, 6)

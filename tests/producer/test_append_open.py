@@ -26,7 +26,7 @@ from kafkette.producer import core as core_module
 from kafkette.producer import speedups as producer_speedups
 from kafkette.producer.accumulator import RecordAccumulator, append_open
 from kafkette.producer.core import ProducerCore
-from kafkette.producer.futures import RecordFuture
+from kafkette.producer.futures import BatchResult, RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner, keyed_partition
 from kafkette.protocol.records import Record as Record_
 from kafkette.protocol.records import RecordBatch, speedups
@@ -78,7 +78,7 @@ def test_the_extension_is_in_use() -> None:
     assert append_open is _accumulate.AccumulatorState.append_open
     assert producer_speedups.append_open is append_open
     assert accumulator.RecordAccumulator.__bases__ == (_accumulate.AccumulatorState,)
-    assert accumulator.ProducerBatch.__bases__ == (_accumulate.BatchState,)
+    assert accumulator.ProducerBatch.__bases__ == (_accumulate.BatchState, BatchResult)
 
 
 _records = st.lists(

@@ -95,10 +95,10 @@ class FakeClock:
 def test_the_copies_run_on_their_bases() -> None:
     assert python_accumulator.RecordFuture.__bases__ == (append_state.FutureState,)
     assert c_accumulator.RecordFuture.__bases__ == (_accumulate.FutureState,)
-    assert python_accumulator.ProducerBatch.__bases__ == (append_state.BatchState,)
+    assert python_accumulator.ProducerBatch.__bases__[0] is append_state.BatchState
     assert python_accumulator.RecordAccumulator.__bases__ == (append_state.AccumulatorState,)
     assert python_accumulator.append_open is None
-    assert c_accumulator.ProducerBatch.__bases__ == (_accumulate.BatchState,)
+    assert c_accumulator.ProducerBatch.__bases__[0] is _accumulate.BatchState
     assert c_accumulator.RecordAccumulator.__bases__ == (_accumulate.AccumulatorState,)
     assert c_accumulator.append_open is _accumulate.AccumulatorState.append_open
 
@@ -112,7 +112,7 @@ def test_the_producer_uses_the_c_types_unless_told_not_to() -> None:
     )
     assert accumulator.ProducerBatch.__bases__ == (
         (_accumulate.BatchState,) if c else (append_state.BatchState,)
-    )
+    ) + (futures_module.BatchResult,)
     assert accumulator.RecordAccumulator.__bases__ == (
         (_accumulate.AccumulatorState,) if c else (append_state.AccumulatorState,)
     )
@@ -144,7 +144,7 @@ def state(acc: Any) -> tuple[Any, ...]:
             b.size,
             b.reserved,
             b.full,
-            b.result.partition,
+            b.partition,
         )
         for tp, queue in acc._queues.items()
         for b in queue

@@ -37,7 +37,7 @@ from kafkette.errors import (
     MessageTooLargeError,
 )
 from kafkette.producer import speedups as producer_speedups
-from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture
+from kafkette.producer.futures import BatchResult, DeliveryCallback, RecordFuture, finish_all
 from kafkette.producer.speedups import AccumulatorState, BatchState
 from kafkette.protocol.records import NO_COMPRESSION, RecordBatch, speedups
 from kafkette.protocol.records.batch_header import TRANSACTIONAL_MASK
@@ -624,6 +624,30 @@ class RecordAccumulator(AccumulatorState):
         if self._release(batch):
             batch.data = batch.buffer = None  # a future kept by the application keeps the outcome
             batch.complete(base_offset, log_append_time)
+
+    def complete_all(self, stored: Sequence[tuple[ProducerBatch, int, int]]) -> None:
+        """:meth:`complete` of each (batch, base offset, log append time), the lock taken
+        once for all (an answer stores a batch per partition, up to thousands)."""
+        settled: list[ProducerBatch] = []
+        with self._lock:
+            incomplete = self._incomplete
+            freed = 0
+            for batch, base_offset, log_append_time in stored:
+                if batch not in incomplete:
+                    continue  # failed already
+                incomplete.discard(batch)
+                freed += batch.reserved
+                batch.data = batch.buffer = None
+                batch.base_offset = base_offset
+                batch.log_append_time = log_append_time
+                settled.append(batch)
+            self._used -= freed
+            room = self.buffer_memory - self._used >= self._resume_room
+            if room and self._waiting:
+                self._space.notify_all()
+        if settled and room and self.on_space is not None:
+            self.on_space()
+        finish_all(settled)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """The batch will not be stored (nothing happens if it was settled already)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -131,6 +131,15 @@ class BatchResult:
             self.done = True
             callbacks, self._callbacks = self._callbacks, None
             event = self._event
+        self._finished(callbacks, event)
+
+    def _finished(
+        self,
+        callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None,
+        event: threading.Event | None,
+    ) -> None:
+        """What follows ``done`` (set under the lock, ``callbacks`` and ``event`` taken
+        there): the waiters woken, the callbacks run, the parent told."""
         if event is not None:
             event.set()
         if self._async_event is not None:
@@ -160,6 +169,27 @@ class BatchResult:
         if self._async_event is None:
             self._async_event = anyio.Event()
         await self._async_event.wait()
+
+
+def finish_all(results: Iterable[BatchResult]) -> None:
+    """:meth:`BatchResult.complete` of many results whose ``base_offset`` and
+    ``log_append_time`` are set: the lock taken once for all (a Produce answer settles
+    a batch per partition, up to thousands), and only those with a waiter, a callback or
+    a parent looked at again."""
+    more: list[tuple[BatchResult, Any, threading.Event | None]] = []
+    with _CALLBACK_LOCK:
+        for result in results:
+            result.done = True
+            if (
+                result._callbacks is not None
+                or result._event is not None
+                or result._async_event is not None
+                or result._parent is not None
+            ):
+                more.append((result, result._callbacks, result._event))
+                result._callbacks = None
+    for result, callbacks, event in more:
+        result._finished(callbacks, event)
 
 
 def _invoke(future: RecordFuture, fn: Callable[..., object], delivery: bool) -> None:

@@ -78,7 +78,7 @@ import logging
 import random
 from asyncio import TimerHandle
 from collections import deque
-from collections.abc import Callable, Container, Coroutine
+from collections.abc import Callable, Container, Coroutine, Iterable
 from typing import Any
 
 import anyio
@@ -1081,6 +1081,19 @@ class Sender:
                     self._succeeded(only, stored.base_offset, stored.log_append_time_ms)
                     return True
         by_tp = {batch.tp: batch for batch in batches}
+        if all(p.error_code == 0 for t in response.responses for p in t.partition_responses):
+            # every partition stored: settled together (one lock for all, not one per batch)
+            settled: list[tuple[ProducerBatch, int, int]] = []
+            for topic in response.responses:
+                name = topic.name
+                for p in topic.partition_responses:
+                    batch = by_tp.pop((name, p.index), None)
+                    if batch is not None:
+                        settled.append((batch, p.base_offset, p.log_append_time_ms))
+            self._succeeded_all(settled)
+            if not by_tp:
+                return True
+            return self._unanswered(by_tp.values())
         hinted: set[PartitionKey] | None = None
         plain = True
         for topic in response.responses:
@@ -1108,15 +1121,40 @@ class Sender:
                     outcome,
                     leader_known=hinted is not None and batch.tp in hinted,
                 )
-        for batch in by_tp.values():
-            plain = False
+        if by_tp:
+            plain = self._unanswered(by_tp.values())
+        return plain
+
+    def _unanswered(self, batches: Iterable[ProducerBatch]) -> bool:
+        """Retry (or fail) the batches an answer left out; False (not every one stored)."""
+        for batch in batches:
             self._retry_or_fail(
                 batch,
                 KafkaConnectionError(
                     f"the broker did not answer for {batch.topic}-{batch.partition}"
                 ),
             )
-        return plain
+        return False
+
+    def _succeeded_all(self, stored: list[tuple[ProducerBatch, int, int]]) -> None:
+        """:meth:`_succeeded` of each (batch, base offset, log append time) of an answer."""
+        idem = self.idempotence
+        resyncing = self._resyncing
+        records = size = 0
+        for batch, _, _ in stored:
+            if idem is not None:
+                idem.acknowledged(batch)
+            if resyncing:
+                resyncing.discard(batch.tp)
+            records += batch.count
+            data = batch.data
+            if data is not None:
+                size += len(data)
+        metrics = self.metrics
+        metrics.batches_sent += len(stored)
+        metrics.records_sent += records
+        metrics.bytes_sent += size
+        self.accumulator.complete_all(stored)
 
     def _succeeded(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if self.idempotence is not None:

@@ -692,3 +692,46 @@ def test_a_batch_in_flight_is_one_object_for_the_collector_and_keeps_no_bytes_on
     assert batch.data is None and batch.buffer is None
     assert [f.result(0).offset for f in [*futures, plain]] == [70, 71, 72]
     assert plain.result(0) == RecordMetadata("t", 0, 72, 6)
+
+
+def test_complete_all_settles_each_batch_as_complete_does() -> None:
+    """An answer's batches settled together: offsets, append times, callbacks, a split
+    batch's parts and its parent, the buffer given back once, a batch failed before left
+    as it is."""
+    acc = make(FakeClock())
+    spaces: list[int] = []
+    acc.on_space = lambda: spaces.append(acc.buffer_used)
+    seen: list[tuple[object, object]] = []
+    callback = acc.append("t", 0, 5, None, b"a", on_delivery=lambda e, m: seen.append((e, m)))
+    plain = acc.append("t", 1, 6, None, b"b")
+    waited = acc.append("t", 1, 7, None, b"c")
+    halves = [acc.append("t", 2, 8 + i, None, b"d%d" % i) for i in range(2)]
+    failed = acc.append("t", 3, 9, None, b"e")
+    first, second, third, fourth = acc.drain([("t", p) for p in range(4)], 10**6)
+    left, right = acc.split(third)
+    assert acc.drain([("t", 2)], 10**6) == [left]
+    assert acc.drain([("t", 2)], 10**6) == [right]
+    error = MessageTooLargeError("t-3")
+    acc.fail(fourth, error)
+    acc.complete(left, 30)
+    assert not halves[1].done() and not third.done
+    event_done: list[bool] = []
+    thread = threading.Thread(target=lambda: event_done.append(waited.result(5) is not None))
+    thread.start()
+    while second._event is None:
+        thread.join(0.001)
+    acc.complete_all([(first, 10, -1), (second, 20, 999), (right, 40, -1), (fourth, 50, -1)])
+    thread.join(5)
+    assert event_done == [True]
+    assert seen == [(None, RecordMetadata("t", 0, 10, 5))]
+    assert [f.result(0) for f in (callback, plain, waited)] == [
+        RecordMetadata("t", 0, 10, 5),
+        RecordMetadata("t", 1, 20, 999),
+        RecordMetadata("t", 1, 21, 999),
+    ]
+    assert [f.result(0).offset for f in halves] == [30, 40]
+    assert third.done and halves[1].done()
+    assert failed.exception(0) is error and fourth.base_offset == -1
+    assert all(b.data is None for b in (first, second, right))
+    assert acc.buffer_used == 0 and acc.incomplete == 0
+    assert spaces[-1] == 0 and len(spaces) == 3  # fail, complete, complete_all: once

@@ -118,6 +118,7 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
         monkeypatch.setattr(BrokerConnection, "submit", submit)
     else:
         monkeypatch.setattr(Sender, "_succeeded", fail)
+        monkeypatch.setattr(Sender, "_succeeded_all", fail)
 
 
 def settings(bootstrap: str, kind: str) -> dict[str, Any]:

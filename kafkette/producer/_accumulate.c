@@ -90,6 +90,16 @@ set_ll(PyObject *self, PyObject *value, void *closure)
 typedef struct {
     PyObject_HEAD
     PyObject *buffer; /* bytearray: the header's bytes reserved, then the records; None once built */
+    /* the fields through which a batch can be in a reference cycle (see batch_new): its
+     * errors (an exception's traceback reaches frames), its waiters' events, its callbacks
+     * (which hold its records' futures, which hold the batch), its parts and its parent */
+    PyObject *error;
+    PyObject *last_error;
+    PyObject *event;
+    PyObject *async_event;
+    PyObject *callbacks;
+    PyObject *parts;
+    PyObject *parent;
     long long count;  /* records in the buffer */
     long long base_timestamp;
     long long max_timestamp;
@@ -102,6 +112,13 @@ static int
 batch_traverse(BatchState *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->buffer);
+    Py_VISIT(self->error);
+    Py_VISIT(self->last_error);
+    Py_VISIT(self->event);
+    Py_VISIT(self->async_event);
+    Py_VISIT(self->callbacks);
+    Py_VISIT(self->parts);
+    Py_VISIT(self->parent);
     return 0;
 }
 
@@ -109,8 +126,52 @@ static int
 batch_clear(BatchState *self)
 {
     Py_CLEAR(self->buffer);
+    Py_CLEAR(self->error);
+    Py_CLEAR(self->last_error);
+    Py_CLEAR(self->event);
+    Py_CLEAR(self->async_event);
+    Py_CLEAR(self->callbacks);
+    Py_CLEAR(self->parts);
+    Py_CLEAR(self->parent);
     return 0;
 }
+
+/* A batch starts untracked by the garbage collector, as CPython's dicts of atomic
+ * values do: a producer sending to many partitions keeps tens of thousands of batches in
+ * flight, and each one tracked is one more for every collection to walk. It can be in no
+ * reference cycle then: what it refers to is its bytes, ints, floats, strings and its
+ * (topic, partition) key, which refer to nothing of it. It is tracked again, for good,
+ * once one of the fields above (through which a cycle can pass) is given anything but
+ * None. The Python subclass's own slots hold such atomic values only (ProducerBatch). */
+static PyObject *
+batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self != NULL)
+        PyObject_GC_UnTrack(self);
+    return self;
+}
+
+static PyObject *
+get_cyclic(PyObject *self, void *closure)
+{
+    PyObject *value = *(PyObject **)((char *)self + (Py_ssize_t)closure);
+    return Py_NewRef(value != NULL ? value : Py_None);
+}
+
+static int
+set_cyclic(PyObject *self, PyObject *value, void *closure)
+{
+    if (value == NULL)
+        value = Py_None; /* del: back to None, as the fallback's slots cannot */
+    if (value != Py_None && !PyObject_GC_IsTracked(self))
+        PyObject_GC_Track(self);
+    Py_XSETREF(*(PyObject **)((char *)self + (Py_ssize_t)closure), Py_NewRef(value));
+    return 0;
+}
+
+#define CYCLIC_FIELD(name, field, doc)                                                            \
+    {name, get_cyclic, set_cyclic, doc, (void *)offsetof(BatchState, field)}
 
 static void
 batch_dealloc(BatchState *self)
@@ -129,6 +190,13 @@ static PyMemberDef batch_members[] = {
 };
 
 static PyGetSetDef batch_getset[] = {
+    CYCLIC_FIELD("error", error, "Why the batch failed (None unless it did)."),
+    CYCLIC_FIELD("last_error", last_error, "The error of the batch's last attempt, or None."),
+    CYCLIC_FIELD("_event", event, "The threading.Event of threads waiting, or None."),
+    CYCLIC_FIELD("_async_event", async_event, "The anyio.Event of tasks waiting, or None."),
+    CYCLIC_FIELD("_callbacks", callbacks, "The records' callbacks not yet run, or None."),
+    CYCLIC_FIELD("_parts", parts, "(first index, part) of a batch cut in parts, or None."),
+    CYCLIC_FIELD("_parent", parent, "The batch this one is a part of, or None."),
     INT_FIELD("count", BatchState, count, "Records in the batch."),
     INT_FIELD("base_timestamp", BatchState, base_timestamp,
               "The first record's timestamp (the records' deltas are from it)."),
@@ -143,7 +211,7 @@ static PyTypeObject BatchStateType = {
     .tp_doc = "The open-batch state of a ProducerBatch (its base class).",
     .tp_basicsize = sizeof(BatchState),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_new = PyType_GenericNew,
+    .tp_new = batch_new,
     .tp_dealloc = (destructor)batch_dealloc,
     .tp_traverse = (traverseproc)batch_traverse,
     .tp_clear = (inquiry)batch_clear,

@@ -100,11 +100,6 @@ class ProducerBatch(BatchState, BatchResult):
     """
 
     __slots__ = (
-        "_async_event",
-        "_callbacks",
-        "_event",
-        "_parent",
-        "_parts",
         "_pending_parts",
         "attempts",
         "base_offset",
@@ -113,8 +108,6 @@ class ProducerBatch(BatchState, BatchResult):
         "created_ms",
         "data",
         "done",
-        "error",
-        "last_error",
         "log_append_time",
         "partition",
         "producer_epoch",

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import anyio
+
     from kafkette.client.metadata import ClusterMetadata, MetadataCache
     from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator
     from kafkette.producer.futures import BatchResult, RecordFuture
@@ -47,13 +49,22 @@ class FutureState:
 
 
 class BatchState:
-    """An open batch's records and counters."""
+    """An open batch's records and counters, and the fields of its outcome through which
+    it can be in a reference cycle (the C type starts a batch untracked by the garbage
+    collector and tracks it once one of them is set to anything but None)."""
 
     __slots__ = (
+        "_async_event",
+        "_callbacks",
+        "_event",
+        "_parent",
+        "_parts",
         "base_timestamp",
         "buffer",
         "count",
+        "error",
         "full",
+        "last_error",
         "max_timestamp",
         "reserved",
         "size",
@@ -74,6 +85,20 @@ class BatchState:
     """Bytes of ``buffer.memory`` the batch's records hold."""
     full: bool
     """Whether no record may be added."""
+    error: BaseException | None
+    """Why the batch failed (None unless it did)."""
+    last_error: BaseException | None
+    """The error of the batch's last attempt, or None."""
+    _event: threading.Event | None
+    """The event of threads waiting for the outcome, or None."""
+    _async_event: anyio.Event | None
+    """The event of tasks waiting for the outcome, or None."""
+    _callbacks: list[tuple[RecordFuture, Callable[..., object], bool]] | None
+    """The records' callbacks not yet run, or None."""
+    _parts: list[tuple[int, BatchResult]] | None
+    """(first record index, part) of a batch cut in parts, or None."""
+    _parent: BatchResult | None
+    """The batch this one is a part of, or None."""
 
 
 class AccumulatorState:

@@ -275,6 +275,45 @@ def test_a_cycle_through_the_wakeup_is_collected() -> None:
     assert gone() is None
 
 
+class _Marker(Exception):
+    pass
+
+
+def _error_reaching(batch: Any) -> weakref.ref[_Marker]:
+    """Give ``batch`` an error whose traceback reaches it back (this call's frame holds
+    it): a reference cycle through the batch; a weak reference to the error."""
+    try:
+        raise _Marker
+    except _Marker as exc:
+        error = exc
+    batch.error = error
+    return weakref.ref(error)
+
+
+def test_a_c_batch_starts_untracked_and_a_cycle_through_it_is_collected() -> None:
+    """A new batch (C) is not tracked by the garbage collector: nothing it refers to can
+    refer back. Given an error, a callback list, an event, parts or a parent, it is
+    tracked again, and a cycle through it collected."""
+    batch = c_accumulator.ProducerBatch("t", 0, 0, 0.0, 5)
+    assert not gc.is_tracked(batch)
+    batch.last_error = None
+    batch.buffer = bytearray(b"x" * 100)
+    assert not gc.is_tracked(batch)
+    for name in ("error", "last_error", "_event", "_async_event", "_callbacks", "_parts"):
+        other = c_accumulator.ProducerBatch("t", 0, 0, 0.0, 5)
+        setattr(other, name, [])
+        assert gc.is_tracked(other), name
+        assert getattr(other, name) == []
+    part = c_accumulator.ProducerBatch("t", 0, 0, 0.0, 5)
+    batch.split([(0, part)])
+    assert gc.is_tracked(batch) and gc.is_tracked(part)
+    lone = c_accumulator.ProducerBatch("t", 0, 0, 0.0, 5)
+    error = _error_reaching(lone)
+    del lone
+    gc.collect()
+    assert error() is None
+
+
 # ---- RouteState: what the common send needs of the producer
 
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkette.protocol import framing
 from kafkette.protocol.errors import FrameTooLargeError, InvalidLengthError, ProtocolError
 from kafkette.protocol.framing import RECEIVE_ROOM, FrameDecoder, encode_frame, frame_parts
 
@@ -481,9 +482,9 @@ def test_a_buffer_a_little_short_of_a_large_frame_grows_for_it() -> None:
 
 
 def test_declared_sizes_reserve_nothing_until_large_frames_begin() -> None:
-    """A small frame, one over 16 MiB and a partial size prefix get room for a read, not
+    """A small frame, one over 64 MiB and a partial size prefix get room for a read, not
     their declared size; an invalid size gets None and raises from feed (and received)."""
-    for declared in (60_000, (16 << 20) + 1):
+    for declared in (60_000, (64 << 20) + 1):
         decoder = FrameDecoder(max_frame_size=1 << 30)
         target = decoder.receive_buffer(room=1000)
         assert target is not None
@@ -563,6 +564,52 @@ def test_after_a_large_frame_a_free_larger_spare_receives_the_next_whole() -> No
     third = decoder.next_frame()
     assert third is not None and third.obj is first_buffer and third.tobytes() == b"C" * size
     assert second.tobytes() == b"B" * size
+
+
+def test_a_fetch_of_50_mib_is_received_into_its_own_buffer_and_kept() -> None:
+    """A frame the size of a fetch at the default fetch.max.bytes (50 MiB, past the 16 MiB
+    this once stopped at) is received, once begun, into one buffer of its size, and that
+    buffer receives the next such frame once nothing views it (no fresh memory)."""
+    size = 50 << 20
+    decoder = FrameDecoder(max_frame_size=1 << 30, spare_buffers=3)
+    buffers: list[object] = []
+    for letter in b"AB":
+        target = decoder.receive_buffer(room=1000)
+        assert target is not None
+        target[:8] = _size(size) + bytes([letter]) * 4
+        del target
+        decoder.received(8)
+        target = decoder.receive_buffer()
+        assert target is not None and target.nbytes == size - 4  # the rest, in one view
+        target[:] = bytes([letter]) * (size - 4)
+        buffers.append(target.obj)
+        del target
+        decoder.received(size - 4)
+        frame = decoder.next_frame()
+        assert frame is not None and frame.obj is buffers[-1]
+        assert frame.nbytes == size and frame[:4].tobytes() == frame[-4:].tobytes()
+        assert frame[-1] == letter
+        del frame
+    assert buffers[1] is buffers[0]
+
+
+def test_kept_buffers_stay_within_their_byte_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Released buffers are kept up to spare_buffers and up to a total of bytes: the
+    oldest kept give way to a newer one that would pass it."""
+    monkeypatch.setattr(framing, "_SPARE_BYTES", 250_000)
+    decoder = FrameDecoder(max_frame_size=1 << 20, spare_buffers=3)
+    frames = []
+    for letter in b"ABC":  # each handed out while the ones before are viewed: three buffers
+        decoder.feed(encode_frame(bytes([letter]) * 100_000))
+        frame = decoder.next_frame()
+        assert frame is not None and frame.tobytes() == bytes([letter]) * 100_000
+        frames.append(frame)
+        del frame
+    owners = [frame.obj for frame in frames]
+    assert len({id(owner) for owner in owners}) == 3
+    kept = decoder._spares
+    assert sum(map(len, kept)) <= 250_000
+    assert [any(k is o for k in kept) for o in owners] == [False, True, True]
 
 
 @settings(max_examples=60, deadline=None)

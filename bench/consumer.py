@@ -21,9 +21,13 @@ in its own process on the same cores. ``bench/clients.py`` runs this half after
 its producers, against the same broker; alone:
 
     .venv/bin/python bench/consumer.py [--records 500000] [--repeat 5] [--only kafkette-sync]
-        [--batches "16 KiB"]
+        [--batches "16 KiB"] [--partitions 1000]
 
 ``--records`` is the count of 100 B records; the 1 KiB topic holds 2/5 as many.
+``--partitions N`` gives each topic N partitions, filled with keyed records (1,000,000 keys,
+Java's murmur2 partitioner), and every consumer is assigned all of them: what a consumer
+pays per partition and per small batch (at 1,000 partitions and 16 KiB batches, 500 records
+of 100 B make about 4 batches of 125 records per partition).
 By default kafkette-sync, kafkette-async and confluent-kafka run; ``--only``
 picks (aiokafka and kafka-python too).
 """
@@ -44,7 +48,7 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkette import AsyncConsumer, Consumer, TopicPartition
+from kafkette import AdminClient, AsyncConsumer, Consumer, NewTopic, TopicPartition
 from tests.brokers import BrokerProcess
 
 TIMEOUT_S = 300.0
@@ -54,8 +58,19 @@ SIZES = {"100 B": 100, "1 KiB": 1024}
 
 
 def fill(
-    bootstrap: str, topic: str, records: int, value_size: int, batch_size: int = 1 << 20
+    bootstrap: str,
+    topic: str,
+    records: int,
+    value_size: int,
+    batch_size: int = 1 << 20,
+    partitions: int = 1,
 ) -> None:
+    """Write ``records`` values of ``value_size`` bytes to ``topic`` (created with
+    ``partitions`` partitions), to partition 0 or, past one partition, where murmur2 puts
+    each record's key."""
+    if partitions > 1:
+        with AdminClient(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([NewTopic(topic, partitions, 1)])
     producer = ConfluentProducer(
         {
             "bootstrap.servers": bootstrap,
@@ -63,13 +78,15 @@ def fill(
             "batch.size": batch_size,
             "acks": 1,
             "queue.buffering.max.messages": 1_000_000,
+            "partitioner": "murmur2_random",  # Java's (librdkafka's default is crc32)
         }
     )
     value = b"v" * value_size
+    chosen = {"partition": 0} if partitions == 1 else {}
     for i in range(records):
         while True:
             try:
-                producer.produce(topic, value=value, key=b"key-%06d" % (i % 1_000_000), partition=0)
+                producer.produce(topic, value=value, key=b"key-%06d" % (i % 1_000_000), **chosen)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -85,11 +102,13 @@ def deadline_passed(start: float) -> bool:
     return time.perf_counter() - start > TIMEOUT_S
 
 
-def kafkette_sync(bootstrap: str, topic: str, records: int, value_size: int) -> Timing:
+def kafkette_sync(
+    bootstrap: str, topic: str, records: int, value_size: int, partitions: int = 1
+) -> Timing:
     start, cpu = time.perf_counter(), time.process_time()
     count = size = 0
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition(topic, 0)])
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while count < records and not deadline_passed(start):
             for batch in consumer.poll(timeout_ms=1000).values():
                 count += len(batch)
@@ -100,12 +119,14 @@ def kafkette_sync(bootstrap: str, topic: str, records: int, value_size: int) -> 
     return elapsed
 
 
-def kafkette_async(bootstrap: str, topic: str, records: int, value_size: int) -> Timing:
+def kafkette_async(
+    bootstrap: str, topic: str, records: int, value_size: int, partitions: int = 1
+) -> Timing:
     async def run() -> Timing:
         start, cpu = time.perf_counter(), time.process_time()
         count = size = 0
         async with AsyncConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
-            c.assign([TopicPartition(topic, 0)])
+            c.assign([TopicPartition(topic, p) for p in range(partitions)])
             while count < records and not deadline_passed(start):
                 for batch in (await c.poll(timeout_ms=1000)).values():
                     count += len(batch)
@@ -118,7 +139,9 @@ def kafkette_async(bootstrap: str, topic: str, records: int, value_size: int) ->
     return asyncio.run(run())
 
 
-def confluent(bootstrap: str, topic: str, records: int, value_size: int) -> Timing:
+def confluent(
+    bootstrap: str, topic: str, records: int, value_size: int, partitions: int = 1
+) -> Timing:
     start, cpu = time.perf_counter(), time.process_time()
     consumer = ConfluentConsumer(
         {
@@ -132,7 +155,7 @@ def confluent(bootstrap: str, topic: str, records: int, value_size: int) -> Timi
             "fetch.queue.backoff.ms": 10,
         }
     )
-    consumer.assign([ConfluentTopicPartition(topic, 0, 0)])
+    consumer.assign([ConfluentTopicPartition(topic, p, 0) for p in range(partitions)])
     count = size = 0
     while count < records and not deadline_passed(start):
         for message in consumer.consume(num_messages=1000, timeout=1.0):
@@ -146,7 +169,9 @@ def confluent(bootstrap: str, topic: str, records: int, value_size: int) -> Timi
     return elapsed
 
 
-def aiokafka(bootstrap: str, topic: str, records: int, value_size: int) -> Timing:
+def aiokafka(
+    bootstrap: str, topic: str, records: int, value_size: int, partitions: int = 1
+) -> Timing:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition as AioTopicPartition
 
@@ -156,8 +181,7 @@ def aiokafka(bootstrap: str, topic: str, records: int, value_size: int) -> Timin
             bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
         )
         await consumer.start()
-        tp = AioTopicPartition(topic, 0)
-        consumer.assign([tp])
+        consumer.assign([AioTopicPartition(topic, p) for p in range(partitions)])
         count = size = 0
         try:
             while count < records and not deadline_passed(start):
@@ -174,7 +198,9 @@ def aiokafka(bootstrap: str, topic: str, records: int, value_size: int) -> Timin
     return asyncio.run(run())
 
 
-def kafka_python(bootstrap: str, topic: str, records: int, value_size: int) -> Timing:
+def kafka_python(
+    bootstrap: str, topic: str, records: int, value_size: int, partitions: int = 1
+) -> Timing:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTopicPartition
 
@@ -182,7 +208,7 @@ def kafka_python(bootstrap: str, topic: str, records: int, value_size: int) -> T
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
     )
-    consumer.assign([KpTopicPartition(topic, 0)])
+    consumer.assign([KpTopicPartition(topic, p) for p in range(partitions)])
     count = size = 0
     while count < records and not deadline_passed(start):
         for batch in consumer.poll(timeout_ms=1000).values():
@@ -195,7 +221,7 @@ def kafka_python(bootstrap: str, topic: str, records: int, value_size: int) -> T
     return elapsed
 
 
-CONSUMERS: dict[str, Callable[[str, str, int, int], Timing]] = {
+CONSUMERS: dict[str, Callable[[str, str, int, int, int], Timing]] = {
     "kafkette-sync": kafkette_sync,
     "kafkette-async": kafkette_async,
     "confluent-kafka": confluent,
@@ -264,30 +290,39 @@ def bench_consumers(
     repeat: int,
     only: list[str],
     batch_sizes: Sequence[str] = tuple(BATCH_SIZES),
+    partitions: int = 1,
 ) -> None:
     """Fill the topics, run the consumers in ``repeat`` alternating rounds and print the
     median and best of each beside confluent-kafka's."""
     for batches in batch_sizes:
-        _bench_batches(bootstrap, records_100b, repeat, only, batches)
+        _bench_batches(bootstrap, records_100b, repeat, only, batches, partitions)
 
 
 def _bench_batches(
-    bootstrap: str, records_100b: int, repeat: int, only: list[str], batches: str
+    bootstrap: str,
+    records_100b: int,
+    repeat: int,
+    only: list[str],
+    batches: str,
+    partitions: int,
 ) -> None:
     names = [n for n in CONSUMERS if n in (only or DEFAULT_CONSUMERS)]
     counts = {"100 B": records_100b, "1 KiB": max(records_100b * 2 // 5, 1)}
     for label, value_size in SIZES.items():
-        topic = f"bench-consume-{value_size}-{BATCH_SIZES[batches]}"
+        topic = f"bench-consume-{value_size}-{BATCH_SIZES[batches]}-{partitions}"
         records = counts[label]
-        fill(bootstrap, topic, records, value_size, BATCH_SIZES[batches])
+        fill(bootstrap, topic, records, value_size, BATCH_SIZES[batches], partitions)
         runs: dict[str, list[Timing]] = {name: [] for name in names}
         for round_number in range(repeat):
             turn = round_number % len(names)
             for name in names[turn:] + names[:turn]:
-                runs[name].append(CONSUMERS[name](bootstrap, topic, records, value_size))
+                runs[name].append(
+                    CONSUMERS[name](bootstrap, topic, records, value_size, partitions)
+                )
+        spread = "one partition" if partitions == 1 else f"{partitions:,} partitions, keyed"
         title = (
             f"consumer, {records:,} records of {label} in batches of up to {batches}, "
-            f"one partition, {repeat} alternating rounds"
+            f"{spread}, {repeat} alternating rounds"
         )
         print_runs(title, records, runs)
 
@@ -304,10 +339,23 @@ def main() -> None:
         choices=list(BATCH_SIZES),
         help="the producer's batch.size when filling (default: each)",
     )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=1,
+        help="partitions of each topic; past 1 the records are keyed (default: 1)",
+    )
     args = parser.parse_args()
+    if args.partitions < 1:
+        parser.error("--partitions must be at least 1")
     with BrokerProcess() as broker:
         bench_consumers(
-            broker.bootstrap, args.records, args.repeat, args.only, args.batches or BATCH_SIZES
+            broker.bootstrap,
+            args.records,
+            args.repeat,
+            args.only,
+            args.batches or BATCH_SIZES,
+            args.partitions,
         )
 
 

@@ -100,12 +100,29 @@ typedef struct {
     PyObject *callbacks;
     PyObject *parts;
     PyObject *parent;
+    /* what the sender and the outcome need: atomic values only (see batch_new) */
+    PyObject *topic;     /* str */
+    PyObject *partition; /* int */
+    PyObject *tp;        /* (topic, partition), shared by the partition's batches */
+    PyObject *data;      /* the built batch (bytearray or bytes), or None */
     long long count;  /* records in the buffer */
     long long base_timestamp;
     long long max_timestamp;
     long long size;     /* bytes of the batch if built now, before compression */
     long long reserved; /* buffer.memory held by the batch's records */
+    long long compression;
+    long long attempts;
+    long long base_sequence;
+    long long producer_id;
+    long long producer_epoch;
+    long long base_offset;
+    long long log_append_time;
+    long long pending_parts;
+    double created_ms;
+    double retry_at_ms;
     char full;
+    char transactional;
+    char done;
 } BatchState;
 
 static int
@@ -119,6 +136,10 @@ batch_traverse(BatchState *self, visitproc visit, void *arg)
     Py_VISIT(self->callbacks);
     Py_VISIT(self->parts);
     Py_VISIT(self->parent);
+    Py_VISIT(self->topic);
+    Py_VISIT(self->partition);
+    Py_VISIT(self->tp);
+    Py_VISIT(self->data);
     return 0;
 }
 
@@ -133,6 +154,10 @@ batch_clear(BatchState *self)
     Py_CLEAR(self->callbacks);
     Py_CLEAR(self->parts);
     Py_CLEAR(self->parent);
+    Py_CLEAR(self->topic);
+    Py_CLEAR(self->partition);
+    Py_CLEAR(self->tp);
+    Py_CLEAR(self->data);
     return 0;
 }
 
@@ -173,6 +198,62 @@ set_cyclic(PyObject *self, PyObject *value, void *closure)
 #define CYCLIC_FIELD(name, field, doc)                                                            \
     {name, get_cyclic, set_cyclic, doc, (void *)offsetof(BatchState, field)}
 
+/* A new batch's fields, as ProducerBatch(topic, partition, compression, now_ms,
+ * first_timestamp, tp) sets them (`tp` made when NULL); 0, or -1 on an error. */
+static int
+batch_fill(BatchState *self, PyObject *topic, PyObject *partition, PyObject *tp,
+           long long compression, double now_ms, long long first_timestamp)
+{
+    PyObject *buffer = PyByteArray_FromStringAndSize(NULL, BATCH_OVERHEAD);
+    if (buffer == NULL)
+        return -1;
+    memset(PyByteArray_AS_STRING(buffer), 0, BATCH_OVERHEAD);
+    if (tp == NULL) {
+        tp = PyTuple_Pack(2, topic, partition);
+        if (tp == NULL) {
+            Py_DECREF(buffer);
+            return -1;
+        }
+    }
+    else
+        Py_INCREF(tp);
+    Py_XSETREF(self->buffer, buffer);
+    Py_XSETREF(self->tp, tp);
+    Py_XSETREF(self->topic, Py_NewRef(topic));
+    Py_XSETREF(self->partition, Py_NewRef(partition));
+    Py_CLEAR(self->data);
+    self->compression = compression;
+    self->count = 0;
+    self->base_timestamp = self->max_timestamp = first_timestamp;
+    self->created_ms = now_ms;
+    self->reserved = 0;
+    self->size = BATCH_OVERHEAD;
+    self->full = 0;
+    self->attempts = 0;
+    self->retry_at_ms = 0.0;
+    self->base_sequence = self->producer_id = self->producer_epoch = -1;
+    self->transactional = 0;
+    self->base_offset = self->log_append_time = -1;
+    self->done = 0;
+    self->pending_parts = 0;
+    return 0;
+}
+
+static int
+batch_init(BatchState *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"topic",           "partition", "compression", "now_ms",
+                            "first_timestamp", "tp",        NULL};
+    PyObject *topic, *partition, *tp = Py_None;
+    long long compression, first_timestamp;
+    double now_ms;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLdL|O:ProducerBatch", names, &topic,
+                                     &partition, &compression, &now_ms, &first_timestamp, &tp))
+        return -1;
+    return batch_fill(self, topic, partition, tp == Py_None ? NULL : tp, compression, now_ms,
+                      first_timestamp);
+}
+
 static void
 batch_dealloc(BatchState *self)
 {
@@ -186,6 +267,19 @@ static PyMemberDef batch_members[] = {
      "The batch's bytes as a bytearray: BATCH_OVERHEAD bytes reserved for the header, then\n"
      "the encoded records (offset deltas 0, 1, ...); None once built."},
     {"full", T_BOOL, offsetof(BatchState, full), 0, "Whether no record may be added."},
+    {"topic", T_OBJECT, offsetof(BatchState, topic), 0, "The batch's topic."},
+    {"partition", T_OBJECT, offsetof(BatchState, partition), 0, "The batch's partition."},
+    {"tp", T_OBJECT, offsetof(BatchState, tp), 0,
+     "(topic, partition), shared by the partition's batches."},
+    {"data", T_OBJECT, offsetof(BatchState, data), 0,
+     "The built batch (compressed), or None until built and once settled."},
+    {"created_ms", T_DOUBLE, offsetof(BatchState, created_ms), 0,
+     "When the batch was opened (ms, the accumulator's clock)."},
+    {"retry_at_ms", T_DOUBLE, offsetof(BatchState, retry_at_ms), 0,
+     "When its retry's backoff ends (ms), 0 before a retry."},
+    {"transactional", T_BOOL, offsetof(BatchState, transactional), 0,
+     "Whether it is sent in a transaction."},
+    {"done", T_BOOL, offsetof(BatchState, done), 0, "Whether it was acknowledged or failed."},
     {NULL},
 };
 
@@ -203,6 +297,15 @@ static PyGetSetDef batch_getset[] = {
     INT_FIELD("max_timestamp", BatchState, max_timestamp, "The highest timestamp of the records."),
     INT_FIELD("size", BatchState, size, "Bytes of the batch if built now, before compression."),
     INT_FIELD("reserved", BatchState, reserved, "Bytes of buffer.memory the batch's records hold."),
+    INT_FIELD("compression", BatchState, compression, "Its compression codec's id."),
+    INT_FIELD("attempts", BatchState, attempts, "Retries made."),
+    INT_FIELD("base_sequence", BatchState, base_sequence, "Its first sequence number, or -1."),
+    INT_FIELD("producer_id", BatchState, producer_id, "The producer id it was sent with, or -1."),
+    INT_FIELD("producer_epoch", BatchState, producer_epoch, "That id's epoch, or -1."),
+    INT_FIELD("base_offset", BatchState, base_offset, "Where it was stored (-1: unknown)."),
+    INT_FIELD("log_append_time", BatchState, log_append_time,
+              "The broker's append time, or -1."),
+    INT_FIELD("_pending_parts", BatchState, pending_parts, "Its parts not yet settled."),
     {NULL},
 };
 
@@ -212,6 +315,7 @@ static PyTypeObject BatchStateType = {
     .tp_basicsize = sizeof(BatchState),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_new = batch_new,
+    .tp_init = (initproc)batch_init,
     .tp_dealloc = (destructor)batch_dealloc,
     .tp_traverse = (traverseproc)batch_traverse,
     .tp_clear = (inquiry)batch_clear,

@@ -95,71 +95,12 @@ class ProducerBatch(BatchState, BatchResult):
     them, offset deltas 0, 1, ...) with their count and first and highest
     timestamps; :meth:`build` writes the header and CRC into that buffer once,
     when the batch is drained (or compresses it into a new one), so a sent
-    batch is one buffer and no record leaves an object behind. The fields the
-    C append works on are its base's (:class:`BatchState`).
+    batch is one buffer and no record leaves an object behind. Its fields, and its
+    constructor ``ProducerBatch(topic, partition, compression, now_ms, first_timestamp,
+    tp=None)``, are its base's (:class:`BatchState`, in C with the extension).
     """
 
-    __slots__ = (
-        "_pending_parts",
-        "attempts",
-        "base_offset",
-        "base_sequence",
-        "compression",
-        "created_ms",
-        "data",
-        "done",
-        "log_append_time",
-        "partition",
-        "producer_epoch",
-        "producer_id",
-        "retry_at_ms",
-        "topic",
-        "tp",
-        "transactional",
-    )
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        compression: int,
-        now_ms: float,
-        first_timestamp: int,
-        tp: PartitionKey | None = None,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.tp: PartitionKey = (topic, partition) if tp is None else tp
-        """(topic, partition), made once (or given, by the append that looked the queue up
-        with it): the sender's per-request bookkeeping reads it."""
-        self.compression = compression
-        self.buffer = bytearray(BATCH_OVERHEAD)
-        self.count = 0
-        self.base_timestamp = first_timestamp
-        self.max_timestamp = first_timestamp
-        self.created_ms = now_ms
-        self.reserved = 0
-        self.size = BATCH_OVERHEAD  # bytes of the batch if built now, before compression
-        self.full = False
-        self.data: bytearray | None = None
-        self.attempts = 0
-        self.last_error: BaseException | None = None
-        self.retry_at_ms = 0.0
-        self.base_sequence = -1
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.transactional = False
-        # the result's fields (BatchResult)
-        self.base_offset = -1
-        self.log_append_time = -1
-        self.error = None
-        self.done = False
-        self._event = None
-        self._async_event = None
-        self._callbacks = None
-        self._parts = None
-        self._pending_parts = 0
-        self._parent = None
+    __slots__ = ()
 
     @property
     def record_count(self) -> int:

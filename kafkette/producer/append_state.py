@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kafkette.protocol.records.default_records import RESERVED_HEADER
+
 if TYPE_CHECKING:
     import anyio
 
@@ -49,9 +51,11 @@ class FutureState:
 
 
 class BatchState:
-    """An open batch's records and counters, and the fields of its outcome through which
-    it can be in a reference cycle (the C type starts a batch untracked by the garbage
-    collector and tracks it once one of them is set to anything but None)."""
+    """A batch's records, counters and outcome: what the C append works on, what the
+    sender reads and writes, and the result's fields (the C type starts a batch untracked
+    by the garbage collector and tracks it once one of the fields through which it can be
+    in a reference cycle, ``error`` to ``_parent``, is set to anything but None; the
+    others hold atomic values only)."""
 
     __slots__ = (
         "_async_event",
@@ -59,17 +63,82 @@ class BatchState:
         "_event",
         "_parent",
         "_parts",
+        "_pending_parts",
+        "attempts",
+        "base_offset",
+        "base_sequence",
         "base_timestamp",
         "buffer",
+        "compression",
         "count",
+        "created_ms",
+        "data",
+        "done",
         "error",
         "full",
         "last_error",
+        "log_append_time",
         "max_timestamp",
+        "partition",
+        "producer_epoch",
+        "producer_id",
         "reserved",
+        "retry_at_ms",
         "size",
+        "topic",
+        "tp",
+        "transactional",
     )
 
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        compression: int,
+        now_ms: float,
+        first_timestamp: int,
+        tp: tuple[str, int] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.tp = (topic, partition) if tp is None else tp
+        self.compression = compression
+        self.buffer = bytearray(RESERVED_HEADER)
+        self.count = 0
+        self.base_timestamp = first_timestamp
+        self.max_timestamp = first_timestamp
+        self.created_ms = float(now_ms)
+        self.reserved = 0
+        self.size = RESERVED_HEADER
+        self.full = False
+        self.data = None
+        self.attempts = 0
+        self.last_error = None
+        self.retry_at_ms = 0.0
+        self.base_sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.transactional = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error = None
+        self.done = False
+        self._event = None
+        self._async_event = None
+        self._callbacks = None
+        self._parts = None
+        self._pending_parts = 0
+        self._parent = None
+
+    topic: str
+    """The batch's topic."""
+    partition: int
+    """The batch's partition."""
+    tp: tuple[str, int]
+    """(topic, partition), made once per partition (or given, by the append that looked the
+    queue up with it): the sender's per-request bookkeeping reads it."""
+    compression: int
+    """Its compression codec's id."""
     buffer: bytearray | None
     """The batch's bytes: ``BATCH_OVERHEAD`` bytes reserved for the header, then the
     encoded records (offset deltas 0, 1, ...); None once built."""
@@ -79,12 +148,34 @@ class BatchState:
     """The first record's timestamp (the records' deltas are from it)."""
     max_timestamp: int
     """The highest timestamp of the records."""
+    created_ms: float
+    """When the batch was opened (ms, the accumulator's clock)."""
     size: int
     """Bytes of the batch if built now, before compression."""
     reserved: int
     """Bytes of ``buffer.memory`` the batch's records hold."""
     full: bool
     """Whether no record may be added."""
+    data: bytearray | None
+    """The built batch (compressed), or None until built and once settled."""
+    attempts: int
+    """Retries made."""
+    retry_at_ms: float
+    """When its retry's backoff ends (ms), 0 before a retry."""
+    base_sequence: int
+    """Its first sequence number, or -1."""
+    producer_id: int
+    """The producer id it was sent with, or -1."""
+    producer_epoch: int
+    """That id's epoch, or -1."""
+    transactional: bool
+    """Whether it is sent in a transaction."""
+    base_offset: int
+    """Where it was stored (-1: unknown)."""
+    log_append_time: int
+    """The broker's append time, or -1."""
+    done: bool
+    """Whether it was acknowledged or failed."""
     error: BaseException | None
     """Why the batch failed (None unless it did)."""
     last_error: BaseException | None
@@ -97,6 +188,8 @@ class BatchState:
     """The records' callbacks not yet run, or None."""
     _parts: list[tuple[int, BatchResult]] | None
     """(first record index, part) of a batch cut in parts, or None."""
+    _pending_parts: int
+    """Its parts not yet settled."""
     _parent: BatchResult | None
     """The batch this one is a part of, or None."""
 

@@ -405,6 +405,16 @@ typedef struct {
     long long batch_size;
     char closed;
     char wake_pending;
+    /* what opening a batch needs (open_batch) */
+    PyObject *clock;      /* () -> ms */
+    PyObject *keys;       /* dict: (topic, partition) -> itself, the key its batches share */
+    PyObject *incomplete; /* set of the batches not yet settled */
+    PyObject *wake_at;    /* callable or None, see RecordAccumulator.wake_at */
+    PyObject *batch_type; /* ProducerBatch */
+    long long compression;
+    long long flushes;
+    long long max_record;
+    double linger_ms;
     /* the last partition appended to: its queue, found in `cached_queues` under
      * (cached_topic, cached_partition) -- a queue of _queues is never replaced or
      * removed, so while _queues is that dict the deque is still the partition's */
@@ -416,7 +426,7 @@ typedef struct {
 
 static PyObject *future_type;
 static PyObject *str_acquire, *str_release, *str_locked, *str_snapshot, *str_partition,
-    *str_append_plain, *str_routes, *str_add_callback;
+    *str_append_plain, *str_routes, *str_add_callback, *str_append, *str_pop;
 static PyTypeObject *deque_type; /* collections.deque, for PyDeque_CheckExact_ */
 #define PyDeque_CheckExact_(op) (deque_type != NULL && Py_IS_TYPE((op), deque_type))
 
@@ -430,6 +440,11 @@ accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
     Py_VISIT(self->cached_topic);
     Py_VISIT(self->cached_partition);
     Py_VISIT(self->cached_queue);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->incomplete);
+    Py_VISIT(self->wake_at);
+    Py_VISIT(self->batch_type);
     return 0;
 }
 
@@ -443,6 +458,11 @@ accumulator_clear(AccumulatorState *self)
     Py_CLEAR(self->cached_topic);
     Py_CLEAR(self->cached_partition);
     Py_CLEAR(self->cached_queue);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->incomplete);
+    Py_CLEAR(self->wake_at);
+    Py_CLEAR(self->batch_type);
     return 0;
 }
 
@@ -540,14 +560,104 @@ find_queue(AccumulatorState *acc, PyObject *queues, PyObject *topic, PyObject *p
     return queue;
 }
 
+/* Whether open_batch has what it needs (a RecordAccumulator's, not another subclass's). */
+static int
+can_open(AccumulatorState *acc)
+{
+    return acc->clock != NULL && acc->keys != NULL && PyDict_CheckExact(acc->keys)
+           && acc->incomplete != NULL && PySet_CheckExact(acc->incomplete)
+           && acc->batch_type != NULL && PyType_Check(acc->batch_type)
+           && PyType_IsSubtype((PyTypeObject *)acc->batch_type, &BatchStateType);
+}
+
+/* RecordAccumulator._open_batch's new batch, under the lock: `prev` (the queue's last
+ * batch, or NULL) closed, a batch for the record of timestamp `ts` opened at the clock's
+ * time at the end of `queue` and counted as incomplete. A new reference, NULL on an
+ * error. Runs Python code (the clock), which the lock-free append must not. */
+static PyObject *
+open_batch(AccumulatorState *acc, PyObject *queue, PyObject *topic, PyObject *partition,
+           BatchState *prev, long long ts)
+{
+    PyObject *tp;
+    if (prev != NULL && prev->tp != NULL)
+        tp = Py_NewRef(prev->tp); /* the key its partition's batches share, from _keys */
+    else {
+        PyObject *key = PyTuple_Pack(2, topic, partition);
+        if (key == NULL)
+            return NULL;
+        tp = PyDict_SetDefault(acc->keys, key, key); /* borrowed */
+        Py_XINCREF(tp);
+        Py_DECREF(key);
+        if (tp == NULL)
+            return NULL;
+    }
+    if (prev != NULL)
+        prev->full = 1;
+    PyObject *now = PyObject_CallNoArgs(acc->clock);
+    double now_ms = now == NULL ? -1.0 : PyFloat_AsDouble(now);
+    Py_XDECREF(now);
+    if (now == NULL || (now_ms == -1.0 && PyErr_Occurred())) {
+        Py_DECREF(tp);
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)acc->batch_type;
+    PyObject *batch = type->tp_alloc(type, 0);
+    if (batch == NULL) {
+        Py_DECREF(tp);
+        return NULL;
+    }
+    PyObject_GC_UnTrack(batch); /* as batch_new */
+    int filled = batch_fill((BatchState *)batch, topic, partition, tp, acc->compression, now_ms, ts);
+    Py_DECREF(tp);
+    if (filled < 0) {
+        Py_DECREF(batch);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallMethodOneArg(queue, str_append, batch);
+    if (r == NULL) {
+        Py_DECREF(batch);
+        return NULL;
+    }
+    Py_DECREF(r);
+    if (PySet_Add(acc->incomplete, batch) < 0) {
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        Py_XDECREF(PyObject_CallMethodNoArgs(queue, str_pop));
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+        Py_DECREF(batch);
+        return NULL;
+    }
+    return batch;
+}
+
+/* RecordAccumulator._drop_if_empty of a batch just opened for a record that could not be
+ * added (an error is set, and kept). */
+static void
+drop_opened(AccumulatorState *acc, PyObject *queue, PyObject *batch)
+{
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *popped = PyObject_CallMethodNoArgs(queue, str_pop);
+    if (popped == NULL)
+        PyErr_Clear();
+    Py_XDECREF(popped);
+    if (PySet_Discard(acc->incomplete, batch) < 0)
+        PyErr_Clear();
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
 /* Under the lock (or with the lock free and the GIL held, see add_to_open_batch): add
  * the record to the open batch, as `future` (allocated by the caller, its fields unset).
  * 1 when added (with *batch_out set and `future` filled), 0 when the Python path must
- * take it, -1 on an error. Runs no Python code and allocates nothing the garbage
- * collector tracks, so that nothing here lets another thread run. */
+ * take it, -1 on an error. Without `may_open` (the lock-free append) it runs no Python
+ * code and allocates nothing the garbage collector tracks, so that nothing here lets
+ * another thread run; with it (under the lock), a partition with a queue whose last batch
+ * is closed, full, or has no room for the record gets its next batch here
+ * (RecordAccumulator._open_batch's work) and the sender's wake-up is decided as
+ * RecordAccumulator._reserve decides it (which may call wake_at). */
 static int
 append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
-              long long ts, PyObject *key, PyObject *value, long long size,
+              long long ts, PyObject *key, PyObject *value, long long size, int may_open,
               FutureState *future, PyObject **batch_out, int *wake_out)
 {
     if (acc->closed || acc->used + size > acc->buffer_memory)
@@ -559,26 +669,45 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     if (queue == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_ssize_t queued = PySequence_Size(queue);
-    if (queued <= 0)
-        return queued < 0 ? -1 : 0;
-    PyObject *last = PySequence_GetItem(queue, queued - 1); /* new reference */
-    if (last == NULL)
+    if (queued < 0)
         return -1;
-    if (!PyObject_TypeCheck(last, &BatchStateType)) {
-        Py_DECREF(last);
-        return 0;
+    PyObject *last = NULL; /* new reference */
+    BatchState *batch = NULL;
+    if (queued > 0) {
+        last = PySequence_GetItem(queue, queued - 1);
+        if (last == NULL)
+            return -1;
+        if (!PyObject_TypeCheck(last, &BatchStateType)) {
+            Py_DECREF(last);
+            return 0;
+        }
+        batch = (BatchState *)last;
     }
-    BatchState *batch = (BatchState *)last;
+    int opened = 0;
+    if (batch == NULL || batch->full || batch->buffer == NULL
+        || !PyByteArray_CheckExact(batch->buffer) || batch->size + size > acc->batch_size
+        || batch->count >= INT32_MAX) {
+        /* the next batch, opened here when the Python path would open one (it takes the
+         * rest: an empty batch takes any record, a record larger than max_record) */
+        int closes = batch == NULL || batch->full
+                     || (batch->size + size > acc->batch_size && batch->size != BATCH_OVERHEAD);
+        if (!may_open || !closes || size + BATCH_OVERHEAD > acc->max_record || !can_open(acc)) {
+            Py_XDECREF(last);
+            return 0;
+        }
+        PyObject *next = open_batch(acc, queue, topic, partition, batch, ts);
+        Py_XDECREF(last);
+        if (next == NULL)
+            return -1;
+        last = next;
+        batch = (BatchState *)last;
+        opened = 1;
+    }
     PyObject *buffer = batch->buffer;
-    if (batch->full || buffer == NULL || !PyByteArray_CheckExact(buffer)
-        || batch->size + size > acc->batch_size || batch->count >= INT32_MAX) {
-        Py_DECREF(last); /* the Python path closes this batch and opens the next */
-        return 0;
-    }
     long long delta = batch->count, ts_delta;
     if (__builtin_sub_overflow(ts, batch->base_timestamp, &ts_delta)) {
         Py_DECREF(last); /* a timestamp delta past 64 bits: the Python path's business */
-        return 0;
+        return 0;     /* (never in a batch opened here: its base is this timestamp) */
     }
     /* the record as encode_record writes it: length, attributes, timestamp and offset
      * deltas, key, value, no headers */
@@ -597,6 +726,8 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     Py_ssize_t raw_size = length_size + body_size;
     Py_ssize_t end = PyByteArray_GET_SIZE(buffer);
     if (grow_buffer(buffer, end + raw_size, (Py_ssize_t)acc->batch_size) < 0) {
+        if (opened)
+            drop_opened(acc, queue, last);
         Py_DECREF(last);
         return -1;
     }
@@ -604,6 +735,8 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     if (index == NULL) {
         Py_SET_SIZE(buffer, end); /* the bytes added are not used */
         PyByteArray_AS_STRING(buffer)[end] = '\0';
+        if (opened)
+            drop_opened(acc, queue, last);
         Py_DECREF(last);
         return -1;
     }
@@ -633,9 +766,32 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         batch->max_timestamp = ts;
     batch->reserved += size;
     acc->used += size;
+    /* RecordAccumulator._reserve's wake-up: a batch full, or one opened, unless wake_at
+     * will have the sender look by its linger's end */
     int wake = 0;
     if (batch->size >= acc->batch_size) {
         batch->full = 1;
+        wake = 1;
+    }
+    else if (opened) {
+        wake = 1;
+        if (!acc->wake_pending && acc->wake_at != NULL && acc->wake_at != Py_None
+            && acc->linger_ms > 0 && acc->flushes == 0 && !acc->closed
+            && PySequence_Size(queue) == 1) { /* else the one before it is full */
+            PyObject *at = PyFloat_FromDouble(batch->created_ms + acc->linger_ms);
+            PyObject *told = at == NULL ? NULL : PyObject_CallOneArg(acc->wake_at, at);
+            Py_XDECREF(at);
+            int later = told == NULL ? -1 : PyObject_IsTrue(told);
+            Py_XDECREF(told);
+            if (later < 0) { /* the record is in its batch, as in the Python path */
+                Py_DECREF(last);
+                return -1;
+            }
+            if (later)
+                wake = 0;
+        }
+    }
+    if (wake) {
         wake = !acc->wake_pending;
         acc->wake_pending = 1;
     }
@@ -711,17 +867,18 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
         Py_DECREF(future);
         return NULL;
     }
+    status = 0;
     if (free) {
-        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size,
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size, 0,
                                (FutureState *)future, &batch, &wake);
     }
-    else {
+    if (status == 0) { /* under the lock, where the next batch may be opened */
         if (call_method0(lock, str_acquire) < 0) {
             Py_DECREF(lock);
             Py_DECREF(future);
             return NULL;
         }
-        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size,
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size, 1,
                                (FutureState *)future, &batch, &wake);
         if (status > 0 && on_delivery != Py_None) {
             /* as append's add_callback after batch.add: should it fail (no memory), the
@@ -799,6 +956,16 @@ static PyMemberDef accumulator_members[] = {
     {"_closed", T_BOOL, offsetof(AccumulatorState, closed), 0, "Whether records are refused."},
     {"_wake_pending", T_BOOL, offsetof(AccumulatorState, wake_pending), 0,
      "Whether the sender was woken and has not looked yet."},
+    {"clock", T_OBJECT, offsetof(AccumulatorState, clock), 0, "() -> now, in ms."},
+    {"_keys", T_OBJECT, offsetof(AccumulatorState, keys), 0,
+     "(topic, partition) -> itself: the key a partition's batches share."},
+    {"_incomplete", T_OBJECT, offsetof(AccumulatorState, incomplete), 0,
+     "The batches not yet acknowledged or failed."},
+    {"wake_at", T_OBJECT, offsetof(AccumulatorState, wake_at), 0,
+     "Told the end of a new batch's linger (see RecordAccumulator), or None."},
+    {"_batch_type", T_OBJECT, offsetof(AccumulatorState, batch_type), 0,
+     "The class of the batches opened (ProducerBatch)."},
+    {"linger_ms", T_DOUBLE, offsetof(AccumulatorState, linger_ms), 0, "linger.ms."},
     {NULL},
 };
 
@@ -807,6 +974,10 @@ static PyGetSetDef accumulator_getset[] = {
               "Bytes of records accepted and not yet acknowledged or failed."),
     INT_FIELD("buffer_memory", AccumulatorState, buffer_memory, "buffer.memory: the bound of _used."),
     INT_FIELD("batch_size", AccumulatorState, batch_size, "batch.size: a batch this large is full."),
+    INT_FIELD("compression", AccumulatorState, compression, "The batches' compression codec id."),
+    INT_FIELD("_flushes", AccumulatorState, flushes, "Flushes in progress."),
+    INT_FIELD("_max_record", AccumulatorState, max_record,
+              "The largest record (in its batch): min(buffer.memory, max.request.size)."),
     {NULL},
 };
 
@@ -1334,9 +1505,11 @@ PyInit__accumulate(void)
     str_append_plain = PyUnicode_InternFromString("append_plain");
     str_routes = PyUnicode_InternFromString("routes");
     str_add_callback = PyUnicode_InternFromString("add_callback");
+    str_append = PyUnicode_InternFromString("append");
+    str_pop = PyUnicode_InternFromString("pop");
     if (str_acquire == NULL || str_release == NULL || str_locked == NULL || str_snapshot == NULL
         || str_partition == NULL || str_append_plain == NULL || str_routes == NULL
-        || str_add_callback == NULL)
+        || str_add_callback == NULL || str_append == NULL || str_pop == NULL)
         return NULL;
     PyObject *collections = PyImport_ImportModule("collections");
     if (collections == NULL)

@@ -175,23 +175,15 @@ class RecordAccumulator(AccumulatorState):
     """
 
     __slots__ = (
-        "_flushes",
-        "_incomplete",
-        "_keys",
-        "_max_record",
         "_refusal",
         "_resume_room",
         "_space",
         "_wait",
         "_waiting",
-        "clock",
-        "compression",
         "delivery_timeout_ms",
-        "linger_ms",
         "max_block_ms",
         "max_request_size",
         "on_space",
-        "wake_at",
     )
 
     def __init__(
@@ -219,7 +211,7 @@ class RecordAccumulator(AccumulatorState):
         self.clock = clock
         self.wakeup = wakeup
         self.on_space: Callable[[], object] | None = None
-        self.wake_at: Callable[[float], bool] | None = None
+        self.wake_at = None
         """Told, under the lock, the end of a new batch's linger (ms, this clock), instead
         of ``wakeup`` at once: True when it will have the sender look by then (a sync
         producer's :class:`~kafkette.client.linger_alarm.LingerAlarm`), False when the
@@ -230,10 +222,9 @@ class RecordAccumulator(AccumulatorState):
         self._waiting = 0
         """Appends waiting on ``_space`` (a release notifies only when there are some)."""
         self._queues = {}
-        self._keys: dict[PartitionKey, PartitionKey] = {}
-        """Each partition's key, made once: the batches opened for it share it (a tuple per
-        batch would be one more object for the garbage collector to count while in flight)."""
-        self._incomplete: set[ProducerBatch] = set()
+        self._keys = {}
+        self._incomplete = set()
+        self._batch_type = ProducerBatch
         self._used = 0
         self._resume_room = min(buffer_memory, max(batch_size, buffer_memory // RESUME_SHARE))
         self._flushes = 0

@@ -198,13 +198,22 @@ class AccumulatorState:
     """The queues of batches and the accounting of ``buffer.memory``, under one lock."""
 
     __slots__ = (
+        "_batch_type",
         "_closed",
+        "_flushes",
+        "_incomplete",
+        "_keys",
         "_lock",
+        "_max_record",
         "_queues",
         "_used",
         "_wake_pending",
         "batch_size",
         "buffer_memory",
+        "clock",
+        "compression",
+        "linger_ms",
+        "wake_at",
         "wakeup",
     )
 
@@ -225,6 +234,25 @@ class AccumulatorState:
     """Whether records are refused."""
     _wake_pending: bool
     """Whether the sender was woken and has not looked yet."""
+    clock: Callable[[], float]
+    """Now, in ms (the batches' creation times, their lingers)."""
+    _keys: dict[tuple[str, int], tuple[str, int]]
+    """Each partition's key, made once: the batches opened for it share it (a tuple per
+    batch would be one more object for the garbage collector to count while in flight)."""
+    _incomplete: set[ProducerBatch]
+    """The batches not yet acknowledged or failed (queued, drained or in flight)."""
+    wake_at: Callable[[float], bool] | None
+    """See ``RecordAccumulator.wake_at``."""
+    _batch_type: type[ProducerBatch]
+    """The class of the batches opened (``ProducerBatch``; the C append opens them too)."""
+    compression: int
+    """The batches' compression codec id."""
+    linger_ms: float
+    """``linger.ms``."""
+    _flushes: int
+    """Flushes in progress (every batch is ready while there is one)."""
+    _max_record: int
+    """The largest record, in its batch: min(``buffer.memory``, ``max.request.size``)."""
 
 
 class RouteState:

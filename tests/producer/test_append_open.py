@@ -10,9 +10,11 @@ same moments.
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import pytest
@@ -141,7 +143,6 @@ def test_declines_and_changes_nothing_when_python_must_decide() -> None:
         len(woken),
     )
     declined: list[tuple[Any, object, object]] = [
-        (2, None, b"y" * 100),  # no room left in the batch: the next one opens in Python
         (2, "text", b"v"),  # a key that is not bytes
         (2, None, bytearray(b"v")),  # nor a value
         (2.5, None, b"v"),  # a timestamp that is not an int
@@ -161,15 +162,24 @@ def test_declines_and_changes_nothing_when_python_must_decide() -> None:
     acc.buffer_memory = acc.buffer_used + 21  # room for 0 more bytes of key and value
     assert c_append(acc, "t", 0, 2, None, b"v") is None
     acc.buffer_memory = 1_000
+    acc.batch_size = 50  # an empty batch takes any record, which Python decides
+    empty = acc.append_plain("t", 1, 1, None, b"x" * 100)
+    assert empty is not None and empty._batch.full
+    acc._queues[("t", 1)][-1].full = False
+    empty._batch.count, empty._batch.size = 0, 61
+    assert c_append(acc, "t", 1, 2, None, b"y" * 100) is None
+    acc.batch_size = 200
+    acc._max_record = 61 + 21  # a record larger than max.request.size or buffer.memory
     batch.full = True
     assert c_append(acc, "t", 0, 2, None, b"v") is None
     batch.full = False
+    acc._max_record = 1_000
     acc.close()
     assert c_append(acc, "t", 0, 2, None, b"v") is None
     assert (bytes(batch.buffer or b""), batch.count) == state[:2]
 
 
-def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
+def test_adds_to_the_open_batch_and_opens_the_next_one() -> None:
     acc, woken = make(batch_size=240)
     opened = acc.append_plain("t", 0, 5, b"k", b"a" * 50)  # opens: wakes
     assert opened is not None and len(woken) == 1
@@ -184,13 +194,59 @@ def test_adds_to_the_open_batch_and_leaves_the_next_one_to_python() -> None:
     assert batch.size == 61 + 58 + 57 + 47  # the records as encoded
     assert acc.buffer_used == batch.reserved == 3 * 21 + 1 + 140
     assert len(woken) == 1  # adding to an open batch does not wake the sender
-    assert c_append(acc, "t", 0, 8, None, b"d") is None  # 223 + 22 > 240
-    fourth = acc.append_plain("t", 0, 8, None, b"d")
+    acc.clock.now = 1003.0  # type: ignore[attr-defined]
+    fourth = c_append(acc, "t", 0, 8, None, b"d")  # 223 + 22 > 240: the next batch
     assert fourth is not None and batch.full and len(woken) == 2
+    nxt = fourth._batch
+    assert acc._queues[("t", 0)] == deque([batch, nxt]) and acc.incomplete == 2
+    assert (nxt.tp, nxt.topic, nxt.partition) == (("t", 0), "t", 0) and nxt.tp is batch.tp
+    assert (nxt.created_ms, nxt.base_timestamp, nxt.count, nxt.full) == (1003.0, 8, 1, False)
+    assert not gc.is_tracked(nxt) and type(nxt) is type(batch)
+    assert acc.buffer_used == 3 * 21 + 1 + 140 + 22
     parsed = [(r.offset, r.timestamp, r.key, r.value) for r in _records_of(batch)]
     assert parsed == [(0, 5, b"k", b"a" * 50), (1, 7, None, b"b" * 50), (2, 6, None, b"c" * 40)]
     acc.complete(batch, 40)
     assert [f.result(0).offset for f in (opened, second, third)] == [40, 41, 42]
+    assert [r.value for r in _records_of(nxt)] == [b"d"]
+    # an empty queue (its batches drained): the next batch shares the partition's key
+    acc.ready(0)
+    acc._queues[("t", 0)].clear()
+    fifth = c_append(acc, "t", 0, 9, None, b"e")
+    assert fifth is not None and fifth._batch.tp is batch.tp and len(woken) == 3
+
+
+def test_a_batch_opened_in_c_wakes_the_sender_as_python_would() -> None:
+    """A linger alarm (wake_at) that will have the sender look spares the wake-up, one
+    that cannot does not; a flush, or a batch behind a full one, wakes at once."""
+    told: list[float] = []
+    answers = [True, False]
+
+    def wake_at(at: float) -> bool:
+        told.append(at)
+        return answers.pop(0)
+
+    acc, woken = make(batch_size=100)
+    acc.append_plain("t", 0, 1, None, b"a")  # the partition's queue, then drained
+    acc.wake_at = wake_at
+    acc.ready(0)
+    acc.drain([("t", 0)], 1 << 20)
+    woken.clear()
+    assert c_append(acc, "t", 0, 2, None, b"b") is not None
+    assert (told, woken) == ([1005.0], [])  # told the linger's end instead of waking
+    acc.drain([("t", 0)], 1 << 20)
+    assert c_append(acc, "t", 0, 3, None, b"c") is not None
+    assert (told, woken) == ([1005.0, 1005.0], [1])  # the alarm could not: woken now
+    acc.ready(0)
+    assert c_append(acc, "t", 0, 4, None, b"x" * 60) is not None  # fills: the next opens
+    assert len(told) == 2 and woken == [1, 1]  # behind a full batch: woken, not told
+    acc.ready(0)
+    acc.drain([("t", 0)], 1 << 20)
+    acc.drain([("t", 0)], 1 << 20)
+    acc.begin_flush()
+    acc.ready(0)
+    acc.drain([("t", 0)], 1 << 20)
+    assert c_append(acc, "t", 0, 5, None, b"d") is not None
+    assert len(told) == 2 and woken == [1, 1, 1, 1]  # a flush: woken at once
 
 
 def test_each_partition_gets_its_records_whichever_was_appended_to_last() -> None:

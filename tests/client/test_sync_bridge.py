@@ -6,6 +6,7 @@ import ctypes
 import functools
 import sys
 import threading
+import time
 
 import anyio
 import pytest
@@ -167,3 +168,76 @@ def test_an_asyncio_loop_times_short_waits_to_the_microsecond() -> None:
 def timer_slack_ns() -> int:
     """The calling thread's timer slack (prctl PR_GET_TIMERSLACK)."""
     return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))
+
+
+def test_a_call_from_the_loops_own_thread_raises_instead_of_waiting_forever() -> None:
+    loop = BackgroundLoop("test")
+    try:
+
+        async def nested() -> None:
+            loop.call(anyio.sleep, 0)
+
+        with pytest.raises(RuntimeError, match="its own thread"):
+            loop.call(nested)
+        assert loop.call(run_plain, lambda: 7) == 7  # the loop is still fine
+    finally:
+        loop.close()
+
+
+def test_a_call_the_loop_never_started_fails_when_the_loop_ends() -> None:
+    """A call handed over as the loop ends (its callback never runs) is released with
+    "closed", not left waiting."""
+    loop = BackgroundLoop("test")
+    loop._call_soon = lambda callback: None  # handed over, never run
+    outcome: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            loop.call(anyio.sleep, 0)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not loop._calls and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert loop._calls  # the caller waits
+    loop.close()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    assert "closed" in str(outcome[0])
+
+
+def test_an_interrupted_call_cancels_its_task_in_the_loop() -> None:
+    """Ctrl-C while a sync call waits raises KeyboardInterrupt in the caller and cancels
+    the call's task in the loop (in a child process: the signal goes to its main thread)."""
+    import subprocess
+
+    code = (
+        "import signal, threading, anyio\n"
+        "from kafkette.client.sync_bridge import BackgroundLoop\n"
+        "loop = BackgroundLoop('test')\n"
+        "started, cancelled = threading.Event(), threading.Event()\n"
+        "async def forever():\n"
+        "    started.set()\n"
+        "    try:\n"
+        "        await anyio.sleep_forever()\n"
+        "    finally:\n"
+        "        cancelled.set()\n"
+        "def interrupt():\n"
+        "    started.wait(10)\n"
+        "    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)\n"
+        "threading.Thread(target=interrupt).start()\n"
+        "try:\n"
+        "    loop.call(forever)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', cancelled.wait(10))\n"
+        "loop.close()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "interrupted True"

@@ -18,15 +18,18 @@
  * Python for when the extension is not used.
  *
  * AccumulatorState.append_open(topic, partition, timestamp, key, value) does
- * what RecordAccumulator.append_plain does when the partition's last batch is
- * open and has room: under the lock (or, for the partition it appended to last,
- * with the lock free and the GIL held throughout) it checks buffer.memory, encodes the record
- * at the end of the batch's buffer (as kafkette.protocol.records' encode_record
- * writes a record without headers, byte for byte), updates the batch's size and
- * timestamps and the accounting, and returns the record's RecordFuture. In
- * every other case (no open batch, no room, the producer closed, a key or
- * value that is not bytes) it changes nothing and returns None, for the Python
- * method to do the same work (opening the next batch, waking the sender) or to
+ * what RecordAccumulator.append_plain does for a partition that has a queue: under the
+ * lock (or, for a partition of the topic it appended to last whose queue it remembers
+ * and an open batch with room, with the lock free and the GIL held throughout) it checks
+ * buffer.memory, closes the last batch and opens the next when the record does not fit
+ * (under the lock, RecordAccumulator._open_batch's work, the sender woken or its linger
+ * alarm told as RecordAccumulator._reserve does), encodes the record at the end of the
+ * batch's buffer (as kafkette.protocol.records' encode_record writes a record without
+ * headers, byte for byte), updates the batch's size and timestamps and the accounting,
+ * and returns the record's RecordFuture. In every other case (a partition's first
+ * record, an empty batch given a record larger than batch.size, a record too large, no
+ * room in buffer.memory, the producer closed, a key or value that is not bytes) it
+ * changes nothing and returns None, for the Python method to do the same work or to
  * send the record the general way. Given a delivery callback too, it always takes
  * the lock and registers the callback on the batch (its result) before it lets go.
  *
@@ -415,13 +418,12 @@ typedef struct {
     long long flushes;
     long long max_record;
     double linger_ms;
-    /* the last partition appended to: its queue, found in `cached_queues` under
-     * (cached_topic, cached_partition) -- a queue of _queues is never replaced or
-     * removed, so while _queues is that dict the deque is still the partition's */
+    /* the queues of the last topic appended to, found in `cached_queues`: a list indexed
+     * by partition, a queue or None -- a queue of _queues is never replaced or removed,
+     * so while _queues is that dict the deque is still the partition's */
     PyObject *cached_queues;
     PyObject *cached_topic;
-    PyObject *cached_partition;
-    PyObject *cached_queue;
+    PyObject *cached_list;
 } AccumulatorState;
 
 static PyObject *future_type;
@@ -438,8 +440,7 @@ accumulator_traverse(AccumulatorState *self, visitproc visit, void *arg)
     Py_VISIT(self->wakeup);
     Py_VISIT(self->cached_queues);
     Py_VISIT(self->cached_topic);
-    Py_VISIT(self->cached_partition);
-    Py_VISIT(self->cached_queue);
+    Py_VISIT(self->cached_list);
     Py_VISIT(self->clock);
     Py_VISIT(self->keys);
     Py_VISIT(self->incomplete);
@@ -456,8 +457,7 @@ accumulator_clear(AccumulatorState *self)
     Py_CLEAR(self->wakeup);
     Py_CLEAR(self->cached_queues);
     Py_CLEAR(self->cached_topic);
-    Py_CLEAR(self->cached_partition);
-    Py_CLEAR(self->cached_queue);
+    Py_CLEAR(self->cached_list);
     Py_CLEAR(self->clock);
     Py_CLEAR(self->keys);
     Py_CLEAR(self->incomplete);
@@ -537,26 +537,59 @@ grow_buffer(PyObject *buffer, Py_ssize_t size, Py_ssize_t cap)
     return 0;
 }
 
+#define MAX_REMEMBERED 65536 /* partitions of a topic whose queues are remembered */
+
+/* The remembered queue of (topic, partition) in `queues` (borrowed), or NULL (no error
+ * set): pointers compared and a list indexed, no key made, hashed or compared, no
+ * Python code run. */
+static PyObject *
+remembered_queue(AccumulatorState *acc, PyObject *queues, PyObject *topic, PyObject *partition)
+{
+    if (acc->cached_queues != queues || acc->cached_topic != topic || acc->cached_list == NULL
+        || !PyLong_CheckExact(partition))
+        return NULL;
+    int overflow;
+    long index = PyLong_AsLongAndOverflow(partition, &overflow);
+    if (overflow || index < 0 || index >= PyList_GET_SIZE(acc->cached_list))
+        return NULL;
+    PyObject *queue = PyList_GET_ITEM(acc->cached_list, index);
+    return queue == Py_None ? NULL : queue;
+}
+
 /* The deque of (topic, partition) in `queues` (borrowed), NULL when there is none (or
- * on an error); the last one found is remembered, which saves a common send making,
- * hashing and comparing a key. Under the lock. */
+ * on an error); the queues of the last topic found are remembered by partition, which
+ * saves a common send making, hashing and comparing a key. Under the lock. */
 static PyObject *
 find_queue(AccumulatorState *acc, PyObject *queues, PyObject *topic, PyObject *partition)
 {
-    if (acc->cached_queues == queues && acc->cached_topic == topic
-        && acc->cached_partition == partition)
-        return acc->cached_queue;
+    PyObject *queue = remembered_queue(acc, queues, topic, partition);
+    if (queue != NULL)
+        return queue;
     PyObject *tp = PyTuple_Pack(2, topic, partition);
     if (tp == NULL)
         return NULL;
-    PyObject *queue = PyDict_GetItemWithError(queues, tp); /* borrowed */
+    queue = PyDict_GetItemWithError(queues, tp); /* borrowed */
     Py_DECREF(tp);
-    if (queue != NULL) {
+    if (queue == NULL || !PyLong_CheckExact(partition))
+        return queue;
+    Py_ssize_t index = PyLong_AsSsize_t(partition);
+    if (index < 0 || index >= MAX_REMEMBERED) {
+        PyErr_Clear();
+        return queue;
+    }
+    if (acc->cached_queues != queues || acc->cached_topic != topic || acc->cached_list == NULL) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL)
+            return NULL;
+        Py_XSETREF(acc->cached_list, list);
         Py_XSETREF(acc->cached_queues, Py_NewRef(queues));
         Py_XSETREF(acc->cached_topic, Py_NewRef(topic));
-        Py_XSETREF(acc->cached_partition, Py_NewRef(partition));
-        Py_XSETREF(acc->cached_queue, Py_NewRef(queue));
     }
+    PyObject *list = acc->cached_list;
+    while (PyList_GET_SIZE(list) <= index)
+        if (PyList_Append(list, Py_None) < 0)
+            return NULL;
+    PyList_SetItem(list, index, Py_NewRef(queue)); /* replaces a None */
     return queue;
 }
 
@@ -803,17 +836,16 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
 /* Whether `lock` (a threading.Lock) is free and this append may do without it: the GIL,
  * held from here to the end of append_locked (which lets no other thread run), then
  * keeps out every other thread, and one in a critical section would hold the lock. Only
- * for a partition whose queue is the one remembered (its look-up compares pointers, no
- * key's __eq__ runs). 1 when free, 0 when held (or another build), -1 on an error. */
+ * for a partition whose queue is remembered (its look-up compares pointers and indexes a
+ * list, no key's __eq__ runs). 1 when free, 0 when held (or another build), -1 on an error. */
 static int
 lock_is_free(AccumulatorState *acc, PyObject *lock, PyObject *topic, PyObject *partition)
 {
 #ifdef Py_GIL_DISABLED
     return 0;
 #else
-    if (acc->cached_queues != acc->queues || acc->cached_topic != topic
-        || acc->cached_partition != partition || acc->cached_queue == NULL
-        || !PyDeque_CheckExact_(acc->cached_queue))
+    PyObject *queue = remembered_queue(acc, acc->queues, topic, partition);
+    if (queue == NULL || !PyDeque_CheckExact_(queue))
         return 0;
     PyObject *held = PyObject_CallMethodNoArgs(lock, str_locked);
     if (held == NULL)

@@ -311,13 +311,14 @@ class CountingLock:
         return self.lock.locked()
 
 
-def test_a_free_lock_is_not_taken_for_the_remembered_partition() -> None:
-    """With the lock free, the C append to the partition it appended to last holds the
-    GIL throughout instead of taking the lock (an acquire and a release a record); to
-    another partition it takes the lock. The records land as with the lock."""
+def test_a_free_lock_is_not_taken_for_a_remembered_partition() -> None:
+    """With the lock free, the C append to a partition whose queue it remembers (the
+    topic it appended to last) holds the GIL throughout instead of taking the lock (an
+    acquire and a release a record); to another topic's, or to a partition not seen yet,
+    it takes the lock. The records land as with the lock."""
     acc, _ = make(batch_size=16_384)
-    for partition in (0, 1):
-        assert acc.append_plain("t", partition, 1, None, b"first") is not None
+    for topic, partition in (("t", 0), ("t", 1), ("u", 0)):
+        assert acc.append_plain(topic, partition, 1, None, b"first") is not None
     lock = CountingLock()
     acc._lock = lock  # type: ignore[assignment]
     assert c_append(acc, "t", 0, 2, None, b"0") is not None  # not remembered yet: locked
@@ -325,11 +326,19 @@ def test_a_free_lock_is_not_taken_for_the_remembered_partition() -> None:
     for i in range(5):
         assert c_append(acc, "t", 0, 2, None, b"%d" % (i + 1)) is not None
     assert lock.acquired == 1
-    assert c_append(acc, "t", 1, 2, None, b"x") is not None  # another partition: locked
+    assert c_append(acc, "t", 1, 2, None, b"x") is not None  # not seen yet: locked
     assert lock.acquired == 2
-    expected = [b"first", *(b"%d" % i for i in range(6))]
+    assert c_append(acc, "t", 1, 2, None, b"y") is not None  # now remembered
+    assert c_append(acc, "t", 0, 2, None, b"6") is not None  # both are
+    assert lock.acquired == 2
+    assert c_append(acc, "u", 0, 2, None, b"z") is not None  # another topic: locked
+    assert lock.acquired == 3
+    assert c_append(acc, "t", 0, 2, None, b"7") is not None  # its topic's left: locked
+    assert lock.acquired == 4
+    expected = [b"first", *(b"%d" % i for i in range(8))]
     assert [r.value for r in _records_of(acc._queues[("t", 0)][-1])] == expected
-    assert [r.value for r in _records_of(acc._queues[("t", 1)][-1])] == [b"first", b"x"]
+    assert [r.value for r in _records_of(acc._queues[("t", 1)][-1])] == [b"first", b"x", b"y"]
+    assert [r.value for r in _records_of(acc._queues[("u", 0)][-1])] == [b"first", b"z"]
 
 
 def _records_of(batch: accumulator.ProducerBatch) -> list[Record_]:

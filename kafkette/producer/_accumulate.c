@@ -1434,37 +1434,24 @@ put_be(unsigned char *out, unsigned long long value, int bytes)
  * producer_epoch, base_sequence): True once the header and CRC are written; False, with
  * nothing written, for what the Python builder must take (a field out of range, a buffer
  * that is not a bytearray or has no room for the header), which raises the right error */
-static PyObject *
-write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* The header and CRC of a batch without compression written into `buffer`'s reserved
+ * front: 1 when written, 0 (nothing written) for a field out of range or a buffer that
+ * is not a bytearray or has no room for the header, -1 on an error. */
+static int
+write_header_fields(PyObject *buffer, long long count, long long base_timestamp,
+                    long long max_timestamp, long long attributes, long long producer_id,
+                    long long epoch, long long sequence)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "write_header(buffer, count, base_timestamp, max_timestamp, attributes, "
-                        "producer_id, producer_epoch, base_sequence) takes 8 arguments");
-        return NULL;
-    }
-    PyObject *buffer = args[0];
     if (!PyByteArray_CheckExact(buffer))
-        Py_RETURN_FALSE;
-    long long v[7];
-    for (int i = 0; i < 7; i++) {
-        if (!PyLong_CheckExact(args[i + 1]))
-            Py_RETURN_FALSE;
-        v[i] = PyLong_AsLongLong(args[i + 1]);
-        if (v[i] == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            Py_RETURN_FALSE;
-        }
-    }
-    long long count = v[0], attributes = v[3], epoch = v[5], sequence = v[6];
+        return 0;
     Py_ssize_t size = PyByteArray_GET_SIZE(buffer);
     if (size < BATCH_OVERHEAD || size - LOG_OVERHEAD > INT32_MAX || count < 1
         || count > INT32_MAX || attributes < INT16_MIN || attributes > INT16_MAX
         || epoch < INT16_MIN || epoch > INT16_MAX || sequence < INT32_MIN || sequence > INT32_MAX)
-        Py_RETURN_FALSE;
+        return 0;
     Py_buffer view;
     if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) /* no resize while the CRC runs */
-        return NULL;
+        return -1;
     unsigned char *out = view.buf;
     put_be(out, 0, 8);                                      /* base offset */
     put_be(out + 8, (unsigned long long)(size - LOG_OVERHEAD), 4); /* batch length */
@@ -1472,9 +1459,9 @@ write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     out[16] = 2;                                            /* magic */
     put_be(out + 21, (unsigned long long)attributes, 2);
     put_be(out + 23, (unsigned long long)(count - 1), 4);   /* last offset delta */
-    put_be(out + 27, (unsigned long long)v[1], 8);          /* base timestamp */
-    put_be(out + 35, (unsigned long long)v[2], 8);          /* max timestamp */
-    put_be(out + 43, (unsigned long long)v[4], 8);          /* producer id */
+    put_be(out + 27, (unsigned long long)base_timestamp, 8);
+    put_be(out + 35, (unsigned long long)max_timestamp, 8);
+    put_be(out + 43, (unsigned long long)producer_id, 8);
     put_be(out + 51, (unsigned long long)epoch, 2);
     put_be(out + 53, (unsigned long long)sequence, 4);
     put_be(out + 57, (unsigned long long)count, 4);
@@ -1486,10 +1473,67 @@ write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t narg
     Py_XDECREF(crc);
     if (crc == NULL || (value == (unsigned long)-1 && PyErr_Occurred())) {
         PyBuffer_Release(&view);
-        return NULL;
+        return -1;
     }
     put_be(out + CRC_OFFSET, value & 0xffffffffUL, 4);
     PyBuffer_Release(&view);
+    return 1;
+}
+
+/* write_header(buffer, count, base_timestamp, max_timestamp, attributes, producer_id,
+ * producer_epoch, base_sequence): True once the header and CRC are written; False, with
+ * nothing written, for what the Python builder must take (a field out of range, a buffer
+ * that is not a bytearray or has no room for the header), which raises the right error */
+static PyObject *
+write_header(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "write_header(buffer, count, base_timestamp, max_timestamp, attributes, "
+                        "producer_id, producer_epoch, base_sequence) takes 8 arguments");
+        return NULL;
+    }
+    long long v[7];
+    for (int i = 0; i < 7; i++) {
+        if (!PyLong_CheckExact(args[i + 1]))
+            Py_RETURN_FALSE;
+        v[i] = PyLong_AsLongLong(args[i + 1]);
+        if (v[i] == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    int written = write_header_fields(args[0], v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+    if (written < 0)
+        return NULL;
+    return PyBool_FromLong(written);
+}
+
+#define TRANSACTIONAL_MASK 0x10
+
+/* build_plain(batch): ProducerBatch.build of a batch without compression, from its C
+ * fields: its header written into its buffer, which becomes its data (True); False, with
+ * nothing changed, for what build() must take (compressed, built already, a field out of
+ * range). */
+static PyObject *
+build_plain(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &BatchStateType))
+        Py_RETURN_FALSE;
+    BatchState *batch = (BatchState *)arg;
+    if (batch->compression != 0 || (batch->data != NULL && batch->data != Py_None)
+        || batch->buffer == NULL)
+        Py_RETURN_FALSE;
+    int written = write_header_fields(
+        batch->buffer, batch->count, batch->base_timestamp, batch->max_timestamp,
+        batch->transactional ? TRANSACTIONAL_MASK : 0, batch->producer_id,
+        batch->producer_epoch, batch->base_sequence);
+    if (written < 0)
+        return NULL;
+    if (!written)
+        Py_RETURN_FALSE;
+    Py_XSETREF(batch->data, batch->buffer);
+    batch->buffer = NULL;
     Py_RETURN_TRUE;
 }
 
@@ -1513,6 +1557,12 @@ static PyMethodDef accumulate_methods[] = {
      "reserved front (base offset 0, no partition leader epoch), as\n"
      "kafkette.protocol.records.default_records.build_reserved does: True; False, with\n"
      "nothing written, for a field out of range (for that function to refuse)."},
+    {"build_plain", build_plain, METH_O,
+     "build_plain(batch)\n"
+     "--\n\n"
+     "ProducerBatch.build of a batch without compression, from its fields: its header and\n"
+     "CRC written into its buffer, which becomes its data (True); False, with nothing\n"
+     "changed, for build() to take (compressed, built already, a field out of range)."},
     {"bind", bind, METH_O,
      "bind(RecordFuture)\n"
      "--\n\n"

@@ -37,6 +37,9 @@ def write_header(
 ) -> bool:
     """A batch's header and CRC written into ``buffer``'s reserved front; False if not."""
 
+def build_plain(batch: object, /) -> bool:
+    """ProducerBatch.build of a batch without compression, from its fields; False if not."""
+
 def bind(future: type, /) -> None:
     """The future class ``append_open`` makes."""
 

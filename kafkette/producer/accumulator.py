@@ -61,6 +61,9 @@ RESUME_SHARE = 8
 
 _encode_plain = speedups.encode_record
 """The C encoder of a record without headers (None without the extension)."""
+_build_plain = producer_speedups.build_plain
+"""The C :meth:`ProducerBatch.build` of a batch without compression (None without the
+extension)."""
 _write_header = producer_speedups.write_header
 """The C writer of an uncompressed batch's header (None without the extension): what
 :func:`build_reserved` does, without its calls of Python functions per batch."""
@@ -490,10 +493,12 @@ class RecordAccumulator(AccumulatorState):
                 batch.full = True
                 taken.append(batch)
                 total += size
+        build_plain = _build_plain
         for batch in taken:
             if prepare is not None:
                 prepare(batch)
-            batch.build()
+            if build_plain is None or not build_plain(batch):
+                batch.build()
         return taken
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:

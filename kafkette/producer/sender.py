@@ -668,7 +668,11 @@ class Sender:
                 self._held = True
                 continue
             if len(tps) > 1:
-                self.rng.shuffle(tps)  # no partition always last in line for the request size
+                # no partition always last in line for the request size: a random start
+                # (a shuffle cost ~0.5 us a partition, each pass, at 1,000 partitions)
+                start = self.rng.randrange(len(tps))
+                if start:
+                    tps = tps[start:] + tps[:start]
             corked = self._cork(tg, node)
             try:
                 more = self._send_to(tg, node, tps, max_in_flight, now, corked, delays)
@@ -968,6 +972,18 @@ class Sender:
                 config.acks,
                 config.request_timeout_ms,
                 [TopicProduceData(only.topic, [PartitionProduceData(only.partition, only.data)])],
+            )
+        topic = batches[0].topic
+        if all(batch.topic == topic for batch in batches):  # one topic: the common request
+            return ProduceRequest(
+                config.transactional_id,
+                config.acks,
+                config.request_timeout_ms,
+                [
+                    TopicProduceData(
+                        topic, [PartitionProduceData(b.partition, b.data) for b in batches]
+                    )
+                ],
             )
         topics: dict[str, list[PartitionProduceData]] = {}
         for batch in batches:

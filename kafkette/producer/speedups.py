@@ -6,10 +6,11 @@ extension too, and the environment variable ``KAFKETTE_NO_EXTENSIONS`` is not
 (the bases of ``RecordFuture``, ``ProducerBatch`` and ``RecordAccumulator``,
 which keep the append's state in C), ``RouteState`` its C type (what the common
 send needs of the producer, held by ``ProducerCore`` as ``routes``), and
-``append_open``, ``send_plain`` and ``keyed_partition`` its functions. Otherwise the
-classes of :mod:`kafkette.producer.append_state`, None (the pure-Python
-``RecordAccumulator.append_plain`` and ``append_state.RouteState.send`` then do
-all the work) and :func:`kafkette.producer.partitioner.keyed_partition`.
+``append_open``, ``send_plain``, ``build_plain`` and ``keyed_partition`` its
+functions. Otherwise the classes of :mod:`kafkette.producer.append_state`, None (the
+pure-Python ``RecordAccumulator.append_plain``, ``append_state.RouteState.send`` and
+``ProducerBatch.build`` then do all the work) and
+:func:`kafkette.producer.partitioner.keyed_partition`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ write_header: WriteHeader | None = None if _module is None else _module.write_he
 base_sequence)``: the header and CRC of a batch without compression written into the
 buffer's reserved front, as ``build_reserved`` writes them: True; False, with nothing
 written, for a field out of range (``build_reserved`` then refuses it)."""
+
+build_plain: Callable[[Any], bool] | None = None if _module is None else _module.build_plain
+"""``(batch)``: ``ProducerBatch.build`` of a batch without compression, from its C fields
+(its header and CRC written into its buffer, which becomes its data): True; False, with
+nothing changed, for ``build`` to take."""
 
 keyed_partition: Callable[[bytes, int], int] = (
     partitioner.keyed_partition if _module is None else _module.keyed_partition

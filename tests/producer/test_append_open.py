@@ -590,3 +590,27 @@ def test_keyed_partition_in_c_known_values_and_refusals() -> None:
         _accumulate.keyed_partition(b"k", 0)
     with pytest.raises(TypeError):
         _accumulate.keyed_partition("k", 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_build_plain_writes_what_build_writes(transactional: bool) -> None:
+    """The C build of a batch without compression (drain's) writes the bytes
+    ProducerBatch.build writes, sequence and transactional flag included; a compressed
+    batch, or one built already, it leaves to build."""
+    batches = []
+    for _ in range(2):
+        acc, _ = make()
+        for i in range(3):
+            acc.append("t", 0, 10 + i, b"k%d" % i, b"v" * i)
+        [batch] = acc._queues[("t", 0)]
+        batch.producer_id, batch.producer_epoch, batch.base_sequence = 42, 3, 7
+        batch.transactional = transactional
+        batches.append(batch)
+    by_c, by_python = batches
+    assert _accumulate.build_plain(by_c) is True
+    assert by_c.buffer is None and by_c.data is not None
+    assert bytes(by_c.data) == bytes(by_python.build())
+    assert _accumulate.build_plain(by_c) is False  # built already
+    compressed, _ = make(compression=1)
+    compressed.append("t", 0, 1, None, b"v")
+    assert _accumulate.build_plain(compressed._queues[("t", 0)][0]) is False

@@ -65,12 +65,14 @@ def _load_accumulator(name: str, c: bool) -> ModuleType:
             patch.setattr(producer_speedups, "AccumulatorState", _accumulate.AccumulatorState)
             patch.setattr(producer_speedups, "append_open", c_append)
             patch.setattr(producer_speedups, "bind", _accumulate.bind)
+            patch.setattr(producer_speedups, "build_plain", _accumulate.build_plain)
             patch.setattr(record_speedups, "encode_record", _speedups.encode_record)
         else:
             patch.setattr(producer_speedups, "BatchState", append_state.BatchState)
             patch.setattr(producer_speedups, "AccumulatorState", append_state.AccumulatorState)
             patch.setattr(producer_speedups, "append_open", None)
             patch.setattr(producer_speedups, "bind", None)
+            patch.setattr(producer_speedups, "build_plain", None)
             patch.setattr(record_speedups, "encode_record", None)
         futures = futures_module
         if RecordFuture.__bases__ != (future_state,):

@@ -29,6 +29,7 @@ import pytest
 
 from kafkette import AsyncProducer, Producer
 from kafkette.client.connection import BrokerConnection
+from kafkette.producer import accumulator as accumulator_module
 from kafkette.producer.accumulator import ProducerBatch, RecordAccumulator
 from kafkette.producer.futures import RecordFuture
 from kafkette.producer.sender import Sender
@@ -77,6 +78,7 @@ def inject(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
         monkeypatch.setattr(default_records, "compress", compress)
     elif kind == "build":
         monkeypatch.setattr(ProducerBatch, "build", fail)
+        monkeypatch.setattr(accumulator_module, "_build_plain", None)  # build's C twin
     elif kind == "group":
 
         async def broken_task() -> None:

@@ -298,6 +298,15 @@ class Sender:
         self._abort_error: BaseException | None = None
         self._node_in_flight: dict[int, int] = {}
         self._tp_in_flight: dict[PartitionKey, int] = {}
+        self._counts_tp = self.idempotence is not None or (
+            config.max_in_flight_requests_per_connection == 1
+        )
+        """Whether ``_tp_in_flight`` is kept: only :meth:`_muted` reads it, for an idempotent
+        producer or one with one request in flight (a count per batch sent and answered)."""
+        self._leaders: dict[PartitionKey, int | None] = {}
+        """Each partition's leader in :attr:`_leaders_of` (a snapshot never changes: a new
+        one replaces it), found once, not at every pass."""
+        self._leaders_of: object = None
         self._resyncing: set[PartitionKey] = set()
         self._metadata_busy = False
         self._metadata_retry_at = 0.0
@@ -647,10 +656,16 @@ class Sender:
         if next_ms is not None:
             delays.append(next_ms)
         snapshot = self.client.metadata.snapshot
+        if snapshot is not self._leaders_of:
+            self._leaders_of = snapshot
+            self._leaders = {}
+        leaders = self._leaders
         by_node: dict[int, list[PartitionKey]] = {}
         stale = self.client.metadata.needs_update(now)
         for tp in ready:
-            leader = snapshot.leader_for(*tp)
+            leader = leaders.get(tp, -1)
+            if leader == -1:
+                leader = leaders[tp] = snapshot.leader_for(*tp)
             if leader is None:
                 stale = self._held = True
                 continue
@@ -802,7 +817,7 @@ class Sender:
         drain = self.accumulator.drain
         max_size = self.config.max_request_size
         node_in_flight = self._node_in_flight
-        tp_in_flight = self._tp_in_flight
+        tp_in_flight = self._tp_in_flight if self._counts_tp else None
         metrics = self.metrics
         first = True
         written = 0
@@ -825,8 +840,9 @@ class Sender:
             node_in_flight[node] = node_in_flight.get(node, 0) + 1
             metrics.batches_drained += len(batches)
             for batch in batches:
-                tp = batch.tp
-                tp_in_flight[tp] = tp_in_flight.get(tp, 0) + 1
+                if tp_in_flight is not None:
+                    tp = batch.tp
+                    tp_in_flight[tp] = tp_in_flight.get(tp, 0) + 1
                 data = batch.data
                 if data is not None:
                     written += len(data)
@@ -1079,27 +1095,39 @@ class Sender:
 
     def _release_in_flight(self, node: int, batches: list[ProducerBatch]) -> None:
         self._node_in_flight[node] -= 1
-        tp_in_flight = self._tp_in_flight
-        for batch in batches:
-            tp_in_flight[batch.tp] -= 1
+        if self._counts_tp:
+            tp_in_flight = self._tp_in_flight
+            for batch in batches:
+                tp_in_flight[batch.tp] -= 1
 
     def _handle_response(self, batches: list[ProducerBatch], response: ProduceResponse) -> bool:
         """Settle the answered batches; whether every one was acknowledged (stored, no
         error)."""
-        if len(batches) == 1 and len(response.responses) == 1:
-            # the common answer, one partition stored without error, without the general
-            # path's lookups
+        if len(response.responses) == 1:
+            # the common answer: one topic, every partition stored without error, in the
+            # request's order; settled together (one lock for all, not one per batch)
             answered = response.responses[0]
-            only = batches[0]
-            if len(answered.partition_responses) == 1 and answered.name == only.topic:
-                stored = answered.partition_responses[0]
-                if stored.error_code == 0 and stored.index == only.partition:
-                    self._succeeded(only, stored.base_offset, stored.log_append_time_ms)
-                    return True
+            name = answered.name
+            stored = answered.partition_responses
+            if len(stored) == len(batches):
+                if len(batches) == 1:
+                    only, one = batches[0], stored[0]
+                    if one.error_code == 0 and one.index == only.partition and name == only.topic:
+                        self._succeeded(only, one.base_offset, one.log_append_time_ms)
+                        return True
+                else:
+                    settled: list[tuple[ProducerBatch, int, int]] = []
+                    for sent, part in zip(batches, stored, strict=True):
+                        if part.error_code or part.index != sent.partition or sent.topic != name:
+                            break
+                        settled.append((sent, part.base_offset, part.log_append_time_ms))
+                    else:
+                        self._succeeded_all(settled)
+                        return True
         by_tp = {batch.tp: batch for batch in batches}
         if all(p.error_code == 0 for t in response.responses for p in t.partition_responses):
-            # every partition stored: settled together (one lock for all, not one per batch)
-            settled: list[tuple[ProducerBatch, int, int]] = []
+            # every partition stored, in another order
+            settled = []
             for topic in response.responses:
                 name = topic.name
                 for p in topic.partition_responses:

@@ -41,7 +41,8 @@ that ``compression.type`` and sends a cycle of 1,000 distinct text-like values (
 them to about a quarter) instead of one repeated value, which would compress to almost
 nothing. ``--partitions N`` gives each run's topic N partitions and every record one of
 20,000 keys, which murmur2 spreads over them (confluent-kafka is given Java's partitioner,
-``murmur2_random``, as kafkette's).
+``murmur2_random``, as kafkette's). ``--headers`` gives every record two headers (a 16-byte
+trace id and a 5-byte source, as tracing or routing adds), the same for every client.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Settings:
     compression: str | None = None
     partitions: int = 1
     """of each run's topic; past 1, every record has a key (a cycle of 20,000)"""
+    headers: bool = False
+    """whether every record carries :data:`HEADERS`"""
 
     def describe(self) -> str:
         acks = "all" if self.acks == -1 else str(self.acks)
@@ -99,9 +102,13 @@ class Settings:
             text += f", {self.compression}"
         if self.partitions > 1:
             text += f", {self.partitions:,} partitions, keyed"
+        if self.headers:
+            text += ", 2 headers"
         return text
 
 
+HEADERS = [("trace-id", b"0123456789abcdef"), ("source", b"bench")]
+"""``--headers``: what every record carries (the same list object for every record)."""
 DEFAULTS = Settings()
 """The first table's: ``acks=1``, everything else each client's default (``--batch-size``)."""
 SAFE = Settings(acks=-1, idempotence=True, max_in_flight=5)
@@ -168,7 +175,10 @@ def kafkette_sync(
 
         def run() -> None:
             send = producer.send
-            if keys is None:
+            if settings.headers:
+                for key, value in zip(keys or itertools.repeat(None), values, strict=False):
+                    send(topic, value, key=key, headers=HEADERS)
+            elif keys is None:
                 for value in values:
                     send(topic, value)
             else:
@@ -187,7 +197,10 @@ def kafkette_async(
             await (await p.send(topic, b"warm-up"))
             wall, cpu = time.perf_counter(), time.process_time()
             send = p.send
-            if keys is None:
+            if settings.headers:
+                for key, value in zip(keys or itertools.repeat(None), values, strict=False):
+                    await send(topic, value, key=key, headers=HEADERS)
+            elif keys is None:
                 for value in values:
                     await send(topic, value)
             else:
@@ -226,7 +239,14 @@ def confluent(
 
     def run() -> None:
         produce = producer.produce
-        if keys is None:
+        if settings.headers:
+            for key, value in zip(keys or itertools.repeat(None), values, strict=False):
+                try:
+                    produce(topic, value, key, headers=HEADERS)
+                except BufferError:
+                    producer.poll(0.01)
+                    produce(topic, value, key, headers=HEADERS)
+        elif keys is None:
             for value in values:
                 try:
                     produce(topic, value)
@@ -264,8 +284,9 @@ def aiokafka(
         try:
             await producer.send_and_wait(topic, b"warm-up")
             wall, cpu = time.perf_counter(), time.process_time()
+            headers = HEADERS if settings.headers else None
             for key, value in zip(keys or itertools.repeat(None), values, strict=False):
-                await producer.send(topic, value, key=key)
+                await producer.send(topic, value, key=key, headers=headers)
             await producer.flush()
             return time.perf_counter() - wall, time.process_time() - cpu
         finally:
@@ -291,8 +312,9 @@ def kafka_python(
 
     def run() -> None:
         send = producer.send
+        headers = HEADERS if settings.headers else None
         for key, value in zip(keys or itertools.repeat(None), values, strict=False):
-            send(topic, value, key=key)
+            send(topic, value, key=key, headers=headers)
         producer.flush()
 
     try:
@@ -437,18 +459,24 @@ def bench_equal(
     cells_wanted: list[tuple[str, int, int]] | None = None,
     compression: str | None = None,
     partitions: int = 1,
+    headers: bool = False,
 ) -> None:
     """The safe and fast tables, each at both batch sizes and both record sizes (``only``:
     those of our clients, beside confluent-kafka, the peer every ratio is to;
     ``cells_wanted``: only those cells, as :func:`parse_cell` reads them; ``compression``:
-    every producer's ``compression.type``; ``partitions``: of each run's topic, keyed)."""
+    every producer's ``compression.type``; ``partitions``: of each run's topic, keyed;
+    ``headers``: every record with :data:`HEADERS`)."""
     clients = [n for n in EQUAL_CLIENTS if not only or n in only or n == "confluent-kafka"]
     cells: list[Cell] = []
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         for kind, base in EQUAL_BASES.items():
             for batch_size in EQUAL_BATCH_SIZES:
                 settings = replace(
-                    base, batch_size=batch_size, compression=compression, partitions=partitions
+                    base,
+                    batch_size=batch_size,
+                    compression=compression,
+                    partitions=partitions,
+                    headers=headers,
                 )
                 for label, size in SIZES.items():
                     if cells_wanted and (kind, batch_size, size) not in cells_wanted:
@@ -499,6 +527,11 @@ def main() -> None:
         help="partitions of each run's topic; past 1 every record has a key (default: 1)",
     )
     parser.add_argument(
+        "--headers",
+        action="store_true",
+        help="every record with two headers (a trace id and a source; default: none)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=int,
         help="one batch size for every client (default: each its own: 16 KiB, librdkafka 1 MB)",
@@ -509,6 +542,7 @@ def main() -> None:
         batch_size=args.batch_size,
         compression=args.compression,
         partitions=args.partitions,
+        headers=args.headers,
     )
     with BrokerProcess() as broker:
         if args.equal:
@@ -520,6 +554,7 @@ def main() -> None:
                 args.cell,
                 args.compression,
                 args.partitions,
+                args.headers,
             )
             return
         if not args.consumers:

@@ -183,6 +183,40 @@ async def test_async_send_and_wait_returns_the_metadata_or_times_out() -> None:
         assert [r.value for r in cluster.records("t", 0)] == [b"a", b"b"]
 
 
+def test_sync_send_and_wait_sends_at_once_not_after_the_linger() -> None:
+    """A record the caller waits for goes at once: linger.ms is a minute here. A record
+    only sent keeps to the linger (as Java's send().get())."""
+    with (
+        MemoryCluster() as cluster,
+        Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000) as producer,
+    ):
+        started = time.monotonic()
+        first = producer.send_and_wait("t", b"a", partition=0, timeout=10)
+        second = producer.send_and_wait("t", b"b", partition=0, timeout=10)
+        assert time.monotonic() - started < 5
+        assert (first.offset, second.offset) == (0, 1)
+        lingering = producer.send("t", b"c", partition=0)
+        with pytest.raises(TimeoutError):
+            lingering.result(0.2)
+        producer.flush(10)
+        assert lingering.result().offset == 2
+        assert [r.value for r in cluster.records("t", 0)] == [b"a", b"b", b"c"]
+
+
+@pytest.mark.anyio
+async def test_async_send_and_wait_sends_at_once_not_after_the_linger() -> None:
+    async with (
+        MemoryCluster() as cluster,
+        AsyncProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000) as producer,
+    ):
+        started = time.monotonic()
+        first = await producer.send_and_wait("t", b"a", partition=0, timeout=10)
+        second = await producer.send_and_wait("t", b"b", partition=0, timeout=10)
+        assert time.monotonic() - started < 5
+        assert (first.offset, second.offset) == (0, 1)
+        assert [r.value for r in cluster.records("t", 0)] == [b"a", b"b"]
+
+
 def _produce_batches(bootstrap: str) -> None:
     """Three batches of 5 records (offsets 0-4, 5-9, 10-14) on topic "b", partition 0."""
     with AdminClient(bootstrap_servers=bootstrap) as admin:

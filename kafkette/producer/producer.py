@@ -178,11 +178,18 @@ class AsyncProducer:
         """Send one record and wait for its acknowledgement, up to ``timeout`` seconds
         (default: no limit but ``delivery.timeout.ms``).
 
+        The record's batch is sent at once, not after ``linger.ms``: its caller waits
+        for it, so nothing more of theirs will join it (every batch queued meanwhile
+        goes at once too, as during :meth:`flush`). ``send(...)`` then waiting on the
+        future keeps to ``linger.ms``, as Java's ``send(...).get()`` does.
+
         Raises the record's delivery error, or :class:`KafkaTimeoutError` when the
         timeout passes first (the record may still be delivered later).
         """
         future = await self.send(topic, value, key, headers, partition, timestamp)
-        with anyio.move_on_after(timeout):
+        if future.done():
+            return future.result()
+        with self._running().flushing(), anyio.move_on_after(timeout):
             return await future
         raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s")
 

@@ -178,7 +178,10 @@ class Producer:
     ) -> RecordMetadata:
         future = self.send(topic, value, key, headers, partition, timestamp)
         try:
-            return future.result(timeout)
+            if future.done():
+                return future.result()
+            with self._core.flushing():  # its batch goes now, as for the async twin
+                return future.result(timeout)
         except TimeoutError:  # the wait's (a delivery error is a KafkaError)
             raise KafkaTimeoutError(f"the record was not acknowledged within {timeout}s") from None
 

@@ -1,6 +1,6 @@
 /*
  * The state of the producer's append, owned by C types, and its most common
- * append: a record without headers, added to its partition's open batch.
+ * append: a record added to its partition's open batch.
  *
  * FutureState is the base of RecordFuture: the record's batch (its BatchResult), its offset
  * delta in the batch and its timestamp. BatchState is the base of ProducerBatch: the buffer
@@ -38,8 +38,10 @@
  * partition counts were read from and those counts, the partitioners, the
  * accumulator, and whether the producer sends plainly (no transactions,
  * serializers or user partitioner) and ignores keys. RouteState.send(topic,
- * value, key, timestamp, partition=None, on_delivery=None) is that send, for a record
- * without headers, to a partition it chooses or the one given; send_plain(core, ...) is
+ * value, key, timestamp, partition=None, on_delivery=None, headers=None) is that send,
+ * to a partition it chooses or the one given; its headers (a list or tuple of (str,
+ * bytes | str | None) pairs, or a dict) are encoded here, before the append, as the
+ * record's headers section (encode_section). send_plain(core, ...) is
  * core.routes.send(...), the producers' call. kafkette.producer.append_state
  * has the same class in Python.
  *
@@ -679,6 +681,152 @@ drop_opened(AccumulatorState *acc, PyObject *queue, PyObject *batch)
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
+/* ---- a record's headers, encoded before the append */
+
+#define SECTION_SMALL 256
+
+/* The headers section of a record as Kafka's record format v2 has it (and
+ * kafkette.protocol.records.default_records' encoder writes it): a varint count, then
+ * per header a varint key length, the key in UTF-8, a varint value length (-1: null)
+ * and the value. `reserve` is what accumulator.record_size counts for the headers
+ * (10 + 3 * len(key) + len(value) each), so that both paths account and cut batches
+ * alike. A record without headers has the section "\0" and reserves nothing. */
+typedef struct {
+    const unsigned char *data;
+    Py_ssize_t size;
+    long long reserve;
+    unsigned char *heap; /* PyMem block when the section is larger than `small` */
+    unsigned char small[SECTION_SMALL];
+} Section;
+
+static void
+section_release(Section *section)
+{
+    if (section->heap != NULL) {
+        PyMem_Free(section->heap);
+        section->heap = NULL;
+    }
+}
+
+/* A header's key and value as the general path takes them: an exact str key; bytes, a
+ * str (its UTF-8) or None as the value (*value_size -1). 1 when taken, 0 for what only
+ * the general path handles (its own checks raise the right error), -1 on an error. */
+static int
+header_fields(PyObject *hkey, PyObject *hvalue, const char **key, Py_ssize_t *key_size,
+              Py_ssize_t *key_chars, const char **value, Py_ssize_t *value_size)
+{
+    if (!PyUnicode_CheckExact(hkey))
+        return 0;
+    *key = PyUnicode_AsUTF8AndSize(hkey, key_size);
+    if (*key == NULL) {
+        PyErr_Clear(); /* e.g. a lone surrogate: encode() raises it on the general path */
+        return 0;
+    }
+    *key_chars = PyUnicode_GET_LENGTH(hkey);
+    if (hvalue == Py_None) {
+        *value = NULL;
+        *value_size = -1;
+    }
+    else if (PyBytes_CheckExact(hvalue)) {
+        *value = PyBytes_AS_STRING(hvalue);
+        *value_size = PyBytes_GET_SIZE(hvalue);
+    }
+    else if (PyUnicode_CheckExact(hvalue)) {
+        *value = PyUnicode_AsUTF8AndSize(hvalue, value_size);
+        if (*value == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else
+        return 0;
+    return 1;
+}
+
+/* The i-th header of `headers` (a list or tuple of 2-tuples, or a dict), borrowed; 0 at
+ * the end or for an item that is not a 2-tuple. `pos` is the dict's cursor. */
+static int
+next_header(PyObject *headers, Py_ssize_t i, Py_ssize_t *pos, PyObject **hkey,
+            PyObject **hvalue)
+{
+    if (PyDict_CheckExact(headers))
+        return PyDict_Next(headers, pos, hkey, hvalue);
+    PyObject *item = PySequence_Fast_ITEMS(headers)[i];
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+        return 0;
+    *hkey = PyTuple_GET_ITEM(item, 0);
+    *hvalue = PyTuple_GET_ITEM(item, 1);
+    return 1;
+}
+
+/* Encode `headers` (None, or what the producers' send was given) into `section`: 1 when
+ * done, 0 when the general path must take the record (another shape or type: it accepts
+ * or refuses it as before), -1 on an error. Runs no Python code: the headers cannot
+ * change between the two passes. */
+static int
+encode_section(PyObject *headers, Section *section)
+{
+    section->heap = NULL;
+    section->reserve = 0;
+    section->small[0] = 0;
+    section->data = section->small;
+    section->size = 1;
+    if (headers == Py_None)
+        return 1;
+    Py_ssize_t count;
+    if (PyList_CheckExact(headers) || PyTuple_CheckExact(headers))
+        count = PySequence_Fast_GET_SIZE(headers);
+    else if (PyDict_CheckExact(headers))
+        count = PyDict_GET_SIZE(headers);
+    else
+        return 0;
+    if (count == 0)
+        return 1; /* the general path's `if not headers` */
+    unsigned char scratch[10];
+    Py_ssize_t total = write_varint(scratch, count);
+    long long reserve = 0;
+    PyObject *hkey, *hvalue;
+    const char *key, *value;
+    Py_ssize_t key_size, key_chars, value_size, pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!next_header(headers, i, &pos, &hkey, &hvalue))
+            return 0;
+        int taken =
+            header_fields(hkey, hvalue, &key, &key_size, &key_chars, &value, &value_size);
+        if (taken <= 0)
+            return taken;
+        total += write_varint(scratch, key_size) + key_size;
+        total += value_size < 0 ? 1 : write_varint(scratch, value_size) + value_size;
+        reserve += 10 + 3 * (long long)key_chars + (value_size > 0 ? value_size : 0);
+    }
+    unsigned char *out = section->small;
+    if (total > SECTION_SMALL) {
+        out = section->heap = PyMem_Malloc(total);
+        if (out == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    section->data = out;
+    section->size = total;
+    section->reserve = reserve;
+    out += write_varint(out, count);
+    pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        next_header(headers, i, &pos, &hkey, &hvalue);
+        header_fields(hkey, hvalue, &key, &key_size, &key_chars, &value, &value_size);
+        out += write_varint(out, key_size);
+        memcpy(out, key, key_size);
+        out += key_size;
+        out += write_varint(out, value_size);
+        if (value_size > 0) {
+            memcpy(out, value, value_size);
+            out += value_size;
+        }
+    }
+    return 1;
+}
+
 /* Under the lock (or with the lock free and the GIL held, see add_to_open_batch): add
  * the record to the open batch, as `future` (allocated by the caller, its fields unset).
  * 1 when added (with *batch_out set and `future` filled), 0 when the Python path must
@@ -690,8 +838,9 @@ drop_opened(AccumulatorState *acc, PyObject *queue, PyObject *batch)
  * RecordAccumulator._reserve decides it (which may call wake_at). */
 static int
 append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObject *timestamp,
-              long long ts, PyObject *key, PyObject *value, long long size, int may_open,
-              FutureState *future, PyObject **batch_out, int *wake_out)
+              long long ts, PyObject *key, PyObject *value, const Section *headers,
+              long long size, int may_open, FutureState *future, PyObject **batch_out,
+              int *wake_out)
 {
     if (acc->closed || acc->used + size > acc->buffer_memory)
         return 0;
@@ -743,7 +892,7 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         return 0;     /* (never in a batch opened here: its base is this timestamp) */
     }
     /* the record as encode_record writes it: length, attributes, timestamp and offset
-     * deltas, key, value, no headers */
+     * deltas, key, value, headers (a count of 0 when there are none) */
     Py_ssize_t key_size = key == Py_None ? 0 : PyBytes_GET_SIZE(key);
     Py_ssize_t value_size = value == Py_None ? 0 : PyBytes_GET_SIZE(value);
     unsigned char head[1 + 3 * 10], value_length[10], length[10];
@@ -754,7 +903,8 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
     head_size += write_varint(head + head_size, key == Py_None ? -1 : (long long)key_size);
     Py_ssize_t value_length_size =
         write_varint(value_length, value == Py_None ? -1 : (long long)value_size);
-    Py_ssize_t body_size = head_size + key_size + value_length_size + value_size + 1;
+    Py_ssize_t headers_size = headers == NULL ? 1 : headers->size;
+    Py_ssize_t body_size = head_size + key_size + value_length_size + value_size + headers_size;
     Py_ssize_t length_size = write_varint(length, body_size);
     Py_ssize_t raw_size = length_size + body_size;
     Py_ssize_t end = PyByteArray_GET_SIZE(buffer);
@@ -788,7 +938,10 @@ append_locked(AccumulatorState *acc, PyObject *topic, PyObject *partition, PyObj
         memcpy(out, PyBytes_AS_STRING(value), value_size);
         out += value_size;
     }
-    *out = 0; /* no headers */
+    if (headers == NULL)
+        *out = 0; /* no headers */
+    else
+        memcpy(out, headers->data, headers_size);
     future->batch = Py_NewRef(last); /* a batch is its own BatchResult */
     future->index = index;
     future->timestamp = Py_NewRef(timestamp);
@@ -862,7 +1015,8 @@ lock_is_free(AccumulatorState *acc, PyObject *lock, PyObject *topic, PyObject *p
  * batch cannot be drained, so not completed, before its record's callback is there. */
 static PyObject *
 add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
-                  PyObject *timestamp, PyObject *key, PyObject *value, PyObject *on_delivery)
+                  PyObject *timestamp, PyObject *key, PyObject *value, const Section *headers,
+                  PyObject *on_delivery)
 {
     if (future_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "append_open: bind() was not called");
@@ -876,7 +1030,8 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
         PyErr_Clear();
         Py_RETURN_NONE; /* past 64 bits: the Python path refuses it */
     }
-    long long size = RECORD_OVERHEAD + (long long)key_size + (long long)value_size;
+    long long size = RECORD_OVERHEAD + (long long)key_size + (long long)value_size
+                     + (headers == NULL ? 0 : headers->reserve);
 
     PyObject *lock = acc->lock;
     if (lock == NULL) {
@@ -901,8 +1056,8 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
     }
     status = 0;
     if (free) {
-        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size, 0,
-                               (FutureState *)future, &batch, &wake);
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, headers, size,
+                               0, (FutureState *)future, &batch, &wake);
     }
     if (status == 0) { /* under the lock, where the next batch may be opened */
         if (call_method0(lock, str_acquire) < 0) {
@@ -910,8 +1065,8 @@ add_to_open_batch(AccumulatorState *acc, PyObject *topic, PyObject *partition,
             Py_DECREF(future);
             return NULL;
         }
-        status = append_locked(acc, topic, partition, timestamp, ts, key, value, size, 1,
-                               (FutureState *)future, &batch, &wake);
+        status = append_locked(acc, topic, partition, timestamp, ts, key, value, headers, size,
+                               1, (FutureState *)future, &batch, &wake);
         if (status > 0 && on_delivery != Py_None) {
             /* as append's add_callback after batch.add: should it fail (no memory), the
              * record stays in its batch and the caller gets the error */
@@ -964,7 +1119,7 @@ accumulator_append_open(AccumulatorState *self, PyObject *const *args, Py_ssize_
                                          "on_delivery=None) takes 5 or 6 arguments");
         return NULL;
     }
-    return add_to_open_batch(self, args[0], args[1], args[2], args[3], args[4],
+    return add_to_open_batch(self, args[0], args[1], args[2], args[3], args[4], NULL,
                              nargs == 6 ? args[5] : Py_None);
 }
 
@@ -1203,7 +1358,8 @@ keyed_partition(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
 /* RouteState.send: the future, None for the general path, NULL on an error */
 static PyObject *
 route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
-                  PyObject *timestamp, PyObject *explicit, PyObject *on_delivery)
+                  PyObject *timestamp, PyObject *explicit, PyObject *on_delivery,
+                  PyObject *headers)
 {
     if (!self->plain || self->metadata == NULL || self->accumulator == NULL
         || self->sticky == NULL || self->keyed == NULL || self->counts == NULL)
@@ -1211,23 +1367,35 @@ route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *
     Py_ssize_t key_size = field_length(key), value_size = field_length(value);
     if (key_size < 0 || value_size < 0)
         Py_RETURN_NONE;
+    Section section;
+    int encoded = encode_section(headers, &section);
+    if (encoded <= 0) {
+        if (encoded < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    const Section *with_headers = section.size > 1 ? &section : NULL;
+    PyObject *partition = NULL, *future = NULL;
     if (timestamp == Py_None) {
         timestamp = now_ms();
         if (timestamp == NULL)
-            return NULL;
+            goto released;
     }
     else {
         int overflow = 0;
-        if (!PyLong_CheckExact(timestamp))
-            Py_RETURN_NONE;
+        if (!PyLong_CheckExact(timestamp)) {
+            future = Py_NewRef(Py_None);
+            goto released;
+        }
         long long ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow);
         if (ts == -1 && PyErr_Occurred())
-            return NULL;
-        if (ts < 0 || overflow < 0)
-            Py_RETURN_NONE;
+            goto released;
+        if (ts < 0 || overflow < 0) {
+            future = Py_NewRef(Py_None);
+            goto released;
+        }
         Py_INCREF(timestamp);
     }
-    PyObject *partition = NULL, *future = NULL;
     PyObject *snapshot = PyObject_GetAttr(self->metadata, str_snapshot);
     if (snapshot == NULL)
         goto done;
@@ -1265,31 +1433,48 @@ route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *
     }
     PyObject *acc = self->accumulator;
     future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value,
-                               on_delivery);
+                               with_headers, on_delivery);
     if (future == Py_None && on_delivery == Py_None) {
         /* a batch to open, or no room: the accumulator's own method (a record with a
-         * callback goes the general way, once a batch) */
+         * callback goes the general way, once a batch), given the headers encoded */
         Py_DECREF(future);
-        PyObject *margs[6] = {acc, topic, partition, timestamp, key, value};
-        future = PyObject_VectorcallMethod(str_append_plain, margs,
-                                           6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (with_headers == NULL) {
+            PyObject *margs[6] = {acc, topic, partition, timestamp, key, value};
+            future = PyObject_VectorcallMethod(str_append_plain, margs,
+                                               6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        }
+        else {
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)section.data, section.size);
+            PyObject *reserve = raw == NULL ? NULL : PyLong_FromLongLong(section.reserve);
+            future = NULL;
+            if (reserve != NULL) {
+                PyObject *margs[8] = {acc, topic, partition, timestamp, key, value, raw, reserve};
+                future = PyObject_VectorcallMethod(str_append_plain, margs,
+                                                   8 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            }
+            Py_XDECREF(raw);
+            Py_XDECREF(reserve);
+        }
     }
 done:
     Py_DECREF(timestamp);
     Py_XDECREF(partition);
+released:
+    section_release(&section);
     return future;
 }
 
 static PyObject *
 route_send(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 4 || nargs > 6) {
+    if (nargs < 4 || nargs > 7) {
         PyErr_SetString(PyExc_TypeError, "send(topic, value, key, timestamp, partition=None, "
-                                         "on_delivery=None) takes 4 to 6 arguments");
+                                         "on_delivery=None, headers=None) takes 4 to 7 arguments");
         return NULL;
     }
     return route_send_record(self, args[0], args[1], args[2], args[3],
-                             nargs >= 5 ? args[4] : Py_None, nargs == 6 ? args[5] : Py_None);
+                             nargs >= 5 ? args[4] : Py_None, nargs >= 6 ? args[5] : Py_None,
+                             nargs == 7 ? args[6] : Py_None);
 }
 
 static PyObject *
@@ -1330,10 +1515,10 @@ route_set_accumulator(RouteState *self, PyObject *value, void *Py_UNUSED(closure
 
 static PyMethodDef route_methods[] = {
     {"send", (PyCFunction)(void (*)(void))route_send, METH_FASTCALL,
-     "send(topic, value, key, timestamp, partition=None, on_delivery=None)\n"
+     "send(topic, value, key, timestamp, partition=None, on_delivery=None, headers=None)\n"
      "--\n\n"
-     "Queue a record without headers: its RecordFuture, or None (nothing changed) when\n"
-     "the send must go the general way."},
+     "Queue a record: its RecordFuture, or None (nothing changed) when the send must go\n"
+     "the general way."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1397,7 +1582,7 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *future =
         route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4], Py_None,
-                          Py_None);
+                          Py_None, Py_None);
     Py_DECREF(routes);
     return future;
 }

@@ -19,7 +19,7 @@ class AccumulatorState(append_state.AccumulatorState):
         """The record's RecordFuture once in its partition's open batch, or None."""
 
 class RouteState(append_state.RouteState):
-    """What the common send of a producer needs of it, in C."""
+    """What the common send of a producer needs of it, in C (headers encoded too)."""
 
 def send_plain(core: Any, topic: str, value: object, key: object, timestamp: int | None, /) -> Any:
     """``core.routes.send(topic, value, key, timestamp)``: the record's RecordFuture, or None."""

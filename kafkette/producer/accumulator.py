@@ -45,6 +45,7 @@ from kafkette.protocol.records.default_records import (
     RESERVED_HEADER,
     build_reserved,
     encode_record,
+    encode_record_headed,
 )
 
 PartitionKey = tuple[str, int]
@@ -285,18 +286,23 @@ class RecordAccumulator(AccumulatorState):
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
+        headers: bytes | None = None,
+        headers_size: int = 0,
     ) -> RecordFuture | None:
-        """:meth:`append` of a record without headers or callback, when it fits now.
+        """:meth:`append` of a record without callback, when it fits now.
 
         The hot path of most sends, kept flat: None when the record is not
         taken (no room in ``buffer.memory``, a record too large, the producer
         closed, a key or value the C encoder leaves to Python), for the caller
         to go through :meth:`append`, which waits or raises the right error.
+        A record with headers comes with its headers section encoded (``headers``,
+        as the C send encodes it) and the bytes :func:`record_size` counts for them
+        (``headers_size``).
         """
         encode = _encode_plain
         if encode is None:
             return None
-        size = RECORD_OVERHEAD
+        size = RECORD_OVERHEAD + headers_size
         if key is not None:
             size += len(key)
         if value is not None:
@@ -314,7 +320,12 @@ class RecordAccumulator(AccumulatorState):
             buffer = batch.buffer
             assert buffer is not None
             delta = batch.count
-            raw = encode(timestamp - batch.base_timestamp, delta, key, value)
+            if headers is None:
+                raw = encode(timestamp - batch.base_timestamp, delta, key, value)
+            else:
+                raw = encode_record_headed(
+                    timestamp - batch.base_timestamp, delta, key, value, headers
+                )
             if raw is None:  # not bytes, or a timestamp delta past 64 bits
                 self._drop_if_empty(batch)
                 return None

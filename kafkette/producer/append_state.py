@@ -307,19 +307,21 @@ class RouteState:
         timestamp: int | None,
         partition: Any = None,
         on_delivery: Any = None,
+        headers: Any = None,
     ) -> RecordFuture | None:
-        """Queue a record without headers: the common send, to ``partition`` or, when
-        None, to the one the producer's partitioning chooses.
+        """Queue a record: the common send, to ``partition`` or, when None, to the one
+        the producer's partitioning chooses.
 
         Returns None (nothing changed) when the general path must take it (a
         producer with serializers, a partitioner or transactions; a key or value
         that is not bytes; a timestamp outside 0..2**63-1; a topic whose
         partition count is not cached for the current snapshot; a partition that
-        is not an int the topic has; here, a delivery callback, which only the C
-        form registers): that path then does the same, or waits, or raises the
-        right error.
+        is not an int the topic has; headers the C form does not encode (a list or
+        tuple of (str, bytes | str | None) pairs, or a dict of them) and, here, any
+        headers; here, a delivery callback, which only the C form registers): that
+        path then does the same, or waits, or raises the right error.
         """
-        if not self.plain or on_delivery is not None:
+        if not self.plain or on_delivery is not None or headers:
             return None
         if (value is not None and type(value) is not bytes) or (
             key is not None and type(key) is not bytes

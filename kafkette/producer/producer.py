@@ -112,11 +112,11 @@ class AsyncProducer:
             core = self._running()  # raises
         if core.closed:
             core.check_open()  # raises
-        # The common record (no headers) goes straight to the C append; what it declines
-        # takes the general path below, as does every record while sends wait for room
-        # (it queues behind them).
-        if not headers and core.sender.fatal_error is None and not self._waiting:
-            future = core.routes.send(topic, value, key, timestamp, partition, on_delivery)
+        # The common record goes straight to the C append (its headers too); what it
+        # declines takes the general path below, as does every record while sends wait
+        # for room (it queues behind them).
+        if core.sender.fatal_error is None and not self._waiting:
+            future = core.routes.send(topic, value, key, timestamp, partition, on_delivery, headers)
             if future is not None:
                 return future
         trace = None

@@ -121,10 +121,10 @@ class Producer:
         core = self._core
         if core.closed:
             core.check_open()  # raises
-        # The common record (no headers) goes straight to the C append; what it declines
-        # takes the general path below.
-        if not headers and core.sender.fatal_error is None:
-            future = core.routes.send(topic, value, key, timestamp, partition, on_delivery)
+        # The common record goes straight to the C append (its headers too); what it
+        # declines takes the general path below.
+        if core.sender.fatal_error is None:
+            future = core.routes.send(topic, value, key, timestamp, partition, on_delivery, headers)
             if future is not None:
                 return future
         trace = None

@@ -306,6 +306,29 @@ def encode_record(
         raw = c_encode(timestamp_delta, offset_delta, key, value)
         if raw is not None:  # None: left to the Python code below
             return raw
+    tail = _encode_headers(headers) if headers else b"\x00"
+    return _encode_with_tail(timestamp_delta, offset_delta, key, value, tail)
+
+
+def encode_record_headed(
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    section: bytes,
+) -> bytes:
+    """:func:`encode_record` of a record whose headers section (count, then each header)
+    is encoded already: ``section``, as the producer's C send encodes it."""
+    return _encode_with_tail(timestamp_delta, offset_delta, key, value, section)
+
+
+def _encode_with_tail(
+    timestamp_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    tail: bytes,
+) -> bytes:
     ts_raw = (
         ENCODED[timestamp_delta << 1]
         if 0 <= timestamp_delta < 8192
@@ -324,7 +347,6 @@ def encode_record(
     else:
         n = len(value)
         value_raw = ENCODED[n << 1] if n < 8192 else encode_varint(n)
-    tail = _encode_headers(headers) if headers else b"\x00"
     parts = (b"\x00", ts_raw, od_raw, key_raw, key, value_raw, value, tail)
     try:
         body = b"".join(parts)

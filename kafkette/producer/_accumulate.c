@@ -42,8 +42,10 @@
  * to a partition it chooses or the one given; its headers (a list or tuple of (str,
  * bytes | str | None) pairs, or a dict) are encoded here, before the append, as the
  * record's headers section (encode_section). send_plain(core, ...) is
- * core.routes.send(...), the producers' call. kafkette.producer.append_state
- * has the same class in Python.
+ * core.routes.send(...), the producers' call. RouteState.send_prepared(...) is the
+ * same send for a producer with serializers (RouteState.prepared), once
+ * ProducerCore.prepare_record serialized the record. kafkette.producer.append_state has
+ * the same class in Python.
  *
  * write_header(buffer, count, ...) writes a drained batch's header and CRC (the crc32c
  * package's) into its buffer's reserved front when it is not compressed, the bytes
@@ -1193,6 +1195,7 @@ typedef struct {
     PyObject *snapshot;    /* the snapshot `counts` was read from, or None */
     PyObject *counts;      /* dict: topic -> partition count */
     char plain;
+    char prepared;
     char ignore_keys;
 } RouteState;
 
@@ -1355,14 +1358,16 @@ keyed_partition(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t n
     return PyLong_FromLong((long)((h & 0x7fffffffu) % (unsigned long)count));
 }
 
-/* RouteState.send: the future, None for the general path, NULL on an error */
+/* RouteState.send (`prepared` 0) and send_prepared (1): the future, None for the general
+ * path, NULL on an error */
 static PyObject *
 route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *key,
                   PyObject *timestamp, PyObject *explicit, PyObject *on_delivery,
-                  PyObject *headers)
+                  PyObject *headers, int prepared)
 {
-    if (!self->plain || self->metadata == NULL || self->accumulator == NULL
-        || self->sticky == NULL || self->keyed == NULL || self->counts == NULL)
+    if (!(prepared ? self->prepared : self->plain) || self->metadata == NULL
+        || self->accumulator == NULL || self->sticky == NULL || self->keyed == NULL
+        || self->counts == NULL)
         Py_RETURN_NONE; /* plain is false until __init__ sets the rest */
     Py_ssize_t key_size = field_length(key), value_size = field_length(value);
     if (key_size < 0 || value_size < 0)
@@ -1474,7 +1479,19 @@ route_send(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
     }
     return route_send_record(self, args[0], args[1], args[2], args[3],
                              nargs >= 5 ? args[4] : Py_None, nargs >= 6 ? args[5] : Py_None,
-                             nargs == 7 ? args[6] : Py_None);
+                             nargs == 7 ? args[6] : Py_None, 0);
+}
+
+static PyObject *
+route_send_prepared(RouteState *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "send_prepared(topic, value, key, timestamp, partition, "
+                                         "on_delivery, headers) takes 7 arguments");
+        return NULL;
+    }
+    return route_send_record(self, args[0], args[1], args[2], args[3], args[4], args[5],
+                             args[6], 1);
 }
 
 static PyObject *
@@ -1519,6 +1536,11 @@ static PyMethodDef route_methods[] = {
      "--\n\n"
      "Queue a record: its RecordFuture, or None (nothing changed) when the send must go\n"
      "the general way."},
+    {"send_prepared", (PyCFunction)(void (*)(void))route_send_prepared, METH_FASTCALL,
+     "send_prepared(topic, value, key, timestamp, partition, on_delivery, headers)\n"
+     "--\n\n"
+     "send for a producer with serializers, once its caller serialized the record\n"
+     "(prepared must be true)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1533,6 +1555,8 @@ static PyMemberDef route_members[] = {
      "The metadata snapshot counts was read from, or None."},
     {"plain", T_BOOL, offsetof(RouteState, plain), 0,
      "Whether send may take records (no transactions, serializers or user partitioner)."},
+    {"prepared", T_BOOL, offsetof(RouteState, prepared), 0,
+     "Whether send_prepared may take records (no user partitioner or telemetry)."},
     {"ignore_keys", T_BOOL, offsetof(RouteState, ignore_keys), 0,
      "partitioner.ignore.keys: keyed records go to the sticky partition too."},
     {NULL},
@@ -1582,7 +1606,7 @@ send_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *future =
         route_send_record((RouteState *)routes, args[1], args[2], args[3], args[4], Py_None,
-                          Py_None, Py_None);
+                          Py_None, Py_None, 0);
     Py_DECREF(routes);
     return future;
 }

@@ -268,6 +268,7 @@ class RouteState:
         "keyed_partition",
         "metadata",
         "plain",
+        "prepared",
         "snapshot",
         "sticky",
     )
@@ -298,6 +299,9 @@ class RouteState:
         """The metadata snapshot ``counts`` was read from, or None."""
         self.counts: dict[str, int] = {}
         """topic -> partition count, read from ``snapshot``."""
+        self.prepared = False
+        """Whether :meth:`send_prepared` may take records (no user partitioner or
+        telemetry): those of a producer with serializers, which its caller serialized."""
 
     def send(
         self,
@@ -321,7 +325,37 @@ class RouteState:
         headers; here, a delivery callback, which only the C form registers): that
         path then does the same, or waits, or raises the right error.
         """
-        if not self.plain or on_delivery is not None or headers:
+        if not self.plain:
+            return None
+        return self._send(topic, value, key, timestamp, partition, on_delivery, headers)
+
+    def send_prepared(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        timestamp: int | None,
+        partition: Any,
+        on_delivery: Any,
+        headers: Any,
+    ) -> RecordFuture | None:
+        """:meth:`send` for a producer with serializers (``prepared``): its caller
+        serialized the record."""
+        if not self.prepared:
+            return None
+        return self._send(topic, value, key, timestamp, partition, on_delivery, headers)
+
+    def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        timestamp: int | None,
+        partition: Any,
+        on_delivery: Any,
+        headers: Any,
+    ) -> RecordFuture | None:
+        if on_delivery is not None or headers:
             return None
         if (value is not None and type(value) is not bytes) or (
             key is not None and type(key) is not bytes

@@ -209,6 +209,14 @@ class ProducerCore:
         )
         """What the common send needs (:func:`send_plain`); :meth:`route` keeps its
         cached partition counts current."""
+        # a producer with serializers: its records take the C append too once
+        # prepare_record serialized them
+        self.routes.prepared = (
+            not self.routes.plain
+            and self.telemetry is None
+            and self.partitioner is None
+            and self.transactions is None
+        )
 
     # ---- state
 
@@ -239,9 +247,11 @@ class ProducerCore:
         headers: HeadersArg,
         partition: int | None,
         timestamp: int | None,
+        serialized: bool = False,
     ) -> Routed:
         """The first step of a send that ``routes.send`` did not take: check the
-        producer and its transaction, then :meth:`route` the record.
+        producer and its transaction, then :meth:`route` the record (``serialized``:
+        :meth:`prepare_record` serialized its key and value already).
 
         When the returned partition is None, the caller waits for the topic with
         :meth:`wait_for_topic` and gives its partition count to :meth:`admit`.
@@ -249,7 +259,20 @@ class ProducerCore:
         self.check_fatal()
         if self.transactions is not None:
             self.check_transaction()
-        return self.route(topic, value, key, headers, partition, timestamp)
+        return self.route(topic, value, key, headers, partition, timestamp, serialized)
+
+    def prepare_record(self, value: Any, key: Any) -> tuple[bytes | None, bytes | None]:
+        """What a send of a producer with serializers does before
+        ``routes.send_prepared`` (``routes.prepared``), as :meth:`route` does it (the
+        caller checked that the sender has not failed): serialize the value and the
+        key. The general path then takes them as serialized."""
+        serializer = self.value_serializer
+        if value is not None and (serializer is not None or type(value) is not bytes):
+            value = _to_bytes(value, serializer, "value")
+        serializer = self.key_serializer
+        if key is not None and (serializer is not None or type(key) is not bytes):
+            key = _to_bytes(key, serializer, "key")
+        return value, key
 
     def admit(self, topic: str, routed: Routed, partition: int | None, count: int) -> int:
         """The last step before the append: the record's partition (chosen now if the
@@ -279,18 +302,22 @@ class ProducerCore:
         headers: HeadersArg,
         partition: int | None,
         timestamp: int | None,
+        serialized: bool = False,
     ) -> Routed:
-        """Serialize a record and pick its partition.
+        """Serialize a record (unless ``serialized``) and pick its partition.
 
         The returned partition is None when the topic's metadata is not known
         yet (or lacks ``partition``): the caller waits for it with
         :meth:`wait_for_topic`, then calls :meth:`choose_partition`.
         """
         # the hot path of every send: common cases are tested inline
-        if value is not None and (type(value) is not bytes or self.value_serializer is not None):
-            value = _to_bytes(value, self.value_serializer, "value")
-        if key is not None and (type(key) is not bytes or self.key_serializer is not None):
-            key = _to_bytes(key, self.key_serializer, "key")
+        if not serialized:
+            if value is not None and (
+                type(value) is not bytes or self.value_serializer is not None
+            ):
+                value = _to_bytes(value, self.value_serializer, "value")
+            if key is not None and (type(key) is not bytes or self.key_serializer is not None):
+                key = _to_bytes(key, self.key_serializer, "key")
         header_list = _headers(headers) if headers else ()
         if timestamp is None:
             timestamp = int(_now() * 1000)

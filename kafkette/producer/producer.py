@@ -112,19 +112,30 @@ class AsyncProducer:
             core = self._running()  # raises
         if core.closed:
             core.check_open()  # raises
-        # The common record goes straight to the C append (its headers too); what it
-        # declines takes the general path below, as does every record while sends wait
-        # for room (it queues behind them).
+        # The common record goes straight to the C append (a producer with serializers
+        # once prepare_record serialized it); what it declines takes
+        # the general path below, as does every record while sends wait for room (it
+        # queues behind them).
         if core.sender.fatal_error is None and not self._waiting:
             future = core.routes.send(topic, value, key, timestamp, partition, on_delivery, headers)
             if future is not None:
                 return future
+            serialized = core.routes.prepared
+            if serialized:
+                value, key = core.prepare_record(value, key)
+                future = core.routes.send_prepared(
+                    topic, value, key, timestamp, partition, on_delivery, headers
+                )
+                if future is not None:
+                    return future
+        else:
+            serialized = False
         trace = None
         if core.telemetry is not None:  # the record's span; its end is the delivery callback
             trace = core.telemetry.start_send(topic, key, value, headers, on_delivery)
             headers, on_delivery = trace.headers, trace
         try:
-            routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+            routed = core.prepare_send(topic, value, key, headers, partition, timestamp, serialized)
             count = 0 if routed[0] is not None else await core.wait_for_topic(topic, partition)
             chosen = core.admit(topic, routed, partition, count)
             if trace is not None:

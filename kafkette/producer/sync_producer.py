@@ -121,18 +121,29 @@ class Producer:
         core = self._core
         if core.closed:
             core.check_open()  # raises
-        # The common record goes straight to the C append (its headers too); what it
-        # declines takes the general path below.
+        # The common record goes straight to the C append (a producer with serializers
+        # once prepare_record serialized it); what it declines takes
+        # the general path below.
         if core.sender.fatal_error is None:
             future = core.routes.send(topic, value, key, timestamp, partition, on_delivery, headers)
             if future is not None:
                 return future
+            serialized = core.routes.prepared
+            if serialized:
+                value, key = core.prepare_record(value, key)
+                future = core.routes.send_prepared(
+                    topic, value, key, timestamp, partition, on_delivery, headers
+                )
+                if future is not None:
+                    return future
+        else:
+            serialized = False
         trace = None
         if core.telemetry is not None:  # the record's span; its end is the delivery callback
             trace = core.telemetry.start_send(topic, key, value, headers, on_delivery)
             headers, on_delivery = trace.headers, trace
         try:
-            routed = core.prepare_send(topic, value, key, headers, partition, timestamp)
+            routed = core.prepare_send(topic, value, key, headers, partition, timestamp, serialized)
             in_loop = threading.get_ident() == self._loop_thread
             if routed[0] is not None:
                 count = 0

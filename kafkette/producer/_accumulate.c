@@ -43,9 +43,11 @@
  * bytes | str | None) pairs, or a dict) are encoded here, before the append, as the
  * record's headers section (encode_section). send_plain(core, ...) is
  * core.routes.send(...), the producers' call. RouteState.send_prepared(...) is the
- * same send for a producer with serializers (RouteState.prepared), once
- * ProducerCore.prepare_record serialized the record. kafkette.producer.append_state has
- * the same class in Python.
+ * same send for a producer with serializers or transactions (RouteState.prepared), once
+ * ProducerCore.prepare_record serialized the record and checked the transaction: a
+ * transactional record only to a partition in RouteState.transaction (the partitions
+ * noted for the open transaction). kafkette.producer.append_state has the same class
+ * in Python.
  *
  * write_header(buffer, count, ...) writes a drained batch's header and CRC (the crc32c
  * package's) into its buffer's reserved front when it is not compressed, the bytes
@@ -1194,6 +1196,7 @@ typedef struct {
     PyObject *keyed;       /* keyed_partition(key, count) */
     PyObject *snapshot;    /* the snapshot `counts` was read from, or None */
     PyObject *counts;      /* dict: topic -> partition count */
+    PyObject *transaction; /* the partitions noted for the open transaction, or None */
     char plain;
     char prepared;
     char ignore_keys;
@@ -1208,6 +1211,7 @@ route_traverse(RouteState *self, visitproc visit, void *arg)
     Py_VISIT(self->keyed);
     Py_VISIT(self->snapshot);
     Py_VISIT(self->counts);
+    Py_VISIT(self->transaction);
     return 0;
 }
 
@@ -1220,6 +1224,7 @@ route_clear(RouteState *self)
     Py_CLEAR(self->keyed);
     Py_CLEAR(self->snapshot);
     Py_CLEAR(self->counts);
+    Py_CLEAR(self->transaction);
     return 0;
 }
 
@@ -1436,6 +1441,20 @@ route_send_record(RouteState *self, PyObject *topic, PyObject *value, PyObject *
         if (partition == NULL)
             goto done;
     }
+    if (prepared && self->transaction != NULL && self->transaction != Py_None) {
+        /* a transactional record: only to a partition already noted for the transaction
+         * (the general path adds the others, and checks the transaction again) */
+        PyObject *tp = PyTuple_Pack(2, topic, partition);
+        if (tp == NULL)
+            goto done;
+        int noted = PySet_Contains(self->transaction, tp);
+        Py_DECREF(tp);
+        if (noted <= 0) {
+            if (noted == 0)
+                future = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
     PyObject *acc = self->accumulator;
     future = add_to_open_batch((AccumulatorState *)acc, topic, partition, timestamp, key, value,
                                with_headers, on_delivery);
@@ -1539,8 +1558,9 @@ static PyMethodDef route_methods[] = {
     {"send_prepared", (PyCFunction)(void (*)(void))route_send_prepared, METH_FASTCALL,
      "send_prepared(topic, value, key, timestamp, partition, on_delivery, headers)\n"
      "--\n\n"
-     "send for a producer with serializers, once its caller serialized the record\n"
-     "(prepared must be true)."},
+     "send for a producer with serializers or transactions, once its caller serialized\n"
+     "the record and checked the transaction (prepared must be true): to a partition\n"
+     "noted in transaction only, when that is a set."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1562,7 +1582,28 @@ static PyMemberDef route_members[] = {
     {NULL},
 };
 
+static PyObject *
+route_get_transaction(RouteState *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->transaction != NULL ? self->transaction : Py_None);
+}
+
+static int
+route_set_transaction(RouteState *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL || (value != Py_None && !PySet_CheckExact(value))) {
+        PyErr_Format(PyExc_TypeError, "transaction must be a set or None, not %s",
+                     value == NULL ? "deleted" : Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    Py_XSETREF(self->transaction, Py_NewRef(value));
+    return 0;
+}
+
 static PyGetSetDef route_getset[] = {
+    {"transaction", (getter)route_get_transaction, (setter)route_set_transaction,
+     "The partitions noted for the open transaction, which send_prepared may append to\n"
+     "(a set), or None.", NULL},
     {"counts", (getter)route_get_counts, (setter)route_set_counts,
      "topic -> partition count, read from snapshot.", NULL},
     {"accumulator", (getter)route_get_accumulator, (setter)route_set_accumulator,

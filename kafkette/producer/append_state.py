@@ -271,6 +271,7 @@ class RouteState:
         "prepared",
         "snapshot",
         "sticky",
+        "transaction",
     )
 
     def __init__(
@@ -301,7 +302,12 @@ class RouteState:
         """topic -> partition count, read from ``snapshot``."""
         self.prepared = False
         """Whether :meth:`send_prepared` may take records (no user partitioner or
-        telemetry): those of a producer with serializers, which its caller serialized."""
+        telemetry): those of a producer with serializers or transactions, which its
+        caller serialized and whose transaction it checked."""
+        self.transaction: set[tuple[str, int]] | None = None
+        """The partitions noted for the open transaction of a transactional producer
+        (its ``TransactionManager.noted``), the only ones :meth:`send_prepared` appends
+        to; None without transactions."""
 
     def send(
         self,
@@ -339,11 +345,12 @@ class RouteState:
         on_delivery: Any,
         headers: Any,
     ) -> RecordFuture | None:
-        """:meth:`send` for a producer with serializers (``prepared``): its caller
-        serialized the record."""
+        """:meth:`send` for a producer with serializers or transactions (``prepared``):
+        its caller serialized the record and checked the transaction. A transactional
+        record is taken only for a partition in ``transaction``."""
         if not self.prepared:
             return None
-        return self._send(topic, value, key, timestamp, partition, on_delivery, headers)
+        return self._send(topic, value, key, timestamp, partition, on_delivery, headers, True)
 
     def _send(
         self,
@@ -354,6 +361,7 @@ class RouteState:
         partition: Any,
         on_delivery: Any,
         headers: Any,
+        prepared: bool = False,
     ) -> RecordFuture | None:
         if on_delivery is not None or headers:
             return None
@@ -380,4 +388,6 @@ class RouteState:
         else:
             size = 21 + (len(value) if value is not None else 0)
             partition = self.sticky.partition(topic, count, size)
+        if prepared and self.transaction is not None and (topic, partition) not in self.transaction:
+            return None
         return self.accumulator.append_plain(topic, partition, timestamp, key, value)

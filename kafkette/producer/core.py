@@ -53,7 +53,7 @@ from kafkette.producer.futures import BatchResult, RecordFuture
 from kafkette.producer.partitioner import StickyPartitioner
 from kafkette.producer.sender import Sender
 from kafkette.producer.speedups import RouteState, keyed_partition
-from kafkette.producer.transactions import TransactionManager
+from kafkette.producer.transactions import ProducerTxnState, TransactionManager
 from kafkette.producer.txn_runner import TransactionRunner, end_open_transaction
 from kafkette.protocol.records import codec_id
 
@@ -69,6 +69,8 @@ MAX_TIMESTAMP = (1 << 63) - 1
 """A record timestamp is a signed 64-bit count of milliseconds."""
 
 _BYTES_LIKE = (bytearray, memoryview)
+_IN_TRANSACTION = ProducerTxnState.IN_TRANSACTION
+"""The one state a transactional send is allowed in (``TransactionManager.check_send``)."""
 
 MISSING_TOPIC_ANSWERS = 3
 """Metadata answers of UNKNOWN_TOPIC_OR_PARTITION after which a send to that topic fails
@@ -209,14 +211,13 @@ class ProducerCore:
         )
         """What the common send needs (:func:`send_plain`); :meth:`route` keeps its
         cached partition counts current."""
-        # a producer with serializers: its records take the C append too once
-        # prepare_record serialized them
+        # a producer with serializers or transactions: its records take the C append too
+        # once prepare_record serialized them and checked the transaction
         self.routes.prepared = (
-            not self.routes.plain
-            and self.telemetry is None
-            and self.partitioner is None
-            and self.transactions is None
+            not self.routes.plain and self.telemetry is None and self.partitioner is None
         )
+        if self.transactions is not None:
+            self.routes.transaction = self.transactions.manager.noted
 
     # ---- state
 
@@ -262,10 +263,16 @@ class ProducerCore:
         return self.route(topic, value, key, headers, partition, timestamp, serialized)
 
     def prepare_record(self, value: Any, key: Any) -> tuple[bytes | None, bytes | None]:
-        """What a send of a producer with serializers does before
-        ``routes.send_prepared`` (``routes.prepared``), as :meth:`route` does it (the
-        caller checked that the sender has not failed): serialize the value and the
-        key. The general path then takes them as serialized."""
+        """What a send of a producer with serializers or transactions does before
+        ``routes.send_prepared`` (``routes.prepared``), as :meth:`prepare_send` does it
+        (the caller checked that the sender has not failed): check the transaction,
+        then serialize the value and the key. The general path then takes them as
+        serialized."""
+        runner = self.transactions
+        if runner is not None:
+            manager = runner.manager
+            if manager.state is not _IN_TRANSACTION or manager.producer_id < 0:
+                manager.check_send()  # raises
         serializer = self.value_serializer
         if value is not None and (serializer is not None or type(value) is not bytes):
             value = _to_bytes(value, serializer, "value")

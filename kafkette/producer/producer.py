@@ -113,7 +113,7 @@ class AsyncProducer:
         if core.closed:
             core.check_open()  # raises
         # The common record goes straight to the C append (a producer with serializers
-        # once prepare_record serialized it); what it declines takes
+        # or transactions once prepare_record did those steps); what it declines takes
         # the general path below, as does every record while sends wait for room (it
         # queues behind them).
         if core.sender.fatal_error is None and not self._waiting:

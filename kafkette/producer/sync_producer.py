@@ -122,7 +122,7 @@ class Producer:
         if core.closed:
             core.check_open()  # raises
         # The common record goes straight to the C append (a producer with serializers
-        # once prepare_record serialized it); what it declines takes
+        # or transactions once prepare_record did those steps); what it declines takes
         # the general path below.
         if core.sender.fatal_error is None:
             future = core.routes.send(topic, value, key, timestamp, partition, on_delivery, headers)

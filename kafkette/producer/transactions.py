@@ -367,6 +367,12 @@ class TransactionManager:
         """Partitions written to, not yet sent in an AddPartitionsToTxn."""
         self.adding: set[TP] = set()
         """Partitions of the AddPartitionsToTxn in flight."""
+        self.noted: set[TP] = set()
+        """Partitions :meth:`add_partition` was given in the current transaction, while
+        they are in ``partitions``, ``new_partitions`` or ``adding`` (a subset of those:
+        emptied whenever one may lose a partition). The producers' C send appends a
+        record to one of them without the general path's ``add_partition``, which would
+        do nothing (``RouteState.transaction`` is this set, never replaced)."""
         self.transaction_started = False
         """The coordinator knows of the transaction (partitions or offsets were added)."""
         self.epoch_bump_required = False
@@ -622,9 +628,11 @@ class TransactionManager:
     def add_partition(self, tp: TP) -> bool:
         """Note that ``tp`` is written to; True if it must be added to the transaction."""
         if tp in self.partitions or tp in self.new_partitions or tp in self.adding:
+            self.noted.add(tp)
             return False
         with self._partitions_lock:
             self.new_partitions.add(tp)
+            self.noted.add(tp)
         return True
 
     def send_allowed(self, tp: TP) -> bool:
@@ -663,6 +671,7 @@ class TransactionManager:
         self._lost_mapping = isinstance(self.last_error, InvalidProducerIdMappingError)
         self.fire(E.ABORT)
         self.new_partitions.clear()
+        self.noted.clear()
 
     def _state_message(self, operation: str) -> str:
         if self.state is S.UNINITIALIZED:
@@ -746,6 +755,7 @@ class TransactionManager:
                 failed[tp] = code
             else:
                 self.adding = set()
+                self.noted.clear()
                 return self._settle(
                     TxnApi.ADD_PARTITIONS_TO_TXN,
                     code,
@@ -757,6 +767,8 @@ class TransactionManager:
                 return retry
             return Reply(Action.FAILED, self.last_error)
         self.adding = set()
+        if unauthorized or failed:
+            self.noted.clear()  # their partitions are in none of the sets now
         if unauthorized:
             return self.abortable(
                 TopicAuthorizationFailedError(", ".join(sorted(set(unauthorized))))
@@ -916,6 +928,7 @@ class TransactionManager:
             self.partitions.clear()
             self.new_partitions.clear()
             self.adding = set()
+            self.noted.clear()
 
     # ---- produce results
 

@@ -1,6 +1,6 @@
 """What one send costs the thread that calls it: kafkette's sync ``Producer.send`` against
 confluent-kafka's ``Producer.produce``, for a record as the producer places it, one
-given a partition, and one given a delivery callback (#30).
+given a partition, one given a delivery callback and one with two headers (#30).
 
 One ``kafkette serve --memory``; each client sends ``--records`` 100 B records to a
 one-partition topic of its own per round, in rounds that alternate between the clients,
@@ -32,8 +32,9 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafkette import AdminClient, NewTopic, Producer
 from tests.brokers import BrokerProcess
 
-VARIANTS = ("placed", "partition", "callback")
+VARIANTS = ("placed", "partition", "callback", "headers")
 VALUE = b"v" * 100
+HEADERS = [("trace-id", b"0123456789abcdef"), ("source", b"bench")]
 _topics = itertools.count()
 
 
@@ -81,6 +82,7 @@ def _calls(
         "placed": lambda: send(topic, VALUE),
         "partition": lambda: send(topic, VALUE, partition=0),
         "callback": lambda: send(topic, VALUE, **given_callback),
+        "headers": lambda: send(topic, VALUE, headers=HEADERS),
     }
 
 

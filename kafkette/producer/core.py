@@ -5,7 +5,9 @@ metadata, the steps of a send and of a close.
 :class:`~kafkette.producer.sync_producer.Producer` differ only where they
 wait: for a topic's metadata, for room in ``buffer.memory`` and for the
 event loop (the sync one runs it in a background thread). A send is
-``routes.send`` (the common record, no waiting: the C append), else
+``routes.send`` (the common record, headers included, no waiting: the C append;
+for a producer with serializers or transactions, :meth:`ProducerCore.prepare_record`
+then ``routes.send_prepared``), else
 :meth:`ProducerCore.prepare_send`, the wait for the topic's metadata when
 the returned partition is None, and :meth:`ProducerCore.admit`; a flush is
 :meth:`ProducerCore.flushing` and the wait for its results; a transactional

@@ -17,9 +17,9 @@ import _thread
 import asyncio
 import concurrent.futures
 import contextlib
+import sys
 import threading
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -28,12 +28,6 @@ from anyio.from_thread import BlockingPortal
 
 from kafkette.client.events import fine_timer_loop
 from kafkette.errors import KafkaTimeoutError
-
-_async_library: ContextVar[str | None] | None
-try:  # (installed with trio, which a caller's thread may be running)
-    from sniffio import current_async_library_cvar as _async_library
-except ImportError:  # pragma: no cover - then nothing can name another library
-    _async_library = None
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,8 +75,9 @@ class _Call(Generic[T]):
         (copied, as the portal does), which names asyncio as the running library: a
         caller inside trio (an async test using a sync client) must not make anyio in the
         task think it runs on trio."""
-        if _async_library is not None:
-            _async_library.set("asyncio")
+        sniffio = sys.modules.get("sniffio")
+        if sniffio is not None:  # (only once loaded, by trio say, can it name another library)
+            sniffio.current_async_library_cvar.set("asyncio")
         try:
             self.task = asyncio.ensure_future(func(*args))
         except BaseException as exc:  # func raised before its first await, or is no coroutine

@@ -562,9 +562,7 @@ class RecordAccumulator(AccumulatorState):
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int = -1) -> None:
         """The broker stored the batch (nothing happens if it was failed already)."""
-        if self._release(batch):
-            batch.data = batch.buffer = None  # a future kept by the application keeps the outcome
-            batch.complete(base_offset, log_append_time)
+        self.complete_all(((batch, base_offset, log_append_time),))
 
     def complete_all(self, stored: Sequence[tuple[ProducerBatch, int, int]]) -> None:
         """:meth:`complete` of each (batch, base offset, log append time), the lock taken
@@ -578,14 +576,12 @@ class RecordAccumulator(AccumulatorState):
                     continue  # failed already
                 incomplete.discard(batch)
                 freed += batch.reserved
-                batch.data = batch.buffer = None
+                batch.data = batch.buffer = None  # futures held on to keep only the outcome
                 batch.base_offset = base_offset
                 batch.log_append_time = log_append_time
                 settled.append(batch)
             self._used -= freed
-            room = self.buffer_memory - self._used >= self._resume_room
-            if room and self._waiting:
-                self._space.notify_all()
+            room = self._room_freed()
         if settled and room and self.on_space is not None:
             self.on_space()
         finish_all(settled)
@@ -603,16 +599,21 @@ class RecordAccumulator(AccumulatorState):
                 return False
             self._incomplete.discard(batch)
             self._used -= batch.reserved
-            # Waiters wake once a good share of the buffer is free, not for every
-            # batch acknowledged: a producer that outruns the broker then appends
-            # many batches per wake-up instead of one (and a waiter that needs
-            # more wakes again at each release after this one).
-            room = self.buffer_memory - self._used >= self._resume_room
-            if room and self._waiting:
-                self._space.notify_all()
+            room = self._room_freed()
         if room and self.on_space is not None:
             self.on_space()
         return True
+
+    def _room_freed(self) -> bool:
+        """Under the lock, once ``_used`` fell: whether a good share of the buffer is free,
+        the waiting appends woken if so. Waiters wake then, not for every batch
+        acknowledged: a producer that outruns the broker then appends many batches per
+        wake-up instead of one (and a waiter that needs more wakes again at each release
+        after this one)."""
+        room = self.buffer_memory - self._used >= self._resume_room
+        if room and self._waiting:
+            self._space.notify_all()
+        return room
 
     def expire(self, now_ms: float) -> list[ProducerBatch]:
         """Remove and fail the queued batches older than ``delivery.timeout.ms``."""

@@ -1201,15 +1201,7 @@ class Sender:
         self.accumulator.complete_all(stored)
 
     def _succeeded(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        if self.idempotence is not None:
-            self.idempotence.acknowledged(batch)
-        if self._resyncing:
-            self._resyncing.discard(batch.tp)
-        metrics = self.metrics
-        metrics.batches_sent += 1
-        metrics.records_sent += batch.count
-        metrics.bytes_sent += len(batch.data or b"")
-        self.accumulator.complete(batch, base_offset, log_append_time)
+        self._succeeded_all([(batch, base_offset, log_append_time)])
 
     def _facts(self, batch: ProducerBatch) -> BatchFacts:
         idem = self.idempotence

@@ -1,18 +1,23 @@
 """A kafkette copier process for the exactly-once test: ``python -m
-tests.producer.transactions.copier BOOTSTRAP TRANSACTIONAL_ID``.
+tests.producer.transactions.copier BOOTSTRAP TRANSACTIONAL_ID [GATE]``.
 
 Consumes ``in`` as a member of the group ``copiers`` (static membership: a restarted
 copier takes its place at once), copies each poll's records to the same partition of
 ``out`` in one transaction with the consumed offsets, and commits; every 7th
 transaction is aborted instead (and its records copied again). On any error it aborts
 (or exits, to be restarted). Runs until killed.
+
+GATE names a file holding an offset: no partition is copied past it until the file
+says more, so the test can kill a copier or the broker at a point of its choosing
+however fast the copy runs. Without the file the copy is not held.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from kafkette import Consumer, Producer, TopicPartition
+from kafkette import Consumer, ConsumerRecord, Producer, TopicPartition
 from kafkette.errors import KafkaError
 
 GROUP = "copiers"
@@ -30,7 +35,35 @@ def rewind(consumer: Consumer) -> None:
             consumer.seek(tp, offset.offset)
 
 
-def main(bootstrap: str, transactional_id: str) -> None:
+def gate_offset(gate: Path | None) -> int | None:
+    """The offset no partition is copied past, or None when the copy is not held."""
+    try:
+        return int(gate.read_text()) if gate is not None else None
+    except (FileNotFoundError, ValueError):  # not written yet, or being replaced
+        return None
+
+
+def hold(
+    records: dict[TopicPartition, list[ConsumerRecord]], limit: int | None
+) -> tuple[dict[TopicPartition, list[ConsumerRecord]], set[TopicPartition]]:
+    """The records below the gate, and the partitions that reached it."""
+    if limit is None:
+        return records, set()
+    below = {tp: [r for r in batch if r.offset < limit] for tp, batch in records.items()}
+    held = {tp for tp, batch in records.items() if batch and batch[-1].offset >= limit}
+    return {tp: batch for tp, batch in below.items() if batch}, held
+
+
+def stop_at_gate(consumer: Consumer, held: set[TopicPartition], limit: int | None) -> None:
+    """Park the partitions that reached the gate until it moves."""
+    if limit is None:
+        return
+    for tp in held:
+        consumer.seek(tp, limit)
+    consumer.pause(*held)
+
+
+def main(bootstrap: str, transactional_id: str, gate: Path | None = None) -> None:
     consumer = Consumer(
         bootstrap_servers=bootstrap,
         group_id=GROUP,
@@ -52,9 +85,15 @@ def main(bootstrap: str, transactional_id: str) -> None:
     producer.init_transactions()
     consumer.subscribe(["in"])
     transactions = 0
+    limit = gate_offset(gate)
     while True:
-        records = consumer.poll(200)
+        latest = gate_offset(gate)
+        if latest != limit:
+            limit = latest
+            consumer.resume(*consumer.paused())
+        records, held = hold(consumer.poll(200), limit)
         if not records:
+            stop_at_gate(consumer, held, limit)
             continue
         try:
             producer.begin_transaction()
@@ -70,6 +109,7 @@ def main(bootstrap: str, transactional_id: str) -> None:
                 rewind(consumer)
             else:
                 producer.commit_transaction()
+                stop_at_gate(consumer, held, limit)
         except KafkaError as exc:
             print(f"{transactional_id}: {exc!r}; aborting", flush=True)
             try:
@@ -81,4 +121,4 @@ def main(bootstrap: str, transactional_id: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]) if len(sys.argv) > 3 else None)

@@ -20,9 +20,12 @@ from tests.producer.transactions.helpers import confluent_read, read_all
 PARTITIONS = 3
 RECORDS = 100_000
 COPIERS = ("copier-a", "copier-b")
+GATE_AHEAD = 0.1
 
 
-def start_copier(bootstrap: str, transactional_id: str, log: Path) -> subprocess.Popen[bytes]:
+def start_copier(
+    bootstrap: str, transactional_id: str, log: Path, gate: Path
+) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
             [
@@ -31,11 +34,19 @@ def start_copier(bootstrap: str, transactional_id: str, log: Path) -> subprocess
                 "tests.producer.transactions.copier",
                 bootstrap,
                 transactional_id,
+                str(gate),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parents[3],
         )
+
+
+def open_gate(gate: Path, fraction: float | None) -> None:
+    """Let the copiers copy each partition up to ``fraction`` of it (None: all of it)."""
+    limit = RECORDS if fraction is None else int(min(fraction, 1.0) * RECORDS / PARTITIONS)
+    gate.with_suffix(".new").write_text(str(limit))
+    gate.with_suffix(".new").replace(gate)
 
 
 def committed_total(bootstrap: str) -> int:
@@ -61,9 +72,13 @@ def test_exactly_once_copy_across_copier_and_broker_kills(
             expected[i % PARTITIONS].append(value)
 
     logs = {name: tmp_path / f"{name}.log" for name in COPIERS}
-    copiers = {name: start_copier(bootstrap, name, logs[name]) for name in COPIERS}
     # (fraction of the records committed, what to kill then)
     kills = [(0.15, "copier-a"), (0.35, "broker"), (0.55, "copier-b"), (0.75, "copier-a")]
+    # The gate stays a little ahead of the next kill: the copiers are still at work when
+    # it happens, yet however fast they copy, they cannot finish before it.
+    gate = tmp_path / "gate"
+    open_gate(gate, kills[0][0] + GATE_AHEAD)
+    copiers = {name: start_copier(bootstrap, name, logs[name], gate) for name in COPIERS}
     restarts = 0
     deadline = time.monotonic() + 150
     try:
@@ -82,11 +97,12 @@ def test_exactly_once_copy_across_copier_and_broker_kills(
                 else:
                     copiers[victim].kill()
                     copiers[victim].wait()
-                    copiers[victim] = start_copier(bootstrap, victim, logs[victim])
+                    copiers[victim] = start_copier(bootstrap, victim, logs[victim], gate)
+                open_gate(gate, kills[0][0] + GATE_AHEAD if kills else None)
             for name, process in copiers.items():
                 if process.poll() is not None:  # gave up after an error: start it again
                     restarts += 1
-                    copiers[name] = start_copier(bootstrap, name, logs[name])
+                    copiers[name] = start_copier(bootstrap, name, logs[name], gate)
             time.sleep(0.05)
     finally:
         for process in copiers.values():

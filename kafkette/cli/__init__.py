@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import traceback
+from typing import Any
 
 from kafkette.cli.common import UsageError, is_read_only_file_url, settings_from
 from kafkette.errors import AuthorizationError, ConfigError, KafkaError
@@ -136,12 +137,29 @@ def _route_logs(*, debug: bool) -> None:
     if debug:
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
         return
-    logging.getLogger("kafkette").addHandler(logging.NullHandler())
+    root = logging.getLogger("kafkette")
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
     failures = logging.getLogger("kafkette.client.failures")
-    shown = logging.StreamHandler()
-    shown.setFormatter(logging.Formatter("kafkette: %(message)s"))
-    failures.addHandler(shown)
+    if not any(isinstance(h, _CurrentStderr) for h in failures.handlers):
+        shown = _CurrentStderr()
+        shown.setFormatter(logging.Formatter("kafkette: %(message)s"))
+        failures.addHandler(shown)
     failures.propagate = False
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is logged, not the stream of
+    the first call: ``main`` called again in one process (by a test, or an app that
+    embeds the CLI) neither adds a second handler nor writes to a closed stream."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        """StreamHandler's constructor assigns a stream; the getter ignores it."""
 
 
 def _report(args: argparse.Namespace, line: str) -> None:

@@ -25,6 +25,7 @@ through ``wait(condition, seconds)``, so tests drive it without sleeping.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -428,7 +429,18 @@ class RecordAccumulator(AccumulatorState):
         self, now_ms: float, muted: Container[PartitionKey] = ()
     ) -> tuple[list[PartitionKey], float | None]:
         """Partitions whose first batch can be sent now, and ms until the next may be."""
-        ready: list[PartitionKey] = []
+        pressing, lingered, next_ms = self.ready_by_cause(now_ms, muted)
+        return pressing + lingered, next_ms
+
+    def ready_by_cause(
+        self, now_ms: float, muted: Container[PartitionKey] = ()
+    ) -> tuple[list[PartitionKey], list[PartitionKey], float | None]:
+        """:meth:`ready`'s partitions in two lists: those whose first batch is sendable
+        whatever the linger (full, a retry, a batch behind it, a flush or close), and
+        those whose batch is sendable only because its linger ended, which a sender may
+        hold while the broker is behind; then ms until the next may be sent."""
+        pressing: list[PartitionKey] = []
+        lingered: list[PartitionKey] = []
         next_ms: float | None = None
         with self._lock:
             self._wake_pending = False
@@ -443,16 +455,16 @@ class RecordAccumulator(AccumulatorState):
                 if batch.retry_at_ms > now_ms:
                     wait = batch.retry_at_ms - now_ms
                 elif hurry or batch.full or len(queue) > 1 or batch.attempts > 0:
-                    ready.append(tp)
+                    pressing.append(tp)
                     continue
                 else:
                     wait = batch.created_ms + linger_ms - now_ms
                     if wait <= 0:
-                        ready.append(tp)
+                        lingered.append(tp)
                         continue
                 if next_ms is None or wait < next_ms:
                     next_ms = wait
-        return ready, next_ms
+        return pressing, lingered, next_ms
 
     def next_ready_ms(self, partitions: Iterable[PartitionKey], now_ms: float) -> float | None:
         """ms until the first batch of one of ``partitions`` can be sent (0: now), as
@@ -478,11 +490,14 @@ class RecordAccumulator(AccumulatorState):
         max_size: int,
         now_ms: float | None = None,
         prepare: Callable[[ProducerBatch], object] | None = None,
+        *,
+        pressing_only: bool = False,
     ) -> list[ProducerBatch]:
         """Take the first batch of each partition, while their sizes fit in ``max_size``.
 
         The first batch is always taken, whatever its size. With ``now_ms``,
-        only batches that are ready at that time are taken. Batches are built
+        only batches that are ready at that time are taken, and with ``pressing_only``
+        only those ready whatever their linger (see :meth:`ready_by_cause`). Batches are built
         (and compressed) after leaving the lock, each after ``prepare(batch)``
         (which gives it its producer id and sequence, so the batch is written once).
         """
@@ -490,11 +505,12 @@ class RecordAccumulator(AccumulatorState):
         total = 0
         with self._lock:
             hurry = self._flushes > 0 or self._closed
+            linger_ms = math.inf if pressing_only else self.linger_ms
             for tp in partitions:
                 queue = self._queues.get(tp)
                 if not queue:
                     continue
-                if now_ms is not None and _head_wait_ms(queue, hurry, self.linger_ms, now_ms):
+                if now_ms is not None and _head_wait_ms(queue, hurry, linger_ms, now_ms):
                     continue
                 batch = queue[0]
                 size = len(batch.data) if batch.data is not None else batch.size
@@ -659,6 +675,12 @@ class RecordAccumulator(AccumulatorState):
     def hurried(self) -> bool:
         """Whether every batch is ready at once (a flush or a close is in progress)."""
         return self._flushes > 0 or self._closed
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether sends wait for room in ``buffer.memory``: until answers free some,
+        nothing more joins the batches."""
+        return self._waiting > 0 or self.on_space is not None
 
     def rearm_wakeup(self) -> None:
         """Have the next batch opened or filled call ``wakeup`` again, as after :meth:`ready`

@@ -641,13 +641,18 @@ def test_a_batch_with_a_field_out_of_range_is_refused_with_an_encode_error() -> 
     ),
     st.booleans(),
     st.sampled_from([0, 5, 50]),
+    st.booleans(),
 )
 def test_ready_next_ready_and_drain_apply_one_rule(
-    heads: list[tuple[int, bool, int, int, int]], flushing: bool, linger_ms: int
+    heads: list[tuple[int, bool, int, int, int]],
+    flushing: bool,
+    linger_ms: int,
+    pressing_only: bool,
 ) -> None:
-    """ready() has the readiness rule inlined (it scans every partition at every pass);
-    next_ready_ms() and drain() call _head_wait_ms. Over any heads of queues, the three
-    agree: the partitions ready now, the wait until the next, the batches a drain takes."""
+    """ready_by_cause() has the readiness rule inlined (it scans every partition at every
+    pass); next_ready_ms() and drain() call _head_wait_ms. Over any heads of queues, the
+    three agree: the partitions ready now, the wait until the next, the batches a drain
+    takes, and those it takes when only the batches ready whatever their linger may go."""
     clock = FakeClock()
     acc = make(clock, batch_size=100, linger_ms=linger_ms)
     start = clock.now
@@ -664,13 +669,15 @@ def test_ready_next_ready_and_drain_apply_one_rule(
     if flushing:
         acc.begin_flush()
     tps = [("t", p) for p in range(len(heads))]
-    ready, next_ms = acc.ready(now)
+    pressing, lingered, next_ms = acc.ready_by_cause(now)
+    ready = sorted(pressing + lingered)
+    assert acc.ready(now) == (pressing + lingered, next_ms)
     if ready:
         assert acc.next_ready_ms(tps, now) == 0.0
     else:
         assert acc.next_ready_ms(tps, now) == next_ms
-    taken = acc.drain(tps, 1 << 30, now)
-    assert [(b.topic, b.partition) for b in taken] == ready
+    taken = acc.drain(tps, 1 << 30, now, pressing_only=pressing_only)
+    assert [(b.topic, b.partition) for b in taken] == (pressing if pressing_only else ready)
 
 
 def test_a_batch_in_flight_is_one_object_for_the_collector_and_keeps_no_bytes_once_settled() -> (

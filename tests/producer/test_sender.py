@@ -41,7 +41,7 @@ from kafkette.errors import (
 )
 from kafkette.producer.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from kafkette.producer.futures import RecordFuture
-from kafkette.producer.sender import NEWS_WRITE, Sender
+from kafkette.producer.sender import LINGER_HOLD_IN_FLIGHT, NEWS_WRITE, Sender
 from kafkette.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -1100,3 +1100,116 @@ async def test_an_answer_for_another_partition_retries_the_batch() -> None:
     m = sender.metrics
     assert (m.retries, m.requests_sent, m.batches_sent, m.records_sent) == (1, 2, 1, 1)
     assert sender.in_flight == 0
+
+
+@pytest.mark.anyio
+async def test_a_batch_whose_linger_ended_waits_for_an_answer_while_the_broker_is_behind() -> None:
+    """Once LINGER_HOLD_IN_FLIGHT requests are unanswered, a batch that is ready only
+    because its linger ended waits, and the records appended meanwhile join it: the
+    answer's pass sends them in one batch. A full batch still goes, and so does a
+    flush's."""
+    broker = FakeBroker()
+
+    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
+        raise AssertionError("answered by HeldAnswers")
+
+    client = FakeClient(unused)
+    connection = HeldAnswers(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+
+    def last_sent() -> list[bytes | None]:
+        data = client.requests[-1][1].topic_data[0].partition_data[0].records
+        assert data is not None
+        return [r.value for r in RecordBatch.from_buffer(bytes(data))]
+
+    async def sent(count: int) -> None:
+        """Until ``count`` requests were sent, then a few more turns: no more follow."""
+        while len(client.requests) < count:
+            await anyio.sleep(0)
+        for _ in range(20):
+            await anyio.sleep(0)
+        assert len(client.requests) == count
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = []
+        for i in range(LINGER_HOLD_IN_FLIGHT):  # each alone in a request
+            futures.append(acc.append(TOPIC, 0, 5, None, b"early %d" % i))
+            await sent(i + 1)
+        futures += [acc.append(TOPIC, 0, 5, None, b"held %d" % i) for i in range(3)]
+        await sent(LINGER_HOLD_IN_FLIGHT)  # their linger (0 ms) ended, yet they wait
+        connection.release()
+        await sent(LINGER_HOLD_IN_FLIGHT + 1)
+        assert last_sent() == [b"held 0", b"held 1", b"held 2"]  # one batch
+        for i in range(LINGER_HOLD_IN_FLIGHT - 1):  # unanswered up to the hold again
+            futures.append(acc.append(TOPIC, 0, 5, None, b"more %d" % i))
+            await sent(LINGER_HOLD_IN_FLIGHT + 2 + i)
+        futures.append(acc.append(TOPIC, 0, 5, None, b"x" * 900))
+        futures.append(acc.append(TOPIC, 0, 5, None, b"y" * 900))  # the x batch is full
+        await sent(2 * LINGER_HOLD_IN_FLIGHT + 1)
+        assert last_sent() == [b"x" * 900]  # full: sent while the y batch waits
+        flushing = acc.begin_flush()
+        await sent(2 * LINGER_HOLD_IN_FLIGHT + 2)
+        assert last_sent() == [b"y" * 900]  # a flush sends it at once
+        connection.release()
+        for result in flushing:
+            await result.wait_async()
+        acc.end_flush()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == list(range(len(futures)))
+
+    cfg = config(
+        batch_size=1000,
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000_000,
+    )
+    sender = await run_sender(client, cfg, body)
+    assert sender.fatal_error is None
+    assert broker.log[0] == [
+        *(b"early %d" % i for i in range(LINGER_HOLD_IN_FLIGHT)),
+        *(b"held %d" % i for i in range(3)),
+        *(b"more %d" % i for i in range(LINGER_HOLD_IN_FLIGHT - 1)),
+        b"x" * 900,
+        b"y" * 900,
+    ]
+
+
+@pytest.mark.anyio
+async def test_no_batch_is_held_for_an_answer_while_sends_wait_for_room() -> None:
+    """While a send waits for room in ``buffer.memory``, nothing more joins the batches:
+    a batch whose linger ended goes at once, however many requests are unanswered."""
+    broker = FakeBroker()
+
+    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
+        raise AssertionError("answered by HeldAnswers")
+
+    client = FakeClient(unused)
+    connection = HeldAnswers(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+
+    async def sent(count: int) -> None:
+        while len(client.requests) < count:
+            await anyio.sleep(0)
+
+    async def body(acc: RecordAccumulator) -> None:
+        futures = []
+        for i in range(LINGER_HOLD_IN_FLIGHT):
+            futures.append(acc.append(TOPIC, 0, 5, None, b"early %d" % i))
+            await sent(i + 1)
+        acc.on_space = lambda: None  # as the async producer's queue of waiting sends sets it
+        assert acc.exhausted
+        futures.append(acc.append(TOPIC, 0, 5, None, b"while waiting"))
+        await sent(LINGER_HOLD_IN_FLIGHT + 1)
+        acc.on_space = None
+        connection.release()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == list(range(LINGER_HOLD_IN_FLIGHT + 1))
+
+    cfg = config(
+        batch_size=1000,
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000_000,
+    )
+    sender = await run_sender(client, cfg, body)
+    assert sender.fatal_error is None

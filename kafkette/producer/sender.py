@@ -597,7 +597,8 @@ class Sender:
         Answers are read and handled when the loop runs, as ever; what a pass settles at
         once (an expired batch, a request a closed connection refused) is settled inside
         that call. Also while the task is woken but has not run yet: the caller may not
-        let it run for a while."""
+        let it run for a while. Not while the last pass held batches for an answer
+        (:data:`LINGER_HOLD_IN_FLIGHT`): that answer runs the next pass."""
         tg = self._task_group
         if (
             tg is None
@@ -610,6 +611,10 @@ class Sender:
             self.wakeup()
             return
         accumulator = self.accumulator
+        if self._held_for_answer and not accumulator.hurried:
+            # the answer the last pass held batches for runs the next pass: until then
+            # a pass could only send batches that filled up, and the broker is behind
+            return
         used = accumulator.buffer_used
         if used < self._news_mark:
             self._news_mark = used

@@ -1213,3 +1213,67 @@ async def test_no_batch_is_held_for_an_answer_while_sends_wait_for_room() -> Non
     )
     sender = await run_sender(client, cfg, body)
     assert sender.fatal_error is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_news_runs_no_pass_while_the_last_held_batches_for_an_answer(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a pass held batches for an answer, appending runs no pass (NEWS_WRITE bytes
+    and more): it could send nothing but filled batches to a broker that is behind, at
+    the cost of a look at every partition. The answer's pass sends what was appended, in
+    one batch."""
+    broker = FakeBroker()
+
+    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
+        raise AssertionError("answered by HeldAnswers")
+
+    client = FakeClient(unused)
+    connection = HeldAnswers(client, broker)
+    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    passes: list[int] = []
+    real_pass = Sender._pass
+
+    def counted(self: Sender, tg: anyio.abc.TaskGroup) -> float:
+        passes.append(len(client.requests))
+        return real_pass(self, tg)
+
+    async def body(acc: RecordAccumulator, sender: Sender) -> None:
+        acc.wakeup = sender.news
+        futures = []
+        for i in range(LINGER_HOLD_IN_FLIGHT):
+            futures.append(acc.append(TOPIC, 0, 5, None, b"early %d" % i))
+            while len(client.requests) <= i:
+                await anyio.sleep(0)
+        futures.append(acc.append(TOPIC, 0, 5, None, b"held"))
+        while not sender._held_for_answer:
+            await anyio.sleep(0)
+        monkeypatch.setattr(Sender, "_pass", counted)
+        count = -(-NEWS_WRITE // (RECORD_OVERHEAD + 1_000)) + 1
+        futures += [acc.append(TOPIC, 0, 5, None, b"v" * 1_000) for _ in range(count)]
+        for _ in range(20):
+            await anyio.sleep(0)
+        assert passes == []
+        assert len(client.requests) == LINGER_HOLD_IN_FLIGHT
+        connection.release()
+        while len(client.requests) == LINGER_HOLD_IN_FLIGHT:
+            await anyio.sleep(0)
+        assert passes == [LINGER_HOLD_IN_FLIGHT]
+        data = client.requests[-1][1].topic_data[0].partition_data[0].records
+        assert data is not None
+        assert [r.value for r in RecordBatch.from_buffer(bytes(data))] == [
+            b"held",
+            *[b"v" * 1_000] * count,
+        ]
+        connection.release()
+        metadata = await wait_all(futures)
+        assert [m.offset for m in metadata] == list(range(len(futures)))
+
+    cfg = config(
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=1_000_000,
+        batch_size=1 << 20,
+    )
+    await run_with_sender(client, cfg, body)

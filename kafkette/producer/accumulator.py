@@ -407,6 +407,14 @@ class RecordAccumulator(AccumulatorState):
                 )
             self._waiting += 1
             try:
+                if self._waiting == 1 and self.wakeup is not None:
+                    # the lingering batches are ready now (hurried): sent, they free room;
+                    # told outside the lock, as after any append
+                    self._lock.release()
+                    try:
+                        self.wakeup()
+                    finally:
+                        self._lock.acquire()
                 self._wait(self._space, remaining / 1000)
             finally:
                 self._waiting -= 1
@@ -444,7 +452,7 @@ class RecordAccumulator(AccumulatorState):
         next_ms: float | None = None
         with self._lock:
             self._wake_pending = False
-            hurry = self._flushes > 0 or self._closed
+            hurry = self.hurried
             linger_ms = self.linger_ms
             # _head_wait_ms's rule, inlined: this loop runs over every partition at every
             # pass, and the call would double its cost (100 -> 185 us at 1,000 partitions)
@@ -472,7 +480,7 @@ class RecordAccumulator(AccumulatorState):
         the batches behind those it took."""
         next_ms: float | None = None
         with self._lock:
-            hurry = self._flushes > 0 or self._closed
+            hurry = self.hurried
             for tp in partitions:
                 queue = self._queues.get(tp)
                 if not queue:
@@ -504,7 +512,7 @@ class RecordAccumulator(AccumulatorState):
         taken: list[ProducerBatch] = []
         total = 0
         with self._lock:
-            hurry = self._flushes > 0 or self._closed
+            hurry = self.hurried
             linger_ms = math.inf if pressing_only else self.linger_ms
             for tp in partitions:
                 queue = self._queues.get(tp)
@@ -673,13 +681,14 @@ class RecordAccumulator(AccumulatorState):
 
     @property
     def hurried(self) -> bool:
-        """Whether every batch is ready at once (a flush or a close is in progress)."""
-        return self._flushes > 0 or self._closed
+        """Whether every batch is ready at once, whatever its linger: a flush or a close
+        is in progress, or the buffer is :attr:`exhausted` (Java's rule too)."""
+        return self._flushes > 0 or self._closed or self._waiting > 0 or self.on_space is not None
 
     @property
     def exhausted(self) -> bool:
-        """Whether sends wait for room in ``buffer.memory``: until answers free some,
-        nothing more joins the batches."""
+        """Whether sends wait for room in ``buffer.memory``: nothing more joins the
+        batches until answers free some, so lingering would only keep them waiting."""
         return self._waiting > 0 or self.on_space is not None
 
     def rearm_wakeup(self) -> None:

@@ -65,10 +65,14 @@ class BufferWaiters:
         was the first: it may fit in what this one did not take)."""
         queue = self.queue
         waiter = Waiter(self._new_event)
-        if not queue:
+        starts_queue = not queue
+        if starts_queue:
             self._accumulator.on_space = self._space_freed
         queue.append(waiter)
         try:
+            wakeup = self._accumulator.wakeup
+            if starts_queue and wakeup is not None:
+                wakeup()  # the accumulator is exhausted: its lingering batches go now
             yield waiter
         finally:
             first = queue[0] is waiter

@@ -699,8 +699,7 @@ class Sender:
         if stale and self.client.metadata.wanted_topics:
             self._maybe_refresh_metadata(tg, now, delays)
         max_in_flight = self.config.max_in_flight_requests_per_connection
-        accumulator = self.accumulator
-        may_hold = bool(lingered) and not (accumulator.hurried or accumulator.exhausted)
+        may_hold = bool(lingered) and not self.accumulator.hurried
         held_back: set[PartitionKey] | None = None
         for node, tps in by_node.items():
             throttled_ms = self._throttled_ms(node)
@@ -855,7 +854,7 @@ class Sender:
         node_in_flight = self._node_in_flight
         tp_in_flight = self._tp_in_flight if self._counts_tp else None
         metrics = self.metrics
-        hurried = self.accumulator.hurried or self.accumulator.exhausted
+        hurried = self.accumulator.hurried
         first = True
         written = 0
         while tps:

@@ -164,6 +164,35 @@ def test_backpressure_unblocks_when_a_batch_is_acknowledged() -> None:
     assert acc.buffer_used == record_size(None, b"y" * 150, ())
 
 
+def test_an_append_waiting_for_room_makes_the_lingering_batches_ready_and_wakes_once() -> None:
+    """Java's rule: while appends wait for room in buffer.memory, a batch is sendable
+    whatever its linger (nothing more can join it, and sent it frees room). The first
+    append to wait wakes the sender; once it has room, linger counts again."""
+    clock = FakeClock()
+    woken: list[tuple[list[tuple[str, int]], float | None]] = []
+    acc: RecordAccumulator
+
+    def wait(cond: threading.Condition, timeout: float) -> None:
+        assert woken == [([("t", 0)], None)]  # ready, with 60 s of linger left
+        cond.release()  # the sender sends it meanwhile, and it is acknowledged
+        try:
+            [batch] = acc.drain([("t", 0)], 10_000)
+            acc.complete(batch, 0)
+        finally:
+            cond.acquire()
+
+    acc = make(clock, linger_ms=60_000, buffer_memory=300, max_block_ms=2000, wait=wait)
+    acc.append("t", 0, 1, None, b"x" * 150)
+    assert acc.ready(clock()) == ([], 60_000.0)
+    acc.wakeup = lambda: woken.append(acc.ready(clock()))
+    acc._wake_pending = True  # the sender was told of the open batch already
+    second = acc.append("t", 0, 2, None, b"y" * 150)
+    # then the wake of the batch the second record opened: with room, linger counts again
+    assert woken == [([("t", 0)], None), ([], 60_000.0)]
+    assert not acc.exhausted
+    assert not second.done()
+
+
 def test_a_thread_blocked_on_buffer_memory_is_woken_by_the_release() -> None:
     """A release notifies the appends waiting for room (it skips the notify only when
     none waits): the blocked thread goes on at once, not after max.block.ms."""

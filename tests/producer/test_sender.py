@@ -235,6 +235,14 @@ def dispatch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(FakeClient, "submitting", request.param == "submit")
 
 
+UNBOUNDED: dict[str, Any] = {
+    "acks": 1,
+    "enable_idempotence": False,
+    "max_in_flight_requests_per_connection": 1_000_000,
+}
+"""librdkafka's defaults: no limit on requests in flight (with :func:`config`)."""
+
+
 def config(**settings: Any) -> ProducerConfig:
     base: dict[str, Any] = {
         "bootstrap_servers": "fake:1",
@@ -689,8 +697,9 @@ class HeldAnswers:
             on_response(answer(self.broker.append(0, bytes(data))), None)
 
 
-@pytest.mark.anyio
-async def test_the_places_freed_by_responses_read_together_go_out_in_one_write() -> None:
+def held_answers() -> tuple[FakeBroker, FakeClient, HeldAnswers]:
+    """A broker, and a client whose produce requests it answers when the test releases
+    them (:class:`HeldAnswers`)."""
     broker = FakeBroker()
 
     async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
@@ -699,6 +708,12 @@ async def test_the_places_freed_by_responses_read_together_go_out_in_one_write()
     client = FakeClient(unused)
     connection = HeldAnswers(client, broker)
     client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    return broker, client, connection
+
+
+@pytest.mark.anyio
+async def test_the_places_freed_by_responses_read_together_go_out_in_one_write() -> None:
+    broker, client, connection = held_answers()
 
     async def body(acc: RecordAccumulator) -> None:
         futures = [acc.append(TOPIC, 0, 5, None, bytes([i]) * 100) for i in range(4)]
@@ -1108,14 +1123,7 @@ async def test_a_batch_whose_linger_ended_waits_for_an_answer_while_the_broker_i
     because its linger ended waits, and the records appended meanwhile join it: the
     answer's pass sends them in one batch. A full batch still goes, and so does a
     flush's."""
-    broker = FakeBroker()
-
-    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
-        raise AssertionError("answered by HeldAnswers")
-
-    client = FakeClient(unused)
-    connection = HeldAnswers(client, broker)
-    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    broker, client, connection = held_answers()
 
     def last_sent() -> list[bytes | None]:
         data = client.requests[-1][1].topic_data[0].partition_data[0].records
@@ -1157,12 +1165,7 @@ async def test_a_batch_whose_linger_ended_waits_for_an_answer_while_the_broker_i
         metadata = await wait_all(futures)
         assert [m.offset for m in metadata] == list(range(len(futures)))
 
-    cfg = config(
-        batch_size=1000,
-        acks=1,
-        enable_idempotence=False,
-        max_in_flight_requests_per_connection=1_000_000,
-    )
+    cfg = config(batch_size=1000, **UNBOUNDED)
     sender = await run_sender(client, cfg, body)
     assert sender.fatal_error is None
     assert broker.log[0] == [
@@ -1178,14 +1181,7 @@ async def test_a_batch_whose_linger_ended_waits_for_an_answer_while_the_broker_i
 async def test_no_batch_is_held_for_an_answer_while_sends_wait_for_room() -> None:
     """While a send waits for room in ``buffer.memory``, nothing more joins the batches:
     a batch whose linger ended goes at once, however many requests are unanswered."""
-    broker = FakeBroker()
-
-    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
-        raise AssertionError("answered by HeldAnswers")
-
-    client = FakeClient(unused)
-    connection = HeldAnswers(client, broker)
-    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    broker, client, connection = held_answers()
 
     async def sent(count: int) -> None:
         while len(client.requests) < count:
@@ -1205,14 +1201,11 @@ async def test_no_batch_is_held_for_an_answer_while_sends_wait_for_room() -> Non
         metadata = await wait_all(futures)
         assert [m.offset for m in metadata] == list(range(LINGER_HOLD_IN_FLIGHT + 1))
 
-    cfg = config(
-        batch_size=1000,
-        acks=1,
-        enable_idempotence=False,
-        max_in_flight_requests_per_connection=1_000_000,
-    )
+    cfg = config(batch_size=1000, **UNBOUNDED)
     sender = await run_sender(client, cfg, body)
     assert sender.fatal_error is None
+    early = [b"early %d" % i for i in range(LINGER_HOLD_IN_FLIGHT)]
+    assert broker.log[0] == [*early, b"while waiting"]
 
 
 @pytest.mark.anyio
@@ -1224,20 +1217,15 @@ async def test_news_runs_no_pass_while_the_last_held_batches_for_an_answer(
     and more): it could send nothing but filled batches to a broker that is behind, at
     the cost of a look at every partition. The answer's pass sends what was appended, in
     one batch."""
-    broker = FakeBroker()
-
-    async def unused(node: int, request: ProduceRequest) -> ProduceResponse:
-        raise AssertionError("answered by HeldAnswers")
-
-    client = FakeClient(unused)
-    connection = HeldAnswers(client, broker)
-    client.open_connection = lambda node: connection  # type: ignore[method-assign]
+    broker, client, connection = held_answers()
     passes: list[int] = []
     real_pass = Sender._pass
 
     def counted(self: Sender, tg: anyio.abc.TaskGroup) -> float:
         passes.append(len(client.requests))
         return real_pass(self, tg)
+
+    count = -(-NEWS_WRITE // (RECORD_OVERHEAD + 1_000)) + 1  # NEWS_WRITE bytes and more
 
     async def body(acc: RecordAccumulator, sender: Sender) -> None:
         acc.wakeup = sender.news
@@ -1250,7 +1238,6 @@ async def test_news_runs_no_pass_while_the_last_held_batches_for_an_answer(
         while not sender._held_for_answer:
             await anyio.sleep(0)
         monkeypatch.setattr(Sender, "_pass", counted)
-        count = -(-NEWS_WRITE // (RECORD_OVERHEAD + 1_000)) + 1
         futures += [acc.append(TOPIC, 0, 5, None, b"v" * 1_000) for _ in range(count)]
         for _ in range(20):
             await anyio.sleep(0)
@@ -1270,10 +1257,7 @@ async def test_news_runs_no_pass_while_the_last_held_batches_for_an_answer(
         metadata = await wait_all(futures)
         assert [m.offset for m in metadata] == list(range(len(futures)))
 
-    cfg = config(
-        acks=1,
-        enable_idempotence=False,
-        max_in_flight_requests_per_connection=1_000_000,
-        batch_size=1 << 20,
-    )
+    cfg = config(batch_size=1 << 20, **UNBOUNDED)
     await run_with_sender(client, cfg, body)
+    early = [b"early %d" % i for i in range(LINGER_HOLD_IN_FLIGHT)]
+    assert broker.log[0] == [*early, b"held", *[b"v" * 1_000] * count]

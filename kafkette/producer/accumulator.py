@@ -683,7 +683,7 @@ class RecordAccumulator(AccumulatorState):
     def hurried(self) -> bool:
         """Whether every batch is ready at once, whatever its linger: a flush or a close
         is in progress, or the buffer is :attr:`exhausted` (Java's rule too)."""
-        return self._flushes > 0 or self._closed or self._waiting > 0 or self.on_space is not None
+        return self._flushes > 0 or self._closed or self.exhausted
 
     @property
     def exhausted(self) -> bool:

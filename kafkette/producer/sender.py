@@ -157,8 +157,9 @@ partitions with a high ``max.in.flight`` sends each partition's few records of a
 in a batch of their own; the broker's and the client's cost per batch then slow both,
 batches get smaller still and the rate collapses (200,000 keyed records over 1,000
 partitions, async, on a loaded machine: 3.6 records a batch and a fifth of the rate).
-Two, not one: the broker works on one request while the next waits in its socket, and
-the one-partition tables stay as they were. librdkafka holds batches the same way while
+Two, not one: the broker works on one request while the next waits in its socket (one
+and two both end the collapse; the one-partition tables are the same with two as without
+the hold). librdkafka holds batches the same way while
 a request waits to be written (``queue.buffering.backpressure.threshold``); an answer
 is the sign we have. Not while sends wait for room in ``buffer.memory``: nothing more
 can join the batches then."""
